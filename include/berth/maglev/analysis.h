@@ -1,0 +1,45 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "berth/maglev/table.h"
+
+namespace berth {
+
+// Figures an operator uses to judge a table: how evenly it spreads load, and how many flows a
+// backend failure moves compared with the least possible. Control-plane cost; not for workers.
+
+struct BalanceStats {
+  uint32_t serving = 0;  // healthy backends with weight > 0
+  uint32_t min_slots = 0;
+  uint32_t max_slots = 0;
+  // Over serving backends, slots / ideal, where ideal = M * weight / (sum of serving weights).
+  double min_over_ideal = 0;
+  double max_over_ideal = 0;
+};
+BalanceStats balanceOf(const Table& table);
+
+// Slots whose backend differs between two tables of one size. Backends compare by name, so a
+// table rebuilt from a different backend list compares correctly.
+uint32_t slotsChanged(const Table& before, const Table& after);
+
+struct FailureImpact {
+  std::string backend;
+  uint32_t owned_slots = 0;   // in the all-healthy table
+  double ideal_share = 0;     // owned_slots / M: the least share any scheme has to move
+  double failover_share = 0;  // moved by withHealth() with this backend unhealthy
+  double rebuild_share = 0;   // moved by a full build without this backend
+  BalanceStats failover_balance;
+};
+
+// For each backend with slots, in turn: what its failure moves, by min-disruption failover and by
+// a full rebuild without it. `full` must be an all-healthy table. Cost: N failovers and N builds.
+absl::StatusOr<std::vector<FailureImpact>> singleFailureImpacts(const Table& full);
+
+// A full build from `full`'s backend list and permutations, leaving out the named backends.
+absl::StatusOr<Table> rebuildWithout(const Table& full, const std::vector<bool>& leave_out);
+
+}  // namespace berth

@@ -1,0 +1,161 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace berth {
+
+// The Maglev lookup table (Eisenbud et al., NSDI 2016) and its min-disruption failover.
+//
+// A table maps each of M slots to a backend index. A flow's backend is entries[hash % M]: one
+// array read. Entries are uint16_t so that the default M = 65537 takes 128 KiB and stays in L2.
+
+inline constexpr uint32_t kDefaultTableSize = 65537;
+// Large enough for 1,000 backends at the advised 100 slots each with room to spare, small enough
+// that a table (32 MiB) and its build state stay far below a worker's memory.
+inline constexpr uint32_t kMaxTableSize = 16777213;  // the largest prime below 2^24
+inline constexpr uint16_t kNoBackend = 0xFFFF;
+inline constexpr size_t kMaxBackends = 65535;  // indices 0..65534; 65535 is kNoBackend
+inline constexpr int64_t kMaxWeight = 1'000'000;
+
+// A backend as the hashing sees it: only its name and weight matter. Weight 0 means drained:
+// the backend owns no slots but stays in the table's backend list, so its flows can finish.
+struct Backend {
+  std::string name;
+  int64_t weight = 1;
+};
+
+// Where a backend's preference list starts and how far it steps: slot j is
+// (offset + j * skip) % M. Because M is prime and 0 < skip < M, the list visits every slot.
+struct Permutation {
+  uint32_t offset = 0;
+  uint32_t skip = 1;
+};
+
+// The permutation berth derives from a backend's name: offset = h1 % M and
+// skip = h2 % (M - 1) + 1, where h1 and h2 are nameHash64 under kOffsetHashSeed and kSkipHashSeed.
+Permutation permutationFor(absl::string_view name, uint32_t table_size);
+
+// True when n is prime. Deterministic trial division; n <= kMaxTableSize costs microseconds.
+bool isPrime(uint64_t n);
+
+// Checks the inputs exactly as build() does, without building (see build() for the rules), so the
+// config loader can reject a service before anything is applied.
+absl::Status validateBackends(absl::Span<const Backend> backends, uint32_t table_size);
+
+class Table;
+
+// Builds the all-healthy table. Backends are sorted by name first, so the input order never
+// matters, and entry values index Table::backends() in that sorted order.
+//
+// Each backend with weight > 0 owns a quota of slots proportional to its weight (largest
+// remainder, ties to the earlier name), so equal weights give floor(M/N) or ceil(M/N) slots.
+// Backends take turns as in the paper; a backend's turns come in proportion to its weight, and a
+// backend stops taking turns once it holds its quota.
+//
+// Errors (InvalidArgument, naming the problem): M not prime, M > kMaxTableSize, M <= N, an empty
+// or duplicate name, more than kMaxBackends backends, a weight below 0 or above kMaxWeight, or a
+// positive weight too small to earn one slot at this M.
+// Zero backends, or only drained ones, is a valid table whose every slot is kNoBackend.
+//
+// Cost: O(M log M) probes of an M-bit bitmap; about 1 ms for N=1000, M=65537.
+absl::StatusOr<Table> build(std::vector<Backend> backends, uint32_t table_size = kDefaultTableSize);
+
+// As build(), with each backend's permutation given instead of hashed from its name (the
+// permutations follow the same order as backends). For worked examples and tests.
+absl::StatusOr<Table> buildWithPermutations(std::vector<Backend> backends,
+                                            std::vector<Permutation> permutations,
+                                            uint32_t table_size);
+
+// The table to use while some backends are unhealthy.
+//
+// Slots owned by a healthy backend in the all-healthy table never move. Each slot vacated by an
+// unhealthy backend goes to the healthy backend that ranks it earliest, where a backend's rank
+// of a slot is its position in that backend's preference list divided by its weight (ties to the
+// earlier name). A backend already holding its cap of ceil(ideal * (100 + slack) / 100) slots,
+// where ideal is its weighted share of M among the healthy backends and slack is
+// kFailoverLoadSlackPercent, takes no more, and the slot goes to the next-ranked. Vacated slots
+// are handed out in the order of those ranks, so the result is a pure function of (configured
+// backends, healthy set): every instance agrees, and recovery restores the all-healthy table.
+//
+// Trade-off: without a cap, each vacated slot would move only when its own owner fails, but the
+// spread over backends is that of balls in bins (max/ideal near 1.04 after 10% of 1,000 backends
+// fail). The cap bounds max/ideal by 1 + slack / 100. The price is that a backend reaching its
+// cap pushes its later-ranked vacated slots elsewhere, which moves a few slots beyond the newly
+// failed backend's own: at worst 4.6% more over 100 successive failures among 1,000 backends.
+// With only a few backends, ranks alone do not split vacated slots by weight, and the cap is
+// what keeps each backend within 1 + slack / 100 of its share.
+//
+// `healthy` has one flag per backend, in Table::backends() order. Cost: the cheaper of about
+// M ln(V) probes and V * H rank computations, for V vacated slots and H healthy backends; about
+// 0.15 ms for one failure among N=1000 at M=65537.
+inline constexpr uint32_t kFailoverLoadSlackPercent = 2;
+
+// How withHealth() computes its (identical) result; kAuto picks the cheaper. For tests and
+// benchmarks that pin one.
+enum class FailoverStrategy { kAuto, kByRounds, kBySlots };
+
+absl::StatusOr<Table> withHealth(const Table& table, const std::vector<bool>& healthy,
+                                 FailoverStrategy strategy = FailoverStrategy::kAuto);
+
+// An immutable Maglev table. Copies are cheap: they share the entries, backend list and
+// permutations.
+class Table {
+  __extension__ using Uint128 = unsigned __int128;
+
+ public:
+  uint32_t size() const { return size_; }
+  absl::Span<const uint16_t> entries() const { return *entries_; }
+
+  // The backend index for a 32-bit flow hash, or kNoBackend. Equals entries()[hash % size()],
+  // computed with Lemire's multiply-based modulo because a 64-bit division costs ~25 cycles.
+  uint16_t lookup(uint32_t hash) const {
+    const uint64_t low_bits = modulo_multiplier_ * hash;
+    const auto slot = static_cast<uint32_t>((static_cast<Uint128>(low_bits) * size_) >> 64);
+    return entries_data_[slot];
+  }
+
+  // The configured backends, sorted by name. Entry values index this list.
+  absl::Span<const Backend> backends() const { return layout_->backends; }
+  absl::Span<const Permutation> permutations() const { return layout_->permutations; }
+  // The all-healthy table this one was derived from (itself when all are healthy).
+  absl::Span<const uint16_t> fullEntries() const { return *layout_->full_entries; }
+  const std::vector<bool>& healthy() const { return healthy_; }
+
+  // The index of the backend with this name, or NotFound.
+  absl::StatusOr<uint16_t> indexOf(absl::string_view name) const;
+  // Slots owned by each backend, in backends() order.
+  std::vector<uint32_t> slotCounts() const;
+
+ private:
+  friend absl::StatusOr<Table> buildWithPermutations(std::vector<Backend>, std::vector<Permutation>,
+                                                     uint32_t);
+  friend absl::StatusOr<Table> withHealth(const Table&, const std::vector<bool>&, FailoverStrategy);
+
+  struct Layout {
+    std::vector<Backend> backends;
+    std::vector<Permutation> permutations;
+    // Shared with the all-healthy Table itself: a build allocates the entries once.
+    std::shared_ptr<const std::vector<uint16_t>> full_entries;
+    std::vector<uint32_t> full_slot_counts;  // per backend, in the all-healthy table
+  };
+
+  Table(std::shared_ptr<const Layout> layout, std::shared_ptr<const std::vector<uint16_t>> entries,
+        std::vector<bool> healthy, uint32_t size);
+
+  std::shared_ptr<const Layout> layout_;
+  std::shared_ptr<const std::vector<uint16_t>> entries_;
+  const uint16_t* entries_data_ = nullptr;  // entries_->data(), one indirection less per lookup
+  std::vector<bool> healthy_;
+  uint32_t size_ = 0;
+  uint64_t modulo_multiplier_ = 0;
+};
+
+}  // namespace berth

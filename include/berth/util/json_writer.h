@@ -1,0 +1,42 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace berth {
+
+// Builds one JSON document into a string, inserting commas itself. For operator output
+// (berthctl, and later the stats endpoint); the caller keeps begin/end calls balanced.
+class JsonWriter {
+ public:
+  JsonWriter& beginObject();
+  JsonWriter& endObject();
+  JsonWriter& beginArray();
+  JsonWriter& endArray();
+  // The key for the next value inside an object.
+  JsonWriter& key(absl::string_view name);
+  JsonWriter& value(absl::string_view text);
+  JsonWriter& value(const char* text) { return value(absl::string_view(text)); }
+  JsonWriter& value(int64_t number);
+  JsonWriter& value(uint64_t number);
+  JsonWriter& value(int number) { return value(static_cast<int64_t>(number)); }
+  JsonWriter& value(unsigned number) { return value(static_cast<uint64_t>(number)); }
+  JsonWriter& value(double number);  // non-finite numbers are written as null
+  JsonWriter& value(bool flag);
+  JsonWriter& null();
+
+  const std::string& str() const { return out_; }
+
+ private:
+  void separate();
+
+  std::string out_;
+  // One entry per open container: whether it already holds an element.
+  std::vector<bool> has_element_;
+  bool after_key_ = false;
+};
+
+}  // namespace berth

@@ -1,0 +1,147 @@
+// Google Benchmark programs for the Maglev table and the flow hash. Run through
+// perf/run-benchmarks.sh, which reports medians of repetitions as JSON.
+
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "berth/maglev/table.h"
+#include "berth/net/flow_hash.h"
+#include "berth/util/heap.h"
+
+namespace berth {
+namespace {
+
+std::vector<Backend> equalBackends(int64_t count) {
+  std::vector<Backend> backends;
+  for (int64_t i = 0; i < count; ++i) backends.push_back({absl::StrFormat("backend-%05d", i), 1});
+  return backends;
+}
+
+// Full build of the all-healthy table. Args: N, M.
+void BM_TableBuild(benchmark::State& state) {
+  const std::vector<Backend> backends = equalBackends(state.range(0));
+  const auto table_size = static_cast<uint32_t>(state.range(1));
+  for (auto _ : state) {
+    absl::StatusOr<Table> table = build(backends, table_size);
+    benchmark::DoNotOptimize(table);
+  }
+  state.counters["N"] = static_cast<double>(state.range(0));
+  state.counters["M"] = table_size;
+}
+BENCHMARK(BM_TableBuild)
+    ->ArgsProduct({{10, 100, 1000}, {65537, 655373}})
+    ->Unit(benchmark::kMillisecond);
+
+// The paper's population loop as Katran and Envoy write it: one probe at a time, every backend
+// a turn per round until the table is full. The baseline that BM_TableBuild's ratio is taken
+// against in the same run, since this machine's speed drifts between runs. Args: N, M.
+void BM_TableBuildTextbook(benchmark::State& state) {
+  const auto table_size = static_cast<uint32_t>(state.range(1));
+  std::vector<Permutation> permutations;
+  for (const Backend& backend : equalBackends(state.range(0))) {
+    permutations.push_back(permutationFor(backend.name, table_size));
+  }
+  for (auto _ : state) {
+    std::vector<uint32_t> next(permutations.size());
+    for (size_t i = 0; i < next.size(); ++i) next[i] = permutations[i].offset;
+    std::vector<int32_t> entries(table_size, -1);
+    uint32_t filled = 0;
+    while (filled < table_size) {
+      for (size_t i = 0; i < permutations.size() && filled < table_size; ++i) {
+        uint32_t slot = next[i];
+        while (entries[slot] >= 0) slot = (slot + permutations[i].skip) % table_size;
+        entries[slot] = static_cast<int32_t>(i);
+        next[i] = (slot + permutations[i].skip) % table_size;
+        ++filled;
+      }
+    }
+    benchmark::DoNotOptimize(entries.data());
+  }
+  state.counters["N"] = static_cast<double>(state.range(0));
+  state.counters["M"] = table_size;
+}
+BENCHMARK(BM_TableBuildTextbook)
+    ->ArgsProduct({{1000}, {65537, 655373}})
+    ->Unit(benchmark::kMillisecond);
+
+// withHealth() for one failed backend, from the cached all-healthy table. Args: N, M.
+void BM_FailoverOneBackend(benchmark::State& state) {
+  const auto table_size = static_cast<uint32_t>(state.range(1));
+  absl::StatusOr<Table> full = build(equalBackends(state.range(0)), table_size);
+  if (!full.ok()) {
+    state.SkipWithError(std::string(full.status().message()).c_str());
+    return;
+  }
+  std::vector<bool> healthy(full->backends().size(), true);
+  size_t failed = 0;
+  for (auto _ : state) {
+    // Rotate the failed backend so no single permutation's luck decides the figure.
+    healthy[failed] = false;
+    absl::StatusOr<Table> failover = withHealth(*full, healthy);
+    benchmark::DoNotOptimize(failover);
+    healthy[failed] = true;
+    failed = (failed + 1) % healthy.size();
+  }
+  state.counters["N"] = static_cast<double>(state.range(0));
+  state.counters["M"] = table_size;
+}
+BENCHMARK(BM_FailoverOneBackend)
+    ->ArgsProduct({{100, 1000}, {65537, 655373}})
+    ->Unit(benchmark::kMillisecond);
+
+// Per packet: flow hash of a random 5-tuple plus the table read. Arg: IP version.
+void BM_FlowHashAndLookup(benchmark::State& state) {
+  absl::StatusOr<Table> table = build(equalBackends(1000), 65537);
+  std::mt19937 random(1);
+  constexpr size_t kKeys = 4096;  // a working set that stays in cache, as a burst's keys do
+  std::vector<FlowKey> keys(kKeys);
+  for (FlowKey& key : keys) {
+    key.family = state.range(0) == 4 ? IpFamily::kIpv4 : IpFamily::kIpv6;
+    const size_t length = key.family == IpFamily::kIpv4 ? 4 : 16;
+    for (size_t i = 0; i < length; ++i) {
+      key.source[i] = static_cast<uint8_t>(random());
+      key.destination[i] = static_cast<uint8_t>(random());
+    }
+    key.source_port = static_cast<uint16_t>(random());
+    key.destination_port = static_cast<uint16_t>(random());
+    key.protocol = kProtocolTcp;
+  }
+  size_t i = 0;
+  for (auto _ : state) {
+    const uint16_t backend =
+        table->lookup(flowHash(keys[i], HashFields::kFiveTuple, kDefaultFlowHashSeed));
+    benchmark::DoNotOptimize(backend);
+    i = (i + 1) & (kKeys - 1);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_FlowHashAndLookup)->Arg(4)->Arg(6);
+
+// The bare table read, for comparison with Katran's 2.2 ns.
+void BM_TableLookupOnly(benchmark::State& state) {
+  absl::StatusOr<Table> table = build(equalBackends(1000), 65537);
+  std::mt19937 random(2);
+  std::vector<uint32_t> hashes(4096);
+  for (uint32_t& hash : hashes) hash = random();
+  size_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(table->lookup(hashes[i]));
+    i = (i + 1) & 4095;
+  }
+}
+BENCHMARK(BM_TableLookupOnly);
+
+}  // namespace
+}  // namespace berth
+
+int main(int argc, char** argv) {
+  berth::retainFreedHeapMemory();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,21 @@
+#include "berth/config/config.h"
+
+namespace berth {
+
+absl::string_view toString(Protocol protocol) { return protocol == Protocol::kTcp ? "tcp" : "udp"; }
+
+std::vector<Backend> ServiceConfig::maglevBackends() const {
+  std::vector<Backend> result;
+  result.reserve(backends.size());
+  for (const BackendConfig& backend : backends) result.push_back({backend.name, backend.weight});
+  return result;
+}
+
+const ServiceConfig* Config::findService(absl::string_view name) const {
+  for (const ServiceConfig& service : services) {
+    if (service.name == name) return &service;
+  }
+  return nullptr;
+}
+
+}  // namespace berth

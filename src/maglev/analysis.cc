@@ -1,0 +1,97 @@
+#include "berth/maglev/analysis.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/container/flat_hash_map.h"
+#include "berth/util/status_macros.h"
+
+namespace berth {
+
+BalanceStats balanceOf(const Table& table) {
+  const absl::Span<const Backend> backends = table.backends();
+  const std::vector<uint32_t> counts = table.slotCounts();
+  uint64_t serving_weight = 0;
+  for (size_t i = 0; i < backends.size(); ++i) {
+    if (table.healthy()[i]) serving_weight += static_cast<uint64_t>(backends[i].weight);
+  }
+  BalanceStats stats;
+  if (serving_weight == 0) return stats;
+  stats.min_slots = std::numeric_limits<uint32_t>::max();
+  stats.min_over_ideal = std::numeric_limits<double>::max();
+  for (size_t i = 0; i < backends.size(); ++i) {
+    if (!table.healthy()[i] || backends[i].weight == 0) continue;
+    ++stats.serving;
+    const double ideal = static_cast<double>(table.size()) *
+                         static_cast<double>(backends[i].weight) /
+                         static_cast<double>(serving_weight);
+    const double ratio = counts[i] / ideal;
+    stats.min_slots = std::min(stats.min_slots, counts[i]);
+    stats.max_slots = std::max(stats.max_slots, counts[i]);
+    stats.min_over_ideal = std::min(stats.min_over_ideal, ratio);
+    stats.max_over_ideal = std::max(stats.max_over_ideal, ratio);
+  }
+  return stats;
+}
+
+uint32_t slotsChanged(const Table& before, const Table& after) {
+  // Map each of `after`'s backend indices to `before`'s index for the same name.
+  absl::flat_hash_map<absl::string_view, uint16_t> before_index;
+  for (size_t i = 0; i < before.backends().size(); ++i) {
+    before_index.emplace(before.backends()[i].name, static_cast<uint16_t>(i));
+  }
+  std::vector<uint16_t> translate(after.backends().size(), kNoBackend);
+  for (size_t i = 0; i < after.backends().size(); ++i) {
+    auto it = before_index.find(after.backends()[i].name);
+    // A backend only `after` knows gets an index no `before` entry can hold.
+    translate[i] = it == before_index.end() ? static_cast<uint16_t>(kNoBackend - 1) : it->second;
+  }
+  const size_t slots = std::min(before.entries().size(), after.entries().size());
+  uint32_t changed = 0;
+  for (size_t slot = 0; slot < slots; ++slot) {
+    const uint16_t entry = after.entries()[slot];
+    const uint16_t translated = entry == kNoBackend ? kNoBackend : translate[entry];
+    changed += translated != before.entries()[slot];
+  }
+  return changed;
+}
+
+absl::StatusOr<Table> rebuildWithout(const Table& full, const std::vector<bool>& leave_out) {
+  std::vector<Backend> backends;
+  std::vector<Permutation> permutations;
+  for (size_t i = 0; i < full.backends().size(); ++i) {
+    if (i < leave_out.size() && leave_out[i]) continue;
+    backends.push_back(full.backends()[i]);
+    permutations.push_back(full.permutations()[i]);
+  }
+  return buildWithPermutations(std::move(backends), std::move(permutations), full.size());
+}
+
+absl::StatusOr<std::vector<FailureImpact>> singleFailureImpacts(const Table& full) {
+  if (std::find(full.healthy().begin(), full.healthy().end(), false) != full.healthy().end()) {
+    return absl::FailedPreconditionError("failure impact needs the all-healthy table");
+  }
+  const std::vector<uint32_t> counts = full.slotCounts();
+  const auto table_size = static_cast<double>(full.size());
+  std::vector<FailureImpact> impacts;
+  for (size_t i = 0; i < full.backends().size(); ++i) {
+    if (counts[i] == 0) continue;
+    std::vector<bool> flags(full.backends().size(), false);
+    flags[i] = true;
+    BERTH_ASSIGN_OR_RETURN(const Table rebuilt, rebuildWithout(full, flags));
+    flags.flip();
+    BERTH_ASSIGN_OR_RETURN(const Table failover, withHealth(full, flags));
+
+    FailureImpact impact;
+    impact.backend = full.backends()[i].name;
+    impact.owned_slots = counts[i];
+    impact.ideal_share = counts[i] / table_size;
+    impact.failover_share = slotsChanged(full, failover) / table_size;
+    impact.rebuild_share = slotsChanged(full, rebuilt) / table_size;
+    impact.failover_balance = balanceOf(failover);
+    impacts.push_back(std::move(impact));
+  }
+  return impacts;
+}
+
+}  // namespace berth

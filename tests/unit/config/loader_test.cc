@@ -1,0 +1,212 @@
+#include "berth/config/loader.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace berth {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr absl::string_view kValid = R"(services:
+  - name: web
+    vip: 198.18.100.1
+    port: 80
+    protocol: tcp
+    table_size: 65537
+    hash_fields: 3-tuple
+    backends:
+      - { name: web-1, address: 198.18.1.2, weight: 2 }
+      - name: web-2
+        address: 198.18.2.2
+  - name: dns
+    vip: "2001:db8::53"
+    port: 53
+    protocol: udp
+    backends: []
+)";
+
+TEST(ConfigLoaderTest, LoadsAValidConfigWithDefaults) {
+  absl::StatusOr<Config> config = parseConfig(kValid, "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->services.size(), 2u);
+  const ServiceConfig& web = config->services[0];
+  EXPECT_EQ(web.name, "web");
+  EXPECT_EQ(web.vip, IpAddress::v4(198, 18, 100, 1));
+  EXPECT_EQ(web.port, 80);
+  EXPECT_EQ(web.protocol, Protocol::kTcp);
+  EXPECT_EQ(web.hash_fields, HashFields::kThreeTuple);
+  EXPECT_EQ(web.line, 2);
+  ASSERT_EQ(web.backends.size(), 2u);
+  EXPECT_EQ(web.backends[0].weight, 2);
+  EXPECT_EQ(web.backends[1].weight, 1);
+  EXPECT_EQ(web.backends[1].line, 10);
+  const ServiceConfig& dns = config->services[1];
+  EXPECT_EQ(dns.vip.family, IpFamily::kIpv6);
+  EXPECT_EQ(dns.table_size, kDefaultTableSize);
+  EXPECT_EQ(dns.hash_fields, HashFields::kFiveTuple);
+  EXPECT_TRUE(dns.backends.empty());
+  EXPECT_EQ(config->findService("dns"), &dns);
+  EXPECT_EQ(config->findService("nope"), nullptr);
+}
+
+TEST(ConfigLoaderTest, ShippedConfigsLoad) {
+  for (const char* name : {"demo.yaml", "example.yaml"}) {
+    absl::StatusOr<Config> config =
+        loadConfigFile(std::string(BERTH_SOURCE_ROOT "/config/") + name);
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_FALSE(config->services.empty());
+    for (const ServiceConfig& service : config->services) {
+      EXPECT_TRUE(build(service.maglevBackends(), service.table_size).ok()) << service.name;
+    }
+  }
+}
+
+TEST(ConfigLoaderTest, MissingFileIsNotFound) {
+  EXPECT_EQ(loadConfigFile("/nonexistent/berth.yaml").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ConfigLoaderTest, SmallTableForManyBackendsWarnsWithFieldAndLine) {
+  std::string yaml =
+      "services:\n  - name: s\n    vip: 198.18.100.1\n    port: 80\n"
+      "    protocol: tcp\n    table_size: 101\n    backends:\n"
+      "      - { name: a, address: 198.18.1.2 }\n      - { name: b, address: 198.18.1.3 }\n";
+  absl::StatusOr<Config> config = parseConfig(yaml, "w.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->warnings.size(), 1u);
+  EXPECT_THAT(config->warnings[0],
+              StartsWith("w.yaml:6: services[0].table_size: 101 is less than 100"));
+}
+
+// Each bad config names file:line:column, the field's path, and the problem, and no Config comes
+// back at all: the loader never half-applies.
+struct BadConfig {
+  const char* description;
+  const char* yaml;
+  const char* location;  // "file:line:column: path"
+  const char* message;
+};
+
+class ConfigLoaderErrorTest : public ::testing::TestWithParam<BadConfig> {};
+
+TEST_P(ConfigLoaderErrorTest, NamesTheFieldAndTheLine) {
+  const BadConfig& bad = GetParam();
+  absl::StatusOr<Config> config = parseConfig(bad.yaml, "bad.yaml");
+  ASSERT_FALSE(config.ok()) << bad.description;
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(config.status().message()), StartsWith(bad.location)) << bad.description;
+  EXPECT_THAT(std::string(config.status().message()), HasSubstr(bad.message)) << bad.description;
+}
+
+#define SERVICE_HEAD \
+  "services:\n  - name: web\n    vip: 198.18.100.1\n    port: 80\n    protocol: tcp\n"
+#define ONE_BACKEND "    backends:\n      - { name: a, address: 198.18.1.2 }\n"
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, ConfigLoaderErrorTest,
+    ::testing::Values(
+        BadConfig{"empty file", "", "bad.yaml:1:1: config", "is empty"},
+        BadConfig{"yaml syntax", "services: [\n  - {name: x\n", "bad.yaml:", "yaml:"},
+        BadConfig{"top level not a map", "- a\n- b\n", "bad.yaml:1:1: ", "expected a map"},
+        BadConfig{"unknown top-level key", "services: []\nlisten: 1\n", "bad.yaml:2:1: listen",
+                  "unknown key; expected one of: services"},
+        BadConfig{"missing services", "{}\n", "bad.yaml:1:1: ", "missing required key 'services'"},
+        BadConfig{"services not a list", "services: 3\n", "bad.yaml:1:11: services",
+                  "expected a list of services"},
+        BadConfig{"unknown service key", SERVICE_HEAD "    colour: blue\n" ONE_BACKEND,
+                  "bad.yaml:6:5: services[0].colour", "unknown key"},
+        BadConfig{"duplicate key", SERVICE_HEAD "    port: 81\n" ONE_BACKEND,
+                  "bad.yaml:6:5: services[0].port", "key appears twice"},
+        BadConfig{"missing name", "services:\n  - vip: 198.18.100.1\n    port: 80\n",
+                  "bad.yaml:2:5: services[0]", "missing required key 'name'"},
+        BadConfig{"name not a string", "services:\n  - name: [a, b]\n",
+                  "bad.yaml:2:11: services[0].name", "expected a non-empty string"},
+        BadConfig{"bad vip", "services:\n  - name: web\n    vip: 198.18.100.300\n",
+                  "bad.yaml:3:10: services[0].vip",
+                  "'198.18.100.300' is not an IPv4 or IPv6 address"},
+        BadConfig{"port out of range",
+                  "services:\n  - name: web\n    vip: 198.18.100.1\n    port: 70000\n",
+                  "bad.yaml:4:11: services[0].port",
+                  "must be an integer from 1 to 65535, got '70000'"},
+        BadConfig{"port not a number",
+                  "services:\n  - name: web\n    vip: 198.18.100.1\n    port: http\n",
+                  "bad.yaml:4:11: services[0].port", "got 'http'"},
+        BadConfig{
+            "bad protocol",
+            "services:\n  - name: web\n    vip: 198.18.100.1\n    port: 80\n    protocol: sctp\n",
+            "bad.yaml:5:15: services[0].protocol", "must be tcp or udp, got 'sctp'"},
+        BadConfig{"table size not prime", SERVICE_HEAD "    table_size: 65536\n" ONE_BACKEND,
+                  "bad.yaml:6:17: services[0].table_size", "65536 is not prime"},
+        BadConfig{"table size too large", SERVICE_HEAD "    table_size: 16777259\n" ONE_BACKEND,
+                  "bad.yaml:6:17: services[0].table_size", "from 2 to 16777213"},
+        BadConfig{
+            "table size not above N",
+            SERVICE_HEAD
+            "    table_size: 2\n    backends:\n"
+            "      - { name: a, address: 198.18.1.2 }\n      - { name: b, address: 198.18.1.3 }\n",
+            "bad.yaml:8:7: services[0].backends", "must be larger than the number of backends (2)"},
+        BadConfig{"bad hash fields", SERVICE_HEAD "    hash_fields: 4-tuple\n" ONE_BACKEND,
+                  "bad.yaml:6:18: services[0].hash_fields", "'4-tuple' is not a hash field set"},
+        BadConfig{"missing backends", SERVICE_HEAD, "bad.yaml:2:5: services[0]",
+                  "missing required key 'backends'"},
+        BadConfig{"backends not a list", SERVICE_HEAD "    backends: {a: 1}\n",
+                  "bad.yaml:6:15: services[0].backends", "expected a list of backends"},
+        BadConfig{"backend not a map", SERVICE_HEAD "    backends:\n      - web-1\n",
+                  "bad.yaml:7:9: services[0].backends[0]", "expected a map"},
+        BadConfig{"unknown backend key",
+                  SERVICE_HEAD
+                  "    backends:\n      - { name: a, address: 198.18.1.2, port: 8080 }\n",
+                  "bad.yaml:7:41: services[0].backends[0].port",
+                  "unknown key; expected one of: name, address, weight"},
+        BadConfig{"bad backend address",
+                  SERVICE_HEAD "    backends:\n      - { name: a, address: backend.local }\n",
+                  "bad.yaml:7:29: services[0].backends[0].address",
+                  "is not an IPv4 or IPv6 address"},
+        BadConfig{"negative weight",
+                  SERVICE_HEAD
+                  "    backends:\n      - { name: a, address: 198.18.1.2, weight: -1 }\n",
+                  "bad.yaml:7:49: services[0].backends[0].weight",
+                  "must be an integer from 0 to 1000000, got '-1'"},
+        BadConfig{"weight not a number",
+                  SERVICE_HEAD
+                  "    backends:\n      - { name: a, address: 198.18.1.2, weight: heavy }\n",
+                  "bad.yaml:7:49: services[0].backends[0].weight", "got 'heavy'"},
+        BadConfig{"weight too small for the table",
+                  SERVICE_HEAD "    table_size: 7\n    backends:\n"
+                               "      - { name: a, address: 198.18.1.2, weight: 1000 }\n      - { "
+                               "name: b, address: 198.18.1.3, weight: 1 }\n",
+                  "bad.yaml:8:7: services[0].backends", "backend 'b' has weight 1 of a total 1001"},
+        BadConfig{"duplicate backend name",
+                  SERVICE_HEAD "    backends:\n      - { name: a, address: 198.18.1.2 }\n"
+                               "      - { name: a, address: 198.18.1.3 }\n",
+                  "bad.yaml:8:9: services[0].backends[1]",
+                  "duplicate backend name 'a' in service 'web'"},
+        BadConfig{"duplicate backend address",
+                  SERVICE_HEAD "    backends:\n      - { name: a, address: 198.18.1.2 }\n"
+                               "      - { name: b, address: 198.18.1.2 }\n",
+                  "bad.yaml:8:9: services[0].backends[1]",
+                  "backend address 198.18.1.2 is already used"},
+        BadConfig{"duplicate service name",
+                  SERVICE_HEAD ONE_BACKEND "  - name: web\n    vip: 198.18.100.2\n    port: 80\n   "
+                                           " protocol: tcp\n    backends: []\n",
+                  "bad.yaml:8:5: services[1]", "duplicate service name 'web'"},
+        BadConfig{"duplicate listener",
+                  SERVICE_HEAD ONE_BACKEND "  - name: web2\n    vip: 198.18.100.1\n    port: 80\n  "
+                                           "  protocol: tcp\n    backends: []\n",
+                  "bad.yaml:8:5: services[1]",
+                  "tcp 198.18.100.1:80 is already served by service 'web'"}));
+
+// The same VIP and port may serve TCP and UDP as two services.
+TEST(ConfigLoaderTest, SameVipAndPortWithDifferentProtocolsIsAllowed) {
+  absl::StatusOr<Config> config = parseConfig(SERVICE_HEAD ONE_BACKEND
+                                              "  - name: web-udp\n    vip: 198.18.100.1\n    port: "
+                                              "80\n    protocol: udp\n    backends: []\n",
+                                              "ok.yaml");
+  EXPECT_TRUE(config.ok()) << config.status();
+}
+
+}  // namespace
+}  // namespace berth

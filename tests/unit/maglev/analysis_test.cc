@@ -1,0 +1,69 @@
+#include "berth/maglev/analysis.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "absl/strings/str_format.h"
+
+namespace berth {
+namespace {
+
+std::vector<Backend> equalBackends(size_t count) {
+  std::vector<Backend> backends;
+  for (size_t i = 0; i < count; ++i) backends.push_back({absl::StrFormat("backend-%05d", i), 1});
+  return backends;
+}
+
+TEST(MaglevAnalysisTest, BalanceOfEqualWeightsIsWithinOneSlot) {
+  absl::StatusOr<Table> table = build(equalBackends(3), 7);
+  ASSERT_TRUE(table.ok());
+  const BalanceStats stats = balanceOf(*table);
+  EXPECT_EQ(stats.serving, 3u);
+  EXPECT_EQ(stats.min_slots, 2u);
+  EXPECT_EQ(stats.max_slots, 3u);
+  EXPECT_DOUBLE_EQ(stats.max_over_ideal, 3 / (7 / 3.0));
+  EXPECT_DOUBLE_EQ(stats.min_over_ideal, 2 / (7 / 3.0));
+}
+
+TEST(MaglevAnalysisTest, BalanceOfATableWithNoServingBackendIsEmpty) {
+  absl::StatusOr<Table> table = build({}, 7);
+  ASSERT_TRUE(table.ok());
+  EXPECT_EQ(balanceOf(*table).serving, 0u);
+}
+
+// Backend indices shift when a rebuild drops a backend; the comparison must follow names.
+TEST(MaglevAnalysisTest, SlotsChangedComparesBackendsByName) {
+  absl::StatusOr<Table> full =
+      buildWithPermutations({{"B0", 1}, {"B1", 1}, {"B2", 1}}, {{3, 4}, {0, 2}, {3, 1}}, 7);
+  ASSERT_TRUE(full.ok());
+  absl::StatusOr<Table> rebuilt = rebuildWithout(*full, {false, true, false});
+  ASSERT_TRUE(rebuilt.ok());
+  // B1 B0 B1 B0 B2 B2 B0 against B0 B0 B0 B0 B2 B2 B2: slots 0, 2 and 6 differ.
+  EXPECT_EQ(slotsChanged(*full, *rebuilt), 3u);
+  EXPECT_EQ(slotsChanged(*full, *full), 0u);
+}
+
+TEST(MaglevAnalysisTest, FailoverMovesTheIdealShareAndRebuildMovesMore) {
+  absl::StatusOr<Table> full = build(equalBackends(100), 65537);
+  ASSERT_TRUE(full.ok());
+  absl::StatusOr<std::vector<FailureImpact>> impacts = singleFailureImpacts(*full);
+  ASSERT_TRUE(impacts.ok()) << impacts.status();
+  ASSERT_EQ(impacts->size(), 100u);
+  for (const FailureImpact& impact : *impacts) {
+    EXPECT_DOUBLE_EQ(impact.failover_share, impact.ideal_share) << impact.backend;
+    EXPECT_GT(impact.rebuild_share, impact.ideal_share) << impact.backend;
+    EXPECT_LE(impact.failover_balance.max_over_ideal, 1.03);
+  }
+}
+
+TEST(MaglevAnalysisTest, FailureImpactNeedsTheAllHealthyTable) {
+  absl::StatusOr<Table> full = build(equalBackends(3), 7);
+  ASSERT_TRUE(full.ok());
+  absl::StatusOr<Table> degraded = withHealth(*full, {true, false, true});
+  ASSERT_TRUE(degraded.ok());
+  EXPECT_EQ(singleFailureImpacts(*degraded).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace berth

@@ -1,0 +1,44 @@
+#include "berth/net/ip_address.h"
+
+#include <gtest/gtest.h>
+
+namespace berth {
+namespace {
+
+TEST(IpAddressTest, ParsesIpv4IntoTheFirstFourBytes) {
+  absl::StatusOr<IpAddress> address = IpAddress::parse("198.18.100.1");
+  ASSERT_TRUE(address.ok()) << address.status();
+  EXPECT_TRUE(address->isV4());
+  EXPECT_EQ(*address, IpAddress::v4(198, 18, 100, 1));
+  EXPECT_EQ(address->toString(), "198.18.100.1");
+}
+
+TEST(IpAddressTest, ParsesIpv6) {
+  absl::StatusOr<IpAddress> address = IpAddress::parse("2001:db8::1");
+  ASSERT_TRUE(address.ok()) << address.status();
+  EXPECT_EQ(address->family, IpFamily::kIpv6);
+  EXPECT_EQ(address->bytes[0], 0x20);
+  EXPECT_EQ(address->bytes[15], 0x01);
+  EXPECT_EQ(address->toString(), "2001:db8::1");
+}
+
+TEST(IpAddressTest, RejectsAnythingElseNamingTheText) {
+  for (const char* text :
+       {"", "198.18.0", "198.18.0.256", "198.18.0.1/24", "fe80::1%eth0", "example.com", "1.2.3.4 ",
+        "::::", "0123456789012345678901234567890123456789012345"}) {
+    absl::StatusOr<IpAddress> address = IpAddress::parse(text);
+    EXPECT_FALSE(address.ok()) << text;
+    EXPECT_NE(address.status().message().find("is not an IPv4 or IPv6 address"),
+              absl::string_view::npos);
+  }
+}
+
+TEST(IpAddressTest, SameAddressesCompareEqualAcrossFamiliesOnlyWhenBothMatch) {
+  IpAddress v4 = IpAddress::v4(0, 0, 0, 1);
+  IpAddress v6 = *IpAddress::parse("::1");
+  EXPECT_NE(v4.bytes, v6.bytes);
+  EXPECT_NE(v4, v6);
+}
+
+}  // namespace
+}  // namespace berth

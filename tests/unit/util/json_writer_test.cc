@@ -1,0 +1,38 @@
+#include "berth/util/json_writer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace berth {
+namespace {
+
+TEST(JsonWriterTest, NestsContainersWithCommasInTheRightPlaces) {
+  JsonWriter json;
+  json.beginObject()
+      .key("a")
+      .value(1)
+      .key("b")
+      .beginArray()
+      .value("x")
+      .value(true)
+      .null()
+      .endArray();
+  json.key("c").beginObject().endObject().endObject();
+  EXPECT_EQ(json.str(), R"({"a":1,"b":["x",true,null],"c":{}})");
+}
+
+TEST(JsonWriterTest, EscapesQuotesBackslashesAndControlCharacters) {
+  JsonWriter json;
+  json.value(absl::string_view("q\"b\\n\n\x01", 7));
+  EXPECT_EQ(json.str(), R"("q\"b\\n\n\u0001")");
+}
+
+TEST(JsonWriterTest, NonFiniteNumbersBecomeNull) {
+  JsonWriter json;
+  json.beginArray().value(1.5).value(std::nan("")).value(INFINITY).endArray();
+  EXPECT_EQ(json.str(), "[1.5,null,null]");
+}
+
+}  // namespace
+}  // namespace berth

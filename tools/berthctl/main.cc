@@ -1,0 +1,69 @@
+// berthctl: the operator's command line for berth.
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "berth/config/loader.h"
+#include "berth/util/heap.h"
+#include "offline_commands.h"
+
+ABSL_FLAG(std::string, config, "", "path of the YAML config to read");
+ABSL_FLAG(std::string, service, "", "service name (berthctl table)");
+ABSL_FLAG(bool, json, false, "print JSON instead of text");
+ABSL_FLAG(std::vector<std::string>, fail, {},
+          "comma-separated backend names to treat as unhealthy");
+
+namespace {
+
+constexpr char kUsage[] = R"(berthctl COMMAND [flags]
+
+Commands that read a config file:
+  table   --config FILE --service NAME [--fail A,B] [--json]
+          the backend of every slot of one service's Maglev table, and slots per backend
+  analyze --config FILE [--fail A,B] [--json]
+          per service: balance, and how many slots each single backend failure moves with
+          min-disruption failover and with a full rebuild, against the ideal; with --fail,
+          the same figures with those backends unhealthy)";
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "berthctl: %s\n", message.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  berth::retainFreedHeapMemory();
+  absl::SetProgramUsageMessage(kUsage);
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() != 2) return fail(absl::StrCat("expected one command\n\nusage: ", kUsage));
+  const std::string command = positional[1];
+  if (command != "table" && command != "analyze") {
+    return fail(absl::StrCat("unknown command '", command, "'\n\nusage: ", kUsage));
+  }
+
+  const std::string config_path = absl::GetFlag(FLAGS_config);
+  if (config_path.empty()) return fail("--config FILE is required");
+  absl::StatusOr<berth::Config> config = berth::loadConfigFile(config_path);
+  if (!config.ok()) return fail(std::string(config.status().message()));
+
+  berth::OfflineOptions options;
+  options.json = absl::GetFlag(FLAGS_json);
+  options.fail = absl::GetFlag(FLAGS_fail);
+
+  absl::StatusOr<std::string> report;
+  if (command == "table") {
+    if (absl::GetFlag(FLAGS_service).empty()) return fail("table needs --service NAME");
+    report = berth::tableReport(*config, absl::GetFlag(FLAGS_service), options);
+  } else {
+    report = berth::analyzeReport(*config, options);
+  }
+  if (!report.ok()) return fail(std::string(report.status().message()));
+  std::fwrite(report->data(), 1, report->size(), stdout);
+  return 0;
+}

@@ -1,0 +1,263 @@
+#include "offline_commands.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "berth/maglev/analysis.h"
+#include "berth/maglev/table.h"
+#include "berth/util/json_writer.h"
+#include "berth/util/status_macros.h"
+
+namespace berth {
+namespace {
+
+// A service's all-healthy table and the one with the requested failures applied.
+struct ServiceTables {
+  Table full;
+  Table current;
+  std::vector<std::string> failed;  // names from --fail that this service has
+};
+
+absl::StatusOr<ServiceTables> tablesFor(const ServiceConfig& service,
+                                        const std::vector<std::string>& fail) {
+  BERTH_ASSIGN_OR_RETURN(Table full, build(service.maglevBackends(), service.table_size));
+  std::vector<bool> healthy(full.backends().size(), true);
+  std::vector<std::string> failed;
+  for (const std::string& name : fail) {
+    absl::StatusOr<uint16_t> index = full.indexOf(name);
+    if (!index.ok()) continue;
+    healthy[*index] = false;
+    failed.push_back(name);
+  }
+  BERTH_ASSIGN_OR_RETURN(Table current, withHealth(full, healthy));
+  return ServiceTables{std::move(full), std::move(current), std::move(failed)};
+}
+
+absl::Status checkFailNamesExist(const Config& config, const std::vector<std::string>& fail) {
+  for (const std::string& name : fail) {
+    bool found = false;
+    for (const ServiceConfig& service : config.services) {
+      for (const BackendConfig& backend : service.backends) found |= backend.name == name;
+    }
+    if (!found) return absl::NotFoundError(absl::StrCat("--fail: no backend named '", name, "'"));
+  }
+  return absl::OkStatus();
+}
+
+std::string listenerOf(const ServiceConfig& service) {
+  const std::string vip =
+      service.vip.isV4() ? service.vip.toString() : absl::StrCat("[", service.vip.toString(), "]");
+  return absl::StrCat(toString(service.protocol), " ", vip, ":", service.port);
+}
+
+std::string percent(double share) { return absl::StrFormat("%.3f%%", share * 100); }
+
+void writeBalance(JsonWriter& json, const BalanceStats& balance) {
+  json.beginObject()
+      .key("serving")
+      .value(balance.serving)
+      .key("min_slots")
+      .value(balance.min_slots)
+      .key("max_slots")
+      .value(balance.max_slots)
+      .key("max_over_ideal")
+      .value(balance.max_over_ideal)
+      .endObject();
+}
+
+std::string balanceLine(const BalanceStats& balance) {
+  if (balance.serving == 0) return "no backend serving: every packet is dropped as no-backend";
+  return absl::StrFormat("%u serving, slots per backend min %u, max %u, max/ideal %.4f",
+                         balance.serving, balance.min_slots, balance.max_slots,
+                         balance.max_over_ideal);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> tableReport(const Config& config, const std::string& service_name,
+                                        const OfflineOptions& options) {
+  const ServiceConfig* service = config.findService(service_name);
+  if (service == nullptr) {
+    std::vector<std::string> names;
+    for (const ServiceConfig& s : config.services) names.push_back(s.name);
+    return absl::NotFoundError(absl::StrCat("no service named '", service_name,
+                                            "'; the config has: ", absl::StrJoin(names, ", ")));
+  }
+  if (absl::Status status = checkFailNamesExist(config, options.fail); !status.ok()) return status;
+  BERTH_ASSIGN_OR_RETURN(const ServiceTables tables, tablesFor(*service, options.fail));
+  const Table& table = tables.current;
+  const std::vector<uint32_t> counts = table.slotCounts();
+
+  if (options.json) {
+    JsonWriter json;
+    json.beginObject().key("service").value(service->name).key("table_size").value(table.size());
+    json.key("backends").beginArray();
+    for (size_t i = 0; i < table.backends().size(); ++i) {
+      json.beginObject()
+          .key("name")
+          .value(table.backends()[i].name)
+          .key("weight")
+          .value(table.backends()[i].weight)
+          .key("healthy")
+          .value(static_cast<bool>(table.healthy()[i]))
+          .key("slots")
+          .value(counts[i])
+          .endObject();
+    }
+    json.endArray().key("entries").beginArray();
+    for (uint16_t entry : table.entries()) {
+      if (entry == kNoBackend) {
+        json.null();
+      } else {
+        json.value(static_cast<unsigned>(entry));
+      }
+    }
+    json.endArray().endObject();
+    return json.str() + "\n";
+  }
+
+  std::string out = absl::StrFormat(
+      "service %s (%s): M=%u, %u backends%s\n", service->name, listenerOf(*service), table.size(),
+      table.backends().size(),
+      tables.failed.empty() ? ""
+                            : absl::StrCat(", unhealthy: ", absl::StrJoin(tables.failed, ", ")));
+  absl::StrAppend(&out, "backend slots per backend:\n");
+  for (size_t i = 0; i < table.backends().size(); ++i) {
+    absl::StrAppendFormat(&out, "  %-24s %8u  %7.3f%%  weight %d%s\n", table.backends()[i].name,
+                          counts[i], 100.0 * counts[i] / table.size(), table.backends()[i].weight,
+                          table.healthy()[i] ? "" : "  (unhealthy)");
+  }
+  absl::StrAppend(&out, "slot backend\n");
+  for (uint32_t slot = 0; slot < table.size(); ++slot) {
+    const uint16_t entry = table.entries()[slot];
+    absl::StrAppendFormat(&out, "%u %s\n", slot,
+                          entry == kNoBackend ? "-" : table.backends()[entry].name);
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> analyzeReport(const Config& config, const OfflineOptions& options) {
+  if (absl::Status status = checkFailNamesExist(config, options.fail); !status.ok()) return status;
+  JsonWriter json;
+  json.beginObject().key("services").beginArray();
+  std::string out;
+
+  for (const ServiceConfig& service : config.services) {
+    BERTH_ASSIGN_OR_RETURN(const ServiceTables tables, tablesFor(service, options.fail));
+    const Table& full = tables.full;
+    const BalanceStats balance = balanceOf(full);
+    BERTH_ASSIGN_OR_RETURN(const std::vector<FailureImpact> impacts, singleFailureImpacts(full));
+
+    double failover_mean = 0, rebuild_mean = 0, failover_worst = 0, rebuild_worst = 0;
+    for (const FailureImpact& impact : impacts) {
+      failover_mean += impact.failover_share / impact.ideal_share / impacts.size();
+      rebuild_mean += impact.rebuild_share / impact.ideal_share / impacts.size();
+      failover_worst = std::max(failover_worst, impact.failover_share / impact.ideal_share);
+      rebuild_worst = std::max(rebuild_worst, impact.rebuild_share / impact.ideal_share);
+    }
+
+    json.beginObject()
+        .key("name")
+        .value(service.name)
+        .key("listener")
+        .value(listenerOf(service))
+        .key("hash_fields")
+        .value(toString(service.hash_fields))
+        .key("table_size")
+        .value(full.size())
+        .key("backends")
+        .value(static_cast<uint64_t>(full.backends().size()))
+        .key("balance");
+    writeBalance(json, balance);
+    json.key("single_failures").beginArray();
+    for (const FailureImpact& impact : impacts) {
+      json.beginObject()
+          .key("backend")
+          .value(impact.backend)
+          .key("owned_slots")
+          .value(impact.owned_slots)
+          .key("ideal_share")
+          .value(impact.ideal_share)
+          .key("failover_share")
+          .value(impact.failover_share)
+          .key("rebuild_share")
+          .value(impact.rebuild_share)
+          .key("failover_max_over_ideal")
+          .value(impact.failover_balance.max_over_ideal)
+          .endObject();
+    }
+    json.endArray();
+
+    absl::StrAppendFormat(&out, "service %s (%s, hash %s): M=%u, N=%u\n", service.name,
+                          listenerOf(service), toString(service.hash_fields), full.size(),
+                          full.backends().size());
+    absl::StrAppendFormat(&out, "  balance: %s\n", balanceLine(balance));
+    if (!impacts.empty()) {
+      absl::StrAppendFormat(&out,
+                            "  one backend fails, slots moved / the failed backend's own share "
+                            "(ideal 1.00):\n"
+                            "    min-disruption failover: mean %.2f, worst %.2f\n"
+                            "    full rebuild:            mean %.2f, worst %.2f\n",
+                            failover_mean, failover_worst, rebuild_mean, rebuild_worst);
+      absl::StrAppendFormat(&out, "    %-24s %8s %10s %10s %10s %14s\n", "backend", "slots",
+                            "ideal", "failover", "rebuild", "failover bal.");
+      for (const FailureImpact& impact : impacts) {
+        absl::StrAppendFormat(&out, "    %-24s %8u %10s %10s %10s %14.4f\n", impact.backend,
+                              impact.owned_slots, percent(impact.ideal_share),
+                              percent(impact.failover_share), percent(impact.rebuild_share),
+                              impact.failover_balance.max_over_ideal);
+      }
+    }
+
+    if (!tables.failed.empty()) {
+      std::vector<bool> leave_out(full.backends().size(), false);
+      for (size_t i = 0; i < leave_out.size(); ++i) leave_out[i] = !tables.current.healthy()[i];
+      BERTH_ASSIGN_OR_RETURN(const Table rebuilt, rebuildWithout(full, leave_out));
+      uint32_t owned_by_failed = 0;
+      const std::vector<uint32_t> counts = full.slotCounts();
+      for (size_t i = 0; i < leave_out.size(); ++i) owned_by_failed += leave_out[i] ? counts[i] : 0;
+      const double table_size = full.size();
+      const double ideal = owned_by_failed / table_size;
+      const double failover = slotsChanged(full, tables.current) / table_size;
+      const double rebuild = slotsChanged(full, rebuilt) / table_size;
+      const BalanceStats failover_balance = balanceOf(tables.current);
+      const BalanceStats rebuild_balance = balanceOf(rebuilt);
+
+      json.key("with_failures").beginObject().key("unhealthy").beginArray();
+      for (const std::string& name : tables.failed) json.value(name);
+      json.endArray()
+          .key("ideal_share")
+          .value(ideal)
+          .key("failover_share")
+          .value(failover)
+          .key("rebuild_share")
+          .value(rebuild)
+          .key("failover_balance");
+      writeBalance(json, failover_balance);
+      json.key("rebuild_balance");
+      writeBalance(json, rebuild_balance);
+      json.endObject();
+
+      absl::StrAppendFormat(&out, "  with %s unhealthy (their own share %s):\n",
+                            absl::StrJoin(tables.failed, ", "), percent(ideal));
+      absl::StrAppendFormat(&out, "    min-disruption failover: moves %s; %s\n", percent(failover),
+                            balanceLine(failover_balance));
+      absl::StrAppendFormat(&out, "    full rebuild:            moves %s; %s\n", percent(rebuild),
+                            balanceLine(rebuild_balance));
+    }
+    json.endObject();
+  }
+  json.endArray().key("warnings").beginArray();
+  for (const std::string& warning : config.warnings) {
+    json.value(warning);
+    absl::StrAppend(&out, "warning: ", warning, "\n");
+  }
+  json.endArray().endObject();
+  return options.json ? json.str() + "\n" : out;
+}
+
+}  // namespace berth

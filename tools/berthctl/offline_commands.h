@@ -1,0 +1,27 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "berth/config/config.h"
+
+namespace berth {
+
+// berthctl's offline commands: they read a config file, not a running berthd.
+
+struct OfflineOptions {
+  bool json = false;
+  // Backends to treat as unhealthy, by name, in every service that has them.
+  std::vector<std::string> fail;
+};
+
+// `berthctl table`: the backend per slot of one service's table, and slots per backend.
+absl::StatusOr<std::string> tableReport(const Config& config, const std::string& service_name,
+                                        const OfflineOptions& options);
+
+// `berthctl analyze`: per service, balance and the disruption of each single backend failure,
+// by min-disruption failover and by full rebuild; with `fail`, the figures for that failure set.
+absl::StatusOr<std::string> analyzeReport(const Config& config, const OfflineOptions& options);
+
+}  // namespace berth

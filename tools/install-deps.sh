@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package that berth's build, tests, benchmarks and demo need.
+# Idempotent: packages already present are left alone, so README, .ci/run and the
+# Dockerfile can all call it unconditionally.
+set -euo pipefail
+
+packages=(
+  build-essential pkg-config meson ninja-build
+  dpdk dpdk-dev libdpdk-dev
+  libabsl-dev libyaml-cpp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-scapy
+  iproute2 ethtool tcpdump iputils-ping curl
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "install-deps: missing packages (${missing[*]}); run as root" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+echo "install-deps: all ${#packages[@]} packages present"

@@ -10,7 +10,7 @@ bash tools/build.sh >/dev/null
 out=build/perf/maglev_bench.json
 ./build/perf/maglev_bench --benchmark_repetitions="${REPETITIONS:-9}" \
   --benchmark_report_aggregates_only=true --benchmark_out="$out" \
-  --benchmark_out_format=json >/dev/null
+  --benchmark_out_format=json >/dev/null 2>build/perf/maglev_bench.log
 
 /usr/bin/python3 - "$out" <<'PY'
 import json

@@ -93,10 +93,13 @@ std::vector<uint32_t> slotQuotas(absl::Span<const Backend> backends, uint32_t ta
     assigned += quotas[i];
     if (backends[i].weight > 0) remainders.emplace_back(scaled % total_weight, i);
   }
-  std::sort(remainders.begin(), remainders.end(), [](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first > b.first : a.second < b.second;
-  });
-  for (uint64_t k = 0; assigned + k < table_size; ++k) ++quotas[remainders[k].second];
+  // Only the largest (table_size - assigned) remainders matter, and fewer than one per backend.
+  const auto extra = static_cast<std::ptrdiff_t>(table_size - assigned);
+  std::partial_sort(remainders.begin(), remainders.begin() + extra, remainders.end(),
+                    [](const auto& a, const auto& b) {
+                      return a.first != b.first ? a.first > b.first : a.second < b.second;
+                    });
+  for (std::ptrdiff_t k = 0; k < extra; ++k) ++quotas[remainders[k].second];
   return quotas;
 }
 
@@ -163,11 +166,12 @@ void fillByTurns(absl::Span<const Backend> backends, absl::Span<const Permutatio
                      backends[i].weight, permutations[i].offset, 0, static_cast<uint16_t>(i)});
   }
 
-  const auto end_phase_free = static_cast<uint32_t>(std::sqrt(static_cast<double>(table_size)));
+  // Walking costs ~27 + 2 M / free cycles a claim here and ranking ~8 * free: they cross near
+  // free = sqrt(M / 4).
+  const auto end_phase_free = static_cast<uint32_t>(std::sqrt(table_size / 4.0));
   const PreferenceRank ranks(table_size);
   SlotBitmap taken(table_size);
   std::vector<uint32_t> free_slots;  // filled when the end phase starts
-  bool end_phase = false;
   uint32_t filled = 0;
 
   auto claimByWalking = [&](Turn& turn) {
@@ -193,33 +197,41 @@ void fillByTurns(absl::Span<const Backend> backends, absl::Span<const Permutatio
     free_slots.pop_back();
   };
   auto startEndPhase = [&] {
-    end_phase = true;
     for (uint32_t slot = 0; slot < table_size; ++slot) {
       if (!taken.test(slot)) free_slots.push_back(slot);
     }
   };
 
-  while (filled < table_size) {
-    bool someone_done = false;
-    for (Turn& turn : turns) {
-      turn.credit += turn.weight;
-      while (turn.credit >= max_weight && turn.owned < turn.quota) {
+  // Rounds: every backend with quota left takes the turns its credit allows, in name order.
+  // Stops once no more than `stop_at_free` slots are free, possibly mid-round; the next call
+  // resumes at the same backend, so the switch of claim method leaves the turn order intact.
+  size_t cursor = 0;
+  bool someone_done = false;
+  auto runRounds = [&](auto claim, uint32_t stop_at_free) {
+    while (table_size - filled > stop_at_free) {
+      for (; cursor < turns.size(); ++cursor) {
+        Turn& turn = turns[cursor];
+        turn.credit += turn.weight;
+        if (turn.credit < max_weight) continue;
         turn.credit -= max_weight;
-        if (!end_phase && table_size - filled <= end_phase_free) startEndPhase();
-        if (end_phase) {
-          claimByRank(turn);
-        } else {
-          claimByWalking(turn);
-        }
-        ++turn.owned;
+        claim(turn);
         ++filled;
+        someone_done |= ++turn.owned == turn.quota;
+        if (table_size - filled <= stop_at_free) {
+          ++cursor;
+          return;
+        }
       }
-      someone_done |= turn.owned == turn.quota;
+      cursor = 0;
+      if (someone_done) {
+        std::erase_if(turns, [](const Turn& turn) { return turn.owned == turn.quota; });
+        someone_done = false;
+      }
     }
-    if (someone_done) {
-      std::erase_if(turns, [](const Turn& turn) { return turn.owned == turn.quota; });
-    }
-  }
+  };
+  runRounds(claimByWalking, end_phase_free);
+  startEndPhase();
+  runRounds(claimByRank, 0);
 }
 
 }  // namespace
@@ -245,8 +257,11 @@ absl::StatusOr<Table> buildWithPermutations(std::vector<Backend> backends,
   // backends in any order build byte-identical tables.
   std::vector<size_t> order(backends.size());
   std::iota(order.begin(), order.end(), size_t{0});
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return backends[a].name < backends[b].name; });
+  auto by_name = [&](size_t a, size_t b) { return backends[a].name < backends[b].name; };
+  // Configs usually list backends in name order already; checking costs N compares.
+  if (!std::is_sorted(order.begin(), order.end(), by_name)) {
+    std::sort(order.begin(), order.end(), by_name);
+  }
   auto layout = std::make_shared<Table::Layout>();
   layout->backends.reserve(backends.size());
   layout->permutations.reserve(backends.size());
@@ -256,13 +271,10 @@ absl::StatusOr<Table> buildWithPermutations(std::vector<Backend> backends,
   }
 
   auto entries = std::make_shared<std::vector<uint16_t>>(table_size, kNoBackend);
-  fillByTurns(layout->backends, layout->permutations, slotQuotas(layout->backends, table_size),
-              *entries);
+  // Every backend ends the build holding exactly its quota.
+  layout->full_slot_counts = slotQuotas(layout->backends, table_size);
+  fillByTurns(layout->backends, layout->permutations, layout->full_slot_counts, *entries);
   layout->full_entries = entries;
-  layout->full_slot_counts.assign(layout->backends.size(), 0);
-  for (uint16_t entry : *entries) {
-    if (entry != kNoBackend) ++layout->full_slot_counts[entry];
-  }
   std::vector<bool> healthy(layout->backends.size(), true);
   return Table(std::move(layout), std::move(entries), std::move(healthy), table_size);
 }

@@ -13,6 +13,7 @@ class SlotBitmap {
   bool test(uint32_t slot) const { return (words_[slot >> 6] >> (slot & 63)) & 1; }
   void set(uint32_t slot) { words_[slot >> 6] |= uint64_t{1} << (slot & 63); }
   void clear(uint32_t slot) { words_[slot >> 6] &= ~(uint64_t{1} << (slot & 63)); }
+  const void* data() const { return words_.data(); }
 
  private:
   std::vector<uint64_t> words_;

@@ -1,0 +1,28 @@
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "maglev/slot_bitmap.h"
+
+namespace berth {
+
+// Finding a preference list's next free slot: the inner loop of every table build.
+
+// 0, 1, 2, ..., 8 times a list's skip, mod M.
+using ProbeStrides = std::array<uint32_t, 9>;
+ProbeStrides probeStrides(uint32_t skip, uint32_t table_size);
+
+// The first free slot of the list at or after `start`. Probing one position at a time makes
+// each probe wait on the last one's advance, and the loop exit mispredicts on most claims; four
+// independent positions per step, folded into a mask, run about 1.5 times faster.
+uint32_t firstFreeSlot(const SlotBitmap& taken, uint32_t start, const ProbeStrides& strides,
+                       uint32_t table_size);
+
+// The same answer, eight positions per step with one AVX2 gather. Call only where
+// cpuHasAvx2(); it pays off late in a build, when a claim probes dozens of taken slots.
+uint32_t firstFreeSlotAvx2(const SlotBitmap& taken, uint32_t start, const ProbeStrides& strides,
+                           uint32_t table_size);
+bool cpuHasAvx2();
+
+}  // namespace berth

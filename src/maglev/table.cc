@@ -30,7 +30,11 @@ bool isPrime(uint64_t n) {
   return true;
 }
 
-absl::Status validateBackends(absl::Span<const Backend> backends, uint32_t table_size) {
+namespace {
+
+// Every check of validateBackends() except duplicate names, which build() finds more cheaply
+// once the backends are sorted.
+absl::Status validateAllButDuplicates(absl::Span<const Backend> backends, uint32_t table_size) {
   if (table_size > kMaxTableSize) {
     return absl::InvalidArgumentError(
         absl::StrCat("table size ", table_size, " is above the maximum ", kMaxTableSize));
@@ -50,14 +54,9 @@ absl::Status validateBackends(absl::Span<const Backend> backends, uint32_t table
                                                    " must be larger than the number of backends (",
                                                    backends.size(), ")"));
   }
-  absl::flat_hash_set<absl::string_view> names;
   int64_t total_weight = 0;
   for (const Backend& backend : backends) {
     if (backend.name.empty()) return absl::InvalidArgumentError("a backend has an empty name");
-    if (!names.insert(backend.name).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("duplicate backend name '", backend.name, "'"));
-    }
     if (backend.weight < 0 || backend.weight > kMaxWeight) {
       return absl::InvalidArgumentError(absl::StrCat("backend '", backend.name, "' has weight ",
                                                      backend.weight, "; weights run from 0 to ",
@@ -72,6 +71,23 @@ absl::Status validateBackends(absl::Span<const Backend> backends, uint32_t table
                                                      ", which earns less than one of ", table_size,
                                                      " slots; raise its weight or the table size"));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status duplicateNameError(absl::string_view name) {
+  return absl::InvalidArgumentError(absl::StrCat("duplicate backend name '", name, "'"));
+}
+
+}  // namespace
+
+absl::Status validateBackends(absl::Span<const Backend> backends, uint32_t table_size) {
+  if (absl::Status status = validateAllButDuplicates(backends, table_size); !status.ok()) {
+    return status;
+  }
+  absl::flat_hash_set<absl::string_view> names;
+  for (const Backend& backend : backends) {
+    if (!names.insert(backend.name).second) return duplicateNameError(backend.name);
   }
   return absl::OkStatus();
 }
@@ -109,7 +125,7 @@ std::vector<uint32_t> slotQuotas(absl::Span<const Backend> backends, uint32_t ta
 // every backend takes one turn per round, which is the paper's algorithm exactly.
 //
 // Walking a preference list to its next free slot costs M / free probes, so the last few hundred
-// claims cost more than all the others together. Once no more than about sqrt(M / 4) slots are
+// claims cost more than all the others together. Once no more than about sqrt(M) / 4 slots are
 // free, a turn instead takes the free slot of lowest rank in the backend's list: every slot the
 // backend walked past was taken and stays taken, so that is the very slot the walk would reach, at
 // a cost of one rank computation per free slot.
@@ -140,9 +156,10 @@ void fillByTurns(absl::Span<const Backend> backends, absl::Span<const Permutatio
                      backends[i].weight, permutations[i].offset, 0, static_cast<uint16_t>(i)});
   }
 
-  // Walking costs ~27 + 2 M / free cycles a claim here and ranking ~8 * free: they cross near
-  // free = sqrt(M / 4).
-  const auto end_phase_free = static_cast<uint32_t>(std::sqrt(table_size / 4.0));
+  // A late walk probes about M / free slots, several per cycle with the gathers, and ranking
+  // costs ~8 cycles per free slot; measured against each other, sqrt(M) / 4 free is where the
+  // end phase pays (64 slots at M = 65537).
+  const auto end_phase_free = static_cast<uint32_t>(std::sqrt(table_size / 16.0));
   const PreferenceRank ranks(table_size);
   const bool use_avx2 = cpuHasAvx2();
   const uint32_t avx2_from = table_size - table_size / 10;
@@ -223,7 +240,9 @@ absl::StatusOr<Table> buildWithPermutations(std::vector<Backend> backends,
     return absl::InvalidArgumentError(
         absl::StrCat(permutations.size(), " permutations for ", backends.size(), " backends"));
   }
-  if (absl::Status status = validateBackends(backends, table_size); !status.ok()) return status;
+  if (absl::Status status = validateAllButDuplicates(backends, table_size); !status.ok()) {
+    return status;
+  }
   for (const Permutation& permutation : permutations) {
     if (permutation.offset >= table_size || permutation.skip == 0 ||
         permutation.skip >= table_size) {
@@ -241,6 +260,11 @@ absl::StatusOr<Table> buildWithPermutations(std::vector<Backend> backends,
   // Configs usually list backends in name order already; checking costs N compares.
   if (!std::is_sorted(order.begin(), order.end(), by_name)) {
     std::sort(order.begin(), order.end(), by_name);
+  }
+  for (size_t i = 1; i < order.size(); ++i) {
+    if (backends[order[i]].name == backends[order[i - 1]].name) {
+      return duplicateNameError(backends[order[i]].name);
+    }
   }
   auto layout = std::make_shared<Table::Layout>();
   layout->backends.reserve(backends.size());

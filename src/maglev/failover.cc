@@ -70,16 +70,15 @@ void assignByRounds(std::vector<Claimant> claimants, int64_t max_weight, uint32_
 // exactly as the rounds would have passed it on. Costs V * H rank computations.
 void assignBySlots(std::vector<Claimant> claimants, int64_t max_weight, uint32_t table_size,
                    const std::vector<uint32_t>& vacated, std::vector<uint16_t>& entries) {
-  // A slot's position in claimant c's list is (slot - offset) * skip^-1 mod M, kept here as
-  // (slot * inverse + shift) mod M so the inner loop is one multiply-add and one reduction.
   const PreferenceRank ranks(table_size);
   const size_t claimant_count = claimants.size();
-  std::vector<uint64_t> inverses(claimant_count);
-  std::vector<uint64_t> shifts(claimant_count);
+  std::vector<uint32_t> skips(claimant_count);
+  for (size_t c = 0; c < claimant_count; ++c) skips[c] = claimants[c].skip;
+  const std::vector<uint32_t> inverses = ranks.inverses(skips);
+  std::vector<RankedList> lists(claimant_count);
   bool equal_weights = true;
   for (size_t c = 0; c < claimant_count; ++c) {
-    inverses[c] = ranks.inverse(claimants[c].skip);
-    shifts[c] = ranks.multiplyModulo(table_size - claimants[c].offset, inverses[c]);
+    lists[c] = ranks.prepare(claimants[c].offset, inverses[c]);
     equal_weights &= claimants[c].weight == max_weight;
   }
   std::vector<uint8_t> full(claimant_count, 0);
@@ -97,7 +96,7 @@ void assignBySlots(std::vector<Claimant> claimants, int64_t max_weight, uint32_t
     uint64_t best = UINT64_MAX;
     for (size_t c = 0; c < claimant_count; ++c) {
       if (full[c]) continue;
-      const uint64_t position = ranks.reduce(slot * inverses[c] + shifts[c]);
+      const uint64_t position = ranks.rank(slot, lists[c]);
       const uint64_t round = equal_weights ? position : roundOf(c, position);
       best = std::min(best, round * claimant_count + c);
     }
@@ -179,8 +178,8 @@ absl::StatusOr<Table> withHealth(const Table& table, const std::vector<bool>& he
   }
 
   if (strategy == FailoverStrategy::kAuto) {
-    // Measured here, a rank computation costs about as much as 1.3 probes.
-    const double by_slots = 1.3 * static_cast<double>(vacated.size()) * claimants.size();
+    // A rank computation (two multiplications) costs about as much as a probe.
+    const double by_slots = static_cast<double>(vacated.size()) * claimants.size();
     const double by_rounds = table_size * (std::log(static_cast<double>(vacated.size())) + 1);
     strategy = by_slots < by_rounds ? FailoverStrategy::kBySlots : FailoverStrategy::kByRounds;
   }

@@ -125,7 +125,7 @@ std::vector<uint32_t> slotQuotas(absl::Span<const Backend> backends, uint32_t ta
 // every backend takes one turn per round, which is the paper's algorithm exactly.
 //
 // Walking a preference list to its next free slot costs M / free probes, so the last few hundred
-// claims cost more than all the others together. Once no more than about sqrt(M) / 4 slots are
+// claims cost more than all the others together. Once no more than about sqrt(M) / 2 slots are
 // free, a turn instead takes the free slot of lowest rank in the backend's list: every slot the
 // backend walked past was taken and stays taken, so that is the very slot the walk would reach, at
 // a cost of one rank computation per free slot.
@@ -145,7 +145,7 @@ void fillByTurns(absl::Span<const Backend> backends, absl::Span<const Permutatio
     int64_t credit;
     int64_t weight;
     uint32_t offset;
-    uint32_t skip_inverse;  // 0 until the backend's first end-phase claim needs it
+    RankedList ranked;  // prepared by the backend's first end-phase claim
     uint16_t index;
   };
   std::vector<Turn> turns;
@@ -153,13 +153,14 @@ void fillByTurns(absl::Span<const Backend> backends, absl::Span<const Permutatio
     if (quotas[i] == 0) continue;
     turns.push_back({permutations[i].offset, permutations[i].skip,
                      probeStrides(permutations[i].skip, table_size), 0, quotas[i], 0,
-                     backends[i].weight, permutations[i].offset, 0, static_cast<uint16_t>(i)});
+                     backends[i].weight, permutations[i].offset, RankedList{},
+                     static_cast<uint16_t>(i)});
   }
 
-  // A late walk probes about M / free slots, several per cycle with the gathers, and ranking
-  // costs ~8 cycles per free slot; measured against each other, sqrt(M) / 4 free is where the
-  // end phase pays (64 slots at M = 65537).
-  const auto end_phase_free = static_cast<uint32_t>(std::sqrt(table_size / 16.0));
+  // A late walk probes about M / free slots and ranking costs about as much per free slot as a
+  // probe does, so the two meet near sqrt(M) free; timings from sqrt(M) / 4 to sqrt(M) are
+  // within noise of each other here, and the middle is kept (128 slots at M = 65537).
+  const auto end_phase_free = static_cast<uint32_t>(std::sqrt(table_size / 4.0));
   const PreferenceRank ranks(table_size);
   const bool use_avx2 = cpuHasAvx2();
   const uint32_t avx2_from = table_size - table_size / 10;
@@ -178,12 +179,12 @@ void fillByTurns(absl::Span<const Backend> backends, absl::Span<const Permutatio
     turn.next = advance(slot, turn.skip, table_size);
   };
   auto claimByRank = [&](Turn& turn) {
-    // Only the few backends that claim in the end phase need an inverse; compute it on demand.
-    if (turn.skip_inverse == 0) turn.skip_inverse = ranks.inverse(turn.skip);
+    // Only the few backends that claim in the end phase need their list prepared.
+    if (turn.ranked.scale == 0) turn.ranked = ranks.prepare(turn.offset, ranks.inverse(turn.skip));
     size_t best = 0;
     uint32_t best_rank = UINT32_MAX;
     for (size_t i = 0; i < free_slots.size(); ++i) {
-      const uint32_t rank = ranks.rank(free_slots[i], turn.offset, turn.skip_inverse);
+      const uint32_t rank = ranks.rank(free_slots[i], turn.ranked);
       if (rank < best_rank) {
         best_rank = rank;
         best = i;

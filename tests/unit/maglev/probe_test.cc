@@ -60,13 +60,32 @@ TEST(PreferenceRankTest, RankInvertsThePermutation) {
       const uint32_t skip = 1 + random() % (size - 1);
       const uint32_t inverse = ranks.inverse(skip);
       ASSERT_EQ(uint64_t{skip} * inverse % size, 1u);
+      const RankedList list = ranks.prepare(offset, inverse);
       uint32_t slot = offset;
       for (uint32_t position = 0; position < std::min(size, 5000u); ++position) {
-        ASSERT_EQ(ranks.rank(slot, offset, inverse), position);
+        ASSERT_EQ(ranks.rank(slot, list), position);
         slot = advance(slot, skip, size);
+      }
+      // The last positions of the list, where the 64-bit fraction comes closest to wrapping.
+      slot = offset;
+      for (uint32_t back = 1; back <= std::min(size - 1, 5000u); ++back) {
+        slot = slot >= skip ? slot - skip : slot + size - skip;
+        ASSERT_EQ(ranks.rank(slot, list), size - back);
       }
     }
   }
+}
+
+TEST(PreferenceRankTest, BatchInversesEqualSingleInverses) {
+  std::mt19937 random(2);
+  for (uint32_t size : {7u, 65537u, 16777213u}) {
+    const PreferenceRank ranks(size);
+    std::vector<uint32_t> skips;
+    for (int i = 0; i < 1000; ++i) skips.push_back(1 + random() % (size - 1));
+    const std::vector<uint32_t> inverses = ranks.inverses(skips);
+    for (size_t i = 0; i < skips.size(); ++i) ASSERT_EQ(inverses[i], ranks.inverse(skips[i]));
+  }
+  EXPECT_TRUE(PreferenceRank(7).inverses({}).empty());
 }
 
 TEST(PreferenceRankTest, ReduceIsExactUpToTwoToThe49) {

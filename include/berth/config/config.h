@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
-#include "absl/strings/string_view.h"
 
+#include "absl/strings/string_view.h"
 #include "berth/maglev/table.h"
 #include "berth/net/flow_hash.h"
 #include "berth/net/ip_address.h"

@@ -1,9 +1,9 @@
 #pragma once
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "berth/config/config.h"
 
 namespace berth {

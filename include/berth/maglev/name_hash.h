@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+
 #include "absl/strings/string_view.h"
 
 namespace berth {

@@ -4,10 +4,10 @@
 #include <memory>
 #include <string>
 #include <vector>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace berth {

@@ -2,9 +2,9 @@
 
 #include <cstdint>
 #include <cstring>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "berth/net/crc32c.h"
 #include "berth/net/flow_key.h"
 

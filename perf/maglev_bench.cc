@@ -10,15 +10,10 @@
 #include "berth/maglev/table.h"
 #include "berth/net/flow_hash.h"
 #include "berth/util/heap.h"
+#include "support/maglev_backends.h"
 
 namespace berth {
 namespace {
-
-std::vector<Backend> equalBackends(int64_t count) {
-  std::vector<Backend> backends;
-  for (int64_t i = 0; i < count; ++i) backends.push_back({absl::StrFormat("backend-%05d", i), 1});
-  return backends;
-}
 
 // Full build of the all-healthy table. Args: N, M.
 void BM_TableBuild(benchmark::State& state) {

@@ -5,15 +5,10 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "support/maglev_backends.h"
 
 namespace berth {
 namespace {
-
-std::vector<Backend> equalBackends(size_t count) {
-  std::vector<Backend> backends;
-  for (size_t i = 0; i < count; ++i) backends.push_back({absl::StrFormat("backend-%05d", i), 1});
-  return backends;
-}
 
 TEST(MaglevAnalysisTest, BalanceOfEqualWeightsIsWithinOneSlot) {
   absl::StatusOr<Table> table = build(equalBackends(3), 7);

@@ -10,17 +10,12 @@
 #include "absl/strings/str_format.h"
 #include "berth/maglev/analysis.h"
 #include "berth/maglev/table.h"
+#include "support/maglev_backends.h"
 
 namespace berth {
 namespace {
 
 using ::testing::ElementsAre;
-
-std::vector<Backend> equalBackends(size_t count) {
-  std::vector<Backend> backends;
-  for (size_t i = 0; i < count; ++i) backends.push_back({absl::StrFormat("backend-%05d", i), 1});
-  return backends;
-}
 
 Table buildOrDie(std::vector<Backend> backends, uint32_t table_size) {
   absl::StatusOr<Table> table = build(std::move(backends), table_size);

@@ -11,18 +11,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "berth/maglev/name_hash.h"
+#include "support/maglev_backends.h"
 
 namespace berth {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-std::vector<Backend> equalBackends(size_t count) {
-  std::vector<Backend> backends;
-  for (size_t i = 0; i < count; ++i) backends.push_back({absl::StrFormat("backend-%05d", i), 1});
-  return backends;
-}
 
 std::vector<std::string> ownerNames(const Table& table) {
   std::vector<std::string> names;

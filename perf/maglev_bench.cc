@@ -3,12 +3,10 @@
 
 #include <benchmark/benchmark.h>
 
-#include <random>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "berth/maglev/table.h"
-#include "berth/net/flow_hash.h"
 #include "berth/util/heap.h"
 #include "support/maglev_backends.h"
 
@@ -86,48 +84,6 @@ void BM_FailoverOneBackend(benchmark::State& state) {
 BENCHMARK(BM_FailoverOneBackend)
     ->ArgsProduct({{100, 1000}, {65537, 655373}})
     ->Unit(benchmark::kMillisecond);
-
-// Per packet: flow hash of a random 5-tuple plus the table read. Arg: IP version.
-void BM_FlowHashAndLookup(benchmark::State& state) {
-  absl::StatusOr<Table> table = build(equalBackends(1000), 65537);
-  std::mt19937 random(1);
-  constexpr size_t kKeys = 4096;  // a working set that stays in cache, as a burst's keys do
-  std::vector<FlowKey> keys(kKeys);
-  for (FlowKey& key : keys) {
-    key.family = state.range(0) == 4 ? IpFamily::kIpv4 : IpFamily::kIpv6;
-    const size_t length = key.family == IpFamily::kIpv4 ? 4 : 16;
-    for (size_t i = 0; i < length; ++i) {
-      key.source[i] = static_cast<uint8_t>(random());
-      key.destination[i] = static_cast<uint8_t>(random());
-    }
-    key.source_port = static_cast<uint16_t>(random());
-    key.destination_port = static_cast<uint16_t>(random());
-    key.protocol = kProtocolTcp;
-  }
-  size_t i = 0;
-  for (auto _ : state) {
-    const uint16_t backend =
-        table->lookup(flowHash(keys[i], HashFields::kFiveTuple, kDefaultFlowHashSeed));
-    benchmark::DoNotOptimize(backend);
-    i = (i + 1) & (kKeys - 1);
-  }
-  state.SetItemsProcessed(state.iterations());
-}
-BENCHMARK(BM_FlowHashAndLookup)->Arg(4)->Arg(6);
-
-// The bare table read, for comparison with Katran's 2.2 ns.
-void BM_TableLookupOnly(benchmark::State& state) {
-  absl::StatusOr<Table> table = build(equalBackends(1000), 65537);
-  std::mt19937 random(2);
-  std::vector<uint32_t> hashes(4096);
-  for (uint32_t& hash : hashes) hash = random();
-  size_t i = 0;
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(table->lookup(hashes[i]));
-    i = (i + 1) & 4095;
-  }
-}
-BENCHMARK(BM_TableLookupOnly);
 
 }  // namespace
 }  // namespace berth

@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
 # Builds berth and runs its Google Benchmark programs: each benchmark repeated, medians
-# reported. Writes the full JSON to build/perf/maglev_bench.json, then prints the medians and
+# reported. Writes the full JSON to build/perf/<program>.json, then prints the medians and
 # berth's speed-up over the textbook Maglev build measured in the same run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh >/dev/null
 bash tools/build.sh >/dev/null
 
-out=build/perf/maglev_bench.json
-./build/perf/maglev_bench --benchmark_repetitions="${REPETITIONS:-9}" \
-  --benchmark_report_aggregates_only=true --benchmark_out="$out" \
-  --benchmark_out_format=json >/dev/null 2>build/perf/maglev_bench.log
+for program in maglev_bench datapath_bench; do
+  ./build/perf/$program --benchmark_repetitions="${REPETITIONS:-9}" \
+    --benchmark_report_aggregates_only=true --benchmark_out="build/perf/$program.json" \
+    --benchmark_out_format=json >/dev/null 2>"build/perf/$program.log"
+done
 
-/usr/bin/python3 - "$out" <<'PY'
+/usr/bin/python3 - build/perf/maglev_bench.json build/perf/datapath_bench.json <<'PY'
 import json
 import sys
 
-medians = {b["run_name"]: b for b in json.load(open(sys.argv[1]))["benchmarks"]
+medians = {b["run_name"]: b for path in sys.argv[1:] for b in json.load(open(path))["benchmarks"]
            if b.get("aggregate_name") == "median"}
 print(f"{'benchmark (median)':44} {'time':>12}")
 for name, bench in medians.items():

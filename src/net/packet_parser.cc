@@ -1,0 +1,266 @@
+#include "berth/net/packet_parser.h"
+
+#include <cstring>
+
+namespace berth {
+namespace {
+
+constexpr size_t kEthernetHeaderLength = 14;
+constexpr size_t kVlanTagLength = 4;
+constexpr size_t kMaxVlanTags = 2;
+constexpr size_t kIpv4MinHeaderLength = 20;
+constexpr size_t kIpv6HeaderLength = 40;
+constexpr size_t kTcpMinHeaderLength = 20;
+constexpr size_t kUdpHeaderLength = 8;
+constexpr size_t kIcmpHeaderLength = 8;
+// RFC 8200 allows each extension header once (destination options twice); a longer chain is an
+// attack on parsers, not traffic.
+constexpr int kMaxIpv6ExtensionHeaders = 8;
+
+constexpr uint8_t kIpv6HopByHop = 0;
+constexpr uint8_t kIpv6Routing = 43;
+constexpr uint8_t kIpv6Fragment = 44;
+constexpr uint8_t kIpv6DestinationOptions = 60;
+
+constexpr uint8_t kIcmpDestinationUnreachable = 3;
+constexpr uint8_t kIcmpTimeExceeded = 11;
+constexpr uint8_t kIcmpv6DestinationUnreachable = 1;
+constexpr uint8_t kIcmpv6PacketTooBig = 2;
+constexpr uint8_t kIcmpv6TimeExceeded = 3;
+
+uint16_t loadBigEndian16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
+
+void copyAddress(const uint8_t* from, size_t length, std::array<uint8_t, 16>& to) {
+  to.fill(0);
+  std::memcpy(to.data(), from, length);
+}
+
+// Ports in network byte order, exactly as on the wire.
+void copyPorts(const uint8_t* l4, FlowKey& flow) {
+  std::memcpy(&flow.source_port, l4, 2);
+  std::memcpy(&flow.destination_port, l4 + 2, 2);
+}
+
+bool isExtensionHeader(uint8_t next_header) {
+  return next_header == kIpv6HopByHop || next_header == kIpv6Routing ||
+         next_header == kIpv6Fragment || next_header == kIpv6DestinationOptions;
+}
+
+// The result of walking an IPv6 extension chain within [start, end) of `ip`.
+struct Ipv6Payload {
+  uint8_t protocol = 0;
+  size_t offset = 0;  // of the upper-layer header, from the IPv6 header
+  bool fragment = false;
+  bool later_fragment = false;
+};
+
+ParseError walkIpv6Extensions(const uint8_t* ip, size_t end, Ipv6Payload& payload) {
+  uint8_t next_header = ip[6];
+  size_t offset = kIpv6HeaderLength;
+  for (int count = 0; isExtensionHeader(next_header); ++count) {
+    if (count == kMaxIpv6ExtensionHeaders) return ParseError::kIpv6ExtensionChainTooLong;
+    if (offset + 8 > end) return ParseError::kIpv6ExtensionChainTruncated;
+    size_t header_length = 8;
+    if (next_header == kIpv6Fragment) {
+      const uint16_t offset_and_flags = loadBigEndian16(ip + offset + 2);
+      payload.fragment = true;
+      payload.later_fragment = (offset_and_flags >> 3) != 0;
+    } else {
+      header_length = (size_t{ip[offset + 1]} + 1) * 8;
+      if (offset + header_length > end) return ParseError::kIpv6ExtensionChainTruncated;
+    }
+    next_header = ip[offset];
+    offset += header_length;
+  }
+  payload.protocol = next_header;
+  payload.offset = offset;
+  return ParseError::kNone;
+}
+
+bool isIcmpError(IpFamily family, uint8_t type) {
+  if (family == IpFamily::kIpv4) {
+    return type == kIcmpDestinationUnreachable || type == kIcmpTimeExceeded;
+  }
+  return type == kIcmpv6DestinationUnreachable || type == kIcmpv6PacketTooBig ||
+         type == kIcmpv6TimeExceeded;
+}
+
+// The packet embedded in an ICMP error: what a backend sent from the VIP to the client, cut
+// short. Only its IP header and the first 8 bytes after it are needed, and guaranteed present.
+ParseError parseIcmpErrorInner(IpFamily family, const uint8_t* inner, size_t length,
+                               ParsedPacket& packet) {
+  FlowKey embedded;
+  embedded.family = family;
+  size_t l4_offset = 0;
+  bool later_fragment = false;
+  if (family == IpFamily::kIpv4) {
+    if (length < kIpv4MinHeaderLength || (inner[0] >> 4) != 4) {
+      return ParseError::kIcmpInnerTruncated;
+    }
+    l4_offset = static_cast<size_t>(inner[0] & 0x0F) * 4;
+    if (l4_offset < kIpv4MinHeaderLength || l4_offset > length) {
+      return ParseError::kIcmpInnerTruncated;
+    }
+    embedded.protocol = inner[9];
+    later_fragment = (loadBigEndian16(inner + 6) & 0x1FFF) != 0;
+    copyAddress(inner + 12, 4, embedded.source);
+    copyAddress(inner + 16, 4, embedded.destination);
+  } else {
+    if (length < kIpv6HeaderLength || (inner[0] >> 4) != 6) {
+      return ParseError::kIcmpInnerTruncated;
+    }
+    Ipv6Payload payload;
+    if (walkIpv6Extensions(inner, length, payload) != ParseError::kNone) {
+      return ParseError::kIcmpInnerTruncated;
+    }
+    embedded.protocol = payload.protocol;
+    later_fragment = payload.later_fragment;
+    l4_offset = payload.offset;
+    copyAddress(inner + 8, 16, embedded.source);
+    copyAddress(inner + 24, 16, embedded.destination);
+  }
+  const bool has_ports = embedded.protocol == kProtocolTcp || embedded.protocol == kProtocolUdp;
+  if (has_ports && !later_fragment) {
+    if (l4_offset + 4 > length) return ParseError::kIcmpInnerTruncated;
+    copyPorts(inner + l4_offset, embedded);
+  }
+
+  // Reverse it: the error belongs to the client-to-VIP flow whose reply it reports on.
+  FlowKey& flow = packet.flow;
+  flow.family = family;
+  flow.protocol = embedded.protocol;
+  flow.source = embedded.destination;
+  flow.destination = embedded.source;
+  flow.source_port = embedded.destination_port;
+  flow.destination_port = embedded.source_port;
+  packet.icmp_error = true;
+  return ParseError::kNone;
+}
+
+// The transport header at `l4`, `length` bytes up to the end of the IP packet.
+ParseError parseTransport(const uint8_t* l4, size_t length, ParsedPacket& packet) {
+  switch (packet.flow.protocol) {
+    case kProtocolTcp: {
+      if (length < kTcpMinHeaderLength) return ParseError::kTruncatedTcp;
+      const size_t header_length = static_cast<size_t>(l4[12] >> 4) * 4;
+      if (header_length < kTcpMinHeaderLength || header_length > length) {
+        return ParseError::kTruncatedTcp;
+      }
+      copyPorts(l4, packet.flow);
+      return ParseError::kNone;
+    }
+    case kProtocolUdp: {
+      if (length < kUdpHeaderLength) return ParseError::kTruncatedUdp;
+      const uint16_t udp_length = loadBigEndian16(l4 + 4);
+      if (udp_length < kUdpHeaderLength || udp_length > length) return ParseError::kTruncatedUdp;
+      copyPorts(l4, packet.flow);
+      return ParseError::kNone;
+    }
+    case kProtocolIcmp:
+    case kProtocolIcmpv6: {
+      const IpFamily family = packet.flow.family;
+      const uint8_t expected = family == IpFamily::kIpv4 ? kProtocolIcmp : kProtocolIcmpv6;
+      if (packet.flow.protocol != expected) return ParseError::kNone;  // ICMP of the other family
+      if (length < kIcmpHeaderLength) return ParseError::kTruncatedIcmp;
+      if (!isIcmpError(family, l4[0])) return ParseError::kNone;
+      return parseIcmpErrorInner(family, l4 + kIcmpHeaderLength, length - kIcmpHeaderLength,
+                                 packet);
+    }
+    default:
+      return ParseError::kNone;  // no ports: the service lookup decides
+  }
+}
+
+ParseError parseIpv4(const uint8_t* ip, size_t available, ParsedPacket& packet) {
+  if (available < kIpv4MinHeaderLength) return ParseError::kTruncatedIpv4;
+  if ((ip[0] >> 4) != 4) return ParseError::kIpv4BadVersion;
+  const size_t header_length = static_cast<size_t>(ip[0] & 0x0F) * 4;
+  if (header_length < kIpv4MinHeaderLength) return ParseError::kIpv4HeaderTooShort;
+  if (header_length > available) return ParseError::kIpv4HeaderBeyondFrame;
+  const uint16_t total_length = loadBigEndian16(ip + 2);
+  if (total_length > available) return ParseError::kIpv4TotalLengthBeyondFrame;
+  if (total_length < header_length) return ParseError::kIpv4TotalLengthBelowHeader;
+
+  const uint16_t flags_and_offset = loadBigEndian16(ip + 6);
+  packet.ip_length = total_length;
+  packet.hop_limit = ip[8];
+  packet.dont_fragment = (flags_and_offset & 0x4000) != 0;
+  packet.fragment = (flags_and_offset & 0x3FFF) != 0;  // more-fragments flag or an offset
+  packet.later_fragment = (flags_and_offset & 0x1FFF) != 0;
+  FlowKey& flow = packet.flow;
+  flow.family = IpFamily::kIpv4;
+  flow.protocol = ip[9];
+  copyAddress(ip + 12, 4, flow.source);
+  copyAddress(ip + 16, 4, flow.destination);
+  if (packet.later_fragment) return ParseError::kNone;  // no transport header to read
+  packet.l4_offset = static_cast<uint16_t>(packet.l3_offset + header_length);
+  return parseTransport(ip + header_length, total_length - header_length, packet);
+}
+
+ParseError parseIpv6(const uint8_t* ip, size_t available, ParsedPacket& packet) {
+  if (available < kIpv6HeaderLength) return ParseError::kTruncatedIpv6;
+  if ((ip[0] >> 4) != 6) return ParseError::kIpv6BadVersion;
+  const size_t end = kIpv6HeaderLength + loadBigEndian16(ip + 4);
+  if (end > available) return ParseError::kIpv6PayloadLengthBeyondFrame;
+
+  packet.ip_length = static_cast<uint16_t>(end);
+  packet.hop_limit = ip[7];
+  FlowKey& flow = packet.flow;
+  flow.family = IpFamily::kIpv6;
+  copyAddress(ip + 8, 16, flow.source);
+  copyAddress(ip + 24, 16, flow.destination);
+  Ipv6Payload payload;
+  if (const ParseError error = walkIpv6Extensions(ip, end, payload); error != ParseError::kNone) {
+    return error;
+  }
+  flow.protocol = payload.protocol;
+  packet.fragment = payload.fragment;
+  packet.later_fragment = payload.later_fragment;
+  if (packet.later_fragment) return ParseError::kNone;
+  packet.l4_offset = static_cast<uint16_t>(packet.l3_offset + payload.offset);
+  return parseTransport(ip + payload.offset, end - payload.offset, packet);
+}
+
+}  // namespace
+
+absl::string_view toString(ParseError error) {
+  static constexpr absl::string_view kNames[] = {"none",
+#define BERTH_PARSE_ERROR_NAME(name, text) text,
+                                                 BERTH_PARSE_ERRORS(BERTH_PARSE_ERROR_NAME)
+#undef BERTH_PARSE_ERROR_NAME
+  };
+  const auto index = static_cast<size_t>(error);
+  return index < sizeof(kNames) / sizeof(kNames[0]) ? kNames[index] : "unknown";
+}
+
+ParseError parsePacket(const uint8_t* frame, size_t length, ParsedPacket& packet) {
+  packet = ParsedPacket{};
+  if (length < kEthernetHeaderLength) return ParseError::kShortFrame;
+  uint16_t ether_type = loadBigEndian16(frame + 12);
+  size_t offset = kEthernetHeaderLength;
+  while (ether_type == kEtherTypeVlan || ether_type == kEtherTypeQinQ) {
+    if (packet.vlan_tags == kMaxVlanTags) return ParseError::kTooManyVlanTags;
+    if (offset + kVlanTagLength > length) return ParseError::kTruncatedVlan;
+    packet.vlan_ids[packet.vlan_tags++] = loadBigEndian16(frame + offset) & 0x0FFF;
+    ether_type = loadBigEndian16(frame + offset + 2);
+    offset += kVlanTagLength;
+  }
+  packet.l3_offset = static_cast<uint16_t>(offset);
+
+  switch (ether_type) {
+    case kEtherTypeIpv4:
+      packet.type = FrameType::kIp;
+      return parseIpv4(frame + offset, length - offset, packet);
+    case kEtherTypeIpv6:
+      packet.type = FrameType::kIp;
+      return parseIpv6(frame + offset, length - offset, packet);
+    case kEtherTypeArp:
+      packet.type = FrameType::kArp;
+      return ParseError::kNone;
+    default:
+      packet.type = FrameType::kOther;
+      return ParseError::kNone;
+  }
+}
+
+}  // namespace berth

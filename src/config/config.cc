@@ -4,6 +4,20 @@ namespace berth {
 
 absl::string_view toString(Protocol protocol) { return protocol == Protocol::kTcp ? "tcp" : "udp"; }
 
+absl::string_view toString(Forwarding forwarding) {
+  switch (forwarding) {
+    case Forwarding::kIpip:
+      return "ipip";
+    case Forwarding::kGue:
+      return "gue";
+    case Forwarding::kGre:
+      return "gre";
+    case Forwarding::kL2Dsr:
+      return "l2dsr";
+  }
+  return "unknown";
+}
+
 std::vector<Backend> ServiceConfig::maglevBackends() const {
   std::vector<Backend> result;
   result.reserve(backends.size());

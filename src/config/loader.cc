@@ -16,135 +16,21 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "berth/util/status_macros.h"
+#include "config/yaml_fields.h"
 
 namespace berth {
 namespace {
 
-// Every loader error carries where it happened: source:line:column: field.path: message.
-class ErrorSite {
- public:
-  ErrorSite(absl::string_view source, std::string path, const YAML::Mark& mark)
-      : source_(source), path_(std::move(path)), mark_(mark) {
-    // An empty document has no position; point at its start.
-    if (mark_.line < 0 || mark_.column < 0) mark_.line = mark_.column = 0;
-  }
-
-  absl::Status error(absl::string_view message) const {
-    return absl::InvalidArgumentError(absl::StrCat(source_, ":", mark_.line + 1, ":",
-                                                   mark_.column + 1, ": ", path_, ": ", message));
-  }
-  std::string warning(absl::string_view message) const {
-    return absl::StrCat(source_, ":", mark_.line + 1, ": ", path_, ": ", message);
-  }
-  int line() const { return mark_.line + 1; }
-
- private:
-  absl::string_view source_;
-  std::string path_;
-  YAML::Mark mark_;
-};
-
-// A YAML map whose keys have been checked against the allowed set, with each value's position.
-class Fields {
- public:
-  struct Field {
-    YAML::Node value;
-    YAML::Mark key_mark;
-  };
-
-  static absl::StatusOr<Fields> read(absl::string_view source, const std::string& path,
-                                     const YAML::Node& node,
-                                     std::initializer_list<absl::string_view> allowed) {
-    if (!node.IsMap()) {
-      return ErrorSite(source, path, node.Mark()).error("expected a map of keys to values");
-    }
-    Fields fields(source, path, node.Mark());
-    for (auto it = node.begin(); it != node.end(); ++it) {
-      const std::string key = it->first.IsScalar() ? it->first.Scalar() : "";
-      const ErrorSite site(source, path.empty() ? key : absl::StrCat(path, ".", key),
-                           it->first.Mark());
-      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
-        return site.error(
-            absl::StrCat("unknown key; expected one of: ", absl::StrJoin(allowed, ", ")));
-      }
-      if (!fields.fields_.emplace(key, Field{it->second, it->first.Mark()}).second) {
-        return site.error("key appears twice");
-      }
-    }
-    return fields;
-  }
-
-  bool has(absl::string_view key) const { return fields_.contains(key); }
-  const YAML::Node* find(absl::string_view key) const {
-    auto it = fields_.find(key);
-    return it == fields_.end() ? nullptr : &it->second.value;
-  }
-  std::string pathOf(absl::string_view key) const {
-    return path_.empty() ? std::string(key) : absl::StrCat(path_, ".", key);
-  }
-  ErrorSite site(absl::string_view key) const {
-    auto it = fields_.find(key);
-    // A value's own mark points at the value; an empty value has none, so fall back to its key.
-    const YAML::Mark mark = it == fields_.end()                 ? mark_
-                            : it->second.value.Mark().is_null() ? it->second.key_mark
-                                                                : it->second.value.Mark();
-    return ErrorSite(source_, pathOf(key), mark);
-  }
-  ErrorSite self() const { return ErrorSite(source_, path_, mark_); }
-
-  absl::StatusOr<std::string> requiredString(absl::string_view key) const {
-    const YAML::Node* node = find(key);
-    if (node == nullptr) return self().error(absl::StrCat("missing required key '", key, "'"));
-    if (!node->IsScalar() || node->Scalar().empty()) {
-      return site(key).error("expected a non-empty string");
-    }
-    return node->Scalar();
-  }
-
-  // An integer in [low, high], or `fallback` when the key is absent.
-  absl::StatusOr<int64_t> integer(absl::string_view key, int64_t low, int64_t high,
-                                  std::optional<int64_t> fallback) const {
-    const YAML::Node* node = find(key);
-    if (node == nullptr) {
-      if (fallback) return *fallback;
-      return self().error(absl::StrCat("missing required key '", key, "'"));
-    }
-    int64_t value = 0;
-    if (!node->IsScalar() || !absl::SimpleAtoi(node->Scalar(), &value) || value < low ||
-        value > high) {
-      return site(key).error(absl::StrCat("must be an integer from ", low, " to ", high, ", got '",
-                                          node->IsScalar() ? node->Scalar() : "a non-scalar", "'"));
-    }
-    return value;
-  }
-
-  absl::StatusOr<IpAddress> address(absl::string_view key) const {
-    absl::StatusOr<std::string> text = requiredString(key);
-    if (!text.ok()) return text.status();
-    absl::StatusOr<IpAddress> address = IpAddress::parse(*text);
-    if (!address.ok()) return site(key).error(address.status().message());
-    return address;
-  }
-
- private:
-  Fields(absl::string_view source, std::string path, YAML::Mark mark)
-      : source_(source), path_(std::move(path)), mark_(mark) {}
-
-  absl::string_view source_;
-  std::string path_;
-  YAML::Mark mark_;
-  absl::flat_hash_map<std::string, Field> fields_;
-};
-
 absl::StatusOr<BackendConfig> parseBackend(absl::string_view source, const std::string& path,
                                            const YAML::Node& node) {
   BERTH_ASSIGN_OR_RETURN(const Fields fields,
-                         Fields::read(source, path, node, {"name", "address", "weight"}));
+                         Fields::read(source, path, node, {"name", "address", "weight", "mac"}));
   BackendConfig backend;
   backend.line = fields.self().line();
   BERTH_ASSIGN_OR_RETURN(backend.name, fields.requiredString("name"));
   BERTH_ASSIGN_OR_RETURN(backend.address, fields.address("address"));
   BERTH_ASSIGN_OR_RETURN(backend.weight, fields.integer("weight", 0, kMaxWeight, 1));
+  BERTH_ASSIGN_OR_RETURN(backend.mac, fields.optionalMac("mac"));
   return backend;
 }
 
@@ -154,7 +40,8 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
   BERTH_ASSIGN_OR_RETURN(
       const Fields fields,
       Fields::read(source, path, node,
-                   {"name", "vip", "port", "protocol", "table_size", "hash_fields", "backends"}));
+                   {"name", "vip", "port", "protocol", "table_size", "hash_fields", "forwarding",
+                    "gue_port", "announce", "backends"}));
   ServiceConfig service;
   service.line = fields.self().line();
   BERTH_ASSIGN_OR_RETURN(service.name, fields.requiredString("name"));
@@ -186,6 +73,21 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
     service.hash_fields = *hash_fields;
   }
 
+  BERTH_ASSIGN_OR_RETURN(const std::string forwarding,
+                         fields.choice("forwarding", {"ipip", "gue", "gre", "l2dsr"}, "ipip"));
+  service.forwarding = forwarding == "gue"     ? Forwarding::kGue
+                       : forwarding == "gre"   ? Forwarding::kGre
+                       : forwarding == "l2dsr" ? Forwarding::kL2Dsr
+                                               : Forwarding::kIpip;
+  if (service.forwarding == Forwarding::kGue) {
+    BERTH_ASSIGN_OR_RETURN(service.gue_port, fields.integer("gue_port", 1, 65535, std::nullopt));
+  } else if (fields.has("gue_port")) {
+    return fields.site("gue_port").error("only applies with forwarding: gue");
+  }
+  BERTH_ASSIGN_OR_RETURN(const std::string announce,
+                         fields.choice("announce", {"arp", "none"}, "none"));
+  service.announce_arp = announce == "arp";
+
   const YAML::Node* backends = fields.find("backends");
   if (backends == nullptr) return fields.self().error("missing required key 'backends'");
   if (!backends->IsSequence() && !backends->IsNull()) {
@@ -201,6 +103,18 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
     if (!names.insert(backend.name).second) {
       return site.error(absl::StrCat("duplicate backend name '", backend.name, "' in service '",
                                      service.name, "'"));
+    }
+    // IPIP carries the client's packet whole, and L2 DSR hands it over unchanged: either way
+    // the backend must speak the VIP's IP version.
+    const bool same_family_needed =
+        service.forwarding == Forwarding::kIpip || service.forwarding == Forwarding::kL2Dsr;
+    if (same_family_needed && backend.address.family != service.vip.family) {
+      return site.error(absl::StrCat("backend address ", backend.address.toString(),
+                                     " is not of the VIP's IP version, which forwarding: ",
+                                     toString(service.forwarding), " needs"));
+    }
+    if (backend.mac && service.forwarding != Forwarding::kL2Dsr) {
+      return site.error("a backend mac only applies with forwarding: l2dsr");
     }
     if (!addresses.insert(backend.address).second) {
       return site.error(absl::StrCat("backend address ", backend.address.toString(),
@@ -225,6 +139,91 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
   return service;
 }
 
+absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string& path,
+                                     const YAML::Node& node) {
+  BERTH_ASSIGN_OR_RETURN(const Fields fields, Fields::read(source, path, node,
+                                                           {"name", "device", "ipv4", "ipv6",
+                                                            "gateway", "gateway_mac", "mtu"}));
+  PortConfig port;
+  port.line = fields.self().line();
+  BERTH_ASSIGN_OR_RETURN(port.name, fields.requiredString("name"));
+  BERTH_ASSIGN_OR_RETURN(port.device, fields.requiredString("device"));
+  BERTH_ASSIGN_OR_RETURN(port.ipv4, fields.optionalAddress("ipv4", IpFamily::kIpv4));
+  BERTH_ASSIGN_OR_RETURN(port.ipv6, fields.optionalAddress("ipv6", IpFamily::kIpv6));
+  if (!port.ipv4 && !port.ipv6) {
+    return fields.self().error("a port needs an ipv4 or an ipv6 address, or both");
+  }
+  BERTH_ASSIGN_OR_RETURN(port.gateway, fields.optionalAddress("gateway", std::nullopt));
+  BERTH_ASSIGN_OR_RETURN(port.gateway_mac, fields.optionalMac("gateway_mac"));
+  if (port.gateway && port.gateway_mac) {
+    return fields.site("gateway_mac")
+        .error("give gateway (resolved by ARP/ND) or gateway_mac, not both");
+  }
+  if (port.gateway && !(port.gateway->isV4() ? port.ipv4 : port.ipv6)) {
+    return fields.site("gateway").error(
+        absl::StrCat("the port has no IPv", port.gateway->isV4() ? 4 : 6, " address to reach ",
+                     port.gateway->toString(), " from"));
+  }
+  // 68 is the least MTU IPv4 allows; 9600 covers the jumbo frames of common NICs.
+  BERTH_ASSIGN_OR_RETURN(port.mtu, fields.integer("mtu", 68, 9600, 1500));
+  if (port.ipv6 && port.mtu < 1280) {
+    return fields.site("mtu").error(
+        absl::StrCat(port.mtu, " is below 1280, the least MTU IPv6 allows"));
+  }
+  return port;
+}
+
+absl::StatusOr<DataplaneConfig> parseDataplane(absl::string_view source, const YAML::Node& node) {
+  BERTH_ASSIGN_OR_RETURN(const Fields fields,
+                         Fields::read(source, "dataplane", node, {"eal", "ports"}));
+  DataplaneConfig dataplane;
+  BERTH_ASSIGN_OR_RETURN(dataplane.eal, fields.stringList("eal"));
+  const YAML::Node* ports = fields.find("ports");
+  if (ports == nullptr || ports->IsNull()) return dataplane;
+  if (!ports->IsSequence()) return fields.site("ports").error("expected a list of ports");
+  absl::flat_hash_set<std::string> names;
+  absl::flat_hash_set<std::string> devices;
+  for (size_t i = 0; i < ports->size(); ++i) {
+    const std::string path = absl::StrCat("dataplane.ports[", i, "]");
+    const YAML::Node port_node = (*ports)[i];
+    BERTH_ASSIGN_OR_RETURN(PortConfig port, parsePort(source, path, port_node));
+    const ErrorSite site(source, path, port_node.Mark());
+    if (!names.insert(port.name).second) {
+      return site.error(absl::StrCat("duplicate port name '", port.name, "'"));
+    }
+    if (!devices.insert(port.device).second) {
+      return site.error(absl::StrCat("device '", port.device, "' is already another port"));
+    }
+    dataplane.ports.push_back(std::move(port));
+  }
+  return dataplane;
+}
+
+// An encapsulated packet leaves from a port address of the backend's IP version, so some port
+// must have one. Checked only when ports are configured (berthctl reads configs without them).
+absl::Status checkServicesReachable(absl::string_view source, const Config& config,
+                                    const YAML::Node& services) {
+  if (config.dataplane.ports.empty()) return absl::OkStatus();
+  bool has_v4 = false;
+  bool has_v6 = false;
+  for (const PortConfig& port : config.dataplane.ports) {
+    has_v4 |= port.ipv4.has_value();
+    has_v6 |= port.ipv6.has_value();
+  }
+  for (size_t i = 0; i < config.services.size(); ++i) {
+    const ServiceConfig& service = config.services[i];
+    for (size_t j = 0; j < service.backends.size(); ++j) {
+      const BackendConfig& backend = service.backends[j];
+      if (backend.address.isV4() ? has_v4 : has_v6) continue;
+      return ErrorSite(source, absl::StrCat("services[", i, "].backends[", j, "]"),
+                       services[i]["backends"][j].Mark())
+          .error(absl::StrCat("no port has an IPv", backend.address.isV4() ? 4 : 6,
+                              " address to send to ", backend.address.toString(), " from"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Config> parseConfig(absl::string_view yaml_text, absl::string_view source_name) {
@@ -241,7 +240,11 @@ absl::StatusOr<Config> parseConfig(absl::string_view yaml_text, absl::string_vie
 
   Config config;
   try {
-    BERTH_ASSIGN_OR_RETURN(const Fields fields, Fields::read(source_name, "", root, {"services"}));
+    BERTH_ASSIGN_OR_RETURN(const Fields fields,
+                           Fields::read(source_name, "", root, {"dataplane", "services"}));
+    if (const YAML::Node* dataplane = fields.find("dataplane"); dataplane != nullptr) {
+      BERTH_ASSIGN_OR_RETURN(config.dataplane, parseDataplane(source_name, *dataplane));
+    }
     const YAML::Node* services = fields.find("services");
     if (services == nullptr) return fields.self().error("missing required key 'services'");
     if (!services->IsSequence() && !services->IsNull()) {
@@ -266,6 +269,10 @@ absl::StatusOr<Config> parseConfig(absl::string_view yaml_text, absl::string_vie
                                        "'"));
       }
       config.services.push_back(std::move(service));
+    }
+    if (absl::Status status = checkServicesReachable(source_name, config, *services);
+        !status.ok()) {
+      return status;
     }
   } catch (const YAML::Exception& e) {
     // yaml-cpp throws on some malformed trees while they are walked; report, never escape.

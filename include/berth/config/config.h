@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "berth/maglev/table.h"
 #include "berth/net/flow_hash.h"
 #include "berth/net/ip_address.h"
+#include "berth/net/mac_address.h"
 
 namespace berth {
 
@@ -18,10 +20,39 @@ namespace berth {
 enum class Protocol : uint8_t { kTcp = 6, kUdp = 17 };
 absl::string_view toString(Protocol protocol);
 
+// How packets leave for a backend (DESIGN.md, forwarding modes).
+enum class Forwarding : uint8_t {
+  kIpip,   // IPv4-in-IPv4 or IPv6-in-IPv6
+  kGue,    // outer UDP to gue_port; source port from the flow hash
+  kGre,    // GRE, as Maglev sends it
+  kL2Dsr,  // destination MAC rewritten to the backend's; the IP packet unchanged
+};
+absl::string_view toString(Forwarding forwarding);
+
+// A DPDK port berth receives VIP traffic on and sends to backends from.
+struct PortConfig {
+  std::string name;
+  // A PCI address ("0000:3b:00.0") or a vdev string ("net_pcap0,rx_pcap=in.pcap,...").
+  std::string device;
+  std::optional<IpAddress> ipv4;  // at least one of ipv4 and ipv6
+  std::optional<IpAddress> ipv6;
+  // Where encapsulated traffic goes next: an address resolved by ARP or ND, or a fixed MAC.
+  std::optional<IpAddress> gateway;
+  std::optional<MacAddress> gateway_mac;
+  uint16_t mtu = 1500;
+  int line = 0;
+};
+
+struct DataplaneConfig {
+  std::vector<std::string> eal;  // EAL arguments, as on berthd's command line before "--"
+  std::vector<PortConfig> ports;
+};
+
 struct BackendConfig {
   std::string name;
   IpAddress address;
-  int64_t weight = 1;  // 0 drains the backend: no new flows, established ones finish
+  int64_t weight = 1;             // 0 drains the backend: no new flows, established ones finish
+  std::optional<MacAddress> mac;  // l2dsr: fixed instead of resolved by ARP or ND
   int line = 0;
 };
 
@@ -32,6 +63,9 @@ struct ServiceConfig {
   Protocol protocol = Protocol::kTcp;
   uint32_t table_size = kDefaultTableSize;
   HashFields hash_fields = HashFields::kFiveTuple;
+  Forwarding forwarding = Forwarding::kIpip;
+  uint16_t gue_port = 0;      // set exactly when forwarding is kGue
+  bool announce_arp = false;  // answer ARP (IPv4) or ND (IPv6) for the VIP
   std::vector<BackendConfig> backends;
   int line = 0;
 
@@ -40,6 +74,7 @@ struct ServiceConfig {
 };
 
 struct Config {
+  DataplaneConfig dataplane;
   std::vector<ServiceConfig> services;
   // Advice that does not stop the config from loading, each naming its field and line.
   std::vector<std::string> warnings;

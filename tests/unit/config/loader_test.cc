@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 
 namespace berth {
@@ -90,6 +91,8 @@ struct BadConfig {
   const char* message;
 };
 
+void PrintTo(const BadConfig& bad, std::ostream* out) { *out << bad.description; }
+
 class ConfigLoaderErrorTest : public ::testing::TestWithParam<BadConfig> {};
 
 TEST_P(ConfigLoaderErrorTest, NamesTheFieldAndTheLine) {
@@ -101,6 +104,7 @@ TEST_P(ConfigLoaderErrorTest, NamesTheFieldAndTheLine) {
   EXPECT_THAT(std::string(config.status().message()), HasSubstr(bad.message)) << bad.description;
 }
 
+#define PORT_HEAD "dataplane:\n  ports:\n    - name: p0\n      device: net_null0\n"
 #define SERVICE_HEAD \
   "services:\n  - name: web\n    vip: 198.18.100.1\n    port: 80\n    protocol: tcp\n"
 #define ONE_BACKEND "    backends:\n      - { name: a, address: 198.18.1.2 }\n"
@@ -112,7 +116,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"yaml syntax", "services: [\n  - {name: x\n", "bad.yaml:", "yaml:"},
         BadConfig{"top level not a map", "- a\n- b\n", "bad.yaml:1:1: ", "expected a map"},
         BadConfig{"unknown top-level key", "services: []\nlisten: 1\n", "bad.yaml:2:1: listen",
-                  "unknown key; expected one of: services"},
+                  "unknown key; expected one of: dataplane, services"},
         BadConfig{"missing services", "{}\n", "bad.yaml:1:1: ", "missing required key 'services'"},
         BadConfig{"services not a list", "services: 3\n", "bad.yaml:1:11: services",
                   "expected a list of services"},
@@ -197,7 +201,138 @@ INSTANTIATE_TEST_SUITE_P(
                   SERVICE_HEAD ONE_BACKEND "  - name: web2\n    vip: 198.18.100.1\n    port: 80\n  "
                                            "  protocol: tcp\n    backends: []\n",
                   "bad.yaml:8:5: services[1]",
-                  "tcp 198.18.100.1:80 is already served by service 'web'"}));
+                  "tcp 198.18.100.1:80 is already served by service 'web'"},
+        BadConfig{"port without an address", PORT_HEAD "services: []\n",
+                  "bad.yaml:3:7: dataplane.ports[0]",
+                  "a port needs an ipv4 or an ipv6 address, or both"},
+        BadConfig{
+            "IPv6 address in the ipv4 field", PORT_HEAD "      ipv4: 2001:db8::1\nservices: []\n",
+            "bad.yaml:5:13: dataplane.ports[0].ipv4", "must be an IPv4 address, got 2001:db8::1"},
+        BadConfig{"gateway and gateway_mac",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n      gateway: 198.18.0.1\n"
+                            "      gateway_mac: 02:00:00:00:00:01\nservices: []\n",
+                  "bad.yaml:7:20: dataplane.ports[0].gateway_mac", "not both"},
+        BadConfig{"gateway of a version the port lacks",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n      gateway: 2001:db8::1\n"
+                            "services: []\n",
+                  "bad.yaml:6:16: dataplane.ports[0].gateway",
+                  "the port has no IPv6 address to reach 2001:db8::1 from"},
+        BadConfig{"multicast gateway MAC",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n      gateway_mac: 01:00:5e:00:00:01\n"
+                            "services: []\n",
+                  "bad.yaml:6:20: dataplane.ports[0].gateway_mac", "is a multicast MAC"},
+        BadConfig{"bad gateway MAC",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n      gateway_mac: 02:00:00\n"
+                            "services: []\n",
+                  "bad.yaml:6:20: dataplane.ports[0].gateway_mac", "is not a MAC address"},
+        BadConfig{"MTU out of range",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n      mtu: 10000\nservices: []\n",
+                  "bad.yaml:6:12: dataplane.ports[0].mtu", "must be an integer from 68 to 9600"},
+        BadConfig{"IPv6 port MTU below 1280",
+                  PORT_HEAD "      ipv6: 2001:db8::10\n      mtu: 1000\nservices: []\n",
+                  "bad.yaml:6:12: dataplane.ports[0].mtu", "below 1280"},
+        BadConfig{"duplicate port name",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n    - name: p0\n      device: net_null1\n"
+                            "      ipv4: 198.18.0.11\nservices: []\n",
+                  "bad.yaml:6:7: dataplane.ports[1]", "duplicate port name 'p0'"},
+        BadConfig{"duplicate device",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n    - name: p1\n      device: net_null0\n"
+                            "      ipv4: 198.18.0.11\nservices: []\n",
+                  "bad.yaml:6:7: dataplane.ports[1]", "device 'net_null0' is already another port"},
+        BadConfig{"EAL arguments not a list", "dataplane:\n  eal: --no-huge\nservices: []\n",
+                  "bad.yaml:2:8: dataplane.eal", "expected a list of strings"},
+        BadConfig{"EAL argument not a string",
+                  "dataplane:\n  eal: [--no-huge, [a]]\nservices: []\n",
+                  "bad.yaml:2:20: dataplane.eal[1]", "expected a string"},
+        BadConfig{"unknown forwarding", SERVICE_HEAD "    forwarding: vxlan\n" ONE_BACKEND,
+                  "bad.yaml:6:17: services[0].forwarding",
+                  "must be one of ipip, gue, gre, l2dsr, got 'vxlan'"},
+        BadConfig{"gue without gue_port", SERVICE_HEAD "    forwarding: gue\n" ONE_BACKEND,
+                  "bad.yaml:2:5: services[0]", "missing required key 'gue_port'"},
+        BadConfig{"gue_port without gue", SERVICE_HEAD "    gue_port: 6080\n" ONE_BACKEND,
+                  "bad.yaml:6:15: services[0].gue_port", "only applies with forwarding: gue"},
+        BadConfig{"unknown announce", SERVICE_HEAD "    announce: bgp\n" ONE_BACKEND,
+                  "bad.yaml:6:15: services[0].announce", "must be one of arp, none, got 'bgp'"},
+        BadConfig{"IPv6 backend behind an IPv4 VIP with ipip",
+                  SERVICE_HEAD "    backends:\n      - { name: a, address: 2001:db8::2 }\n",
+                  "bad.yaml:7:9: services[0].backends[0]",
+                  "is not of the VIP's IP version, which forwarding: ipip needs"},
+        BadConfig{
+            "backend MAC without l2dsr",
+            SERVICE_HEAD
+            "    backends:\n      - { name: a, address: 198.18.1.2, mac: 02:00:00:00:01:02 }\n",
+            "bad.yaml:7:9: services[0].backends[0]",
+            "a backend mac only applies with forwarding: l2dsr"},
+        BadConfig{"no port of the backend's IP version",
+                  PORT_HEAD "      ipv6: 2001:db8::10\n" SERVICE_HEAD ONE_BACKEND,
+                  "bad.yaml:12:9: services[0].backends[0]",
+                  "no port has an IPv4 address to send to 198.18.1.2 from"}));
+
+TEST(ConfigLoaderTest, LoadsTheDataplaneAndForwardingSettings) {
+  constexpr absl::string_view kYaml = R"(dataplane:
+  eal: [--no-huge, -m, "512"]
+  ports:
+    - name: uplink
+      device: net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap
+      ipv4: 198.18.0.10
+      ipv6: 2001:db8::10
+      gateway: 198.18.0.254
+      mtu: 9000
+    - { name: second, device: "0000:3b:00.0", ipv4: 198.18.0.11, gateway_mac: 02:00:00:00:00:fe }
+services:
+  - name: web
+    vip: 198.18.100.1
+    port: 80
+    protocol: tcp
+    forwarding: gue
+    gue_port: 6080
+    announce: arp
+    backends:
+      - { name: web-1, address: 2001:db8:1::2 }
+  - name: dsr
+    vip: 198.18.100.2
+    port: 80
+    protocol: tcp
+    forwarding: l2dsr
+    backends:
+      - { name: dsr-1, address: 198.18.1.2, mac: 02:00:00:00:01:02 }
+      - { name: dsr-2, address: 198.18.1.3 }
+)";
+  absl::StatusOr<Config> config = parseConfig(kYaml, "dp.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->dataplane.eal, (std::vector<std::string>{"--no-huge", "-m", "512"}));
+  ASSERT_EQ(config->dataplane.ports.size(), 2u);
+  const PortConfig& uplink = config->dataplane.ports[0];
+  EXPECT_EQ(uplink.device, "net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap");
+  EXPECT_EQ(uplink.ipv4, IpAddress::v4(198, 18, 0, 10));
+  EXPECT_EQ(uplink.ipv6->toString(), "2001:db8::10");
+  EXPECT_EQ(uplink.gateway, IpAddress::v4(198, 18, 0, 254));
+  EXPECT_FALSE(uplink.gateway_mac.has_value());
+  EXPECT_EQ(uplink.mtu, 9000);
+  const PortConfig& second = config->dataplane.ports[1];
+  EXPECT_EQ(second.gateway_mac->toString(), "02:00:00:00:00:fe");
+  EXPECT_FALSE(second.ipv6.has_value());
+  EXPECT_EQ(second.mtu, 1500);
+
+  const ServiceConfig& web = config->services[0];
+  EXPECT_EQ(web.forwarding, Forwarding::kGue);
+  EXPECT_EQ(web.gue_port, 6080);
+  EXPECT_TRUE(web.announce_arp);
+  const ServiceConfig& dsr = config->services[1];
+  EXPECT_EQ(dsr.forwarding, Forwarding::kL2Dsr);
+  EXPECT_FALSE(dsr.announce_arp);
+  EXPECT_EQ(dsr.backends[0].mac->toString(), "02:00:00:00:01:02");
+  EXPECT_FALSE(dsr.backends[1].mac.has_value());
+}
+
+TEST(ConfigLoaderTest, ServicesDefaultToIpipWithoutAnnouncing) {
+  absl::StatusOr<Config> config = parseConfig(kValid, "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->services[0].forwarding, Forwarding::kIpip);
+  EXPECT_FALSE(config->services[0].announce_arp);
+  EXPECT_TRUE(config->dataplane.ports.empty());
+  EXPECT_TRUE(config->dataplane.eal.empty());
+}
 
 // The same VIP and port may serve TCP and UDP as two services.
 TEST(ConfigLoaderTest, SameVipAndPortWithDifferentProtocolsIsAllowed) {

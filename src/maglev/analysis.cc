@@ -67,15 +67,25 @@ absl::StatusOr<Table> rebuildWithout(const Table& full, const std::vector<bool>&
   return buildWithPermutations(std::move(backends), std::move(permutations), full.size());
 }
 
-absl::StatusOr<std::vector<FailureImpact>> singleFailureImpacts(const Table& full) {
+absl::StatusOr<std::vector<FailureImpact>> singleFailureImpacts(const Table& full,
+                                                                size_t max_backends) {
   if (std::find(full.healthy().begin(), full.healthy().end(), false) != full.healthy().end()) {
     return absl::FailedPreconditionError("failure impact needs the all-healthy table");
   }
   const std::vector<uint32_t> counts = full.slotCounts();
+  std::vector<size_t> owners;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] > 0) owners.push_back(i);
+  }
+  if (max_backends > 0 && owners.size() > max_backends) {
+    std::vector<size_t> sample;
+    for (size_t k = 0; k < max_backends; ++k)
+      sample.push_back(owners[k * owners.size() / max_backends]);
+    owners = std::move(sample);
+  }
   const auto table_size = static_cast<double>(full.size());
   std::vector<FailureImpact> impacts;
-  for (size_t i = 0; i < full.backends().size(); ++i) {
-    if (counts[i] == 0) continue;
+  for (size_t i : owners) {
     std::vector<bool> flags(full.backends().size(), false);
     flags[i] = true;
     BERTH_ASSIGN_OR_RETURN(const Table rebuilt, rebuildWithout(full, flags));

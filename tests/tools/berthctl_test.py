@@ -79,6 +79,17 @@ class AnalyzeCommand(unittest.TestCase):
         dns = next(s for s in report["services"] if s["name"] == "dns")
         self.assertNotIn("with_failures", dns)
 
+    def test_max_failures_samples_evenly_and_says_so(self):
+        report = json.loads(berthctl("analyze", "--config", DEMO, "--json",
+                                     "--max_failures", "3").stdout)
+        web = next(s for s in report["services"] if s["name"] == "web")
+        self.assertEqual([f["backend"] for f in web["single_failures"]],
+                         ["web-1", "web-3", "web-6"])
+        out = berthctl("analyze", "--config", DEMO, "--max_failures", "3").stdout
+        self.assertIn("one backend fails (3 of 8, evenly spaced; --max_failures=0 for all)", out)
+        self.assertIn("--max_failures must be 0 or more",
+                      berthctl("analyze", "--config", DEMO, "--max_failures=-1", check=False).stderr)
+
     def test_text_report_names_each_service_and_its_figures(self):
         out = berthctl("analyze", "--config", DEMO).stdout
         self.assertIn("service web (tcp 198.18.100.1:80, hash 5-tuple): M=65537, N=8", out)

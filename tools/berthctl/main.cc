@@ -17,6 +17,8 @@ ABSL_FLAG(std::string, service, "", "service name (berthctl table)");
 ABSL_FLAG(bool, json, false, "print JSON instead of text");
 ABSL_FLAG(std::vector<std::string>, fail, {},
           "comma-separated backend names to treat as unhealthy");
+ABSL_FLAG(int, max_failures, 100,
+          "analyze: single failures to analyse per service, evenly spaced; 0 for every backend");
 
 namespace {
 
@@ -25,7 +27,7 @@ constexpr char kUsage[] = R"(berthctl COMMAND [flags]
 Commands that read a config file:
   table   --config FILE --service NAME [--fail A,B] [--json]
           the backend of every slot of one service's Maglev table, and slots per backend
-  analyze --config FILE [--fail A,B] [--json]
+  analyze --config FILE [--fail A,B] [--max_failures N] [--json]
           per service: balance, and how many slots each single backend failure moves with
           min-disruption failover and with a full rebuild, against the ideal; with --fail,
           the same figures with those backends unhealthy)";
@@ -55,6 +57,8 @@ int main(int argc, char** argv) {
   berth::OfflineOptions options;
   options.json = absl::GetFlag(FLAGS_json);
   options.fail = absl::GetFlag(FLAGS_fail);
+  if (absl::GetFlag(FLAGS_max_failures) < 0) return fail("--max_failures must be 0 or more");
+  options.max_failures = static_cast<size_t>(absl::GetFlag(FLAGS_max_failures));
 
   absl::StatusOr<std::string> report;
   if (command == "table") {

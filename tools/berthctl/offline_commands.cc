@@ -150,7 +150,8 @@ absl::StatusOr<std::string> analyzeReport(const Config& config, const OfflineOpt
     BERTH_ASSIGN_OR_RETURN(const ServiceTables tables, tablesFor(service, options.fail));
     const Table& full = tables.full;
     const BalanceStats balance = balanceOf(full);
-    BERTH_ASSIGN_OR_RETURN(const std::vector<FailureImpact> impacts, singleFailureImpacts(full));
+    BERTH_ASSIGN_OR_RETURN(const std::vector<FailureImpact> impacts,
+                           singleFailureImpacts(full, options.max_failures));
 
     double failover_mean = 0, rebuild_mean = 0, failover_worst = 0, rebuild_worst = 0;
     for (const FailureImpact& impact : impacts) {
@@ -197,11 +198,17 @@ absl::StatusOr<std::string> analyzeReport(const Config& config, const OfflineOpt
                           full.backends().size());
     absl::StrAppendFormat(&out, "  balance: %s\n", balanceLine(balance));
     if (!impacts.empty()) {
+      size_t owners = 0;
+      for (uint32_t count : full.slotCounts()) owners += count > 0;
       absl::StrAppendFormat(&out,
-                            "  one backend fails, slots moved / the failed backend's own share "
+                            "  one backend fails (%s); slots moved / its own share "
                             "(ideal 1.00):\n"
                             "    min-disruption failover: mean %.2f, worst %.2f\n"
                             "    full rebuild:            mean %.2f, worst %.2f\n",
+                            impacts.size() == owners
+                                ? absl::StrCat("each of ", owners, " in turn")
+                                : absl::StrCat(impacts.size(), " of ", owners,
+                                               ", evenly spaced; --max_failures=0 for all"),
                             failover_mean, failover_worst, rebuild_mean, rebuild_worst);
       absl::StrAppendFormat(&out, "    %-24s %8s %10s %10s %10s %14s\n", "backend", "slots",
                             "ideal", "failover", "rebuild", "failover bal.");

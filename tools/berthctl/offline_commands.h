@@ -14,6 +14,8 @@ struct OfflineOptions {
   bool json = false;
   // Backends to treat as unhealthy, by name, in every service that has them.
   std::vector<std::string> fail;
+  // analyze: at most this many single failures per service, evenly spaced; 0 for all.
+  size_t max_failures = 100;
 };
 
 // `berthctl table`: the backend per slot of one service's table, and slots per backend.

@@ -36,8 +36,12 @@ struct FailureImpact {
 };
 
 // For each backend with slots, in turn: what its failure moves, by min-disruption failover and by
-// a full rebuild without it. `full` must be an all-healthy table. Cost: N failovers and N builds.
-absl::StatusOr<std::vector<FailureImpact>> singleFailureImpacts(const Table& full);
+// a full rebuild without it. `full` must be an all-healthy table. With `max_backends` > 0 and more
+// backends than that, only max_backends of them, evenly spaced in name order, are analysed.
+// Cost: one failover and one build per analysed backend (about 19 s for all 1,000 backends at
+// M = 655373).
+absl::StatusOr<std::vector<FailureImpact>> singleFailureImpacts(const Table& full,
+                                                                size_t max_backends = 0);
 
 // A full build from `full`'s backend list and permutations, leaving out the named backends.
 absl::StatusOr<Table> rebuildWithout(const Table& full, const std::vector<bool>& leave_out);

@@ -52,6 +52,20 @@ TEST(MaglevAnalysisTest, FailoverMovesTheIdealShareAndRebuildMovesMore) {
   }
 }
 
+TEST(MaglevAnalysisTest, FailureImpactSamplesEvenlyWhenAsked) {
+  absl::StatusOr<Table> full = build(equalBackends(10), 1009);
+  ASSERT_TRUE(full.ok());
+  absl::StatusOr<std::vector<FailureImpact>> impacts = singleFailureImpacts(*full, 4);
+  ASSERT_TRUE(impacts.ok()) << impacts.status();
+  ASSERT_EQ(impacts->size(), 4u);
+  EXPECT_EQ((*impacts)[0].backend, "backend-00000");
+  EXPECT_EQ((*impacts)[1].backend, "backend-00002");
+  EXPECT_EQ((*impacts)[2].backend, "backend-00005");
+  EXPECT_EQ((*impacts)[3].backend, "backend-00007");
+  EXPECT_EQ(singleFailureImpacts(*full, 10)->size(), 10u);
+  EXPECT_EQ(singleFailureImpacts(*full, 0)->size(), 10u);
+}
+
 TEST(MaglevAnalysisTest, FailureImpactNeedsTheAllHealthyTable) {
   absl::StatusOr<Table> full = build(equalBackends(3), 7);
   ASSERT_TRUE(full.ok());

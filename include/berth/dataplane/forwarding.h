@@ -1,0 +1,64 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "berth/config/config.h"
+#include "berth/net/ip_address.h"
+#include "berth/net/mac_address.h"
+#include "berth/net/packet_parser.h"
+
+namespace berth {
+
+// The forwarding modes: how a client's packet is sent on to the backend the table picked. Each
+// mode is one file (forward_ipip.cc, forward_gue.cc, forward_gre.cc, forward_l2dsr.cc) behind
+// the ForwardFunction below; the snapshot picks one per service, so no packet pays for a choice.
+//
+// The modes work on a Frame, a view of the packet's bytes with headroom in front (an mbuf's data
+// and headroom in the datapath, a plain buffer in tests), as GLB Director keeps glb_encap.c apart
+// from its DPDK and pcap adapters.
+
+struct Frame {
+  uint8_t* data = nullptr;  // first byte of the Ethernet header
+  size_t length = 0;
+  size_t headroom = 0;  // bytes writable in front of data
+};
+
+// Everything a mode needs to know about one backend, resolved when the snapshot is built.
+struct ForwardingTarget {
+  IpAddress backend;           // outer destination
+  IpAddress outer_source;      // the port's address of the backend's IP version
+  MacAddress source_mac;       // the port's MAC
+  MacAddress destination_mac;  // the gateway's (encapsulating modes) or the backend's (l2dsr)
+  uint16_t gue_port = 0;       // gue: outer UDP destination port
+  uint16_t mtu = 1500;         // the port's
+};
+
+enum class ForwardResult : uint8_t {
+  kSend,        // frame rewritten in place: send it
+  kTooBig,      // would exceed the MTU and may not be fragmented (DF, or IPv6): answer ICMP
+  kTooBigDrop,  // would exceed the MTU, fragmentation allowed: berth does not fragment; drop
+  kNoHeadroom,  // not enough headroom for the outer headers: drop
+};
+
+inline constexpr uint8_t kOuterHopLimit = 64;
+
+// Rewrites `frame` (parsed as `packet`, an IP frame that parsed without error) for `target`.
+// `flow_hash` feeds the fields that spread a backend's flows over its receive queues: the GUE
+// source port and the outer IPv6 flow label. Encapsulating modes send untagged frames to the
+// gateway, drop any Ethernet padding, copy the inner DSCP/ECN outward, and fill outer checksums
+// with DPDK's helpers; the inner packet is left byte for byte as it arrived.
+using ForwardFunction = ForwardResult (*)(Frame& frame, const ParsedPacket& packet,
+                                          const ForwardingTarget& target, uint32_t flow_hash);
+
+ForwardResult forwardIpip(Frame&, const ParsedPacket&, const ForwardingTarget&, uint32_t);
+ForwardResult forwardGue(Frame&, const ParsedPacket&, const ForwardingTarget&, uint32_t);
+ForwardResult forwardGre(Frame&, const ParsedPacket&, const ForwardingTarget&, uint32_t);
+ForwardResult forwardL2Dsr(Frame&, const ParsedPacket&, const ForwardingTarget&, uint32_t);
+
+ForwardFunction forwardFunctionFor(Forwarding mode);
+
+// Bytes the mode adds to the IP packet, for an outer header of the given IP version.
+size_t encapsulationOverhead(Forwarding mode, IpFamily outer);
+
+}  // namespace berth

@@ -1,0 +1,78 @@
+#include "dataplane/encapsulation.h"
+
+#include <rte_byteorder.h>
+#include <rte_ether.h>
+#include <rte_ip.h>
+
+#include <cstring>
+
+namespace berth {
+
+ForwardResult prepareOuter(Frame& frame, const ParsedPacket& packet, size_t extra,
+                           const ForwardingTarget& target, OuterLayout& layout) {
+  const size_t outer_length = outerIpLength(target.backend.family) + extra;
+  const size_t new_ip_length = outer_length + packet.ip_length;
+  if (new_ip_length > target.mtu) {
+    // IPv6 is never fragmented on the way; IPv4 only when DF is clear, and berth does not.
+    const bool may_fragment = packet.flow.family == IpFamily::kIpv4 && !packet.dont_fragment;
+    return may_fragment ? ForwardResult::kTooBigDrop : ForwardResult::kTooBig;
+  }
+  // Before the inner packet go the new Ethernet header and the outer headers; the old Ethernet
+  // header and VLAN tags (l3_offset bytes) are reused, the rest comes out of the headroom.
+  const size_t needed = kEthernetLength + outer_length;
+  if (needed > packet.l3_offset + frame.headroom) return ForwardResult::kNoHeadroom;
+  const size_t grow = needed > packet.l3_offset ? needed - packet.l3_offset : 0;
+  layout.inner = frame.data + packet.l3_offset;
+  layout.inner_length = packet.ip_length;
+  layout.start = frame.data + packet.l3_offset - needed;
+  frame.headroom -= grow;
+  frame.data = layout.start;
+  frame.length = needed + packet.ip_length;
+  return ForwardResult::kSend;
+}
+
+uint8_t* writeOuterHeaders(uint8_t* start, const ForwardingTarget& target,
+                           const ParsedPacket& packet, const uint8_t* inner, uint8_t protocol,
+                           size_t payload_length, uint32_t flow_hash) {
+  auto* ethernet = reinterpret_cast<rte_ether_hdr*>(start);
+  std::memcpy(&ethernet->dst_addr, target.destination_mac.bytes.data(), RTE_ETHER_ADDR_LEN);
+  std::memcpy(&ethernet->src_addr, target.source_mac.bytes.data(), RTE_ETHER_ADDR_LEN);
+  // The inner packet's DSCP and ECN bits, so the path treats the tunnel as it would the flow.
+  const uint8_t traffic_class = packet.flow.family == IpFamily::kIpv4
+                                    ? inner[1]
+                                    : static_cast<uint8_t>((inner[0] & 0x0F) << 4 | inner[1] >> 4);
+  uint8_t* ip = start + kEthernetLength;
+  if (target.backend.isV4()) {
+    ethernet->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+    auto* header = reinterpret_cast<rte_ipv4_hdr*>(ip);
+    header->version_ihl = RTE_IPV4_VHL_DEF;
+    header->type_of_service = traffic_class;
+    header->total_length =
+        rte_cpu_to_be_16(static_cast<uint16_t>(kOuterIpv4Length + payload_length));
+    header->packet_id = 0;
+    // The MTU check passed, so the outer packet never needs fragmenting: DF lets path MTU
+    // discovery see a smaller link.
+    header->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
+    header->time_to_live = kOuterHopLimit;
+    header->next_proto_id = protocol;
+    std::memcpy(&header->src_addr, target.outer_source.bytes.data(), 4);
+    std::memcpy(&header->dst_addr, target.backend.bytes.data(), 4);
+    header->hdr_checksum = 0;
+    header->hdr_checksum = rte_ipv4_cksum(header);
+    return ip + kOuterIpv4Length;
+  }
+  ethernet->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
+  auto* header = reinterpret_cast<rte_ipv6_hdr*>(ip);
+  // Version 6, the traffic class, and a flow label from the flow hash, which routers and NICs
+  // hash on to spread the backend's flows.
+  header->vtc_flow =
+      rte_cpu_to_be_32(6u << 28 | uint32_t{traffic_class} << 20 | (flow_hash & 0xFFFFF));
+  header->payload_len = rte_cpu_to_be_16(static_cast<uint16_t>(payload_length));
+  header->proto = protocol;
+  header->hop_limits = kOuterHopLimit;
+  std::memcpy(header->src_addr, target.outer_source.bytes.data(), 16);
+  std::memcpy(header->dst_addr, target.backend.bytes.data(), 16);
+  return ip + kOuterIpv6Length;
+}
+
+}  // namespace berth

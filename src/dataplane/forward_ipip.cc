@@ -1,0 +1,22 @@
+// ipip: the client's packet inside a bare outer IP header (IPv4-in-IPv4 or IPv6-in-IPv6), which
+// the backend's ipip/ip6tnl device takes off, as with Katran's defaults.
+
+#include <netinet/in.h>
+
+#include "berth/dataplane/forwarding.h"
+#include "dataplane/encapsulation.h"
+
+namespace berth {
+
+ForwardResult forwardIpip(Frame& frame, const ParsedPacket& packet, const ForwardingTarget& target,
+                          uint32_t flow_hash) {
+  OuterLayout layout;
+  const ForwardResult result = prepareOuter(frame, packet, 0, target, layout);
+  if (result != ForwardResult::kSend) return result;
+  const uint8_t protocol = packet.flow.family == IpFamily::kIpv4 ? IPPROTO_IPIP : IPPROTO_IPV6;
+  writeOuterHeaders(layout.start, target, packet, layout.inner, protocol, layout.inner_length,
+                    flow_hash);
+  return ForwardResult::kSend;
+}
+
+}  // namespace berth

@@ -22,6 +22,7 @@ struct Frame {
   uint8_t* data = nullptr;  // first byte of the Ethernet header
   size_t length = 0;
   size_t headroom = 0;  // bytes writable in front of data
+  size_t tailroom = 0;  // bytes writable after data + length
 };
 
 // Everything a mode needs to know about one backend, resolved when the snapshot is built.

@@ -130,9 +130,10 @@ TEST(NeighborReplyTest, InvalidSolicitationsAreNotQuestions) {
       concat({ethernet(kEtherTypeIpv6), ipv6(kAsker6, kVip6, kProtocolIcmpv6, 32, 255),
               solicitation(kVip6, 0xFF)}));
   EXPECT_FALSE(neighborQuery(multicast.frame, multicast.packet).has_value()) << "multicast target";
+  Bytes cut = solicitation(kVip6);
+  cut.resize(16);
   Received short_message(
-      concat({ethernet(kEtherTypeIpv6), ipv6(kAsker6, kVip6, kProtocolIcmpv6, 16, 255),
-              Bytes(solicitation(kVip6).begin(), solicitation(kVip6).begin() + 16)}));
+      concat({ethernet(kEtherTypeIpv6), ipv6(kAsker6, kVip6, kProtocolIcmpv6, 16, 255), cut}));
   EXPECT_FALSE(neighborQuery(short_message.frame, short_message.packet).has_value());
 }
 

@@ -7,6 +7,14 @@
 #include <cstring>
 
 namespace berth {
+namespace {
+
+// Where the outer headers go, after the MTU and headroom checks.
+struct OuterLayout {
+  uint8_t* start = nullptr;  // the new first byte of the frame
+  const uint8_t* inner = nullptr;
+  size_t inner_length = 0;  // the inner IP packet, without Ethernet padding
+};
 
 ForwardResult prepareOuter(Frame& frame, const ParsedPacket& packet, size_t extra,
                            const ForwardingTarget& target, OuterLayout& layout) {
@@ -73,6 +81,20 @@ uint8_t* writeOuterHeaders(uint8_t* start, const ForwardingTarget& target,
   std::memcpy(header->src_addr, target.outer_source.bytes.data(), 16);
   std::memcpy(header->dst_addr, target.backend.bytes.data(), 16);
   return ip + kOuterIpv6Length;
+}
+
+}  // namespace
+
+ForwardResult encapsulate(Frame& frame, const ParsedPacket& packet, const ForwardingTarget& target,
+                          size_t extra, uint8_t protocol, uint32_t flow_hash, uint8_t*& mode_header,
+                          size_t& inner_length) {
+  OuterLayout layout;
+  const ForwardResult result = prepareOuter(frame, packet, extra, target, layout);
+  if (result != ForwardResult::kSend) return result;
+  mode_header = writeOuterHeaders(layout.start, target, packet, layout.inner, protocol,
+                                  extra + layout.inner_length, flow_hash);
+  inner_length = layout.inner_length;
+  return ForwardResult::kSend;
 }
 
 }  // namespace berth

@@ -19,22 +19,13 @@ inline size_t outerIpLength(IpFamily family) {
   return family == IpFamily::kIpv4 ? kOuterIpv4Length : kOuterIpv6Length;
 }
 
-// Where the outer headers go and how long the result is, after the MTU and headroom checks.
-struct OuterLayout {
-  uint8_t* start = nullptr;  // the new first byte of the frame
-  const uint8_t* inner = nullptr;
-  size_t inner_length = 0;  // the inner IP packet, without Ethernet padding
-};
-
-// Makes room for `extra` bytes of headers between a fresh Ethernet header and the inner IP
-// packet, which stays where it is. On kSend, `layout` says where to write.
-ForwardResult prepareOuter(Frame& frame, const ParsedPacket& packet, size_t extra,
-                           const ForwardingTarget& target, OuterLayout& layout);
-
-// Writes the Ethernet header at `start` (untagged) and the outer IP header after it, for a
-// payload of `payload_length` bytes of protocol `protocol`. Returns the byte after the IP header.
-uint8_t* writeOuterHeaders(uint8_t* start, const ForwardingTarget& target,
-                           const ParsedPacket& packet, const uint8_t* inner, uint8_t protocol,
-                           size_t payload_length, uint32_t flow_hash);
+// Checks the MTU and headroom, makes room in front of the inner IP packet (which stays where it
+// is) and writes a fresh untagged Ethernet header and the outer IP header there, for a mode whose
+// own header of `extra` bytes sits between the outer IP header and the inner packet. On kSend,
+// `mode_header` points where that header goes and `inner_length` is the inner packet's length;
+// otherwise the frame is untouched.
+ForwardResult encapsulate(Frame& frame, const ParsedPacket& packet, const ForwardingTarget& target,
+                          size_t extra, uint8_t protocol, uint32_t flow_hash, uint8_t*& mode_header,
+                          size_t& inner_length);
 
 }  // namespace berth

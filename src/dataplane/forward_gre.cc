@@ -14,11 +14,11 @@ namespace berth {
 
 ForwardResult forwardGre(Frame& frame, const ParsedPacket& packet, const ForwardingTarget& target,
                          uint32_t flow_hash) {
-  OuterLayout layout;
-  const ForwardResult result = prepareOuter(frame, packet, kGreLength, target, layout);
+  uint8_t* gre;
+  size_t inner_length;
+  const ForwardResult result =
+      encapsulate(frame, packet, target, kGreLength, IPPROTO_GRE, flow_hash, gre, inner_length);
   if (result != ForwardResult::kSend) return result;
-  uint8_t* gre = writeOuterHeaders(layout.start, target, packet, layout.inner, IPPROTO_GRE,
-                                   kGreLength + layout.inner_length, flow_hash);
   const uint16_t flags_and_version = 0;
   const uint16_t protocol = rte_cpu_to_be_16(
       packet.flow.family == IpFamily::kIpv4 ? RTE_ETHER_TYPE_IPV4 : RTE_ETHER_TYPE_IPV6);

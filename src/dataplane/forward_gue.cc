@@ -14,22 +14,22 @@ namespace berth {
 
 ForwardResult forwardGue(Frame& frame, const ParsedPacket& packet, const ForwardingTarget& target,
                          uint32_t flow_hash) {
-  OuterLayout layout;
-  const ForwardResult result = prepareOuter(frame, packet, kUdpLength, target, layout);
+  uint8_t* l4;
+  size_t inner_length;
+  const ForwardResult result =
+      encapsulate(frame, packet, target, kUdpLength, IPPROTO_UDP, flow_hash, l4, inner_length);
   if (result != ForwardResult::kSend) return result;
-  uint8_t* l4 = writeOuterHeaders(layout.start, target, packet, layout.inner, IPPROTO_UDP,
-                                  kUdpLength + layout.inner_length, flow_hash);
   auto* udp = reinterpret_cast<rte_udp_hdr*>(l4);
   // A source port in the ephemeral range chosen by the flow hash: the backend's NIC spreads
   // flows over its queues by RSS on the outer ports.
   udp->src_port = rte_cpu_to_be_16(static_cast<uint16_t>(0xC000 | (flow_hash & 0x3FFF)));
   udp->dst_port = rte_cpu_to_be_16(target.gue_port);
-  udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(kUdpLength + layout.inner_length));
+  udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(kUdpLength + inner_length));
   udp->dgram_cksum = 0;
   if (!target.backend.isV4()) {
     // Zero is allowed over IPv4 and is what tunnels send; over IPv6 receivers reject it unless
     // configured otherwise (RFC 6935), so compute it.
-    const auto* outer = reinterpret_cast<const rte_ipv6_hdr*>(layout.start + kEthernetLength);
+    const auto* outer = reinterpret_cast<const rte_ipv6_hdr*>(frame.data + kEthernetLength);
     udp->dgram_cksum = rte_ipv6_udptcp_cksum(outer, udp);
   }
   return ForwardResult::kSend;

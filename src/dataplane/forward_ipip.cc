@@ -10,13 +10,10 @@ namespace berth {
 
 ForwardResult forwardIpip(Frame& frame, const ParsedPacket& packet, const ForwardingTarget& target,
                           uint32_t flow_hash) {
-  OuterLayout layout;
-  const ForwardResult result = prepareOuter(frame, packet, 0, target, layout);
-  if (result != ForwardResult::kSend) return result;
   const uint8_t protocol = packet.flow.family == IpFamily::kIpv4 ? IPPROTO_IPIP : IPPROTO_IPV6;
-  writeOuterHeaders(layout.start, target, packet, layout.inner, protocol, layout.inner_length,
-                    flow_hash);
-  return ForwardResult::kSend;
+  uint8_t* no_mode_header;
+  size_t inner_length;
+  return encapsulate(frame, packet, target, 0, protocol, flow_hash, no_mode_header, inner_length);
 }
 
 }  // namespace berth

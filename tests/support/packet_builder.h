@@ -15,6 +15,13 @@ namespace berth {
 
 using Bytes = std::vector<uint8_t>;
 
+// The hosts tests talk about: addresses from the benchmarking range 198.18.0.0/15 and the IPv6
+// documentation prefix, never anyone's real network.
+inline const IpAddress kClient = IpAddress::v4(198, 18, 0, 1);
+inline const IpAddress kVip = IpAddress::v4(198, 18, 100, 1);
+inline const IpAddress kClient6 = *IpAddress::parse("2001:db8::1");
+inline const IpAddress kVip6 = *IpAddress::parse("2001:db8:100::1");
+
 inline Bytes concat(std::initializer_list<Bytes> parts) {
   Bytes frame;
   for (const Bytes& part : parts) frame.insert(frame.end(), part.begin(), part.end());

@@ -13,10 +13,6 @@
 namespace berth {
 namespace {
 
-const IpAddress kClient = IpAddress::v4(198, 18, 0, 1);
-const IpAddress kVip = IpAddress::v4(198, 18, 100, 1);
-const IpAddress kClient6 = *IpAddress::parse("2001:db8::1");
-const IpAddress kVip6 = *IpAddress::parse("2001:db8:100::1");
 constexpr uint32_t kFlowHash = 0x12345678;
 constexpr size_t kHeadroom = 128;
 

@@ -12,10 +12,6 @@
 namespace berth {
 namespace {
 
-const IpAddress kClient = IpAddress::v4(198, 18, 0, 1);
-const IpAddress kVip = IpAddress::v4(198, 18, 100, 1);
-const IpAddress kClient6 = *IpAddress::parse("2001:db8::1");
-const IpAddress kVip6 = *IpAddress::parse("2001:db8:100::1");
 const MacAddress kPortMac = *MacAddress::parse("02:00:00:00:00:10");
 
 struct Received {

@@ -13,7 +13,6 @@ namespace berth {
 namespace {
 
 const MacAddress kPortMac = *MacAddress::parse("02:00:00:00:00:10");
-const IpAddress kVip6 = *IpAddress::parse("2001:db8:100::1");
 const IpAddress kAsker6 = *IpAddress::parse("2001:db8::1");
 
 Bytes arp(uint16_t opcode, const IpAddress& sender, const IpAddress& target) {

@@ -14,11 +14,7 @@
 namespace berth {
 namespace {
 
-const IpAddress kClient = IpAddress::v4(198, 18, 0, 1);
-const IpAddress kVip = IpAddress::v4(198, 18, 100, 1);
 const IpAddress kRouter = IpAddress::v4(198, 18, 0, 254);
-const IpAddress kClient6 = *IpAddress::parse("2001:db8::1");
-const IpAddress kVip6 = *IpAddress::parse("2001:db8:100::1");
 const IpAddress kRouter6 = *IpAddress::parse("2001:db8::fe");
 
 Bytes tcpV4(Ipv4Options options = {}) {

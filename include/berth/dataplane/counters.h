@@ -1,0 +1,75 @@
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "berth/net/packet_parser.h"
+
+namespace berth {
+
+// Every reason the pipeline drops a frame that parsed, each with its counter's name. (Parse
+// failures have their own list, BERTH_PARSE_ERRORS.) Katran and VPP's lb plugin count every drop
+// this way and never log one.
+#define BERTH_DROP_REASONS(X)                                                                     \
+  X(kOtherEtherType, "other_ethertype") /* neither IP nor ARP */                                  \
+  X(kNotForUs, "not_for_us")            /* another MAC, or an address berth does not own */       \
+  X(kNoService, "no_service")           /* no service at (VIP, port, protocol) */                 \
+  X(kNoBackend, "no_backend")           /* the service's table has no backend there */            \
+  X(kLaterFragment, "later_fragment")   /* no ports, and the service hashes 5-tuples */           \
+  X(kTooBigFragmentable, "too_big_fragmentable") /* over the MTU, DF clear: not fragmented */     \
+  X(kTooBigNoReply, "too_big_no_reply")        /* over the MTU, and no room for the ICMP reply */ \
+  X(kNoHeadroom, "no_headroom")                /* no room in the mbuf for the outer headers */    \
+  X(kNextHopUnresolved, "next_hop_unresolved") /* gateway or backend MAC not known yet */         \
+  X(kTxRingFull, "tx_ring_full")               /* the NIC's TX queue refused the burst */
+
+enum class DropReason : uint8_t {
+#define BERTH_DROP_REASON_ENUM(name, text) name,
+  BERTH_DROP_REASONS(BERTH_DROP_REASON_ENUM)
+#undef BERTH_DROP_REASON_ENUM
+      kCount
+};
+inline constexpr size_t kDropReasonCount = static_cast<size_t>(DropReason::kCount);
+absl::string_view toString(DropReason reason);
+
+// A counter with one writer, its worker lcore. The writer's add() is a plain load, add and store
+// (no locked instruction: nobody else writes), and readers on other threads load it relaxed. The
+// atomic type only keeps that well-defined in C++; on x86 it compiles to ordinary moves.
+class Counter {
+ public:
+  void add(uint64_t amount) {
+    value_.store(value_.load(std::memory_order_relaxed) + amount, std::memory_order_relaxed);
+  }
+  uint64_t read() const { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> value_{0};
+};
+
+// One worker's counters, in a cache line of its own so workers never share one.
+struct alignas(64) WorkerCounters {
+  Counter rx_packets;
+  Counter rx_bytes;
+  Counter tx_packets;
+  Counter tx_bytes;
+  Counter arp_nd_replies;
+  Counter icmp_too_big_replies;
+  std::array<Counter, kParseErrorCount> parse_errors;
+  std::array<Counter, kDropReasonCount> drops;
+
+  void count(ParseError error) { parse_errors[static_cast<size_t>(error)].add(1); }
+  void count(DropReason reason) { drops[static_cast<size_t>(reason)].add(1); }
+};
+
+// The sum over workers, as the management thread reports it: (name, value) in a fixed order,
+// "rx_packets" ... then "parse_<error>" and "drop_<reason>" for every error and reason.
+std::vector<std::pair<std::string, uint64_t>> sumCounters(
+    absl::Span<const WorkerCounters* const> workers);
+
+}  // namespace berth

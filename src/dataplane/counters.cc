@@ -1,0 +1,44 @@
+#include "berth/dataplane/counters.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace berth {
+
+absl::string_view toString(DropReason reason) {
+  static constexpr absl::string_view kNames[] = {
+#define BERTH_DROP_REASON_NAME(name, text) text,
+      BERTH_DROP_REASONS(BERTH_DROP_REASON_NAME)
+#undef BERTH_DROP_REASON_NAME
+  };
+  const auto index = static_cast<size_t>(reason);
+  return index < kDropReasonCount ? kNames[index] : "unknown";
+}
+
+std::vector<std::pair<std::string, uint64_t>> sumCounters(
+    absl::Span<const WorkerCounters* const> workers) {
+  std::vector<std::pair<std::string, uint64_t>> totals;
+  auto sum = [&](std::string name, auto member) {
+    uint64_t total = 0;
+    for (const WorkerCounters* worker : workers) total += member(*worker).read();
+    totals.emplace_back(std::move(name), total);
+  };
+  sum("rx_packets", [](const WorkerCounters& w) -> const Counter& { return w.rx_packets; });
+  sum("rx_bytes", [](const WorkerCounters& w) -> const Counter& { return w.rx_bytes; });
+  sum("tx_packets", [](const WorkerCounters& w) -> const Counter& { return w.tx_packets; });
+  sum("tx_bytes", [](const WorkerCounters& w) -> const Counter& { return w.tx_bytes; });
+  sum("arp_nd_replies", [](const WorkerCounters& w) -> const Counter& { return w.arp_nd_replies; });
+  sum("icmp_too_big_replies",
+      [](const WorkerCounters& w) -> const Counter& { return w.icmp_too_big_replies; });
+  // Index 0 of parse_errors is ParseError::kNone, which is never counted.
+  for (size_t i = 1; i < kParseErrorCount; ++i) {
+    sum(absl::StrCat("parse_", toString(static_cast<ParseError>(i))),
+        [i](const WorkerCounters& w) -> const Counter& { return w.parse_errors[i]; });
+  }
+  for (size_t i = 0; i < kDropReasonCount; ++i) {
+    sum(absl::StrCat("drop_", toString(static_cast<DropReason>(i))),
+        [i](const WorkerCounters& w) -> const Counter& { return w.drops[i]; });
+  }
+  return totals;
+}
+
+}  // namespace berth

@@ -1,0 +1,135 @@
+// Writes one frame per forwarding mode and exception reply to a pcap file, for
+// tests/tools/forwarding_scapy_test.py to decode with scapy, an independent decoder: the outer
+// headers and every checksum are checked by code that shares nothing with berth's.
+//
+// Usage: forwarding_samples OUTPUT.pcap
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "berth/dataplane/forwarding.h"
+#include "berth/dataplane/icmp_reply.h"
+#include "berth/dataplane/neighbor_reply.h"
+#include "support/packet_builder.h"
+
+namespace berth {
+namespace {
+
+constexpr size_t kHeadroom = 128;
+constexpr uint32_t kFlowHash = 0x9e3779b9;
+
+class PcapWriter {
+ public:
+  explicit PcapWriter(const char* path) : file_(std::fopen(path, "wb")) {
+    const uint32_t header[6] = {0xa1b2c3d4, 0x00040002, 0, 0, 65535, 1};  // v2.4, Ethernet
+    if (file_ != nullptr) std::fwrite(header, sizeof(header), 1, file_);
+  }
+  ~PcapWriter() {
+    if (file_ != nullptr) std::fclose(file_);
+  }
+  bool ok() const { return file_ != nullptr; }
+  void write(const Frame& frame) {
+    const uint32_t record[4] = {0, 0, static_cast<uint32_t>(frame.length),
+                                static_cast<uint32_t>(frame.length)};
+    std::fwrite(record, sizeof(record), 1, file_);
+    std::fwrite(frame.data, 1, frame.length, file_);
+  }
+
+ private:
+  std::FILE* file_;
+};
+
+// A received frame in a buffer with headroom and tailroom, and its parse.
+struct Received {
+  std::vector<uint8_t> buffer;
+  Frame frame;
+  ParsedPacket packet;
+
+  explicit Received(const Bytes& bytes) : buffer(kHeadroom + bytes.size() + 128) {
+    std::memcpy(buffer.data() + kHeadroom, bytes.data(), bytes.size());
+    frame = {buffer.data() + kHeadroom, bytes.size(), kHeadroom, 128};
+    parsePacket(frame.data, frame.length, packet);
+  }
+};
+
+ForwardingTarget targetFor(const IpAddress& backend) {
+  ForwardingTarget target;
+  target.backend = backend;
+  target.outer_source =
+      backend.isV4() ? IpAddress::v4(198, 18, 0, 10) : *IpAddress::parse("2001:db8::10");
+  target.source_mac = *MacAddress::parse("02:00:00:00:00:10");
+  target.destination_mac = *MacAddress::parse("02:00:00:00:00:fe");
+  target.gue_port = 6080;
+  return target;
+}
+
+Bytes tcp4() {
+  return concat({ethernet(kEtherTypeIpv4, {42}), ipv4(kClient, kVip, kProtocolTcp, 20 + 100),
+                 tcp(40000, 80), payload(100)});
+}
+Bytes tcp6() {
+  return concat({ethernet(kEtherTypeIpv6), ipv6(kClient6, kVip6, kProtocolTcp, 20 + 100),
+                 tcp(40000, 443), payload(100)});
+}
+
+}  // namespace
+}  // namespace berth
+
+int main(int argc, char** argv) {
+  using namespace berth;
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: forwarding_samples OUTPUT.pcap\n");
+    return 2;
+  }
+  PcapWriter pcap(argv[1]);
+  if (!pcap.ok()) {
+    std::perror(argv[1]);
+    return 1;
+  }
+  const IpAddress backend4 = IpAddress::v4(198, 18, 1, 2);
+  const IpAddress backend6 = *IpAddress::parse("2001:db8:1::2");
+  // The order is the decoder's contract: see forwarding_scapy_test.py.
+  const struct {
+    ForwardFunction forward;
+    bool v6;
+  } samples[] = {{forwardIpip, false}, {forwardIpip, true}, {forwardGre, false},
+                 {forwardGre, true},   {forwardGue, false}, {forwardGue, true},
+                 {forwardL2Dsr, false}};
+  for (const auto& sample : samples) {
+    Received received(sample.v6 ? tcp6() : tcp4());
+    const ForwardingTarget target = targetFor(sample.v6 ? backend6 : backend4);
+    if (sample.forward(received.frame, received.packet, target, kFlowHash) !=
+        ForwardResult::kSend) {
+      return 1;
+    }
+    pcap.write(received.frame);
+  }
+  for (bool v6 : {false, true}) {
+    Received received(
+        v6 ? concat({ethernet(kEtherTypeIpv6), ipv6(kClient6, kVip6, kProtocolTcp, 1440),
+                     tcp(40000, 443), payload(1420)})
+           : concat({ethernet(kEtherTypeIpv4), ipv4(kClient, kVip, kProtocolTcp, 1500),
+                     tcp(40000, 80), payload(1480)}));
+    if (!buildTooBigReply(received.frame, received.packet, v6 ? 1440 : 1480,
+                          *MacAddress::parse("02:00:00:00:00:10"))) {
+      return 1;
+    }
+    pcap.write(received.frame);
+  }
+  {
+    Bytes solicitation(32, 0);
+    solicitation[0] = 135;
+    std::memcpy(solicitation.data() + 8, kVip6.bytes.data(), 16);
+    const uint8_t option[8] = {1, 1, 0x02, 0, 0, 0, 0, 0x02};
+    std::memcpy(solicitation.data() + 24, option, 8);
+    Received received(concat(
+        {ethernet(kEtherTypeIpv6), ipv6(kClient6, kVip6, kProtocolIcmpv6, 32, 255), solicitation}));
+    if (!buildNeighborReply(received.frame, received.packet, kVip6,
+                            *MacAddress::parse("02:00:00:00:00:10"))) {
+      return 1;
+    }
+    pcap.write(received.frame);
+  }
+  return 0;
+}

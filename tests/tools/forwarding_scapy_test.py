@@ -1,0 +1,133 @@
+#!/usr/bin/python3
+"""Decodes berth's forwarding output with scapy, which shares no code with berth: every outer
+header field and checksum is checked by an independent implementation.
+
+Usage: forwarding_scapy_test.py FORWARDING_SAMPLES_BINARY
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from scapy.all import GRE, ICMP, IP, TCP, UDP, Ether, IPv6, ICMPv6PacketTooBig, ICMPv6ND_NA, \
+    ICMPv6NDOptDstLLAddr, Raw, raw, rdpcap
+
+SAMPLES = sys.argv.pop(1)
+
+
+def checksum_ok(packet, layer):
+    """True when scapy computes the same checksum as the one on the wire. The field is looked up
+    in the layer's own fields: scapy's attribute lookup would fall through to inner layers."""
+    names = [field.name for field in packet[layer].fields_desc]
+    field = "chksum" if "chksum" in names else "cksum"
+    sent = packet[layer].getfieldval(field)
+    copy = packet.copy()
+    setattr(copy[layer], field, None)
+    return Ether(raw(copy))[layer].getfieldval(field) == sent
+
+
+class ForwardingOutput(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "samples.pcap")
+            subprocess.run([SAMPLES, path], check=True, timeout=60)
+            cls.frames = list(rdpcap(path))
+
+    def test_sample_count(self):
+        self.assertEqual(len(self.frames), 10)
+
+    def check_outer_v4(self, frame, protocol):
+        self.assertEqual(frame[Ether].dst, "02:00:00:00:00:fe")
+        self.assertEqual(frame[Ether].src, "02:00:00:00:00:10")
+        self.assertEqual(frame[Ether].type, 0x0800, "untagged towards the gateway")
+        outer = frame[IP]
+        self.assertEqual((outer.src, outer.dst, outer.proto, outer.ttl), ("198.18.0.10", "198.18.1.2", protocol, 64))
+        self.assertEqual(outer.flags, "DF")
+        self.assertTrue(checksum_ok(frame, IP), "outer IPv4 checksum")
+        self.assertEqual(outer.len, len(raw(outer)))
+
+    def check_outer_v6(self, frame, next_header):
+        outer = frame[IPv6]
+        self.assertEqual((outer.src, outer.dst, outer.nh, outer.hlim), ("2001:db8::10", "2001:db8:1::2", next_header, 64))
+        self.assertEqual(outer.fl, 0x9e3779b9 & 0xFFFFF)
+        self.assertEqual(outer.plen, len(raw(outer.payload)))
+
+    def check_inner_v4(self, inner):
+        self.assertEqual((inner.src, inner.dst), ("198.18.0.1", "198.18.100.1"))
+        self.assertEqual((inner[TCP].sport, inner[TCP].dport), (40000, 80))
+        self.assertEqual(len(inner[Raw].load), 100)
+
+    def test_ipip_v4(self):
+        frame = self.frames[0]
+        self.check_outer_v4(frame, 4)
+        self.check_inner_v4(frame[IP].payload)
+
+    def test_ipip_v6(self):
+        frame = self.frames[1]
+        self.check_outer_v6(frame, 41)
+        inner = frame[IPv6].payload
+        self.assertEqual((inner.src, inner.dst, inner[TCP].dport), ("2001:db8::1", "2001:db8:100::1", 443))
+
+    def test_gre_v4(self):
+        frame = self.frames[2]
+        self.check_outer_v4(frame, 47)
+        self.assertEqual(frame[GRE].proto, 0x0800)
+        self.check_inner_v4(frame[GRE].payload)
+
+    def test_gre_v6(self):
+        frame = self.frames[3]
+        self.check_outer_v6(frame, 47)
+        self.assertEqual(frame[GRE].proto, 0x86DD)
+
+    def test_gue_v4(self):
+        frame = self.frames[4]
+        self.check_outer_v4(frame, 17)
+        udp = frame[UDP]
+        self.assertEqual(udp.dport, 6080)
+        self.assertEqual(udp.sport, 0xC000 | (0x9e3779b9 & 0x3FFF))
+        self.assertEqual(udp.len, 8 + 20 + 20 + 100)
+        self.check_inner_v4(IP(raw(udp.payload)))
+
+    def test_gue_v6_udp_checksum(self):
+        frame = self.frames[5]
+        self.check_outer_v6(frame, 17)
+        self.assertNotEqual(frame[UDP].chksum, 0)
+        self.assertTrue(checksum_ok(frame, UDP), "outer UDP checksum over IPv6")
+        inner = IPv6(raw(frame[UDP].payload))
+        self.assertEqual(inner.dst, "2001:db8:100::1")
+
+    def test_l2dsr(self):
+        frame = self.frames[6]
+        self.assertEqual((frame[Ether].dst, frame[Ether].src), ("02:00:00:00:00:fe", "02:00:00:00:00:10"))
+        self.assertEqual(frame.vlan, 42, "the VLAN tag stays")
+        self.check_inner_v4(frame[IP])
+
+    def test_icmp_fragmentation_needed(self):
+        frame = self.frames[7]
+        self.assertEqual((frame[IP].src, frame[IP].dst), ("198.18.100.1", "198.18.0.1"))
+        self.assertTrue(checksum_ok(frame, IP))
+        icmp = frame[ICMP]
+        self.assertEqual((icmp.type, icmp.code, icmp.nexthopmtu), (3, 4, 1480))
+        self.assertTrue(checksum_ok(frame, ICMP))
+        self.assertEqual(len(raw(frame[IP])), 576)
+
+    def test_icmpv6_packet_too_big(self):
+        frame = self.frames[8]
+        too_big = frame[ICMPv6PacketTooBig]
+        self.assertEqual(too_big.mtu, 1440)
+        self.assertTrue(checksum_ok(frame, ICMPv6PacketTooBig))
+        self.assertEqual(len(raw(frame[IPv6])), 1280)
+
+    def test_neighbor_advertisement(self):
+        frame = self.frames[9]
+        advert = frame[ICMPv6ND_NA]
+        self.assertEqual((advert.tgt, advert.S, advert.O, advert.R), ("2001:db8:100::1", 1, 1, 0))
+        self.assertEqual(frame[ICMPv6NDOptDstLLAddr].lladdr, "02:00:00:00:00:10")
+        self.assertEqual(frame[IPv6].hlim, 255)
+        self.assertTrue(checksum_ok(frame, ICMPv6ND_NA))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "berth/dataplane/service_map.h"
 #include "berth/maglev/table.h"
 #include "berth/net/flow_hash.h"
 #include "berth/net/packet_parser.h"
@@ -85,6 +86,30 @@ void BM_TableLookupOnly(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_TableLookupOnly);
+
+// Finding a packet's service among N services (Arg), for random packets that all hit one.
+void BM_ServiceLookup(benchmark::State& state) {
+  ServiceMap map;
+  std::vector<FlowKey> flows;
+  for (int64_t i = 0; i < state.range(0); ++i) {
+    const IpAddress vip = IpAddress::v4(198, 18, static_cast<uint8_t>(100 + i / 250),
+                                        static_cast<uint8_t>(i % 250 + 1));
+    map.insert(ServiceKey::of(FlowKey::make(kClient, vip, 0, 443, kProtocolTcp)),
+               static_cast<uint32_t>(i));
+    flows.push_back(
+        FlowKey::make(kClient, vip, static_cast<uint16_t>(1024 + i), 443, kProtocolTcp));
+  }
+  std::mt19937 random(5);
+  std::vector<uint32_t> order(4096);
+  for (uint32_t& index : order) index = random() % flows.size();
+  size_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(map.find(flows[order[i]]));
+    i = (i + 1) & 4095;
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_ServiceLookup)->Arg(1)->Arg(16)->Arg(1000);
 
 }  // namespace
 }  // namespace berth

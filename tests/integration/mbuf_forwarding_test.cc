@@ -17,6 +17,7 @@
 
 #include "berth/dataplane/forwarding.h"
 #include "berth/dataplane/mbuf_frame.h"
+#include "support/frames.h"
 #include "support/packet_builder.h"
 
 namespace berth {
@@ -33,16 +34,6 @@ rte_mbuf* mbufWith(const Bytes& bytes) {
   return mbuf;
 }
 
-ForwardingTarget gatewayTarget() {
-  ForwardingTarget target;
-  target.backend = IpAddress::v4(198, 18, 1, 2);
-  target.outer_source = IpAddress::v4(198, 18, 0, 10);
-  target.source_mac = *MacAddress::parse("02:00:00:00:00:10");
-  target.destination_mac = *MacAddress::parse("02:00:00:00:00:fe");
-  target.mtu = 1500;
-  return target;
-}
-
 TEST(MbufForwardingTest, IpipGrowsTheMbufIntoItsHeadroom) {
   const Bytes frame = concat({ethernet(kEtherTypeIpv4, {5}), ipv4(kClient, kVip, kProtocolTcp, 20),
                               tcp(40000, 80), payload(2)});  // 2 bytes of Ethernet padding
@@ -52,7 +43,8 @@ TEST(MbufForwardingTest, IpipGrowsTheMbufIntoItsHeadroom) {
   Frame view = frameOf(mbuf);
   ParsedPacket packet;
   ASSERT_EQ(parsePacket(view.data, view.length, packet), ParseError::kNone);
-  ASSERT_EQ(forwardIpip(view, packet, gatewayTarget(), 0x1234), ForwardResult::kSend);
+  ASSERT_EQ(forwardIpip(view, packet, testTarget(IpAddress::v4(198, 18, 1, 2)), 0x1234),
+            ForwardResult::kSend);
   applyFrame(mbuf, view);
 
   EXPECT_EQ(rte_pktmbuf_pkt_len(mbuf), 14u + 20 + 40);

@@ -11,6 +11,7 @@
 #include "berth/dataplane/forwarding.h"
 #include "berth/dataplane/icmp_reply.h"
 #include "berth/dataplane/neighbor_reply.h"
+#include "support/frames.h"
 #include "support/packet_builder.h"
 
 namespace berth {
@@ -39,30 +40,6 @@ class PcapWriter {
  private:
   std::FILE* file_;
 };
-
-// A received frame in a buffer with headroom and tailroom, and its parse.
-struct Received {
-  std::vector<uint8_t> buffer;
-  Frame frame;
-  ParsedPacket packet;
-
-  explicit Received(const Bytes& bytes) : buffer(kHeadroom + bytes.size() + 128) {
-    std::memcpy(buffer.data() + kHeadroom, bytes.data(), bytes.size());
-    frame = {buffer.data() + kHeadroom, bytes.size(), kHeadroom, 128};
-    parsePacket(frame.data, frame.length, packet);
-  }
-};
-
-ForwardingTarget targetFor(const IpAddress& backend) {
-  ForwardingTarget target;
-  target.backend = backend;
-  target.outer_source =
-      backend.isV4() ? IpAddress::v4(198, 18, 0, 10) : *IpAddress::parse("2001:db8::10");
-  target.source_mac = *MacAddress::parse("02:00:00:00:00:10");
-  target.destination_mac = *MacAddress::parse("02:00:00:00:00:fe");
-  target.gue_port = 6080;
-  return target;
-}
 
 Bytes tcp4() {
   return concat({ethernet(kEtherTypeIpv4, {42}), ipv4(kClient, kVip, kProtocolTcp, 20 + 100),
@@ -97,8 +74,8 @@ int main(int argc, char** argv) {
                  {forwardGre, true},   {forwardGue, false}, {forwardGue, true},
                  {forwardL2Dsr, false}};
   for (const auto& sample : samples) {
-    Received received(sample.v6 ? tcp6() : tcp4());
-    const ForwardingTarget target = targetFor(sample.v6 ? backend6 : backend4);
+    ReceivedFrame received(sample.v6 ? tcp6() : tcp4());
+    const ForwardingTarget target = testTarget(sample.v6 ? backend6 : backend4);
     if (sample.forward(received.frame, received.packet, target, kFlowHash) !=
         ForwardResult::kSend) {
       return 1;
@@ -106,7 +83,7 @@ int main(int argc, char** argv) {
     pcap.write(received.frame);
   }
   for (bool v6 : {false, true}) {
-    Received received(
+    ReceivedFrame received(
         v6 ? concat({ethernet(kEtherTypeIpv6), ipv6(kClient6, kVip6, kProtocolTcp, 1440),
                      tcp(40000, 443), payload(1420)})
            : concat({ethernet(kEtherTypeIpv4), ipv4(kClient, kVip, kProtocolTcp, 1500),
@@ -123,7 +100,7 @@ int main(int argc, char** argv) {
     std::memcpy(solicitation.data() + 8, kVip6.bytes.data(), 16);
     const uint8_t option[8] = {1, 1, 0x02, 0, 0, 0, 0, 0x02};
     std::memcpy(solicitation.data() + 24, option, 8);
-    Received received(concat(
+    ReceivedFrame received(concat(
         {ethernet(kEtherTypeIpv6), ipv6(kClient6, kVip6, kProtocolIcmpv6, 32, 255), solicitation}));
     if (!buildNeighborReply(received.frame, received.packet, kVip6,
                             *MacAddress::parse("02:00:00:00:00:10"))) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "support/frames.h"
 #include "support/packet_builder.h"
 
 namespace berth {
@@ -15,35 +16,6 @@ namespace {
 
 constexpr uint32_t kFlowHash = 0x12345678;
 constexpr size_t kHeadroom = 128;
-
-ForwardingTarget targetFor(const IpAddress& backend) {
-  ForwardingTarget target;
-  target.backend = backend;
-  target.outer_source =
-      backend.isV4() ? IpAddress::v4(198, 18, 0, 10) : *IpAddress::parse("2001:db8::10");
-  target.source_mac = *MacAddress::parse("02:00:00:00:00:10");
-  target.destination_mac = *MacAddress::parse("02:00:00:00:00:fe");
-  target.gue_port = 6080;
-  target.mtu = 1500;
-  return target;
-}
-
-// A received frame in a buffer with headroom in front, as an mbuf holds it, and its parse.
-struct Received {
-  std::vector<uint8_t> buffer;
-  Frame frame;
-  ParsedPacket packet;
-  Bytes ip_packet;  // the inner IP packet as it arrived, to compare with what leaves
-
-  explicit Received(const Bytes& bytes, size_t headroom = kHeadroom)
-      : buffer(headroom + bytes.size()) {
-    std::memcpy(buffer.data() + headroom, bytes.data(), bytes.size());
-    frame = {buffer.data() + headroom, bytes.size(), headroom};
-    EXPECT_EQ(parsePacket(frame.data, frame.length, packet), ParseError::kNone);
-    ip_packet.assign(frame.data + packet.l3_offset,
-                     frame.data + packet.l3_offset + packet.ip_length);
-  }
-};
 
 Bytes tcp4Frame(size_t payload_length = 0, uint16_t flags_and_offset = 0x4000,
                 std::initializer_list<uint16_t> vlans = {}) {
@@ -60,7 +32,7 @@ Bytes tcp6Frame(size_t payload_length = 0) {
 
 // The checks every encapsulating mode shares: a fresh untagged Ethernet header to the gateway,
 // an outer header from the port to the backend, and the inner packet untouched after it.
-void expectOuterIpv4(const Received& received, uint8_t protocol, size_t extra) {
+void expectOuterIpv4(const ReceivedFrame& received, uint8_t protocol, size_t extra) {
   const uint8_t* frame = received.frame.data;
   EXPECT_EQ(MacAddress::parse("02:00:00:00:00:fe")->bytes,
             (std::array<uint8_t, 6>{frame[0], frame[1], frame[2], frame[3], frame[4], frame[5]}));
@@ -73,16 +45,17 @@ void expectOuterIpv4(const Received& received, uint8_t protocol, size_t extra) {
   EXPECT_EQ(outer->next_proto_id, protocol);
   EXPECT_EQ(outer->time_to_live, kOuterHopLimit);
   EXPECT_EQ(rte_be_to_cpu_16(outer->fragment_offset), RTE_IPV4_HDR_DF_FLAG);
-  EXPECT_EQ(rte_be_to_cpu_16(outer->total_length), 20 + extra + received.ip_packet.size());
+  EXPECT_EQ(rte_be_to_cpu_16(outer->total_length), 20 + extra + received.originalIpPacket().size());
   EXPECT_EQ(std::memcmp(&outer->src_addr, IpAddress::v4(198, 18, 0, 10).bytes.data(), 4), 0);
   EXPECT_EQ(rte_ipv4_cksum(outer), 0) << "a header with a correct checksum sums to zero";
-  ASSERT_EQ(received.frame.length, 14 + 20 + extra + received.ip_packet.size());
-  EXPECT_EQ(Bytes(frame + 14 + 20 + extra, frame + received.frame.length), received.ip_packet);
+  ASSERT_EQ(received.frame.length, 14 + 20 + extra + received.originalIpPacket().size());
+  EXPECT_EQ(Bytes(frame + 14 + 20 + extra, frame + received.frame.length),
+            received.originalIpPacket());
 }
 
 TEST(ForwardingTest, IpipWrapsIpv4InIpv4) {
-  Received received(tcp4Frame(100));
-  const ForwardingTarget target = targetFor(IpAddress::v4(198, 18, 1, 2));
+  ReceivedFrame received(tcp4Frame(100));
+  const ForwardingTarget target = testTarget(IpAddress::v4(198, 18, 1, 2));
   ASSERT_EQ(forwardIpip(received.frame, received.packet, target, kFlowHash), ForwardResult::kSend);
   expectOuterIpv4(received, IPPROTO_IPIP, 0);
   EXPECT_EQ(received.frame.headroom, kHeadroom - 20);
@@ -91,8 +64,8 @@ TEST(ForwardingTest, IpipWrapsIpv4InIpv4) {
 }
 
 TEST(ForwardingTest, IpipWrapsIpv6InIpv6WithAFlowLabelFromTheHash) {
-  Received received(tcp6Frame(60));
-  const ForwardingTarget target = targetFor(*IpAddress::parse("2001:db8:1::2"));
+  ReceivedFrame received(tcp6Frame(60));
+  const ForwardingTarget target = testTarget(*IpAddress::parse("2001:db8:1::2"));
   ASSERT_EQ(forwardIpip(received.frame, received.packet, target, kFlowHash), ForwardResult::kSend);
   const uint8_t* frame = received.frame.data;
   EXPECT_EQ(frame[12], 0x86);
@@ -101,14 +74,14 @@ TEST(ForwardingTest, IpipWrapsIpv6InIpv6WithAFlowLabelFromTheHash) {
   EXPECT_EQ(rte_be_to_cpu_32(outer->vtc_flow) >> 28, 6u);
   EXPECT_EQ(rte_be_to_cpu_32(outer->vtc_flow) & 0xFFFFF, kFlowHash & 0xFFFFF);
   EXPECT_EQ(outer->proto, IPPROTO_IPV6);
-  EXPECT_EQ(rte_be_to_cpu_16(outer->payload_len), received.ip_packet.size());
+  EXPECT_EQ(rte_be_to_cpu_16(outer->payload_len), received.originalIpPacket().size());
   EXPECT_EQ(std::memcmp(outer->dst_addr, IpAddress::parse("2001:db8:1::2")->bytes.data(), 16), 0);
-  EXPECT_EQ(Bytes(frame + 14 + 40, frame + received.frame.length), received.ip_packet);
+  EXPECT_EQ(Bytes(frame + 14 + 40, frame + received.frame.length), received.originalIpPacket());
 }
 
 TEST(ForwardingTest, GreCarriesTheInnerEtherType) {
-  Received received(tcp4Frame(10));
-  ASSERT_EQ(forwardGre(received.frame, received.packet, targetFor(IpAddress::v4(198, 18, 1, 2)),
+  ReceivedFrame received(tcp4Frame(10));
+  ASSERT_EQ(forwardGre(received.frame, received.packet, testTarget(IpAddress::v4(198, 18, 1, 2)),
                        kFlowHash),
             ForwardResult::kSend);
   expectOuterIpv4(received, IPPROTO_GRE, 4);
@@ -117,22 +90,22 @@ TEST(ForwardingTest, GreCarriesTheInnerEtherType) {
 }
 
 TEST(ForwardingTest, GueOverIpv4SendsToTheGuePortFromAHashedSourcePort) {
-  Received received(tcp4Frame(10));
-  ASSERT_EQ(forwardGue(received.frame, received.packet, targetFor(IpAddress::v4(198, 18, 1, 2)),
+  ReceivedFrame received(tcp4Frame(10));
+  ASSERT_EQ(forwardGue(received.frame, received.packet, testTarget(IpAddress::v4(198, 18, 1, 2)),
                        kFlowHash),
             ForwardResult::kSend);
   expectOuterIpv4(received, IPPROTO_UDP, 8);
   const auto* udp = reinterpret_cast<const rte_udp_hdr*>(received.frame.data + 14 + 20);
   EXPECT_EQ(rte_be_to_cpu_16(udp->src_port), 0xC000 | (kFlowHash & 0x3FFF));
   EXPECT_EQ(rte_be_to_cpu_16(udp->dst_port), 6080);
-  EXPECT_EQ(rte_be_to_cpu_16(udp->dgram_len), 8 + received.ip_packet.size());
+  EXPECT_EQ(rte_be_to_cpu_16(udp->dgram_len), 8 + received.originalIpPacket().size());
   EXPECT_EQ(udp->dgram_cksum, 0);
 }
 
 TEST(ForwardingTest, GueOverIpv6HasAValidUdpChecksum) {
-  Received received(tcp6Frame(33));
+  ReceivedFrame received(tcp6Frame(33));
   ASSERT_EQ(forwardGue(received.frame, received.packet,
-                       targetFor(*IpAddress::parse("2001:db8:1::2")), kFlowHash),
+                       testTarget(*IpAddress::parse("2001:db8:1::2")), kFlowHash),
             ForwardResult::kSend);
   const auto* outer = reinterpret_cast<const rte_ipv6_hdr*>(received.frame.data + 14);
   auto* udp = reinterpret_cast<rte_udp_hdr*>(received.frame.data + 14 + 40);
@@ -146,8 +119,8 @@ TEST(ForwardingTest, GueOverIpv6HasAValidUdpChecksum) {
 TEST(ForwardingTest, EncapsulationDropsVlanTagsAndEthernetPadding) {
   Bytes frame = tcp4Frame(0, 0x4000, {100, 200});
   frame.insert(frame.end(), 6, 0);  // padding up to the minimum frame size
-  Received received(frame);
-  ASSERT_EQ(forwardIpip(received.frame, received.packet, targetFor(IpAddress::v4(198, 18, 1, 2)),
+  ReceivedFrame received(frame);
+  ASSERT_EQ(forwardIpip(received.frame, received.packet, testTarget(IpAddress::v4(198, 18, 1, 2)),
                         kFlowHash),
             ForwardResult::kSend);
   expectOuterIpv4(received, IPPROTO_IPIP, 0);
@@ -156,8 +129,8 @@ TEST(ForwardingTest, EncapsulationDropsVlanTagsAndEthernetPadding) {
 
 TEST(ForwardingTest, L2DsrRewritesOnlyTheMacs) {
   const Bytes original = tcp4Frame(20, 0x4000, {100});
-  Received received(original);
-  ForwardingTarget target = targetFor(IpAddress::v4(198, 18, 1, 2));
+  ReceivedFrame received(original);
+  ForwardingTarget target = testTarget(IpAddress::v4(198, 18, 1, 2));
   target.destination_mac = *MacAddress::parse("02:00:00:01:00:02");
   ASSERT_EQ(forwardL2Dsr(received.frame, received.packet, target, kFlowHash), ForwardResult::kSend);
   const Bytes sent(received.frame.data, received.frame.data + received.frame.length);
@@ -167,27 +140,27 @@ TEST(ForwardingTest, L2DsrRewritesOnlyTheMacs) {
 }
 
 TEST(ForwardingTest, MtuDecidesBetweenSendingIcmpAndDropping) {
-  const ForwardingTarget target = targetFor(IpAddress::v4(198, 18, 1, 2));
+  const ForwardingTarget target = testTarget(IpAddress::v4(198, 18, 1, 2));
   // 1480 bytes of IP plus 20 of IPIP is exactly the MTU.
-  Received fits(tcp4Frame(1480 - 40));
+  ReceivedFrame fits(tcp4Frame(1480 - 40));
   EXPECT_EQ(forwardIpip(fits.frame, fits.packet, target, kFlowHash), ForwardResult::kSend);
-  Received too_big_df(tcp4Frame(1481 - 40));
+  ReceivedFrame too_big_df(tcp4Frame(1481 - 40));
   EXPECT_EQ(forwardIpip(too_big_df.frame, too_big_df.packet, target, kFlowHash),
             ForwardResult::kTooBig);
-  Received too_big_fragmentable(tcp4Frame(1481 - 40, 0));
+  ReceivedFrame too_big_fragmentable(tcp4Frame(1481 - 40, 0));
   EXPECT_EQ(forwardIpip(too_big_fragmentable.frame, too_big_fragmentable.packet, target, kFlowHash),
             ForwardResult::kTooBigDrop);
-  Received too_big_v6(tcp6Frame(1500 - 40 - 20));
+  ReceivedFrame too_big_v6(tcp6Frame(1500 - 40 - 20));
   EXPECT_EQ(forwardIpip(too_big_v6.frame, too_big_v6.packet,
-                        targetFor(*IpAddress::parse("2001:db8:1::2")), kFlowHash),
+                        testTarget(*IpAddress::parse("2001:db8:1::2")), kFlowHash),
             ForwardResult::kTooBig);
   // The frame is untouched when it is not sent.
   EXPECT_EQ(too_big_df.frame.headroom, kHeadroom);
 }
 
 TEST(ForwardingTest, MissingHeadroomIsReported) {
-  Received received(tcp4Frame(10), 5);
-  EXPECT_EQ(forwardIpip(received.frame, received.packet, targetFor(IpAddress::v4(198, 18, 1, 2)),
+  ReceivedFrame received(tcp4Frame(10), 5);
+  EXPECT_EQ(forwardIpip(received.frame, received.packet, testTarget(IpAddress::v4(198, 18, 1, 2)),
                         kFlowHash),
             ForwardResult::kNoHeadroom);
 }

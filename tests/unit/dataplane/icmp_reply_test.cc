@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "support/frames.h"
 #include "support/packet_builder.h"
 
 namespace berth {
@@ -14,22 +15,9 @@ namespace {
 
 const MacAddress kPortMac = *MacAddress::parse("02:00:00:00:00:10");
 
-struct Received {
-  std::vector<uint8_t> buffer;
-  Frame frame;
-  ParsedPacket packet;
-  Bytes original;
-
-  Received(const Bytes& bytes, size_t headroom) : buffer(headroom + bytes.size()), original(bytes) {
-    std::memcpy(buffer.data() + headroom, bytes.data(), bytes.size());
-    frame = {buffer.data() + headroom, bytes.size(), headroom};
-    EXPECT_EQ(parsePacket(frame.data, frame.length, packet), ParseError::kNone);
-  }
-};
-
 // A client's full-size TCP segment with DF set that would not fit once encapsulated.
 TEST(IcmpReplyTest, Ipv4FragmentationNeededGoesBackToTheClientFromTheVip) {
-  Received received(
+  ReceivedFrame received(
       concat({ethernet(kEtherTypeIpv4, {100}), ipv4(kClient, kVip, kProtocolTcp, 1480),
               tcp(40000, 80), payload(1460)}),
       128);
@@ -67,9 +55,10 @@ TEST(IcmpReplyTest, Ipv4FragmentationNeededGoesBackToTheClientFromTheVip) {
 }
 
 TEST(IcmpReplyTest, Ipv6PacketTooBigCarriesTheMtuAndAValidChecksum) {
-  Received received(concat({ethernet(kEtherTypeIpv6), ipv6(kClient6, kVip6, kProtocolTcp, 1440),
-                            tcp(40000, 443), payload(1420)}),
-                    128);
+  ReceivedFrame received(
+      concat({ethernet(kEtherTypeIpv6), ipv6(kClient6, kVip6, kProtocolTcp, 1440), tcp(40000, 443),
+              payload(1420)}),
+      128);
   ASSERT_TRUE(buildTooBigReply(received.frame, received.packet, 1440, kPortMac));
   const uint8_t* reply = received.frame.data;
   EXPECT_EQ(received.frame.length, 14 + kIcmpv6ReplyLimit);
@@ -90,15 +79,15 @@ TEST(IcmpReplyTest, Ipv6PacketTooBigCarriesTheMtuAndAValidChecksum) {
 }
 
 TEST(IcmpReplyTest, ShortPacketsAreQuotedWhole) {
-  Received received(concat({ethernet(kEtherTypeIpv4), ipv4(kClient, kVip, kProtocolUdp, 8 + 4),
-                            udp(5353, 53, 4), payload(4)}),
-                    64);
+  ReceivedFrame received(concat({ethernet(kEtherTypeIpv4), ipv4(kClient, kVip, kProtocolUdp, 8 + 4),
+                                 udp(5353, 53, 4), payload(4)}),
+                         64);
   ASSERT_TRUE(buildTooBigReply(received.frame, received.packet, 1400, kPortMac));
   EXPECT_EQ(received.frame.length, 14 + 20 + 8 + 32);
 }
 
 TEST(IcmpReplyTest, WithoutHeadroomTheFrameIsLeftAlone) {
-  Received received(
+  ReceivedFrame received(
       concat({ethernet(kEtherTypeIpv4), ipv4(kClient, kVip, kProtocolTcp, 20), tcp(1, 80)}), 16);
   const Bytes before(received.frame.data, received.frame.data + received.frame.length);
   EXPECT_FALSE(buildTooBigReply(received.frame, received.packet, 1400, kPortMac));

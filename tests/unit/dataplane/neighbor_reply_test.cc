@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "support/frames.h"
 #include "support/packet_builder.h"
 
 namespace berth {
@@ -37,22 +38,10 @@ Bytes solicitation(const IpAddress& target, uint8_t first_target_byte_override =
   return message;
 }
 
-struct Received {
-  std::vector<uint8_t> buffer;
-  Frame frame;
-  ParsedPacket packet;
-
-  Received(const Bytes& bytes, size_t tailroom = 64) : buffer(bytes.size() + tailroom) {
-    std::memcpy(buffer.data(), bytes.data(), bytes.size());
-    frame = {buffer.data(), bytes.size(), 0, tailroom};
-    EXPECT_EQ(parsePacket(frame.data, frame.length, packet), ParseError::kNone);
-  }
-};
-
 TEST(NeighborReplyTest, ArpRequestIsAnsweredWithOurMac) {
   const IpAddress asker = IpAddress::v4(198, 18, 0, 1);
   const IpAddress vip = IpAddress::v4(198, 18, 100, 1);
-  Received received(concat({ethernet(kEtherTypeArp, {7}), arp(1, asker, vip)}));
+  ReceivedFrame received(concat({ethernet(kEtherTypeArp, {7}), arp(1, asker, vip)}));
   const std::optional<IpAddress> query = neighborQuery(received.frame, received.packet);
   ASSERT_TRUE(query.has_value());
   EXPECT_EQ(*query, vip);
@@ -78,18 +67,19 @@ TEST(NeighborReplyTest, ArpRequestIsAnsweredWithOurMac) {
 
 TEST(NeighborReplyTest, ArpRepliesAndTruncatedRequestsAreNotQuestions) {
   const IpAddress a = IpAddress::v4(198, 18, 0, 1);
-  Received reply(concat({ethernet(kEtherTypeArp), arp(2, a, a)}));
+  ReceivedFrame reply(concat({ethernet(kEtherTypeArp), arp(2, a, a)}));
   EXPECT_FALSE(neighborQuery(reply.frame, reply.packet).has_value());
   Bytes truncated = concat({ethernet(kEtherTypeArp), arp(1, a, a)});
   truncated.resize(truncated.size() - 1);
-  Received short_request(truncated);
+  ReceivedFrame short_request(truncated);
   EXPECT_FALSE(neighborQuery(short_request.frame, short_request.packet).has_value());
 }
 
 TEST(NeighborReplyTest, SolicitationIsAnsweredWithASolicitedAdvertisement) {
-  Received received(concat({ethernet(kEtherTypeIpv6),
-                            ipv6(kAsker6, kVip6, kProtocolIcmpv6, 32, 255), solicitation(kVip6)}),
-                    0);
+  ReceivedFrame received(
+      concat({ethernet(kEtherTypeIpv6), ipv6(kAsker6, kVip6, kProtocolIcmpv6, 32, 255),
+              solicitation(kVip6)}),
+      /*headroom=*/0, /*tailroom=*/0);
   ASSERT_EQ(neighborQuery(received.frame, received.packet), kVip6);
   ASSERT_TRUE(buildNeighborReply(received.frame, received.packet, kVip6, kPortMac));
   ASSERT_EQ(received.frame.length, 14 + 40 + 32);
@@ -112,7 +102,7 @@ TEST(NeighborReplyTest, SolicitationIsAnsweredWithASolicitedAdvertisement) {
 
 TEST(NeighborReplyTest, DuplicateAddressProbeIsAnsweredToAllNodes) {
   const IpAddress unspecified = *IpAddress::parse("::");
-  Received received(
+  ReceivedFrame received(
       concat({ethernet(kEtherTypeIpv6), ipv6(unspecified, kVip6, kProtocolIcmpv6, 32, 255),
               solicitation(kVip6)}));
   ASSERT_TRUE(buildNeighborReply(received.frame, received.packet, kVip6, kPortMac));
@@ -122,16 +112,17 @@ TEST(NeighborReplyTest, DuplicateAddressProbeIsAnsweredToAllNodes) {
 }
 
 TEST(NeighborReplyTest, InvalidSolicitationsAreNotQuestions) {
-  Received forwarded(concat({ethernet(kEtherTypeIpv6),
-                             ipv6(kAsker6, kVip6, kProtocolIcmpv6, 32, 64), solicitation(kVip6)}));
+  ReceivedFrame forwarded(
+      concat({ethernet(kEtherTypeIpv6), ipv6(kAsker6, kVip6, kProtocolIcmpv6, 32, 64),
+              solicitation(kVip6)}));
   EXPECT_FALSE(neighborQuery(forwarded.frame, forwarded.packet).has_value()) << "hop limit not 255";
-  Received multicast(
+  ReceivedFrame multicast(
       concat({ethernet(kEtherTypeIpv6), ipv6(kAsker6, kVip6, kProtocolIcmpv6, 32, 255),
               solicitation(kVip6, 0xFF)}));
   EXPECT_FALSE(neighborQuery(multicast.frame, multicast.packet).has_value()) << "multicast target";
   Bytes cut = solicitation(kVip6);
   cut.resize(16);
-  Received short_message(
+  ReceivedFrame short_message(
       concat({ethernet(kEtherTypeIpv6), ipv6(kAsker6, kVip6, kProtocolIcmpv6, 16, 255), cut}));
   EXPECT_FALSE(neighborQuery(short_message.frame, short_message.packet).has_value());
 }
@@ -140,9 +131,9 @@ TEST(NeighborReplyTest, AdvertisementNeedsRoomAfterAShortSolicitation) {
   // A solicitation without the source link-layer option is 8 bytes shorter than the answer.
   Bytes message = solicitation(kVip6);
   message.resize(24);
-  Received received(
+  ReceivedFrame received(
       concat({ethernet(kEtherTypeIpv6), ipv6(kAsker6, kVip6, kProtocolIcmpv6, 24, 255), message}),
-      4);
+      /*headroom=*/0, /*tailroom=*/4);
   EXPECT_FALSE(buildNeighborReply(received.frame, received.packet, kVip6, kPortMac));
 }
 

@@ -152,7 +152,9 @@ ParseError parseTransport(const uint8_t* l4, size_t length, ParsedPacket& packet
     case kProtocolUdp: {
       if (length < kUdpHeaderLength) return ParseError::kTruncatedUdp;
       const uint16_t udp_length = loadBigEndian16(l4 + 4);
-      if (udp_length < kUdpHeaderLength || udp_length > length) return ParseError::kTruncatedUdp;
+      // A first fragment's UDP length covers the whole datagram, more than this fragment holds.
+      const bool beyond_packet = udp_length > length && !packet.fragment;
+      if (udp_length < kUdpHeaderLength || beyond_packet) return ParseError::kTruncatedUdp;
       copyPorts(l4, packet.flow);
       return ParseError::kNone;
     }

@@ -27,7 +27,8 @@ namespace berth {
   X(kTooBigNoReply, "too_big_no_reply")        /* over the MTU, and no room for the ICMP reply */ \
   X(kNoHeadroom, "no_headroom")                /* no room in the mbuf for the outer headers */    \
   X(kNextHopUnresolved, "next_hop_unresolved") /* gateway or backend MAC not known yet */         \
-  X(kTxRingFull, "tx_ring_full")               /* the NIC's TX queue refused the burst */
+  X(kNeighborNotAnswered, "arp_nd_not_answered") /* ARP or ND that asks nothing of berth */       \
+  X(kTxRingFull, "tx_ring_full")                 /* the NIC's TX queue refused the burst */
 
 enum class DropReason : uint8_t {
 #define BERTH_DROP_REASON_ENUM(name, text) name,
@@ -45,6 +46,10 @@ class Counter {
  public:
   void add(uint64_t amount) {
     value_.store(value_.load(std::memory_order_relaxed) + amount, std::memory_order_relaxed);
+  }
+  // Takes back what add() counted too early (a TX burst the NIC then refused).
+  void subtract(uint64_t amount) {
+    value_.store(value_.load(std::memory_order_relaxed) - amount, std::memory_order_relaxed);
   }
   uint64_t read() const { return value_.load(std::memory_order_relaxed); }
 
@@ -65,6 +70,24 @@ struct alignas(64) WorkerCounters {
 
   void count(ParseError error) { parse_errors[static_cast<size_t>(error)].add(1); }
   void count(DropReason reason) { drops[static_cast<size_t>(reason)].add(1); }
+};
+
+// Packets and bytes of one service or one backend, on one worker.
+struct TrafficCounter {
+  Counter packets;
+  Counter bytes;
+  void add(uint64_t length) {
+    packets.add(1);
+    bytes.add(length);
+  }
+};
+
+// One worker's per-service and per-backend counters, indexed by the stable ids of CounterIds
+// (snapshot.h), so they survive snapshot swaps. Allocated once, at start, on the worker's socket
+// by the caller that owns the memory.
+struct TrafficCounters {
+  TrafficCounter* services = nullptr;  // CounterIds::kMaxServices entries
+  TrafficCounter* backends = nullptr;  // CounterIds::kMaxBackends entries
 };
 
 // The sum over workers, as the management thread reports it: (name, value) in a fixed order,

@@ -1,0 +1,44 @@
+#pragma once
+
+#include <cstdint>
+
+#include "berth/dataplane/counters.h"
+#include "berth/dataplane/forwarding.h"
+#include "berth/dataplane/neighbor_discovery.h"
+#include "berth/dataplane/snapshot.h"
+
+namespace berth {
+
+// What happens to one received frame: parse, service lookup, Maglev pick, forwarding-mode
+// rewrite; or an ARP/ND answer; or a drop with its named counter. Pure over the Frame view, so
+// the pipeline fixtures and the benchmark run it without an EAL, and the worker runs it on mbufs.
+
+enum class Verdict : uint8_t {
+  kDrop,      // counted under its reason; free the buffer
+  kTransmit,  // the frame was rewritten in place: send it out of the port it came in on
+};
+
+// Where a worker hands what ARP and ND frames tell about the next hops the snapshot is resolving.
+// Called only for news (an address being resolved, with a MAC the snapshot lacks), never per data
+// packet, so an implementation may be a ring enqueue.
+class NeighborSink {
+ public:
+  virtual void report(const NeighborObservation& observation) = 0;
+
+ protected:
+  ~NeighborSink() = default;
+};
+
+// What one worker brings to the pipeline: its counters and where neighbour news goes.
+struct WorkerState {
+  WorkerCounters* counters = nullptr;
+  TrafficCounters traffic;
+  NeighborSink* neighbors = nullptr;
+};
+
+// Decides `frame`, received on `port` (an index into the snapshot's ports). Counts the frame's
+// drop reason, or its service's and backend's packets and bytes. Does not count rx or tx: the
+// caller owns the burst. No allocation, no lock, no exception.
+Verdict processFrame(const Snapshot& snapshot, uint32_t port, Frame& frame, WorkerState& worker);
+
+}  // namespace berth

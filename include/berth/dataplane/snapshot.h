@@ -1,0 +1,147 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "berth/config/config.h"
+#include "berth/dataplane/forwarding.h"
+#include "berth/dataplane/neighbor_discovery.h"
+#include "berth/dataplane/service_map.h"
+#include "berth/maglev/table.h"
+
+namespace berth {
+
+// The immutable state every worker reads (DESIGN.md, snapshot and RCU): the service lookup, one
+// Maglev table per service, the backends with a ready-made ForwardingTarget per port, and what
+// each port answers for. The management thread builds one, publishes it with an atomic pointer
+// store, and frees the previous one after the RCU grace period. Nothing in it changes after it is
+// built, so workers read it without a lock.
+
+// Stable numbers for per-service and per-backend counters, which outlive any one snapshot: the
+// same service, or the same backend of a service, keeps its number across rebuilds, so a worker's
+// counters stay with it. Owned by the management thread.
+class CounterIds {
+ public:
+  // Room the workers' counter arrays are sized for.
+  static constexpr uint32_t kMaxServices = 4096;
+  static constexpr uint32_t kMaxBackends = 65536;
+
+  // The id of this service, or of this backend of this service; new names get the next free one.
+  // ResourceExhausted past the capacity.
+  absl::StatusOr<uint32_t> service(absl::string_view service);
+  absl::StatusOr<uint32_t> backend(absl::string_view service, absl::string_view backend);
+
+  // Names by id, for reports: "web", and "web/web-1" for backends.
+  const std::vector<std::string>& serviceNames() const { return service_names_; }
+  const std::vector<std::string>& backendNames() const { return backend_names_; }
+
+ private:
+  absl::flat_hash_map<std::string, uint32_t> services_;
+  absl::flat_hash_map<std::string, uint32_t> backends_;
+  std::vector<std::string> service_names_;
+  std::vector<std::string> backend_names_;
+};
+
+// A port as the datapath sees it.
+struct SnapshotPort {
+  MacAddress mac;
+  std::optional<IpAddress> ipv4;
+  std::optional<IpAddress> ipv6;
+  uint16_t mtu = 1500;
+  // The addresses berth answers ARP and ND for here: the port's own and `announce: arp` VIPs.
+  std::vector<IpAddress> answered;
+  // The next hops whose MACs the port resolves (gateway, l2dsr backends without a fixed MAC), and
+  // the MAC this snapshot uses for each, if known. Workers report ARP and ND traffic about these
+  // addresses to the management thread only when it tells something new.
+  absl::flat_hash_map<IpAddress, std::optional<MacAddress>> resolving;
+};
+
+// A backend in one service, with where to send its packets from each port.
+struct SnapshotBackend {
+  std::string name;
+  IpAddress address;
+  uint32_t counter_id = 0;
+};
+
+struct SnapshotService {
+  std::string name;
+  HashFields hash_fields = HashFields::kFiveTuple;
+  uint32_t hash_seed = kDefaultFlowHashSeed;
+  Forwarding forwarding = Forwarding::kIpip;
+  ForwardFunction forward = nullptr;
+  Table table;
+  // Table entry i is backend first_backend + i of the snapshot.
+  uint32_t first_backend = 0;
+  uint32_t counter_id = 0;
+};
+
+class Snapshot {
+ public:
+  // Where a packet to this (VIP, port, protocol) goes, or nullopt.
+  std::optional<uint32_t> findService(const FlowKey& flow) const { return services_.find(flow); }
+  // The service a later fragment (no ports) to this VIP and protocol belongs with: set only when
+  // exactly one service on that VIP and protocol hashes without ports, since a fragment cannot
+  // say which port it was for.
+  std::optional<uint32_t> findFragmentService(const FlowKey& flow) const;
+  const SnapshotService& service(uint32_t index) const { return services_list_[index]; }
+  size_t serviceCount() const { return services_list_.size(); }
+
+  const SnapshotBackend& backend(uint32_t index) const { return backends_[index]; }
+  size_t backendCount() const { return backends_.size(); }
+
+  // The rewrite parameters for `backend` leaving `port`, or nullptr while its next hop's MAC is
+  // unknown.
+  const ForwardingTarget* target(uint32_t port, uint32_t backend) const {
+    const size_t at = size_t{port} * backends_.size() + backend;
+    return target_ready_[at] ? &targets_[at] : nullptr;
+  }
+
+  const SnapshotPort& port(uint32_t index) const { return ports_[index]; }
+  size_t portCount() const { return ports_.size(); }
+
+  uint64_t generation() const { return generation_; }
+
+ private:
+  friend absl::StatusOr<std::unique_ptr<const Snapshot>> buildSnapshot(const Config&,
+                                                                       absl::Span<const Table>,
+                                                                       absl::Span<const MacAddress>,
+                                                                       const NeighborTable&,
+                                                                       CounterIds&, uint64_t);
+
+  ServiceMap services_;
+  ServiceMap fragment_services_;  // keyed with both ports zero
+  std::vector<SnapshotService> services_list_;
+  std::vector<SnapshotBackend> backends_;
+  std::vector<ForwardingTarget> targets_;  // [port * backends + backend]
+  std::vector<uint8_t> target_ready_;
+  std::vector<SnapshotPort> ports_;
+  uint64_t generation_ = 0;
+};
+
+// The Maglev table of every service, in config order: the slow part of a snapshot, rebuilt only
+// when the config changes. Errors name the service.
+absl::StatusOr<std::vector<Table>> buildServiceTables(const Config& config);
+
+// A snapshot for `config`, given its services' tables (in config order), each port's MAC (in
+// config order) and the MACs learned so far. Targets whose next hop is neither configured nor
+// learned are left unready; the datapath drops their packets as next_hop_unresolved.
+absl::StatusOr<std::unique_ptr<const Snapshot>> buildSnapshot(
+    const Config& config, absl::Span<const Table> tables, absl::Span<const MacAddress> port_macs,
+    const NeighborTable& neighbors, CounterIds& counter_ids, uint64_t generation);
+
+// A next hop a port must resolve by ARP or ND: the gateway when it has no fixed MAC, and every
+// l2dsr backend without a fixed MAC.
+struct NextHopToResolve {
+  uint16_t port = 0;
+  IpAddress address;
+  IpAddress source;  // the port's address of the same family, to ask from
+};
+std::vector<NextHopToResolve> nextHopsToResolve(const Config& config);
+
+}  // namespace berth

@@ -28,7 +28,8 @@ namespace berth {
   X(kNoHeadroom, "no_headroom")                /* no room in the mbuf for the outer headers */    \
   X(kNextHopUnresolved, "next_hop_unresolved") /* gateway or backend MAC not known yet */         \
   X(kNeighborNotAnswered, "arp_nd_not_answered") /* ARP or ND that asks nothing of berth */       \
-  X(kTxRingFull, "tx_ring_full")                 /* the NIC's TX queue refused the burst */
+  X(kTxRingFull, "tx_ring_full")                 /* the NIC's TX queue refused the burst */       \
+  X(kMultiSegment, "multi_segment")              /* a chained mbuf; berth's pools never chain */
 
 enum class DropReason : uint8_t {
 #define BERTH_DROP_REASON_ENUM(name, text) name,

@@ -12,5 +12,13 @@
   if (!temporary.ok()) return temporary.status();               \
   lhs = std::move(*temporary)
 
+// Evaluates `expression` (an absl::Status) and returns it from the calling function if it failed.
+#define BERTH_RETURN_IF_ERROR(expression)                               \
+  do {                                                                  \
+    if (absl::Status berth_status = (expression); !berth_status.ok()) { \
+      return berth_status;                                              \
+    }                                                                   \
+  } while (false)
+
 #define BERTH_STATUS_CONCAT(a, b) BERTH_STATUS_CONCAT_INNER(a, b)
 #define BERTH_STATUS_CONCAT_INNER(a, b) a##b

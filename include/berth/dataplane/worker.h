@@ -1,0 +1,80 @@
+#pragma once
+
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_rcu_qsbr.h>
+#include <rte_ring.h>
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "berth/dataplane/counters.h"
+#include "berth/dataplane/pipeline.h"
+#include "berth/dataplane/snapshot.h"
+
+namespace berth {
+
+// The per-lcore worker (DESIGN.md, data flow; STYLE.md, one worker loop shape): RX burst with
+// prefetch, the pipeline per frame, buffered TX drained on a TSC timer, and an RCU quiescent
+// state once per loop. Each worker owns its queues, TX buffers and counters; nothing in here is
+// shared with another worker, so nothing is locked.
+
+inline constexpr uint16_t kBurstSize = 32;
+// How long a partly filled TX buffer may wait, as l3fwd's BURST_TX_DRAIN_US.
+inline constexpr uint64_t kTxDrainMicroseconds = 100;
+
+// One RX queue and the TX queue of the same number on a port, both this worker's alone.
+struct WorkerQueue {
+  uint16_t port_id = 0;     // DPDK's port id
+  uint16_t queue = 0;       // RX and TX queue number
+  uint32_t port_index = 0;  // the port's index in the config and the snapshot
+  rte_eth_dev_tx_buffer* tx_buffer = nullptr;
+};
+
+// What a worker reports to the management thread: news about a next hop's MAC.
+struct alignas(4) NeighborMessage {
+  NeighborObservation observation;
+};
+static_assert(sizeof(NeighborMessage) % 4 == 0, "rte_ring elements are multiples of 4 bytes");
+
+class alignas(64) Worker final : public NeighborSink {
+ public:
+  // Inputs, set before launch and only read after.
+  unsigned lcore = 0;
+  unsigned rcu_thread_id = 0;
+  rte_rcu_qsbr* rcu = nullptr;
+  const std::atomic<const Snapshot*>* snapshot = nullptr;
+  const std::atomic<bool>* stop = nullptr;
+  std::vector<WorkerQueue> queues;
+  rte_ring* neighbor_news = nullptr;   // to the management thread; many producers, one consumer
+  rte_ring* control_frames = nullptr;  // from the management thread: ARP/ND requests to send,
+                                       // each mbuf's `port` the port index to send it from
+  uint64_t tx_drain_cycles = 0;
+
+  // Results: written by this worker only, read relaxed by the management thread.
+  WorkerCounters counters;
+  WorkerState state;  // counters, traffic arrays and this worker as the neighbour sink
+
+  // Points `state` at this worker's counters and the given traffic arrays (CounterIds-sized,
+  // zeroed, on the worker's socket), and hooks the TX-refused callback to each TX buffer.
+  void attach(TrafficCounters traffic);
+
+  // The per-burst step of the loop: every frame through the pipeline, transmitted ones into the
+  // queue's TX buffer, dropped ones freed in bulk. Public for the pipeline benchmark.
+  void processBurst(const Snapshot& snapshot, WorkerQueue& queue, rte_mbuf** mbufs, uint16_t count);
+
+  // Flushes every TX buffer now.
+  void flush();
+
+  // Sends what the management thread queued on control_frames.
+  void sendControlFrames();
+
+  void report(const NeighborObservation& observation) override;
+};
+
+// The lcore entry point (rte_eal_remote_launch): runs the loop until *stop, then flushes TX and
+// goes RCU-offline. `worker` is a Worker*.
+int runWorker(void* worker);
+
+}  // namespace berth

@@ -1,0 +1,307 @@
+#include "berthd/daemon.h"
+
+#include <rte_cycles.h>
+#include <rte_errno.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+
+#include <cstdio>
+#include <memory>
+#include <new>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "berth/util/json_writer.h"
+#include "berth/util/status_macros.h"
+
+namespace berth {
+namespace {
+
+constexpr unsigned kNeighborRingSize = 1024;
+constexpr unsigned kControlRingSize = 256;
+// How often the management loop wakes: the latency of a stop, a counter print or a learned MAC.
+constexpr absl::Duration kManagementTick = absl::Milliseconds(1);
+// ARP/ND for next hops: ask every second while unknown, and refresh a known one now and then
+// so that a replaced gateway is noticed even if it never announces itself.
+constexpr absl::Duration kResolveRetry = absl::Seconds(1);
+constexpr absl::Duration kResolveRefresh = absl::Seconds(60);
+
+template <typename T>
+T* allocateOnSocket(const char* what, size_t count, unsigned socket) {
+  void* memory =
+      rte_zmalloc_socket(what, sizeof(T) * count, RTE_CACHE_LINE_SIZE, static_cast<int>(socket));
+  if (memory == nullptr) return nullptr;
+  std::uninitialized_default_construct_n(static_cast<T*>(memory), count);
+  return static_cast<T*>(memory);
+}
+
+void logLine(absl::string_view line) {
+  std::fprintf(stderr, "berthd: %.*s\n", static_cast<int>(line.size()), line.data());
+}
+
+}  // namespace
+
+Daemon::Daemon(Config config, std::atomic<bool>& stop, std::atomic<bool>& print_counters)
+    : config_(std::move(config)), stop_(stop), print_counters_(print_counters) {}
+
+absl::Status Daemon::start() {
+  if (config_.dataplane.ports.empty()) {
+    return absl::InvalidArgumentError("dataplane.ports: berthd needs at least one port");
+  }
+  std::vector<unsigned> lcores;
+  unsigned lcore;
+  RTE_LCORE_FOREACH_WORKER(lcore) { lcores.push_back(lcore); }
+  if (lcores.empty()) {
+    return absl::InvalidArgumentError(
+        "EAL: no worker lcore; give at least two, the first for management (-l 0-1, or "
+        "--lcores 0@0,1@0 to share one CPU)");
+  }
+  const auto worker_count = static_cast<uint16_t>(lcores.size());
+
+  BERTH_ASSIGN_OR_RETURN(publisher_, SnapshotPublisher::create(worker_count));
+  neighbor_news_ =
+      rte_ring_create_elem("berth_neighbor_news", sizeof(NeighborMessage), kNeighborRingSize,
+                           static_cast<int>(rte_socket_id()), RING_F_SC_DEQ);
+  if (neighbor_news_ == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("management: neighbour ring: ", rte_strerror(rte_errno)));
+  }
+
+  std::vector<std::string> warnings;
+  for (const PortConfig& port_config : config_.dataplane.ports) {
+    absl::StatusOr<OpenedPort> port = openPort(port_config, worker_count, warnings);
+    if (!port.ok()) return port.status();
+    logLine(absl::StrFormat("port '%s': %s, DPDK port %u, MAC %s, %u queue pair(s), RSS %s, MTU %u",
+                            port->name, port->driver, port->port_id, port->mac.toString(),
+                            port->queues, port->rss ? "on (symmetric Toeplitz)" : "off",
+                            port_config.mtu));
+    port_macs_.push_back(port->mac);
+    ports_.push_back(*std::move(port));
+  }
+  for (const std::string& warning : warnings) logLine(absl::StrCat("warning: ", warning));
+
+  for (uint16_t w = 0; w < worker_count; ++w) {
+    const unsigned socket = rte_lcore_to_socket_id(lcores[w]);
+    void* memory = rte_zmalloc_socket("berth_worker", sizeof(Worker), RTE_CACHE_LINE_SIZE,
+                                      static_cast<int>(socket));
+    if (memory == nullptr) return absl::ResourceExhaustedError("workers: no memory for a worker");
+    Worker* worker = new (memory) Worker();
+    workers_.push_back(worker);
+    worker->lcore = lcores[w];
+    worker->rcu_thread_id = w;
+    worker->rcu = publisher_->rcu();
+    worker->snapshot = &publisher_->current();
+    worker->stop = &workers_stop_;
+    worker->neighbor_news = neighbor_news_;
+    worker->tx_drain_cycles = rte_get_tsc_hz() / 1'000'000 * kTxDrainMicroseconds;
+    const std::string ring_name = absl::StrCat("berth_control_", w);
+    worker->control_frames =
+        rte_ring_create(ring_name.c_str(), kControlRingSize, static_cast<int>(socket),
+                        RING_F_SP_ENQ | RING_F_SC_DEQ);
+    if (worker->control_frames == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("workers: control ring: ", rte_strerror(rte_errno)));
+    }
+    for (uint32_t p = 0; p < ports_.size(); ++p) {
+      if (w >= ports_[p].queues) continue;
+      auto* buffer = static_cast<rte_eth_dev_tx_buffer*>(rte_zmalloc_socket(
+          "berth_tx_buffer", RTE_ETH_TX_BUFFER_SIZE(kBurstSize), 0, static_cast<int>(socket)));
+      if (buffer == nullptr)
+        return absl::ResourceExhaustedError("workers: no memory for TX buffers");
+      rte_eth_tx_buffer_init(buffer, kBurstSize);
+      worker->queues.push_back(WorkerQueue{ports_[p].port_id, w, p, buffer});
+    }
+    TrafficCounters traffic;
+    traffic.services = allocateOnSocket<TrafficCounter>("berth_service_counters",
+                                                        CounterIds::kMaxServices, socket);
+    traffic.backends = allocateOnSocket<TrafficCounter>("berth_backend_counters",
+                                                        CounterIds::kMaxBackends, socket);
+    if (traffic.services == nullptr || traffic.backends == nullptr) {
+      return absl::ResourceExhaustedError("workers: no memory for traffic counters");
+    }
+    worker->attach(traffic);
+    if (rte_rcu_qsbr_thread_register(publisher_->rcu(), w) != 0) {
+      return absl::InternalError("workers: rte_rcu_qsbr_thread_register failed");
+    }
+  }
+
+  absl::StatusOr<std::vector<Table>> tables = buildServiceTables(config_);
+  if (!tables.ok()) return tables.status();
+  tables_ = *std::move(tables);
+  BERTH_RETURN_IF_ERROR(publishSnapshot());
+
+  for (Worker* worker : workers_) {
+    if (const int result = rte_eal_remote_launch(runWorker, worker, worker->lcore); result != 0) {
+      stopWorkers();
+      return absl::InternalError(
+          absl::StrCat("workers: launching on lcore ", worker->lcore, ": ", rte_strerror(-result)));
+    }
+    launched_ = true;
+  }
+  logLine(absl::StrFormat("forwarding: %u service(s), %u worker(s) on lcores %s",
+                          config_.services.size(), workers_.size(), absl::StrJoin(lcores, ",")));
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::publishSnapshot() {
+  absl::StatusOr<std::unique_ptr<const Snapshot>> snapshot =
+      buildSnapshot(config_, tables_, port_macs_, neighbors_, counter_ids_, ++generation_);
+  if (!snapshot.ok()) return snapshot.status();
+  publisher_->publish(*std::move(snapshot));
+  return absl::OkStatus();
+}
+
+void Daemon::drainNeighborNews() {
+  NeighborMessage message;
+  bool changed = false;
+  while (rte_ring_sc_dequeue_elem(neighbor_news_, &message, sizeof(message)) == 0) {
+    const NeighborObservation& seen = message.observation;
+    if (neighbors_.learn(seen.address, seen.mac)) {
+      logLine(absl::StrFormat("port '%s': next hop %s is at %s", ports_[seen.port].name,
+                              seen.address.toString(), seen.mac.toString()));
+      changed = true;
+    }
+  }
+  if (changed) {
+    if (absl::Status status = publishSnapshot(); !status.ok()) {
+      logLine(
+          absl::StrCat("snapshot not rebuilt, the previous one keeps serving: ", status.message()));
+    }
+  }
+}
+
+void Daemon::requestUnresolvedNextHops() {
+  const bool refresh = absl::Now() - last_refresh_ >= kResolveRefresh;
+  if (refresh) last_refresh_ = absl::Now();
+  for (const NextHopToResolve& hop : nextHopsToResolve(config_)) {
+    if (!refresh && neighbors_.find(hop.address)) continue;
+    const OpenedPort& port = ports_[hop.port];
+    rte_mbuf* mbuf = rte_pktmbuf_alloc(port.pool);
+    if (mbuf == nullptr) return;
+    const size_t length =
+        buildNeighborRequest(rte_pktmbuf_mtod(mbuf, uint8_t*), rte_pktmbuf_tailroom(mbuf), port.mac,
+                             hop.source, hop.address);
+    if (length == 0 || rte_pktmbuf_append(mbuf, static_cast<uint16_t>(length)) == nullptr) {
+      rte_pktmbuf_free(mbuf);
+      continue;
+    }
+    mbuf->port = hop.port;
+    // Worker 0 serves queue 0 of every port.
+    if (rte_ring_sp_enqueue(workers_[0]->control_frames, mbuf) != 0) rte_pktmbuf_free(mbuf);
+  }
+}
+
+void Daemon::run() {
+  absl::Time last_request = absl::InfinitePast();
+  while (!stop_.load(std::memory_order_relaxed)) {
+    drainNeighborNews();
+    if (absl::Now() - last_request >= kResolveRetry) {
+      requestUnresolvedNextHops();
+      last_request = absl::Now();
+    }
+    if (print_counters_.exchange(false)) {
+      std::fputs(countersText().c_str(), stdout);
+      std::fflush(stdout);
+    }
+    absl::SleepFor(kManagementTick);
+  }
+  stopWorkers();
+}
+
+void Daemon::stopWorkers() {
+  workers_stop_.store(true, std::memory_order_relaxed);
+  if (launched_) rte_eal_mp_wait_lcore();
+  launched_ = false;
+}
+
+std::string Daemon::countersText() const {
+  std::vector<const WorkerCounters*> counters;
+  for (const Worker* worker : workers_) counters.push_back(&worker->counters);
+  std::string text =
+      absl::StrFormat("berthd counters after %.3f s (%u workers, snapshot %u)\n",
+                      absl::ToDoubleSeconds(absl::Now() - started_), workers_.size(), generation_);
+  for (const auto& [name, value] : sumCounters(counters)) {
+    absl::StrAppendFormat(&text, "  %-42s %u\n", name, value);
+  }
+  auto traffic = [&](const char* kind, const std::vector<std::string>& names, bool backends) {
+    for (size_t id = 0; id < names.size(); ++id) {
+      uint64_t packets = 0;
+      uint64_t bytes = 0;
+      for (const Worker* worker : workers_) {
+        const TrafficCounter* array =
+            backends ? worker->state.traffic.backends : worker->state.traffic.services;
+        packets += array[id].packets.read();
+        bytes += array[id].bytes.read();
+      }
+      absl::StrAppendFormat(&text, "  %s %-34s packets %u bytes %u\n", kind, names[id], packets,
+                            bytes);
+    }
+  };
+  traffic("service", counter_ids_.serviceNames(), false);
+  traffic("backend", counter_ids_.backendNames(), true);
+  return text;
+}
+
+std::string Daemon::countersJson() const {
+  std::vector<const WorkerCounters*> counters;
+  for (const Worker* worker : workers_) counters.push_back(&worker->counters);
+  JsonWriter json;
+  json.beginObject();
+  json.key("elapsed_s").value(absl::ToDoubleSeconds(absl::Now() - started_));
+  json.key("workers").value(static_cast<uint64_t>(workers_.size()));
+  json.key("counters").beginObject();
+  for (const auto& [name, value] : sumCounters(counters)) json.key(name).value(value);
+  json.endObject();
+  auto traffic = [&](const char* key, const std::vector<std::string>& names, bool backends) {
+    json.key(key).beginObject();
+    for (size_t id = 0; id < names.size(); ++id) {
+      uint64_t packets = 0;
+      uint64_t bytes = 0;
+      for (const Worker* worker : workers_) {
+        const TrafficCounter* array =
+            backends ? worker->state.traffic.backends : worker->state.traffic.services;
+        packets += array[id].packets.read();
+        bytes += array[id].bytes.read();
+      }
+      json.key(names[id])
+          .beginObject()
+          .key("packets")
+          .value(packets)
+          .key("bytes")
+          .value(bytes)
+          .endObject();
+    }
+    json.endObject();
+  };
+  traffic("services", counter_ids_.serviceNames(), false);
+  traffic("backends", counter_ids_.backendNames(), true);
+  json.endObject();
+  return json.str() + "\n";
+}
+
+Daemon::~Daemon() {
+  stopWorkers();
+  // Requests no worker sent are mbufs of the ports' pools: free them before the pools go.
+  for (Worker* worker : workers_) {
+    rte_mbuf* mbuf;
+    while (worker->control_frames != nullptr &&
+           rte_ring_sc_dequeue(worker->control_frames, reinterpret_cast<void**>(&mbuf)) == 0) {
+      rte_pktmbuf_free(mbuf);
+    }
+  }
+  for (OpenedPort& port : ports_) closePort(port);
+  for (Worker* worker : workers_) {
+    for (WorkerQueue& queue : worker->queues) rte_free(queue.tx_buffer);
+    rte_ring_free(worker->control_frames);
+    rte_free(worker->state.traffic.services);
+    rte_free(worker->state.traffic.backends);
+    worker->~Worker();
+    rte_free(worker);
+  }
+  rte_ring_free(neighbor_news_);
+  publisher_.reset();
+}
+
+}  // namespace berth

@@ -1,0 +1,64 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "berth/config/config.h"
+#include "berth/control/publisher.h"
+#include "berth/dataplane/neighbor_discovery.h"
+#include "berth/dataplane/port.h"
+#include "berth/dataplane/snapshot.h"
+#include "berth/dataplane/worker.h"
+
+namespace berth {
+
+// berthd once the EAL is up: its ports, workers and management loop, set up and torn down in
+// one fixed order (STYLE.md, item 9). The management loop runs on the main lcore: it learns next
+// hops' MACs from what workers report, asks for the ones still missing, republishes the snapshot
+// when one changes, and prints the counters on request.
+class Daemon {
+ public:
+  Daemon(Config config, std::atomic<bool>& stop, std::atomic<bool>& print_counters);
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // Opens ports, builds and publishes the first snapshot, launches a worker on every worker
+  // lcore. Errors name the module and what failed; what was set up is released by the destructor.
+  absl::Status start();
+  // Runs the management loop until `stop` is set, then stops the workers and flushes their TX.
+  void run();
+  // The summed counters, per service and per backend, as text or as JSON.
+  std::string countersText() const;
+  std::string countersJson() const;
+
+ private:
+  absl::Status publishSnapshot();
+  void drainNeighborNews();
+  void requestUnresolvedNextHops();
+  void stopWorkers();
+
+  Config config_;
+  std::atomic<bool>& stop_;
+  std::atomic<bool>& print_counters_;
+  std::atomic<bool> workers_stop_{false};
+  std::vector<OpenedPort> ports_;
+  std::vector<MacAddress> port_macs_;
+  std::vector<Table> tables_;
+  CounterIds counter_ids_;
+  NeighborTable neighbors_;
+  std::unique_ptr<SnapshotPublisher> publisher_;
+  std::vector<Worker*> workers_;  // in rte_zmalloc'd memory on each worker's socket
+  rte_ring* neighbor_news_ = nullptr;
+  uint64_t generation_ = 0;
+  bool launched_ = false;
+  absl::Time started_ = absl::Now();
+  absl::Time last_refresh_ = absl::InfinitePast();
+};
+
+}  // namespace berth

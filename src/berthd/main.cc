@@ -1,0 +1,126 @@
+// berthd: the berth load balancer daemon.
+//
+//   berthd [EAL options] -- --config FILE [--counters_json FILE]
+//
+// EAL options may also come from the config (dataplane.eal); the command line's come first. The
+// start-up order is fixed: config, EAL, then the daemon's ports, snapshot and workers; teardown
+// runs it backwards. SIGINT and SIGTERM stop it cleanly; SIGUSR1 prints the counters.
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "berth/config/loader.h"
+#include "berth/util/heap.h"
+#include "berthd/daemon.h"
+
+ABSL_FLAG(std::string, config, "", "path of the YAML config (required)");
+ABSL_FLAG(std::string, counters_json, "",
+          "on exit, also write the final counters as JSON to this file");
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+std::atomic<bool> g_print_counters{false};
+
+void onSignal(int signal) {
+  if (signal == SIGUSR1) {
+    g_print_counters.store(true);
+  } else {
+    g_stop.store(true);
+  }
+}
+
+void installSignalHandlers() {
+  struct sigaction action;
+  std::memset(&action, 0, sizeof(action));
+  action.sa_handler = onSignal;
+  sigemptyset(&action.sa_mask);
+  for (int signal : {SIGINT, SIGTERM, SIGUSR1}) sigaction(signal, &action, nullptr);
+}
+
+int fail(absl::string_view message) {
+  std::fprintf(stderr, "berthd: %.*s\n", static_cast<int>(message.size()), message.data());
+  return 1;
+}
+
+constexpr char kUsage[] =
+    "berth's load balancer daemon.\n\n"
+    "  berthd [EAL options] -- --config FILE [--counters_json FILE]\n\n"
+    "EAL options may also be given in the config as dataplane.eal; those on the command line "
+    "come first. SIGINT/SIGTERM stop it; SIGUSR1 prints the counters.";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Everything before "--" is the EAL's; berthd's own flags come after it. Without "--", every
+  // argument is berthd's and the EAL options come from the config alone.
+  int separator = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--") == 0) {
+      separator = i;
+      break;
+    }
+  }
+  std::vector<char*> own_args = {argv[0]};
+  std::vector<std::string> eal_args = {argv[0]};
+  if (separator == argc) {
+    for (int i = 1; i < argc; ++i) own_args.push_back(argv[i]);
+  } else {
+    for (int i = 1; i < separator; ++i) eal_args.push_back(argv[i]);
+    for (int i = separator + 1; i < argc; ++i) own_args.push_back(argv[i]);
+  }
+  absl::SetProgramUsageMessage(kUsage);
+  const std::vector<char*> positional =
+      absl::ParseCommandLine(static_cast<int>(own_args.size()), own_args.data());
+  if (positional.size() > 1) {
+    return fail(absl::StrCat("unexpected argument '", positional[1], "'; see --help"));
+  }
+  if (absl::GetFlag(FLAGS_config).empty()) return fail("--config FILE is required; see --help");
+
+  absl::StatusOr<berth::Config> config = berth::loadConfigFile(absl::GetFlag(FLAGS_config));
+  if (!config.ok()) return fail(config.status().message());
+  for (const std::string& warning : config->warnings) {
+    std::fprintf(stderr, "berthd: warning: %s\n", warning.c_str());
+  }
+  berth::retainFreedHeapMemory();
+
+  for (const std::string& arg : config->dataplane.eal) eal_args.push_back(arg);
+  std::vector<char*> eal_argv;
+  for (std::string& arg : eal_args) eal_argv.push_back(arg.data());
+  if (rte_eal_init(static_cast<int>(eal_argv.size()), eal_argv.data()) < 0) {
+    return fail(absl::StrCat("EAL: ", rte_strerror(rte_errno), " (check the EAL options)"));
+  }
+  // Handlers after the EAL, which installs none of its own for these.
+  installSignalHandlers();
+
+  int exit_code = 0;
+  {
+    berth::Daemon daemon(*std::move(config), g_stop, g_print_counters);
+    if (absl::Status status = daemon.start(); !status.ok()) {
+      exit_code = fail(status.message());
+    } else {
+      daemon.run();
+      std::fputs(daemon.countersText().c_str(), stdout);
+      std::fflush(stdout);
+      if (const std::string path = absl::GetFlag(FLAGS_counters_json); !path.empty()) {
+        std::ofstream out(path);
+        out << daemon.countersJson();
+        if (!out) exit_code = fail(absl::StrCat("--counters_json: could not write ", path));
+      }
+    }
+  }
+  rte_eal_cleanup();
+  return exit_code;
+}

@@ -1,0 +1,170 @@
+#include "berth/dataplane/port.h"
+
+#include <rte_bus.h>
+#include <rte_dev.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace berth {
+namespace {
+
+// Per worker and queue: what the RX ring holds, what may sit in the TX ring and TX buffer, and
+// the mempool's per-lcore cache.
+constexpr unsigned kMempoolCache = 256;
+constexpr uint16_t kLongestVlanHeader = 8;  // two tags
+
+absl::Status portError(const PortConfig& config, absl::string_view call, int error) {
+  return absl::InternalError(absl::StrCat("port '", config.name, "' (", config.device, "): ", call,
+                                          " failed: ", rte_strerror(error < 0 ? -error : error)));
+}
+
+std::string deviceName(const std::string& device) { return device.substr(0, device.find(',')); }
+
+absl::StatusOr<uint16_t> findOrAttach(const PortConfig& config) {
+  const std::string name = deviceName(config.device);
+  uint16_t port_id;
+  if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) == 0) return port_id;
+  if (const int result = rte_dev_probe(config.device.c_str()); result < 0) {
+    return portError(config, "attaching the device (rte_dev_probe)", result);
+  }
+  if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) != 0) {
+    return absl::NotFoundError(absl::StrCat("port '", config.name, "': device '", name,
+                                            "' attached but is not an Ethernet port"));
+  }
+  return port_id;
+}
+
+}  // namespace
+
+std::vector<uint8_t> symmetricRssKey(size_t length) {
+  std::vector<uint8_t> key(length);
+  for (size_t i = 0; i < length; ++i) key[i] = i % 2 == 0 ? 0x6d : 0x5a;
+  return key;
+}
+
+absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
+                                    std::vector<std::string>& warnings) {
+  OpenedPort port;
+  port.name = config.name;
+  absl::StatusOr<uint16_t> port_id = findOrAttach(config);
+  if (!port_id.ok()) return port_id.status();
+  port.port_id = *port_id;
+
+  rte_eth_dev_info info;
+  if (const int result = rte_eth_dev_info_get(port.port_id, &info); result != 0) {
+    return portError(config, "rte_eth_dev_info_get", result);
+  }
+  port.driver = info.driver_name;
+  const uint16_t queue_limit = std::min(info.max_rx_queues, info.max_tx_queues);
+  port.rss = info.flow_type_rss_offloads != 0 && queue_limit > 1;
+  port.queues = port.rss ? std::min<uint16_t>(workers, queue_limit) : 1;
+  if (!port.rss && workers > 1) {
+    warnings.push_back(absl::StrCat("port '", config.name, "' (", port.driver,
+                                    "): no RSS, so one queue pair served by one worker; the other ",
+                                    workers - 1, " worker(s) do not poll it"));
+  } else if (port.queues < workers) {
+    warnings.push_back(absl::StrCat("port '", config.name, "': ", queue_limit, " queue pairs for ",
+                                    workers, " workers"));
+  }
+
+  rte_eth_conf conf;
+  std::memset(&conf, 0, sizeof(conf));
+  std::vector<uint8_t> key;
+  if (port.rss) {
+    key = symmetricRssKey(info.hash_key_size > 0 ? info.hash_key_size : 40);
+    conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+    conf.rx_adv_conf.rss_conf.rss_key = key.data();
+    conf.rx_adv_conf.rss_conf.rss_key_len = static_cast<uint8_t>(key.size());
+    conf.rx_adv_conf.rss_conf.rss_hf =
+        (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP) & info.flow_type_rss_offloads;
+  }
+  if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE) {
+    conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE;
+  }
+  if (const int result = rte_eth_dev_configure(port.port_id, port.queues, port.queues, &conf);
+      result != 0) {
+    return portError(config, "rte_eth_dev_configure", result);
+  }
+  if (const int result = rte_eth_dev_set_mtu(port.port_id, config.mtu); result != 0) {
+    warnings.push_back(absl::StrCat("port '", config.name, "' (", port.driver, "): MTU ",
+                                    config.mtu, " not set on the device (", rte_strerror(-result),
+                                    "); berth still applies it to what it sends"));
+  }
+
+  uint16_t rx_descriptors = kRxDescriptors;
+  uint16_t tx_descriptors = kTxDescriptors;
+  if (const int result =
+          rte_eth_dev_adjust_nb_rx_tx_desc(port.port_id, &rx_descriptors, &tx_descriptors);
+      result != 0) {
+    return portError(config, "rte_eth_dev_adjust_nb_rx_tx_desc", result);
+  }
+  const int socket = rte_eth_dev_socket_id(port.port_id) >= 0 ? rte_eth_dev_socket_id(port.port_id)
+                                                              : static_cast<int>(rte_socket_id());
+  // Each frame in one mbuf: the MTU plus Ethernet and two VLAN tags, and the default headroom in
+  // front, which holds the largest encapsulation (48 bytes) with room to spare.
+  const uint32_t frame_room =
+      uint32_t{config.mtu} + RTE_ETHER_HDR_LEN + kLongestVlanHeader + RTE_ETHER_CRC_LEN;
+  const auto data_room = static_cast<uint16_t>(
+      std::max<uint32_t>(RTE_MBUF_DEFAULT_DATAROOM, frame_room) + RTE_PKTMBUF_HEADROOM);
+  const unsigned mbufs = port.queues * (rx_descriptors + tx_descriptors + 2u * 32) +
+                         (workers + 1u) * kMempoolCache + 1024;
+  const std::string pool_name = absl::StrCat("berth_pool_", port.port_id);
+  port.pool =
+      rte_pktmbuf_pool_create(pool_name.c_str(), mbufs, kMempoolCache, 0, data_room, socket);
+  if (port.pool == nullptr) return portError(config, "rte_pktmbuf_pool_create", rte_errno);
+
+  for (uint16_t queue = 0; queue < port.queues; ++queue) {
+    rte_eth_rxconf rx_conf = info.default_rxconf;
+    if (const int result =
+            rte_eth_rx_queue_setup(port.port_id, queue, rx_descriptors,
+                                   static_cast<unsigned>(socket), &rx_conf, port.pool);
+        result != 0) {
+      closePort(port);
+      return portError(config, absl::StrCat("rte_eth_rx_queue_setup(", queue, ")"), result);
+    }
+    rte_eth_txconf tx_conf = info.default_txconf;
+    tx_conf.offloads = conf.txmode.offloads;
+    if (const int result = rte_eth_tx_queue_setup(port.port_id, queue, tx_descriptors,
+                                                  static_cast<unsigned>(socket), &tx_conf);
+        result != 0) {
+      closePort(port);
+      return portError(config, absl::StrCat("rte_eth_tx_queue_setup(", queue, ")"), result);
+    }
+  }
+  rte_ether_addr mac;
+  if (const int result = rte_eth_macaddr_get(port.port_id, &mac); result != 0) {
+    closePort(port);
+    return portError(config, "rte_eth_macaddr_get", result);
+  }
+  std::memcpy(port.mac.bytes.data(), mac.addr_bytes, 6);
+  // Neighbour solicitations go to solicited-node multicast groups.
+  rte_eth_allmulticast_enable(port.port_id);
+  if (const int result = rte_eth_dev_start(port.port_id); result != 0) {
+    closePort(port);
+    return portError(config, "rte_eth_dev_start", result);
+  }
+  return port;
+}
+
+void closePort(OpenedPort& port) {
+  if (rte_eth_dev_is_valid_port(port.port_id)) {
+    rte_eth_dev_stop(port.port_id);
+    rte_eth_dev_info info;
+    const bool have_info = rte_eth_dev_info_get(port.port_id, &info) == 0;
+    rte_eth_dev_close(port.port_id);
+    if (have_info && info.device != nullptr) rte_dev_remove(info.device);
+  }
+  if (port.pool != nullptr) {
+    rte_mempool_free(port.pool);
+    port.pool = nullptr;
+  }
+}
+
+}  // namespace berth

@@ -64,6 +64,9 @@ constexpr char kUsage[] =
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First of all, so that a SIGUSR1 during the seconds the EAL takes to start does not kill the
+  // process (its default action); the EAL installs no handlers of its own for these signals.
+  installSignalHandlers();
   // Everything before "--" is the EAL's; berthd's own flags come after it. Without "--", every
   // argument is berthd's and the EAL options come from the config alone.
   int separator = argc;
@@ -102,8 +105,6 @@ int main(int argc, char** argv) {
   if (rte_eal_init(static_cast<int>(eal_argv.size()), eal_argv.data()) < 0) {
     return fail(absl::StrCat("EAL: ", rte_strerror(rte_errno), " (check the EAL options)"));
   }
-  // Handlers after the EAL, which installs none of its own for these.
-  installSignalHandlers();
 
   int exit_code = 0;
   {

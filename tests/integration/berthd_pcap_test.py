@@ -1,0 +1,346 @@
+#!/usr/bin/python3
+"""berthd end to end on net_pcap vdevs: a scapy-generated capture of more than 10,000 flows over
+four services (ipip, gue, gre over IPv6, l2dsr), with ARP and malformed frames mixed in, is
+replayed through berthd, and scapy (which shares no code with berth) decodes what came out.
+
+It checks that every output frame is a well-formed encapsulation with correct checksums and the
+input packet intact inside, that every packet of a flow reaches one backend, and that this is the
+backend the Maglev table (from `berthctl table --json`) gives for the flow's hash, computed here
+with an independent CRC32-C; that backend shares match the table's within 2 points; and that the
+malformed frames appear only as their named drop counters.
+
+Usage: berthd_pcap_test.py BERTHD BERTHCTL
+"""
+import collections
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+from scapy.all import ARP, GRE, IP, TCP, UDP, Ether, IPv6, PcapWriter, Raw, raw, rdpcap
+
+BERTHD, BERTHCTL = sys.argv.pop(1), sys.argv.pop(1)
+
+PORT_MAC = "02:70:63:61:70:00"  # what the pcap PMD gives its first port
+CLIENT_MAC = "02:00:00:00:00:02"
+GATEWAY_MAC = "02:00:00:00:00:fe"
+SEED = 0xBE27F10D  # kDefaultFlowHashSeed
+
+CONFIG = """
+dataplane:
+  eal: ["--no-huge", "-m", "256", "--no-pci", "--file-prefix", "{prefix}",
+        "--lcores", "0@0,1@1", "--log-level", "lib.eal:error"]
+  ports:
+    - name: p0
+      device: "net_pcap0,rx_pcap={input},tx_pcap={output}"
+      ipv4: 198.18.0.10
+      ipv6: "2001:db8::10"
+      gateway_mac: "{gateway}"
+services:
+  - name: web
+    vip: 198.18.100.1
+    port: 80
+    protocol: tcp
+    forwarding: ipip
+    backends:
+      - {{ name: web-1, address: 198.18.1.2 }}
+      - {{ name: web-2, address: 198.18.2.2 }}
+      - {{ name: web-3, address: 198.18.3.2 }}
+      - {{ name: web-4, address: 198.18.4.2, weight: 2 }}
+  - name: dns
+    vip: 198.18.100.2
+    port: 53
+    protocol: udp
+    forwarding: gue
+    gue_port: 6080
+    hash_fields: 3-tuple
+    backends:
+      - {{ name: dns-1, address: 198.18.1.3 }}
+      - {{ name: dns-2, address: 198.18.2.3 }}
+      - {{ name: dns-3, address: 198.18.3.3 }}
+  - name: web6
+    vip: "2001:db8:100::1"
+    port: 443
+    protocol: tcp
+    forwarding: gre
+    backends:
+      - {{ name: v6-1, address: "2001:db8:1::2" }}
+      - {{ name: v6-2, address: "2001:db8:2::2" }}
+      - {{ name: v6-3, address: "2001:db8:3::2" }}
+  - name: dsr
+    vip: 198.18.100.3
+    port: 8080
+    protocol: tcp
+    forwarding: l2dsr
+    backends:
+      - {{ name: dsr-1, address: 198.18.0.21, mac: "02:00:00:00:00:21" }}
+      - {{ name: dsr-2, address: 198.18.0.22, mac: "02:00:00:00:00:22" }}
+"""
+
+# Every flow's backend is checked against the table; the shares are checked where the flow count
+# makes 2 points more than 5 standard deviations of sampling noise (web: 12,000 flows).
+SHARE_CHECKED = ("web",)
+SERVICES = {  # name: (VIP, port, transport, IP version, flows)
+    "web": ("198.18.100.1", 80, TCP, 4, 12000),
+    "dns": ("198.18.100.2", 53, UDP, 4, 1500),
+    "web6": ("2001:db8:100::1", 443, TCP, 6, 1500),
+    "dsr": ("198.18.100.3", 8080, TCP, 4, 1500),
+}
+DSR_MACS = {"02:00:00:00:00:21": "198.18.0.21", "02:00:00:00:00:22": "198.18.0.22"}
+
+
+def crc32c_table():
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+        table.append(crc)
+    return table
+
+
+CRC_TABLE = crc32c_table()
+
+
+def flow_hash(source, destination, sport, dport, protocol, three_tuple):
+    """berth's documented flow hash (flow_hash.h): CRC32-C seeded, no final inversion, over
+    source | destination | ports | protocol in network order; 3-tuple hashing zeroes the ports."""
+    import ipaddress
+    key = (ipaddress.ip_address(source).packed + ipaddress.ip_address(destination).packed +
+           (b"\0\0\0\0" if three_tuple else sport.to_bytes(2, "big") + dport.to_bytes(2, "big")) +
+           bytes([protocol]))
+    crc = SEED
+    for byte in key:
+        crc = CRC_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc
+
+
+def checksum_ok(packet, layer):
+    names = [field.name for field in packet[layer].fields_desc]
+    field = "chksum" if "chksum" in names else "cksum"
+    sent = packet[layer].getfieldval(field)
+    copy = packet.copy()
+    setattr(copy[layer], field, None)
+    return Ether(raw(copy))[layer].getfieldval(field) == sent
+
+
+def malformed_frames():
+    """Frames berthd must drop, each with the counter it must land in."""
+    ether4 = Ether(dst=PORT_MAC, src=CLIENT_MAC, type=0x0800)
+    ether6 = Ether(dst=PORT_MAC, src=CLIENT_MAC, type=0x86DD)
+    good4 = raw(IP(src="198.18.0.1", dst="198.18.100.1") / TCP(sport=1, dport=80))
+    good6 = raw(IPv6(src="2001:db8::1", dst="2001:db8:100::1") / TCP(sport=1, dport=443))
+    ihl_4 = bytes([0x44]) + good4[1:]
+    long_total = good4[:2] + (400).to_bytes(2, "big") + good4[4:]
+    long_payload = good6[:4] + (400).to_bytes(2, "big") + good6[6:]
+    chain = raw(IPv6(src="2001:db8::1", dst="2001:db8:100::1", nh=0, plen=8)) + bytes([60, 3]) + bytes(6)
+    short_tcp = raw(IP(src="198.18.0.1", dst="198.18.100.1", proto=6, len=30)) + bytes(10)
+    return [
+        (raw(Ether(dst=PORT_MAC, src=CLIENT_MAC))[:10], "parse_short_frame"),
+        (raw(ether4) + ihl_4, "parse_ipv4_ihl_below_5"),
+        (raw(ether4) + long_total, "parse_ipv4_total_length_beyond_frame"),
+        (raw(ether6) + long_payload, "parse_ipv6_payload_length_beyond_frame"),
+        (raw(ether6) + chain, "parse_ipv6_extension_chain_truncated"),
+        (raw(ether4) + short_tcp, "parse_truncated_tcp"),
+    ]
+
+
+class BerthdOnPcap(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.directory = tempfile.mkdtemp(prefix="berthd-pcap-")
+        cls.prefix = "berth-pcap-%d" % os.getpid()
+        input_path = os.path.join(cls.directory, "in.pcap")
+        output_path = os.path.join(cls.directory, "out.pcap")
+        config_path = os.path.join(cls.directory, "berth.yaml")
+        with open(config_path, "w") as config:
+            config.write(CONFIG.format(prefix=cls.prefix, input=input_path, output=output_path,
+                                       gateway=GATEWAY_MAC))
+
+        generator = random.Random(20261129)
+        cls.sent = {}  # (service, client, sport) -> list of IP packets sent
+        frames = []
+        for service, (vip, port, transport, version, flows) in SERVICES.items():
+            for flow in range(flows):
+                if version == 4:
+                    client = "198.18.%d.%d" % (32 + generator.randrange(64), 1 + generator.randrange(254))
+                    layer3 = IP(src=client, dst=vip, flags="DF")
+                else:
+                    client = "2001:db8:%x::%x" % (generator.randrange(1 << 16), 1 + generator.randrange(1 << 16))
+                    layer3 = IPv6(src=client, dst=vip)
+                sport = 1024 + generator.randrange(64000)
+                for index in range(1 + flow % 2):  # flows of one and of two packets
+                    payload = Raw(b"berth %s %d %d" % (service.encode(), flow, index))
+                    layer4 = TCP(sport=sport, dport=port, flags="S" if index == 0 else "A") if transport is TCP \
+                        else UDP(sport=sport, dport=port)
+                    packet = layer3 / layer4 / payload
+                    cls.sent.setdefault((service, client, sport), []).append(raw(packet))
+                    frames.append(raw(Ether(dst=PORT_MAC, src=CLIENT_MAC) / packet))
+        generator.shuffle(frames)
+        cls.malformed = malformed_frames()
+        for frame, _ in cls.malformed:
+            frames.insert(generator.randrange(len(frames)), frame)
+        frames.insert(100, raw(Ether(dst="ff:ff:ff:ff:ff:ff", src=CLIENT_MAC) /
+                               ARP(op=1, hwsrc=CLIENT_MAC, psrc="198.18.0.1", pdst="198.18.0.10")))
+        cls.input_count = len(frames)
+        with PcapWriter(input_path, linktype=1) as writer:  # Ethernet
+            for frame in frames:
+                writer.write(frame)
+
+        counters_path = os.path.join(cls.directory, "counters.json")
+        process = subprocess.Popen([BERTHD, "--", "--config", config_path, "--counters_json", counters_path],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines = []
+        reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)
+        reader.start()
+        try:
+            # Ask for the counters until every input frame has been received: the pcap PMD reads
+            # the file once, as fast as the worker polls.
+            deadline = time.monotonic() + 60
+            received = 0
+            while time.monotonic() < deadline and process.poll() is None and received < cls.input_count:
+                time.sleep(0.3)
+                process.send_signal(signal.SIGUSR1)
+                time.sleep(0.1)
+                for line in reversed(list(lines)):
+                    if line.split()[:1] == ["rx_packets"]:
+                        received = int(line.split()[1])
+                        break
+            process.send_signal(signal.SIGINT)
+            _, cls.stderr = process.communicate(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+            shutil.rmtree("/var/run/dpdk/" + cls.prefix, ignore_errors=True)
+        reader.join(timeout=5)
+        cls.returncode = process.returncode
+        if os.path.exists(counters_path):
+            with open(counters_path) as counters:
+                cls.counters = json.load(counters)
+        else:
+            cls.counters = None
+        cls.output = list(rdpcap(output_path)) if os.path.exists(output_path) else []
+        cls.tables = {}
+        for service in SERVICES:
+            table = subprocess.run([BERTHCTL, "table", "--config", config_path, "--service", service, "--json"],
+                                   check=True, capture_output=True, text=True, timeout=60)
+            cls.tables[service] = json.loads(table.stdout)
+        shutil.rmtree(cls.directory, ignore_errors=True)
+
+    def setUp(self):
+        if self.counters is None:
+            self.fail("berthd wrote no counters (exit %s); its stderr:\n%s" % (self.returncode, self.stderr))
+
+    def test_berthd_exits_cleanly_after_sigint(self):
+        self.assertEqual(self.returncode, 0, self.stderr)
+
+    def test_every_frame_is_received_and_counted(self):
+        counters = self.counters["counters"]
+        self.assertEqual(counters["rx_packets"], self.input_count)
+        self.assertEqual(counters["tx_packets"], len(self.output))
+
+    def test_malformed_frames_are_only_counted_drops(self):
+        counters = self.counters["counters"]
+        expected = collections.Counter(name for _, name in self.malformed)
+        for name, count in expected.items():
+            self.assertEqual(counters[name], count, name)
+        dropped = sum(value for name, value in counters.items() if name.startswith(("parse_", "drop_")))
+        self.assertEqual(dropped, len(self.malformed), "no drop other than the malformed frames")
+        malformed = {frame for frame, _ in self.malformed}
+        for frame in self.output:
+            self.assertNotIn(raw(frame), malformed)
+
+    def test_arp_for_the_port_address_is_answered(self):
+        replies = [frame for frame in self.output if ARP in frame]
+        self.assertEqual(len(replies), 1)
+        self.assertEqual((replies[0][ARP].op, replies[0][ARP].psrc, replies[0][ARP].hwsrc),
+                         (2, "198.18.0.10", PORT_MAC))
+
+    def decode(self, frame):
+        """(service, backend address, inner IP packet bytes) of one output frame, after checking
+        its encapsulation."""
+        if IP in frame and frame[IP].dst in ("198.18.100.3",):  # l2dsr: the packet unchanged
+            self.assertIn(frame[Ether].dst, DSR_MACS)
+            self.assertEqual(frame[Ether].src, PORT_MAC)
+            return "dsr", DSR_MACS[frame[Ether].dst], raw(frame[IP])
+        self.assertEqual((frame[Ether].src, frame[Ether].dst), (PORT_MAC, GATEWAY_MAC))
+        if IPv6 in frame:
+            outer = frame[IPv6]
+            self.assertEqual((outer.src, outer.nh, outer.hlim), ("2001:db8::10", 47, 64))
+            self.assertEqual(outer.plen, len(raw(outer.payload)))
+            self.assertEqual(frame[GRE].proto, 0x86DD)
+            return "web6", outer.dst, raw(frame[GRE].payload)
+        outer = frame[IP]
+        self.assertEqual((outer.src, outer.ttl, outer.flags), ("198.18.0.10", 64, "DF"))
+        self.assertTrue(checksum_ok(frame, IP), "outer IPv4 checksum")
+        self.assertEqual(outer.len, len(raw(outer)))
+        if outer.proto == 4:
+            return "web", outer.dst, raw(outer.payload)
+        self.assertEqual(outer.proto, 17)
+        self.assertEqual(frame[UDP].dport, 6080)
+        self.assertEqual(frame[UDP].len, len(raw(frame[UDP])))
+        return "dns", outer.dst, raw(frame[UDP].payload)
+
+    def test_every_flow_reaches_the_backend_its_table_gives_and_shares_match(self):
+        addresses = {}
+        config_backends = {
+            "web": ["198.18.1.2", "198.18.2.2", "198.18.3.2", "198.18.4.2"],
+            "dns": ["198.18.1.3", "198.18.2.3", "198.18.3.3"],
+            "web6": ["2001:db8:1::2", "2001:db8:2::2", "2001:db8:3::2"],
+            "dsr": ["198.18.0.21", "198.18.0.22"],
+        }
+        for service, table in self.tables.items():
+            # berthctl lists backends sorted by name, as the config lists them here.
+            addresses[service] = [config_backends[service][i] for i in range(len(table["backends"]))]
+        backend_of_flow = {}
+        flows_per_backend = collections.defaultdict(collections.Counter)
+        inner_seen = collections.Counter()
+        data_frames = [frame for frame in self.output if ARP not in frame]
+        self.assertEqual(len(data_frames), sum(len(packets) for packets in self.sent.values()))
+        for frame in data_frames:
+            service, backend, inner = self.decode(frame)
+            inner_packet = IPv6(inner) if service == "web6" else IP(inner)
+            transport = inner_packet[TCP] if TCP in inner_packet else inner_packet[UDP]
+            key = (service, inner_packet.src, transport.sport)
+            self.assertIn(inner, self.sent[key], "the inner packet arrives byte for byte")
+            inner_seen[inner] += 1
+            self.assertEqual(backend_of_flow.setdefault(key, backend), backend, "one backend per flow")
+            vip, port, layer, version, _ = SERVICES[service]
+            hashed = flow_hash(inner_packet.src, vip, transport.sport, port, 6 if layer is TCP else 17,
+                               three_tuple=service == "dns")
+            table = self.tables[service]
+            expected = addresses[service][table["entries"][hashed % table["table_size"]]]
+            self.assertEqual(backend, expected, "the table's backend for %s" % (key,))
+        self.assertTrue(all(count == 1 for count in inner_seen.values()), "no duplicates")
+        self.assertGreaterEqual(len(backend_of_flow), 10000)
+        for (service, _, _), backend in backend_of_flow.items():
+            flows_per_backend[service][backend] += 1
+        for service in SHARE_CHECKED:
+            table = self.tables[service]
+            total_flows = sum(flows_per_backend[service].values())
+            for index, entry in enumerate(table["backends"]):
+                table_share = entry["slots"] / table["table_size"]
+                flow_share = flows_per_backend[service][addresses[service][index]] / total_flows
+                self.assertLess(abs(flow_share - table_share), 0.02,
+                                "%s %s: %.3f of flows against %.3f of slots" %
+                                (service, entry["name"], flow_share, table_share))
+
+    def test_per_backend_counters_match_what_was_sent(self):
+        packets = collections.Counter()
+        for frame in self.output:
+            if ARP not in frame:
+                service, backend, _ = self.decode(frame)
+                packets[service] += 1
+        for service, count in packets.items():
+            self.assertEqual(self.counters["services"][service]["packets"], count, service)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -5,6 +5,8 @@
 #include <rte_lcore.h>
 #include <rte_malloc.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <new>
@@ -216,14 +218,32 @@ void Daemon::stopWorkers() {
   launched_ = false;
 }
 
+double Daemon::rxWindowSeconds() const {
+  uint64_t first = UINT64_MAX;
+  uint64_t last = 0;
+  for (const Worker* worker : workers_) {
+    if (worker->first_rx_tsc.read() == 0) continue;
+    first = std::min(first, worker->first_rx_tsc.read());
+    last = std::max(last, worker->last_rx_tsc.read());
+  }
+  if (last <= first || first == UINT64_MAX) return 0;
+  return static_cast<double>(last - first) / static_cast<double>(rte_get_tsc_hz());
+}
+
 std::string Daemon::countersText() const {
   std::vector<const WorkerCounters*> counters;
   for (const Worker* worker : workers_) counters.push_back(&worker->counters);
   std::string text =
       absl::StrFormat("berthd counters after %.3f s (%u workers, snapshot %u)\n",
                       absl::ToDoubleSeconds(absl::Now() - started_), workers_.size(), generation_);
+  uint64_t rx_packets = 0;
   for (const auto& [name, value] : sumCounters(counters)) {
     absl::StrAppendFormat(&text, "  %-42s %u\n", name, value);
+    if (name == "rx_packets") rx_packets = value;
+  }
+  if (const double window = rxWindowSeconds(); window > 0) {
+    absl::StrAppendFormat(&text, "  %-42s %.0f (%u packets in %.6f s from first to last)\n",
+                          "rx_pps", static_cast<double>(rx_packets) / window, rx_packets, window);
   }
   auto traffic = [&](const char* kind, const std::vector<std::string>& names, bool backends) {
     for (size_t id = 0; id < names.size(); ++id) {
@@ -251,6 +271,11 @@ std::string Daemon::countersJson() const {
   json.beginObject();
   json.key("elapsed_s").value(absl::ToDoubleSeconds(absl::Now() - started_));
   json.key("workers").value(static_cast<uint64_t>(workers_.size()));
+  const double window = rxWindowSeconds();
+  json.key("rx_window_s").value(window);
+  uint64_t rx_packets = 0;
+  for (const Worker* worker : workers_) rx_packets += worker->counters.rx_packets.read();
+  json.key("rx_pps").value(window > 0 ? static_cast<double>(rx_packets) / window : 0.0);
   json.key("counters").beginObject();
   for (const auto& [name, value] : sumCounters(counters)) json.key(name).value(value);
   json.endObject();

@@ -36,6 +36,8 @@ class Daemon {
   // The summed counters, per service and per backend, as text or as JSON.
   std::string countersText() const;
   std::string countersJson() const;
+  // Seconds from the first frame any worker received to the last: how long a replay took.
+  double rxWindowSeconds() const;
 
  private:
   absl::Status publishSnapshot();

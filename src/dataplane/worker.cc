@@ -108,18 +108,26 @@ int runWorker(void* argument) {
   Worker& worker = *static_cast<Worker*>(argument);
   rte_rcu_qsbr_thread_online(worker.rcu, worker.rcu_thread_id);
   uint64_t last_drain = rte_rdtsc();
+  uint64_t loop_start = last_drain;
   uint32_t iteration = 0;
   rte_mbuf* mbufs[kBurstSize];
   while (!worker.stop->load(std::memory_order_relaxed)) {
+    bool received = false;
     for (WorkerQueue& queue : worker.queues) {
       const uint16_t count = rte_eth_rx_burst(queue.port_id, queue.queue, mbufs, kBurstSize);
       if (count == 0) continue;
+      received = true;
       // One load per burst: every frame of the burst sees the same snapshot, and the RCU
       // quiescent state below is only reported after the last of them.
       const Snapshot* snapshot = worker.snapshot->load(std::memory_order_acquire);
       worker.processBurst(*snapshot, queue, mbufs, count);
     }
     const uint64_t now = rte_rdtsc();
+    if (received) {
+      if (worker.first_rx_tsc.read() == 0) worker.first_rx_tsc.set(loop_start);
+      worker.last_rx_tsc.set(now);
+    }
+    loop_start = now;
     if (now - last_drain >= worker.tx_drain_cycles) {
       worker.flush();
       last_drain = now;

@@ -34,6 +34,13 @@ class TableCommand(unittest.TestCase):
         self.assertEqual(sorted(b["name"] for b in table["backends"]),
                          [b["name"] for b in table["backends"]])
 
+    def test_json_table_names_the_listener_mode_and_backend_addresses(self):
+        table = json.loads(berthctl("table", "--config", DEMO, "--service", "dns", "--json").stdout)
+        self.assertEqual((table["listener"], table["forwarding"], table["hash_fields"]),
+                         ("udp 198.18.100.2:53", "gue", "3-tuple"))
+        self.assertEqual([(b["name"], b["address"]) for b in table["backends"]],
+                         [("dns-1", "198.18.1.3"), ("dns-2", "198.18.2.3"), ("dns-3", "198.18.3.3")])
+
     def test_failed_backend_owns_no_slot_and_others_keep_theirs(self):
         full = json.loads(berthctl("table", "--config", DEMO, "--service", "web", "--json").stdout)
         failed = json.loads(berthctl("table", "--config", DEMO, "--service", "web", "--json",

@@ -95,11 +95,20 @@ absl::StatusOr<std::string> tableReport(const Config& config, const std::string&
   if (options.json) {
     JsonWriter json;
     json.beginObject().key("service").value(service->name).key("table_size").value(table.size());
+    json.key("listener").value(listenerOf(*service));
+    json.key("forwarding").value(toString(service->forwarding));
+    json.key("hash_fields").value(toString(service->hash_fields));
     json.key("backends").beginArray();
     for (size_t i = 0; i < table.backends().size(); ++i) {
+      std::string address;
+      for (const BackendConfig& backend : service->backends) {
+        if (backend.name == table.backends()[i].name) address = backend.address.toString();
+      }
       json.beginObject()
           .key("name")
           .value(table.backends()[i].name)
+          .key("address")
+          .value(address)
           .key("weight")
           .value(table.backends()[i].weight)
           .key("healthy")

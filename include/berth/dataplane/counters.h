@@ -52,6 +52,8 @@ class Counter {
   void subtract(uint64_t amount) {
     value_.store(value_.load(std::memory_order_relaxed) - amount, std::memory_order_relaxed);
   }
+  // For gauges kept in a Counter, such as a timestamp.
+  void set(uint64_t value) { value_.store(value, std::memory_order_relaxed); }
   uint64_t read() const { return value_.load(std::memory_order_relaxed); }
 
  private:

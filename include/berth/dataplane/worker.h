@@ -54,6 +54,10 @@ class alignas(64) Worker final : public NeighborSink {
 
   // Results: written by this worker only, read relaxed by the management thread.
   WorkerCounters counters;
+  // TSC at the start of the loop that first received a frame, and at the end of the latest loop
+  // that did: the window a capture replay took, for a packets-per-second figure.
+  Counter first_rx_tsc;
+  Counter last_rx_tsc;
   WorkerState state;  // counters, traffic arrays and this worker as the neighbour sink
 
   // Points `state` at this worker's counters and the given traffic arrays (CounterIds-sized,

@@ -65,8 +65,17 @@ uint8_t* writeOuterHeaders(uint8_t* start, const ForwardingTarget& target,
     header->next_proto_id = protocol;
     std::memcpy(&header->src_addr, target.outer_source.bytes.data(), 4);
     std::memcpy(&header->dst_addr, target.backend.bytes.data(), 4);
-    header->hdr_checksum = 0;
-    header->hdr_checksum = rte_ipv4_cksum(header);
+    // The checksum rte_ipv4_cksum() would give, summed from the field values instead of read
+    // back from the header just written: that read would wait for the narrow stores above to
+    // drain (a failed store-to-load forward, ~30% of this function's time), and DPDK's sum is
+    // the same over the same 16-bit words.
+    uint32_t sum = __rte_raw_cksum(target.outer_source.bytes.data(), 4, 0);
+    sum = __rte_raw_cksum(target.backend.bytes.data(), 4, sum);
+    sum += rte_cpu_to_be_16(static_cast<uint16_t>(RTE_IPV4_VHL_DEF << 8 | traffic_class));
+    sum += header->total_length;
+    sum += rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
+    sum += rte_cpu_to_be_16(static_cast<uint16_t>(kOuterHopLimit << 8 | protocol));
+    header->hdr_checksum = static_cast<uint16_t>(~__rte_raw_cksum_reduce(sum));
     return ip + kOuterIpv4Length;
   }
   ethernet->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);

@@ -8,9 +8,6 @@
 namespace berth {
 namespace {
 
-// Frames ahead of the one being processed whose first cache line is fetched: enough to hide a
-// miss behind the ~30 ns of work per frame, few enough to stay within the burst.
-constexpr uint16_t kPrefetchAhead = 4;
 // Control frames (ARP/ND requests) are rare; look for them once every this many loops.
 constexpr uint32_t kControlCheckMask = 1023;
 
@@ -39,16 +36,17 @@ void Worker::attach(TrafficCounters traffic) {
 
 void Worker::processBurst(const Snapshot& snapshot, WorkerQueue& queue, rte_mbuf** mbufs,
                           uint16_t count) {
+  Frame frames[kBurstSize];
+  Verdict verdicts[kBurstSize];
+  rte_mbuf* single[kBurstSize];  // the mbufs that hold a whole frame
   rte_mbuf* dropped[kBurstSize];
+  uint16_t singles = 0;
   uint16_t drop_count = 0;
   uint64_t rx_bytes = 0;
-  for (uint16_t i = 0; i < count && i < kPrefetchAhead; ++i) {
-    rte_prefetch0(rte_pktmbuf_mtod(mbufs[i], void*));
-  }
   for (uint16_t i = 0; i < count; ++i) {
-    if (i + kPrefetchAhead < count)
-      rte_prefetch0(rte_pktmbuf_mtod(mbufs[i + kPrefetchAhead], void*));
     rte_mbuf* mbuf = mbufs[i];
+    // Headers first: the pipeline's first stage reads every frame's first cache line.
+    rte_prefetch0(rte_pktmbuf_mtod(mbuf, void*));
     rx_bytes += rte_pktmbuf_pkt_len(mbuf);
     // berth's mempools hold a whole frame per mbuf; a chain can only come from a PMD set up
     // otherwise, and the rewrites work on one contiguous buffer.
@@ -57,11 +55,16 @@ void Worker::processBurst(const Snapshot& snapshot, WorkerQueue& queue, rte_mbuf
       dropped[drop_count++] = mbuf;
       continue;
     }
-    Frame frame = frameOf(mbuf);
-    if (processFrame(snapshot, queue.port_index, frame, state) == Verdict::kTransmit) {
-      applyFrame(mbuf, frame);
+    frames[singles] = frameOf(mbuf);
+    single[singles++] = mbuf;
+  }
+  processFrames(snapshot, queue.port_index, frames, verdicts, singles, state);
+  for (uint16_t i = 0; i < singles; ++i) {
+    rte_mbuf* mbuf = single[i];
+    if (verdicts[i] == Verdict::kTransmit) {
+      applyFrame(mbuf, frames[i]);
       counters.tx_packets.add(1);
-      counters.tx_bytes.add(frame.length);
+      counters.tx_bytes.add(frames[i].length);
       rte_eth_tx_buffer(queue.port_id, queue.queue, queue.tx_buffer, mbuf);
     } else {
       dropped[drop_count++] = mbuf;

@@ -21,6 +21,7 @@ namespace berth {
 // shared with another worker, so nothing is locked.
 
 inline constexpr uint16_t kBurstSize = 32;
+static_assert(kBurstSize <= kMaxFramesPerCall, "a burst goes through the pipeline in one call");
 // How long a partly filled TX buffer may wait, as l3fwd's BURST_TX_DRAIN_US.
 inline constexpr uint64_t kTxDrainMicroseconds = 100;
 

@@ -116,10 +116,12 @@ class Table {
 
   // The backend index for a 32-bit flow hash, or kNoBackend. Equals entries()[hash % size()],
   // computed with Lemire's multiply-based modulo because a 64-bit division costs ~25 cycles.
-  uint16_t lookup(uint32_t hash) const {
+  uint16_t lookup(uint32_t hash) const { return *entryFor(hash); }
+  // Where lookup(hash) reads: for callers that prefetch it a few packets ahead.
+  const uint16_t* entryFor(uint32_t hash) const {
     const uint64_t low_bits = modulo_multiplier_ * hash;
     const auto slot = static_cast<uint32_t>((static_cast<Uint128>(low_bits) * size_) >> 64);
-    return entries_data_[slot];
+    return entries_data_ + slot;
   }
 
   // The configured backends, sorted by name. Entry values index this list.

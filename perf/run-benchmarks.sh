@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# Builds berth and runs its Google Benchmark programs: each benchmark repeated, medians
-# reported. Writes the full JSON to build/perf/<program>.json, then prints the medians and
-# berth's speed-up over the textbook Maglev build measured in the same run.
+# Builds berth and runs its benchmarks: the Google Benchmark programs (each benchmark repeated,
+# medians reported, full JSON in build/perf/<program>.json), then the whole-process run of
+# berthd next to dpdk-testpmd (build/perf/process_bench.json). Prints the medians, berth's
+# speed-up over the textbook Maglev build, and the pipeline's Mpps and cycles per packet, each
+# measured in the same run as what it is compared with.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh >/dev/null
 bash tools/build.sh >/dev/null
 
-for program in maglev_bench datapath_bench; do
+for program in maglev_bench datapath_bench pipeline_bench; do
   ./build/perf/$program --benchmark_repetitions="${REPETITIONS:-9}" \
     --benchmark_report_aggregates_only=true --benchmark_out="build/perf/$program.json" \
     --benchmark_out_format=json >/dev/null 2>"build/perf/$program.log"
 done
 
-/usr/bin/python3 - build/perf/maglev_bench.json build/perf/datapath_bench.json <<'PY'
+/usr/bin/python3 - build/perf/maglev_bench.json build/perf/datapath_bench.json \
+  build/perf/pipeline_bench.json <<'PY'
 import json
 import sys
 
@@ -27,4 +30,10 @@ for size in (65537, 655373):
     textbook = medians.get(f"BM_TableBuildTextbook/1000/{size}")
     if ours and textbook:
         print(f"build N=1000 M={size}: textbook / berth = {textbook['real_time'] / ours['real_time']:.2f}")
+for name, bench in medians.items():
+    if "cycles_per_packet" in bench:
+        print(f"{name}: {bench['items_per_second'] / 1e6:.2f} Mpps per core, "
+              f"{bench['cycles_per_packet']:.0f} cycles and {bench['ns_per_packet']:.1f} ns per packet")
 PY
+
+python3 perf/process_benchmark.py build/src/berthd build/tools/berthctl build/perf/process_bench.json

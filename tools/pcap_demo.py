@@ -5,6 +5,7 @@ decoder (plain Python, no berth code), and prints per-backend shares against the
 the drop counters and the packets per second berthd saw.
 
 Usage: pcap_demo.py --berthd PATH --berthctl PATH --config FILE [--flows N] [--packets N]
+       pcap_demo.py ... --write-capture PATH    (the capture only, for perf/)
 """
 import argparse
 import collections
@@ -178,6 +179,8 @@ def main():
     parser.add_argument("--flows", type=int, default=100000)
     parser.add_argument("--packets", type=int, default=200000)
     parser.add_argument("--timeout", type=float, default=120)
+    parser.add_argument("--write-capture", metavar="PATH",
+                        help="only write the capture (flows only, no malformed frames) and exit")
     options = parser.parse_args()
     if options.flows <= 0 or options.packets < options.flows:
         parser.error("--flows must be positive and --packets at least --flows")
@@ -213,6 +216,9 @@ def main():
                 ether_type = 0x86DD
             frames.extend([frame(PORT_MAC, ether_type, packet)] * packets_per_flow)
     generator.shuffle(frames)
+    if options.write_capture:
+        write_pcap(options.write_capture, frames)
+        return 0
     malformed = malformed_frames() * 10
     for data, _ in malformed:
         frames.insert(generator.randrange(len(frames)), data)

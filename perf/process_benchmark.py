@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""The whole-process benchmark: berthd forwarding a capture of 1,048,576 flows (64-byte frames)
+on one worker core, next to dpdk-testpmd io-forwarding the same capture on the same core, both
+on net_pcap vdevs (rx_pcap=capture, tx_pcap=output) and measured the same way in one run:
+packets per second = frames / (last - first output timestamp), which the PMD stamps as it
+writes. The pcap PMD reads and writes the files through libpcap, which bounds both; the
+comparison over a fast path (memif) is berthgen's (issue 6).
+
+Prints a table and writes JSON. Usage: process_benchmark.py BERTHD BERTHCTL OUT.json
+"""
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIG = os.path.join(ROOT, "perf", "process_bench.yaml")
+FLOWS = 1 << 20
+EAL = ["--no-huge", "-m", "1024", "--no-pci", "--lcores", "0@0,1@1", "--log-level", "lib.eal:error"]
+
+
+def output_rate(path):
+    """(frames, frames per second between the first and last timestamps) of a pcap file."""
+    with open(path, "rb") as source:
+        data = source.read()
+    magic = struct.unpack_from("<I", data, 0)[0]
+    scale = 1e-9 if magic == 0xA1B23C4D else 1e-6
+    offset, count, first, last = 24, 0, None, None
+    while offset + 16 <= len(data):
+        seconds, fraction, length = struct.unpack_from("<III", data, offset)
+        stamp = seconds + fraction * scale
+        first = stamp if first is None else first
+        last = stamp
+        count += 1
+        offset += 16 + length
+    return count, (count - 1) / (last - first) if count > 1 and last > first else 0.0
+
+
+def wait_for_size(path, size, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.path.exists(path) and os.path.getsize(path) >= size:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def run_testpmd(vdev, prefix, stop_when):
+    process = subprocess.Popen(["dpdk-testpmd"] + EAL + ["--file-prefix", prefix, "--vdev", vdev, "--",
+                                "--forward-mode=io", "--no-flush-rx", "-a", "--stats-period", "1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True).start()
+    try:
+        stop_when()
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        shutil.rmtree("/var/run/dpdk/" + prefix, ignore_errors=True)
+    return lines
+
+
+def run_berthd(berthd, vdev, stop_when, counters_path):
+    process = subprocess.Popen([berthd, "--vdev", vdev, "--", "--config", CONFIG, "--counters_json",
+                                counters_path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True).start()
+    try:
+        stop_when(process, lines)
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        shutil.rmtree("/var/run/dpdk/berth-process-bench", ignore_errors=True)
+    with open(counters_path) as source:
+        return json.load(source), lines
+
+
+def rx_samples(lines):
+    """Per-report rx_packets values from berthd's SIGUSR1 counter reports, with their times."""
+    return [int(line.split()[1]) for line in lines if line.split()[:1] == ["rx_packets"]]
+
+
+def main():
+    berthd, berthctl, out_path = sys.argv[1:4]
+    directory = tempfile.mkdtemp(prefix="berth-process-bench-")
+    try:
+        capture = os.path.join(directory, "flows.pcap")
+        subprocess.run([sys.executable, os.path.join(ROOT, "tools", "pcap_demo.py"), "--berthd", berthd,
+                        "--berthctl", berthctl, "--config", CONFIG, "--flows", str(FLOWS),
+                        "--packets", str(FLOWS), "--write-capture", capture], check=True)
+        results = {"flows": FLOWS, "frame_bytes": 64}
+
+        # file: read the capture once, write what comes out.
+        testpmd_out = os.path.join(directory, "testpmd.pcap")
+        run_testpmd("net_pcap0,rx_pcap=%s,tx_pcap=%s" % (capture, testpmd_out), "berth-bench-testpmd",
+                    lambda: wait_for_size(testpmd_out, 24 + FLOWS * 76, 120) and time.sleep(0.5))
+        frames, testpmd_file_pps = output_rate(testpmd_out)
+        os.remove(testpmd_out)
+        berthd_out = os.path.join(directory, "berthd.pcap")
+
+        def until_all_received(process, lines):
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and process.poll() is None:
+                time.sleep(0.5)
+                process.send_signal(signal.SIGUSR1)
+                time.sleep(0.1)
+                samples = rx_samples(lines)
+                if samples and samples[-1] >= FLOWS:
+                    return
+
+        counters, _ = run_berthd(berthd, "net_pcap0,rx_pcap=%s,tx_pcap=%s" % (capture, berthd_out),
+                                 until_all_received, os.path.join(directory, "file.json"))
+        berthd_frames, berthd_file_pps = output_rate(berthd_out)
+        os.remove(berthd_out)
+        results["file"] = {"testpmd_pps": testpmd_file_pps, "testpmd_frames": frames,
+                           "berthd_pps": berthd_file_pps, "berthd_frames": berthd_frames,
+                           "berthd_rx_window_pps": counters["rx_pps"]}
+
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+    with open(out_path, "w") as out:
+        json.dump(results, out, indent=2)
+    print("whole process, one worker core, 64-byte frames of %d flows (ipip, 100 backends):" % FLOWS)
+    print("  %-44s %12s %12s %8s" % ("mode", "testpmd io", "berthd", "ratio"))
+    for mode, label in (("file", "net_pcap file in, file out"),):
+        row = results[mode]
+        ratio = row["berthd_pps"] / row["testpmd_pps"] if row["testpmd_pps"] else 0.0
+        print("  %-44s %9.2f Mpps %9.2f Mpps %7.2f" % (label, row["testpmd_pps"] / 1e6,
+                                                       row["berthd_pps"] / 1e6, ratio))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

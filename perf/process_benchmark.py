@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import struct
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(ROOT, "perf", "process_bench.yaml")
 FLOWS = 1 << 20
+REPEATS = int(os.environ.get("PROCESS_REPEATS", "3"))
 EAL = ["--no-huge", "-m", "1024", "--no-pci", "--lcores", "0@0,1@1", "--log-level", "lib.eal:error"]
 
 
@@ -92,6 +94,17 @@ def rx_samples(lines):
     return [int(line.split()[1]) for line in lines if line.split()[:1] == ["rx_packets"]]
 
 
+def until_all_received(process, lines):
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.5)
+        process.send_signal(signal.SIGUSR1)
+        time.sleep(0.1)
+        samples = rx_samples(lines)
+        if samples and samples[-1] >= FLOWS:
+            return
+
+
 def main():
     berthd, berthctl, out_path = sys.argv[1:4]
     directory = tempfile.mkdtemp(prefix="berth-process-bench-")
@@ -102,38 +115,38 @@ def main():
                         "--packets", str(FLOWS), "--write-capture", capture], check=True)
         results = {"flows": FLOWS, "frame_bytes": 64}
 
-        # file: read the capture once, write what comes out.
-        testpmd_out = os.path.join(directory, "testpmd.pcap")
-        run_testpmd("net_pcap0,rx_pcap=%s,tx_pcap=%s" % (capture, testpmd_out), "berth-bench-testpmd",
-                    lambda: wait_for_size(testpmd_out, 24 + FLOWS * 76, 120) and time.sleep(0.5))
-        frames, testpmd_file_pps = output_rate(testpmd_out)
-        os.remove(testpmd_out)
-        berthd_out = os.path.join(directory, "berthd.pcap")
+        # Alternate the two programs, so that both see the same spells of a noisy machine, and
+        # report each one's median.
+        testpmd_rates, berthd_rates, window_rates, frames = [], [], [], {}
+        for _ in range(REPEATS):
+            testpmd_out = os.path.join(directory, "testpmd.pcap")
+            run_testpmd("net_pcap0,rx_pcap=%s,tx_pcap=%s" % (capture, testpmd_out),
+                        "berth-bench-testpmd",
+                        lambda: wait_for_size(testpmd_out, 24 + FLOWS * 76, 120) and time.sleep(0.5))
+            frames["testpmd"], rate = output_rate(testpmd_out)
+            testpmd_rates.append(rate)
+            os.remove(testpmd_out)
 
-        def until_all_received(process, lines):
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and process.poll() is None:
-                time.sleep(0.5)
-                process.send_signal(signal.SIGUSR1)
-                time.sleep(0.1)
-                samples = rx_samples(lines)
-                if samples and samples[-1] >= FLOWS:
-                    return
-
-        counters, _ = run_berthd(berthd, "net_pcap0,rx_pcap=%s,tx_pcap=%s" % (capture, berthd_out),
-                                 until_all_received, os.path.join(directory, "file.json"))
-        berthd_frames, berthd_file_pps = output_rate(berthd_out)
-        os.remove(berthd_out)
-        results["file"] = {"testpmd_pps": testpmd_file_pps, "testpmd_frames": frames,
-                           "berthd_pps": berthd_file_pps, "berthd_frames": berthd_frames,
-                           "berthd_rx_window_pps": counters["rx_pps"]}
-
+            berthd_out = os.path.join(directory, "berthd.pcap")
+            counters, _ = run_berthd(berthd, "net_pcap0,rx_pcap=%s,tx_pcap=%s" % (capture, berthd_out),
+                                     until_all_received, os.path.join(directory, "file.json"))
+            frames["berthd"], rate = output_rate(berthd_out)
+            berthd_rates.append(rate)
+            window_rates.append(counters["rx_pps"])
+            os.remove(berthd_out)
+        results["file"] = {"repeats": REPEATS,
+                           "testpmd_pps": statistics.median(testpmd_rates), "testpmd_runs": testpmd_rates,
+                           "testpmd_frames": frames["testpmd"],
+                           "berthd_pps": statistics.median(berthd_rates), "berthd_runs": berthd_rates,
+                           "berthd_frames": frames["berthd"],
+                           "berthd_rx_window_pps": statistics.median(window_rates)}
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
     with open(out_path, "w") as out:
         json.dump(results, out, indent=2)
-    print("whole process, one worker core, 64-byte frames of %d flows (ipip, 100 backends):" % FLOWS)
+    print("whole process, one worker core, 64-byte frames of %d flows (ipip, 100 backends), "
+          "median of %d runs each:" % (FLOWS, REPEATS))
     print("  %-44s %12s %12s %8s" % ("mode", "testpmd io", "berthd", "ratio"))
     for mode, label in (("file", "net_pcap file in, file out"),):
         row = results[mode]

@@ -1,7 +1,8 @@
 # berth on Debian 12, built by the same install script as README and CI.
 #
 #   docker build -t berth .
-#   docker run --rm berth analyze --config /etc/berth/demo.yaml
+#   docker run ... berth                  # berthd -- --config /etc/berth/berth.yaml (mount it)
+#   docker run --rm --entrypoint berthctl berth analyze --config /etc/berth/demo.yaml
 #
 # A deployment that drives NICs through DPDK needs the host's hugepages and devices:
 #   docker run --privileged --network host \
@@ -19,6 +20,6 @@ WORKDIR /src
 RUN rm -rf build && bash tools/build.sh && meson install -C build \
     && mkdir -p /etc/berth && cp config/*.yaml /etc/berth/
 
-# berthctl until the berthd daemon lands with the datapath; then the entry point is berthd.
-ENTRYPOINT ["/usr/local/bin/berthctl"]
-CMD ["analyze", "--config", "/etc/berth/demo.yaml"]
+# The daemon; arguments replace the default: [EAL options] -- --config FILE [berthd flags].
+ENTRYPOINT ["/usr/local/bin/berthd"]
+CMD ["--", "--config", "/etc/berth/berth.yaml"]

@@ -9,7 +9,8 @@
 // the pipeline's own cost is the difference.
 //
 // Reports Mpps (items_per_second), cycles per packet and ns per packet. Run it through
-// perf/run-benchmarks.sh.
+// perf/run-benchmarks.sh, or perf/scaling.sh for one copy per core side by side. Arguments that
+// Google Benchmark does not take go to the EAL.
 
 #include <benchmark/benchmark.h>
 #include <rte_cycles.h>
@@ -139,9 +140,20 @@ BENCHMARK(BM_RefillAndTransmitOnly)->MinTime(1.0);
 
 int setUp(int argc, char** argv) {
   const std::string prefix = absl::StrCat("berth-bench-", getpid());
-  std::vector<std::string> args = {
-      argv[0], "--no-huge", "-m", "256",    "--no-pci",  "--no-shconf", "--file-prefix",
-      prefix,  "-l",        "0",  "--vdev", "net_null0", "--log-level", "lib.eal:error"};
+  std::vector<std::string> args = {argv[0],       "--no-huge",     "-m",   "256",    "--no-pci",
+                                   "--no-shconf", "--file-prefix", prefix, "--vdev", "net_null0",
+                                   "--log-level", "lib.eal:error"};
+  // Arguments Google Benchmark left are the EAL's: scaling runs pin each process to its own core
+  // with --lcores 0@CPU, and a machine without DPDK installed loads its drivers with -d DIR.
+  bool core_given = false;
+  for (int i = 1; i < argc; ++i) {
+    args.emplace_back(argv[i]);
+    core_given |= args.back() == "-l" || args.back() == "--lcores";
+  }
+  if (!core_given) {
+    args.emplace_back("-l");
+    args.emplace_back("0");
+  }
   std::vector<char*> eal_argv;
   for (std::string& arg : args) eal_argv.push_back(arg.data());
   if (rte_eal_init(static_cast<int>(eal_argv.size()), eal_argv.data()) < 0) {
@@ -150,7 +162,6 @@ int setUp(int argc, char** argv) {
   }
   std::filesystem::remove_all(rte_eal_get_runtime_dir());
   retainFreedHeapMemory();
-  (void)argc;
 
   g_bench = new Bench();
   Bench& bench = *g_bench;

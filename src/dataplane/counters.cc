@@ -14,6 +14,16 @@ absl::string_view toString(DropReason reason) {
   return index < kDropReasonCount ? kNames[index] : "unknown";
 }
 
+absl::string_view toString(ConntrackEvent event) {
+  static constexpr absl::string_view kNames[] = {
+#define BERTH_CONNTRACK_EVENT_NAME(name, text) text,
+      BERTH_CONNTRACK_EVENTS(BERTH_CONNTRACK_EVENT_NAME)
+#undef BERTH_CONNTRACK_EVENT_NAME
+  };
+  const auto index = static_cast<size_t>(event);
+  return index < kConntrackEventCount ? kNames[index] : "unknown";
+}
+
 std::vector<std::pair<std::string, uint64_t>> sumCounters(
     absl::Span<const WorkerCounters* const> workers) {
   std::vector<std::pair<std::string, uint64_t>> totals;
@@ -37,6 +47,10 @@ std::vector<std::pair<std::string, uint64_t>> sumCounters(
   for (size_t i = 0; i < kDropReasonCount; ++i) {
     sum(absl::StrCat("drop_", toString(static_cast<DropReason>(i))),
         [i](const WorkerCounters& w) -> const Counter& { return w.drops[i]; });
+  }
+  for (size_t i = 0; i < kConntrackEventCount; ++i) {
+    sum(absl::StrCat("conntrack_", toString(static_cast<ConntrackEvent>(i))),
+        [i](const WorkerCounters& w) -> const Counter& { return w.conntrack.values[i]; });
   }
   return totals;
 }

@@ -170,6 +170,7 @@ ParseError parseTransport(const uint8_t* l4, size_t length, ParsedPacket& packet
         return ParseError::kTruncatedTcp;
       }
       copyPorts(l4, packet.flow);
+      packet.tcp_flags = l4[13];
       return ParseError::kNone;
     }
     case kProtocolUdp: {

@@ -60,6 +60,30 @@ class Counter {
   std::atomic<uint64_t> value_{0};
 };
 
+// What the per-core connection table counts (conntrack.h), each with its counter's name.
+#define BERTH_CONNTRACK_EVENTS(X)                                                                \
+  X(kHit, "hits")                      /* a live connection found */                             \
+  X(kMiss, "misses")                   /* none found: the table picks */                         \
+  X(kInsert, "inserts")                /* a new connection recorded */                           \
+  X(kEviction, "evictions")            /* a live connection pushed out of a full bucket (LRU) */ \
+  X(kExpiry, "expiries")               /* a connection reclaimed after its timeout */            \
+  X(kRepick, "repicks")                /* its backend gone or unhealthy: picked again */         \
+  X(kInsertSkipped, "inserts_skipped") /* over the insert rate limit: forwarded, not recorded */ \
+  X(kTableFull, "table_full")          /* an insert while every way of the table was taken */
+
+enum class ConntrackEvent : uint8_t {
+#define BERTH_CONNTRACK_EVENT_ENUM(name, text) name,
+  BERTH_CONNTRACK_EVENTS(BERTH_CONNTRACK_EVENT_ENUM)
+#undef BERTH_CONNTRACK_EVENT_ENUM
+      kCount
+};
+inline constexpr size_t kConntrackEventCount = static_cast<size_t>(ConntrackEvent::kCount);
+absl::string_view toString(ConntrackEvent event);
+
+struct ConntrackCounters {
+  std::array<Counter, kConntrackEventCount> values;
+};
+
 // One worker's counters, in a cache line of its own so workers never share one.
 struct alignas(64) WorkerCounters {
   Counter rx_packets;
@@ -70,6 +94,7 @@ struct alignas(64) WorkerCounters {
   Counter icmp_too_big_replies;
   std::array<Counter, kParseErrorCount> parse_errors;
   std::array<Counter, kDropReasonCount> drops;
+  ConntrackCounters conntrack;
 
   void count(ParseError error) { parse_errors[static_cast<size_t>(error)].add(1); }
   void count(DropReason reason) { drops[static_cast<size_t>(reason)].add(1); }
@@ -94,7 +119,8 @@ struct TrafficCounters {
 };
 
 // The sum over workers, as the management thread reports it: (name, value) in a fixed order,
-// "rx_packets" ... then "parse_<error>" and "drop_<reason>" for every error and reason.
+// "rx_packets" ... then "parse_<error>", "drop_<reason>" and "conntrack_<event>" for every error,
+// reason and event.
 std::vector<std::pair<std::string, uint64_t>> sumCounters(
     absl::Span<const WorkerCounters* const> workers);
 

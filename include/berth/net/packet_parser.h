@@ -58,6 +58,11 @@ inline constexpr uint16_t kEtherTypeIpv6 = 0x86DD;
 inline constexpr uint16_t kEtherTypeVlan = 0x8100;
 inline constexpr uint16_t kEtherTypeQinQ = 0x88A8;
 
+inline constexpr uint8_t kTcpFin = 0x01;
+inline constexpr uint8_t kTcpSyn = 0x02;
+inline constexpr uint8_t kTcpRst = 0x04;
+inline constexpr uint8_t kTcpAck = 0x10;
+
 struct ParsedPacket {
   FrameType type = FrameType::kOther;
   // The flow the packet belongs to. For an ICMP error it is the flow of the packet embedded in
@@ -74,6 +79,7 @@ struct ParsedPacket {
   bool fragment = false;               // any fragment of a larger datagram
   bool later_fragment = false;         // a fragment with offset > 0: it carries no ports
   bool icmp_error = false;             // flow was taken from the embedded packet
+  uint8_t tcp_flags = 0;               // the TCP header's flags byte; 0 for anything else
 };
 
 // Parses `length` bytes of a received frame into `packet`. Returns kNone with packet.type kIp,

@@ -189,6 +189,7 @@ TEST(PacketParserDetailTest, ReportsOffsetsVlansAndHopLimit) {
   EXPECT_TRUE(packet.dont_fragment);
   EXPECT_FALSE(packet.fragment);
   EXPECT_FALSE(packet.icmp_error);
+  EXPECT_EQ(packet.tcp_flags, kTcpSyn) << "the builder's TCP header is a SYN";
 }
 
 TEST(PacketParserDetailTest, FirstIpv4FragmentHasPortsAndLaterOnesDoNot) {

@@ -1,0 +1,151 @@
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "berth/dataplane/counters.h"
+#include "berth/net/flow_hash.h"
+#include "berth/net/flow_key.h"
+
+namespace berth {
+
+// The per-core connection-tracking cache (DESIGN.md, conntrack): remembers which backend each
+// flow went to, so that the flow stays there while the Maglev table changes under it. One table
+// per worker lcore, shared with nothing and locked by nothing: RSS brings a flow's packets to one
+// core. Pure memory and arithmetic, with the clock passed in, so tests drive time by hand.
+//
+// Layout: set-associative. A bucket is two cache lines holding four 32-byte connections; a
+// connection is found in the bucket its flow hash selects, and a full bucket gives up the
+// connection seen least recently (LRU by last-seen time, inside the bucket). Aging is lazy: an
+// expired connection is reclaimed when a lookup or an insert meets it, so no thread sweeps.
+
+// How long a connection lives after its last packet, by state.
+struct ConntrackTimeouts {
+  uint32_t tcp_established_ms = 300'000;
+  uint32_t tcp_opening_ms = 5'000;   // a SYN seen, nothing after it yet
+  uint32_t tcp_closing_ms = 10'000;  // a FIN or RST seen
+  uint32_t udp_ms = 30'000;
+};
+
+enum class ConnectionState : uint8_t {
+  kEmpty = 0,
+  kTcpOpening,
+  kTcpEstablished,
+  kTcpClosing,
+  kUdp,
+};
+
+// What identifies a connection: the service (its stable id, which also fixes the VIP, the
+// protocol and, for a 5-tuple service, the destination port) and the client side of the fields
+// that service hashes on: the source address, and the source port for 5-tuple services.
+struct ConnectionKey {
+  std::array<uint8_t, 16> source{};
+  uint16_t source_port = 0;  // network byte order; 0 where the service hashes no ports
+  uint16_t service = 0;
+
+  static ConnectionKey of(const FlowKey& flow, HashFields fields, uint16_t service) {
+    ConnectionKey key;
+    key.source = flow.source;
+    key.source_port = fields == HashFields::kFiveTuple ? flow.source_port : 0;
+    key.service = service;
+    return key;
+  }
+};
+
+// One tracked connection: 32 bytes, every overhead included (the bucket holds nothing else).
+struct Connection {
+  std::array<uint8_t, 16> source;
+  uint16_t source_port;
+  uint16_t service;
+  uint16_t backend;  // the backend's stable id (CounterIds), which survives snapshot swaps
+  // The backend's index in the snapshot of `generation` (its low 16 bits), so that a worker on
+  // that snapshot goes straight there; any other snapshot looks the stable id up again.
+  uint16_t backend_index;
+  uint32_t last_seen_ms;
+  uint16_t generation;
+  ConnectionState state;
+  uint8_t reserved;
+
+  bool matches(const ConnectionKey& key) const {
+    uint64_t mine[2];
+    uint64_t theirs[2];
+    std::memcpy(mine, source.data(), 16);
+    std::memcpy(theirs, key.source.data(), 16);
+    return ((mine[0] ^ theirs[0]) | (mine[1] ^ theirs[1])) == 0 && source_port == key.source_port &&
+           service == key.service;
+  }
+};
+static_assert(sizeof(Connection) == 32, "four connections fill a two-cache-line bucket");
+
+inline constexpr size_t kConnectionsPerBucket = 4;
+struct alignas(128) ConnectionBucket {
+  std::array<Connection, kConnectionsPerBucket> ways;
+};
+static_assert(sizeof(ConnectionBucket) == 128, "a bucket is two cache lines");
+
+// The state a new connection starts in, from its first packet's TCP flags (0 for UDP).
+ConnectionState initialState(uint8_t protocol, uint8_t tcp_flags);
+
+class ConnectionTable {
+ public:
+  // Buckets for at least `entries` connections: a power of two, so a bucket is hash & mask.
+  static size_t bucketsFor(uint32_t entries);
+
+  // Over `bucket_count` (a power of two) zeroed buckets that the caller allocated, on the
+  // worker's NUMA socket, and keeps alive. `max_inserts_per_second` 0 means no limit; the limit
+  // allows bursts of one second's worth. Counts into `counters`.
+  ConnectionTable(ConnectionBucket* buckets, size_t bucket_count, const ConntrackTimeouts& timeouts,
+                  uint32_t max_inserts_per_second, ConntrackCounters* counters);
+
+  // Starts fetching the bucket of `hash`: a datapath burst prefetches every packet's bucket
+  // before the first lookup, which hides the DRAM latency of a table larger than L3.
+  void prefetch(uint32_t hash) const {
+    const char* bucket = reinterpret_cast<const char*>(&buckets_[hash & mask_]);
+    __builtin_prefetch(bucket);
+    __builtin_prefetch(bucket + 64);
+  }
+
+  // The live connection for `key`, or nullptr (a miss). Expired connections met in the bucket
+  // are reclaimed and counted. Counts a hit or a miss.
+  Connection* find(const ConnectionKey& key, uint32_t hash, uint32_t now_ms);
+
+  // Records a new connection to `backend` (a stable id) and returns it, or returns nullptr when
+  // the insert rate limit refuses (counted; the caller forwards the packet anyway). Takes an
+  // empty or expired way of the bucket, or else the one seen least recently (an eviction).
+  Connection* insert(const ConnectionKey& key, uint32_t hash, uint16_t backend,
+                     ConnectionState state, uint32_t now_ms);
+
+  // A packet of a tracked connection: refreshes its last-seen time and moves its TCP state on.
+  static void touch(Connection& connection, uint8_t tcp_flags, uint32_t now_ms);
+
+  // Whether `connection` has outlived its state's timeout at `now_ms`.
+  bool expired(const Connection& connection, uint32_t now_ms) const {
+    return now_ms - connection.last_seen_ms > timeoutOf(connection.state);
+  }
+
+  size_t capacity() const { return (mask_ + 1) * kConnectionsPerBucket; }
+  // Ways holding a connection, live or expired but not yet reclaimed.
+  size_t occupied() const { return occupied_; }
+
+ private:
+  uint32_t timeoutOf(ConnectionState state) const {
+    return timeout_by_state_[static_cast<size_t>(state)];
+  }
+  bool allowInsert(uint32_t now_ms);
+  void count(ConntrackEvent event) { counters_->values[static_cast<size_t>(event)].add(1); }
+
+  ConnectionBucket* buckets_;
+  size_t mask_;
+  std::array<uint32_t, 5> timeout_by_state_;
+  ConntrackCounters* counters_;
+  size_t occupied_ = 0;
+  // Token bucket in thousandths of an insert: each millisecond adds max_inserts_per_second.
+  uint64_t insert_rate_ = 0;
+  uint64_t insert_tokens_ = 0;
+  uint64_t insert_token_cap_ = 0;
+  uint32_t last_refill_ms_ = 0;
+};
+
+}  // namespace berth

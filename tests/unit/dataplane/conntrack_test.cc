@@ -1,0 +1,224 @@
+#include "berth/dataplane/conntrack.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "berth/net/packet_parser.h"
+
+namespace berth {
+namespace {
+
+// A table of `entries` connections with its own zeroed buckets and counters; time is whatever
+// the test passes in, so nothing sleeps.
+struct TestTable {
+  explicit TestTable(uint32_t entries, uint32_t max_inserts_per_second = 0,
+                     ConntrackTimeouts timeouts = {})
+      : buckets(ConnectionTable::bucketsFor(entries)),
+        table(buckets.data(), buckets.size(), timeouts, max_inserts_per_second, &counters) {}
+  uint64_t count(ConntrackEvent event) const {
+    return counters.values[static_cast<size_t>(event)].read();
+  }
+  std::vector<ConnectionBucket> buckets;
+  ConntrackCounters counters;
+  ConnectionTable table;
+};
+
+ConnectionKey keyOf(uint32_t client, uint16_t port, uint16_t service = 1) {
+  const FlowKey flow = FlowKey::make(
+      IpAddress::v4(198, 18, static_cast<uint8_t>(client >> 8), static_cast<uint8_t>(client)),
+      IpAddress::v4(198, 18, 100, 1), port, 80, kProtocolTcp);
+  return ConnectionKey::of(flow, HashFields::kFiveTuple, service);
+}
+
+TEST(ConntrackTest, AFlowIsFoundAfterItsInsertAndOthersAreNot) {
+  TestTable t(1024);
+  ASSERT_NE(t.table.insert(keyOf(1, 1000), 7, 42, ConnectionState::kTcpOpening, 0), nullptr);
+  const Connection* found = t.table.find(keyOf(1, 1000), 7, 10);
+  ASSERT_NE(found, nullptr);
+  EXPECT_EQ(found->backend, 42);
+  EXPECT_EQ(t.table.find(keyOf(1, 1001), 7, 10), nullptr) << "another source port";
+  EXPECT_EQ(t.table.find(keyOf(1, 1000, 2), 7, 10), nullptr) << "another service";
+  EXPECT_EQ(t.count(ConntrackEvent::kHit), 1u);
+  EXPECT_EQ(t.count(ConntrackEvent::kMiss), 2u);
+  EXPECT_EQ(t.count(ConntrackEvent::kInsert), 1u);
+  EXPECT_EQ(t.table.occupied(), 1u);
+}
+
+TEST(ConntrackTest, Ipv6KeysWork) {
+  TestTable t(1024);
+  const FlowKey flow =
+      FlowKey::make(*IpAddress::parse("2001:db8::1"), *IpAddress::parse("2001:db8:100::1"), 40000,
+                    443, kProtocolTcp);
+  const FlowKey neighbour =
+      FlowKey::make(*IpAddress::parse("2001:db8::1:1"), *IpAddress::parse("2001:db8:100::1"), 40000,
+                    443, kProtocolTcp);
+  const ConnectionKey key = ConnectionKey::of(flow, HashFields::kFiveTuple, 3);
+  ASSERT_NE(t.table.insert(key, 99, 5, ConnectionState::kTcpOpening, 0), nullptr);
+  ASSERT_NE(t.table.find(key, 99, 1), nullptr);
+  EXPECT_EQ(t.table.find(ConnectionKey::of(neighbour, HashFields::kFiveTuple, 3), 99, 1), nullptr)
+      << "differs only in the address's last 8 bytes";
+}
+
+TEST(ConntrackTest, KeysFollowTheServicesHashFields) {
+  const FlowKey first = FlowKey::make(IpAddress::v4(198, 18, 0, 1), IpAddress::v4(198, 18, 100, 1),
+                                      1000, 53, kProtocolUdp);
+  FlowKey second = first;
+  second.source_port = 2000;
+  EXPECT_FALSE(ConnectionKey::of(first, HashFields::kFiveTuple, 1).source_port ==
+               ConnectionKey::of(second, HashFields::kFiveTuple, 1).source_port);
+  TestTable t(1024);
+  t.table.insert(ConnectionKey::of(first, HashFields::kThreeTuple, 1), 5, 8, ConnectionState::kUdp,
+                 0);
+  EXPECT_NE(t.table.find(ConnectionKey::of(second, HashFields::kThreeTuple, 1), 5, 1), nullptr)
+      << "a 3-tuple service's connection is the client address, whatever its port";
+}
+
+TEST(ConntrackTest, EachStateExpiresAfterItsTimeout) {
+  const ConntrackTimeouts timeouts{.tcp_established_ms = 300'000,
+                                   .tcp_opening_ms = 5'000,
+                                   .tcp_closing_ms = 10'000,
+                                   .udp_ms = 30'000};
+  const std::pair<ConnectionState, uint32_t> cases[] = {
+      {ConnectionState::kTcpOpening, 5'000},
+      {ConnectionState::kTcpEstablished, 300'000},
+      {ConnectionState::kTcpClosing, 10'000},
+      {ConnectionState::kUdp, 30'000},
+  };
+  for (const auto& [state, timeout] : cases) {
+    TestTable t(1024, 0, timeouts);
+    const uint32_t start = 1'000'000;
+    t.table.insert(keyOf(1, 1000), 3, 1, state, start);
+    EXPECT_NE(t.table.find(keyOf(1, 1000), 3, start + timeout), nullptr)
+        << "live at exactly its timeout, state " << static_cast<int>(state);
+    // find() above did not refresh it: last seen is still `start`.
+    EXPECT_EQ(t.table.find(keyOf(1, 1000), 3, start + timeout + 1), nullptr)
+        << "expired one millisecond later, state " << static_cast<int>(state);
+    EXPECT_EQ(t.count(ConntrackEvent::kExpiry), 1u);
+    EXPECT_EQ(t.table.occupied(), 0u) << "reclaimed when met";
+  }
+}
+
+TEST(ConntrackTest, TouchRefreshesAndMovesTcpStatesOn) {
+  TestTable t(1024);
+  Connection* connection =
+      t.table.insert(keyOf(1, 1000), 3, 1, initialState(kProtocolTcp, kTcpSyn), 0);
+  ASSERT_NE(connection, nullptr);
+  EXPECT_EQ(connection->state, ConnectionState::kTcpOpening);
+  ConnectionTable::touch(*connection, kTcpAck, 4'000);
+  EXPECT_EQ(connection->state, ConnectionState::kTcpEstablished);
+  EXPECT_NE(t.table.find(keyOf(1, 1000), 3, 200'000), nullptr)
+      << "established: long past the opening timeout";
+  ConnectionTable::touch(*connection, kTcpAck | kTcpFin, 200'000);
+  EXPECT_EQ(connection->state, ConnectionState::kTcpClosing);
+  EXPECT_EQ(t.table.find(keyOf(1, 1000), 3, 210'001), nullptr) << "closing: 10 s";
+
+  EXPECT_EQ(initialState(kProtocolTcp, kTcpAck), ConnectionState::kTcpEstablished)
+      << "a flow picked up mid-way, after a restart or an ECMP change";
+  EXPECT_EQ(initialState(kProtocolTcp, kTcpRst), ConnectionState::kTcpClosing);
+  EXPECT_EQ(initialState(kProtocolUdp, 0), ConnectionState::kUdp);
+}
+
+TEST(ConntrackTest, AFullBucketEvictsTheConnectionSeenLeastRecently) {
+  TestTable t(1024);
+  constexpr uint32_t kSameBucket = 11;
+  std::vector<Connection*> ways;
+  for (uint16_t i = 0; i < kConnectionsPerBucket; ++i) {
+    ways.push_back(t.table.insert(keyOf(1, 1000 + i), kSameBucket, i, ConnectionState::kUdp, 100));
+  }
+  // Every one but the third is seen again later: the third is the least recently seen.
+  for (uint16_t i = 0; i < kConnectionsPerBucket; ++i) {
+    if (i != 2) ConnectionTable::touch(*ways[i], 0, 200 + i);
+  }
+  ASSERT_NE(t.table.insert(keyOf(2, 2000), kSameBucket, 9, ConnectionState::kUdp, 300), nullptr);
+  EXPECT_EQ(t.count(ConntrackEvent::kEviction), 1u);
+  EXPECT_EQ(t.table.find(keyOf(1, 1002), kSameBucket, 301), nullptr) << "the oldest went";
+  for (uint16_t i : {0, 1, 3}) {
+    EXPECT_NE(t.table.find(keyOf(1, 1000 + i), kSameBucket, 301), nullptr) << i;
+  }
+  EXPECT_NE(t.table.find(keyOf(2, 2000), kSameBucket, 301), nullptr);
+}
+
+TEST(ConntrackTest, AnExpiredWayIsReusedBeforeALiveOneIsEvicted) {
+  TestTable t(1024, 0, ConntrackTimeouts{.udp_ms = 1'000});
+  for (uint16_t i = 0; i < kConnectionsPerBucket; ++i) {
+    t.table.insert(keyOf(1, 1000 + i), 5, i,
+                   i == 1 ? ConnectionState::kUdp : ConnectionState::kTcpEstablished, 0);
+  }
+  t.table.insert(keyOf(2, 2000), 5, 9, ConnectionState::kUdp, 5'000);
+  EXPECT_EQ(t.count(ConntrackEvent::kEviction), 0u);
+  EXPECT_EQ(t.count(ConntrackEvent::kExpiry), 1u);
+  for (uint16_t i : {0, 2, 3}) EXPECT_NE(t.table.find(keyOf(1, 1000 + i), 5, 5'001), nullptr);
+}
+
+TEST(ConntrackTest, TheInsertRateLimitHoldsAndRefills) {
+  TestTable t(1 << 16, 100);  // 100 inserts per second, bursts of one second's worth
+  uint32_t inserted = 0;
+  for (uint32_t i = 0; i < 1000; ++i) {
+    inserted += t.table.insert(keyOf(i, 1000), i, 1, ConnectionState::kTcpOpening, 10) != nullptr;
+  }
+  EXPECT_EQ(inserted, 100u);
+  EXPECT_EQ(t.count(ConntrackEvent::kInsertSkipped), 900u);
+  // Half a second later, half a second's worth more.
+  for (uint32_t i = 1000; i < 2000; ++i) {
+    inserted += t.table.insert(keyOf(i, 1000), i, 1, ConnectionState::kTcpOpening, 510) != nullptr;
+  }
+  EXPECT_EQ(inserted, 150u);
+}
+
+// A SYN flood against a small, full table: with a limit (10 new connections a second here, for a
+// table of 256), the flood can displace at most a second's burst plus what the rate allows, and
+// the established connections stay; without it, the flood pushes them out. Katran limits
+// new-connection inserts per core for this reason.
+TEST(ConntrackTest, EstablishedConnectionsSurviveAFloodOfNewFlowsUnderTheLimit) {
+  for (const uint32_t limit : {10u, 0u}) {
+    TestTable t(256, limit);
+    for (uint32_t i = 0; i < 256; ++i) {
+      // Hash i puts four connections in each of the 64 buckets; they arrive within the limit.
+      ASSERT_NE(t.table.insert(keyOf(i, 1000), i, 1, ConnectionState::kTcpEstablished, i * 100),
+                nullptr);
+    }
+    // Two seconds of flood, 100,000 new flows, while each established connection keeps talking.
+    for (uint32_t i = 0; i < 100'000; ++i) {
+      const uint32_t now = 30'000 + i / 50;
+      t.table.insert(keyOf(10'000 + i, 2000), 7919 * i, 2, ConnectionState::kTcpOpening, now);
+      if (i % 400 == 0) {
+        for (uint32_t e = 0; e < 256; ++e) {
+          if (Connection* c = t.table.find(keyOf(e, 1000), e, now)) {
+            ConnectionTable::touch(*c, kTcpAck, now);
+          }
+        }
+      }
+    }
+    uint32_t survivors = 0;
+    for (uint32_t i = 0; i < 256; ++i) {
+      survivors += t.table.find(keyOf(i, 1000), i, 32'000) != nullptr;
+    }
+    if (limit != 0) {
+      EXPECT_GE(survivors, 256u - 10 - 2 * 10 - 1) << "at most the burst and two seconds' inserts";
+      EXPECT_GT(t.count(ConntrackEvent::kInsertSkipped), 99'000u);
+    } else {
+      EXPECT_EQ(survivors, 0u) << "without a limit the flood displaces them all";
+    }
+  }
+}
+
+TEST(ConntrackTest, TableFullCountsInsertsOnceEveryWayIsTaken) {
+  TestTable t(8);  // two buckets
+  for (uint32_t i = 0; i < 8; ++i) t.table.insert(keyOf(i, 1), i, 1, ConnectionState::kUdp, 0);
+  EXPECT_EQ(t.table.occupied(), 8u);
+  EXPECT_EQ(t.count(ConntrackEvent::kTableFull), 0u);
+  t.table.insert(keyOf(99, 1), 0, 1, ConnectionState::kUdp, 1);
+  EXPECT_EQ(t.count(ConntrackEvent::kTableFull), 1u);
+  EXPECT_EQ(t.count(ConntrackEvent::kEviction), 1u);
+}
+
+TEST(ConntrackTest, CapacityRoundsUpToWholePowerOfTwoBuckets) {
+  EXPECT_EQ(ConnectionTable::bucketsFor(1 << 20), (1u << 20) / 4);
+  EXPECT_EQ(ConnectionTable::bucketsFor(1'000'000), (1u << 20) / 4);
+  EXPECT_EQ(ConnectionTable::bucketsFor(1), 1u);
+  EXPECT_EQ(sizeof(ConnectionBucket) / kConnectionsPerBucket, 32u) << "bytes per connection";
+}
+
+}  // namespace
+}  // namespace berth

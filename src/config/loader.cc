@@ -41,7 +41,7 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
       const Fields fields,
       Fields::read(source, path, node,
                    {"name", "vip", "port", "protocol", "table_size", "hash_fields", "forwarding",
-                    "gue_port", "announce", "backends"}));
+                    "gue_port", "announce", "drain", "backends"}));
   ServiceConfig service;
   service.line = fields.self().line();
   BERTH_ASSIGN_OR_RETURN(service.name, fields.requiredString("name"));
@@ -87,6 +87,10 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
   BERTH_ASSIGN_OR_RETURN(const std::string announce,
                          fields.choice("announce", {"arp", "none"}, "none"));
   service.announce_arp = announce == "arp";
+  BERTH_ASSIGN_OR_RETURN(
+      const std::string drain,
+      fields.choice("drain", {"keep_established", "repick"}, "keep_established"));
+  service.drain_keeps_established = drain == "keep_established";
 
   const YAML::Node* backends = fields.find("backends");
   if (backends == nullptr) return fields.self().error("missing required key 'backends'");
@@ -173,11 +177,42 @@ absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string
   return port;
 }
 
+absl::StatusOr<ConntrackConfig> parseConntrack(absl::string_view source, const YAML::Node& node) {
+  BERTH_ASSIGN_OR_RETURN(const Fields fields,
+                         Fields::read(source, "dataplane.conntrack", node,
+                                      {"entries_per_core", "max_inserts_per_sec", "timeouts"}));
+  ConntrackConfig conntrack;
+  // 4 to 2^28 per core: 32 bytes each, so up to 8 GiB.
+  BERTH_ASSIGN_OR_RETURN(conntrack.entries_per_core,
+                         fields.integer("entries_per_core", 4, int64_t{1} << 28, 1 << 20));
+  BERTH_ASSIGN_OR_RETURN(conntrack.max_inserts_per_sec,
+                         fields.integer("max_inserts_per_sec", 0, 1'000'000'000, 0));
+  const YAML::Node* timeouts = fields.find("timeouts");
+  if (timeouts == nullptr || timeouts->IsNull()) return conntrack;
+  BERTH_ASSIGN_OR_RETURN(const Fields timeout_fields,
+                         Fields::read(source, "dataplane.conntrack.timeouts", *timeouts,
+                                      {"tcp_established", "tcp_opening", "tcp_closing", "udp"}));
+  // Seconds, 1 s to a day: the table keeps times in milliseconds that wrap after 49 days.
+  constexpr int64_t kDay = 86'400;
+  BERTH_ASSIGN_OR_RETURN(conntrack.tcp_established_s,
+                         timeout_fields.integer("tcp_established", 1, kDay, 300));
+  BERTH_ASSIGN_OR_RETURN(conntrack.tcp_opening_s,
+                         timeout_fields.integer("tcp_opening", 1, kDay, 5));
+  BERTH_ASSIGN_OR_RETURN(conntrack.tcp_closing_s,
+                         timeout_fields.integer("tcp_closing", 1, kDay, 10));
+  BERTH_ASSIGN_OR_RETURN(conntrack.udp_s, timeout_fields.integer("udp", 1, kDay, 30));
+  return conntrack;
+}
+
 absl::StatusOr<DataplaneConfig> parseDataplane(absl::string_view source, const YAML::Node& node) {
   BERTH_ASSIGN_OR_RETURN(const Fields fields,
-                         Fields::read(source, "dataplane", node, {"eal", "ports"}));
+                         Fields::read(source, "dataplane", node, {"eal", "ports", "conntrack"}));
   DataplaneConfig dataplane;
   BERTH_ASSIGN_OR_RETURN(dataplane.eal, fields.stringList("eal"));
+  if (const YAML::Node* conntrack = fields.find("conntrack");
+      conntrack != nullptr && !conntrack->IsNull()) {
+    BERTH_ASSIGN_OR_RETURN(dataplane.conntrack, parseConntrack(source, *conntrack));
+  }
   const YAML::Node* ports = fields.find("ports");
   if (ports == nullptr || ports->IsNull()) return dataplane;
   if (!ports->IsSequence()) return fields.site("ports").error("expected a list of ports");

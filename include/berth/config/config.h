@@ -43,9 +43,20 @@ struct PortConfig {
   int line = 0;
 };
 
+// The per-core connection table (dataplane/conntrack.h).
+struct ConntrackConfig {
+  uint32_t entries_per_core = 1 << 20;
+  uint32_t max_inserts_per_sec = 0;  // per core; 0: no limit
+  uint32_t tcp_established_s = 300;
+  uint32_t tcp_opening_s = 5;
+  uint32_t tcp_closing_s = 10;
+  uint32_t udp_s = 30;
+};
+
 struct DataplaneConfig {
   std::vector<std::string> eal;  // EAL arguments, as on berthd's command line before "--"
   std::vector<PortConfig> ports;
+  ConntrackConfig conntrack;
 };
 
 struct BackendConfig {
@@ -66,6 +77,9 @@ struct ServiceConfig {
   Forwarding forwarding = Forwarding::kIpip;
   uint16_t gue_port = 0;      // set exactly when forwarding is kGue
   bool announce_arp = false;  // answer ARP (IPv4) or ND (IPv6) for the VIP
+  // What a drained backend's (weight 0) established connections do: stay until they end (the
+  // default, keep_established), or move to the table's pick with their next packet (repick).
+  bool drain_keeps_established = true;
   std::vector<BackendConfig> backends;
   int line = 0;
 

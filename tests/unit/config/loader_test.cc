@@ -263,6 +263,19 @@ INSTANTIATE_TEST_SUITE_P(
             "    backends:\n      - { name: a, address: 198.18.1.2, mac: 02:00:00:00:01:02 }\n",
             "bad.yaml:7:9: services[0].backends[0]",
             "a backend mac only applies with forwarding: l2dsr"},
+        BadConfig{"unknown drain policy", SERVICE_HEAD "    drain: drop\n" ONE_BACKEND,
+                  "bad.yaml:6:12: services[0].drain",
+                  "must be one of keep_established, repick, got 'drop'"},
+        BadConfig{"conntrack too small",
+                  "dataplane:\n  conntrack: { entries_per_core: 2 }\nservices: []\n",
+                  "bad.yaml:2:34: dataplane.conntrack.entries_per_core",
+                  "must be an integer from 4 to 268435456"},
+        BadConfig{"conntrack timeout of zero",
+                  "dataplane:\n  conntrack:\n    timeouts: { udp: 0 }\nservices: []\n",
+                  "bad.yaml:3:22: dataplane.conntrack.timeouts.udp",
+                  "must be an integer from 1 to 86400"},
+        BadConfig{"unknown conntrack key", "dataplane:\n  conntrack: { size: 5 }\nservices: []\n",
+                  "bad.yaml:2:16: dataplane.conntrack.size", "unknown key"},
         BadConfig{"no port of the backend's IP version",
                   PORT_HEAD "      ipv6: 2001:db8::10\n" SERVICE_HEAD ONE_BACKEND,
                   "bad.yaml:12:9: services[0].backends[0]",
@@ -325,11 +338,33 @@ services:
   EXPECT_FALSE(dsr.backends[1].mac.has_value());
 }
 
+TEST(ConfigLoaderTest, ConntrackSettingsLoadAndDefault) {
+  absl::StatusOr<Config> config = parseConfig(
+      "dataplane:\n  conntrack:\n    entries_per_core: 8388608\n    max_inserts_per_sec: 50000\n"
+      "    timeouts: { tcp_established: 900, udp: 60 }\nservices: []\n",
+      "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const ConntrackConfig& conntrack = config->dataplane.conntrack;
+  EXPECT_EQ(conntrack.entries_per_core, 8388608u);
+  EXPECT_EQ(conntrack.max_inserts_per_sec, 50000u);
+  EXPECT_EQ(conntrack.tcp_established_s, 900u);
+  EXPECT_EQ(conntrack.udp_s, 60u);
+  EXPECT_EQ(conntrack.tcp_opening_s, 5u) << "unset timeouts keep their defaults";
+  EXPECT_EQ(conntrack.tcp_closing_s, 10u);
+
+  absl::StatusOr<Config> defaults = parseConfig(kValid, "test.yaml");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->dataplane.conntrack.entries_per_core, 1u << 20);
+  EXPECT_EQ(defaults->dataplane.conntrack.max_inserts_per_sec, 0u);
+  EXPECT_EQ(defaults->dataplane.conntrack.tcp_established_s, 300u);
+}
+
 TEST(ConfigLoaderTest, ServicesDefaultToIpipWithoutAnnouncing) {
   absl::StatusOr<Config> config = parseConfig(kValid, "test.yaml");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->services[0].forwarding, Forwarding::kIpip);
   EXPECT_FALSE(config->services[0].announce_arp);
+  EXPECT_TRUE(config->services[0].drain_keeps_established);
   EXPECT_TRUE(config->dataplane.ports.empty());
   EXPECT_TRUE(config->dataplane.eal.empty());
 }

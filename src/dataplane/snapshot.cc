@@ -122,11 +122,13 @@ absl::StatusOr<std::unique_ptr<const Snapshot>> buildSnapshot(
     snapshot->services_list_.push_back(
         SnapshotService{config_service.name, config_service.hash_fields, kDefaultFlowHashSeed,
                         config_service.forwarding, forwardFunctionFor(config_service.forwarding),
-                        table, static_cast<uint32_t>(snapshot->backends_.size()), service_counter});
+                        table, static_cast<uint32_t>(snapshot->backends_.size()), service_counter,
+                        config_service.drain_keeps_established});
     // The table indexes its backends sorted by name; the config may list them in any order.
     absl::flat_hash_map<absl::string_view, const BackendConfig*> by_name;
     for (const BackendConfig& backend : config_service.backends) by_name[backend.name] = &backend;
-    for (const Backend& backend : table.backends()) {
+    for (size_t b = 0; b < table.backends().size(); ++b) {
+      const Backend& backend = table.backends()[b];
       auto it = by_name.find(backend.name);
       if (it == by_name.end()) {
         return absl::InvalidArgumentError(absl::StrCat("service '", config_service.name,
@@ -135,8 +137,14 @@ absl::StatusOr<std::unique_ptr<const Snapshot>> buildSnapshot(
       }
       BERTH_ASSIGN_OR_RETURN(const uint32_t backend_counter,
                              counter_ids.backend(config_service.name, backend.name));
-      snapshot->backends_.push_back(
-          SnapshotBackend{backend.name, it->second->address, backend_counter});
+      snapshot->backends_.push_back(SnapshotBackend{backend.name, it->second->address,
+                                                    backend_counter, table.healthy()[b],
+                                                    backend.weight == 0});
+      if (snapshot->backend_by_counter_id_.size() <= backend_counter) {
+        snapshot->backend_by_counter_id_.resize(backend_counter + 1, kNoBackendIndex);
+      }
+      snapshot->backend_by_counter_id_[backend_counter] =
+          static_cast<uint32_t>(snapshot->backends_.size() - 1);
     }
   }
   for (const auto& [key, service] : portless_services) {

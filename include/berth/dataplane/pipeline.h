@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "berth/dataplane/conntrack.h"
 #include "berth/dataplane/counters.h"
 #include "berth/dataplane/forwarding.h"
 #include "berth/dataplane/neighbor_discovery.h"
@@ -9,9 +10,17 @@
 
 namespace berth {
 
-// What happens to one received frame: parse, service lookup, Maglev pick, forwarding-mode
-// rewrite; or an ARP/ND answer; or a drop with its named counter. Pure over the Frame view, so
-// the pipeline fixtures and the benchmark run it without an EAL, and the worker runs it on mbufs.
+// What happens to one received frame: parse, service lookup, the connection table or the Maglev
+// pick, forwarding-mode rewrite; or an ARP/ND answer; or a drop with its named counter.
+//
+// With a connection table, a tracked flow goes to the backend it went to before, whatever the
+// Maglev table now says, while that backend is in the snapshot, healthy, and not drained (or
+// drained under the service's keep_established policy); otherwise it is picked again from the
+// table and the connection follows (a repick). An untracked flow is picked from the table and
+// recorded, TCP packets without SYN included (a flow picked up after a restart or an ECMP
+// change). ICMP errors follow their flow's connection but never create or age one. Pure over the
+// Frame view, so the pipeline fixtures and the benchmark run it without an EAL, and the worker runs
+// it on mbufs.
 
 enum class Verdict : uint8_t {
   kDrop,      // counted under its reason; free the buffer
@@ -29,11 +38,14 @@ class NeighborSink {
   ~NeighborSink() = default;
 };
 
-// What one worker brings to the pipeline: its counters and where neighbour news goes.
+// What one worker brings to the pipeline: its counters, where neighbour news goes, and its
+// connection table with the time the table ages connections by.
 struct WorkerState {
   WorkerCounters* counters = nullptr;
   TrafficCounters traffic;
   NeighborSink* neighbors = nullptr;
+  ConnectionTable* conntrack = nullptr;  // null: every packet goes to the table's pick
+  uint32_t now_ms = 0;                   // a millisecond clock, set once per worker loop
 };
 
 // Decides `frame`, received on `port` (an index into the snapshot's ports). Counts the frame's

@@ -66,7 +66,9 @@ struct SnapshotPort {
 struct SnapshotBackend {
   std::string name;
   IpAddress address;
-  uint32_t counter_id = 0;
+  uint32_t counter_id = 0;  // also the stable id connections remember it by
+  bool healthy = true;      // false: no packet goes here, tracked connections move
+  bool drained = false;     // weight 0: no new flows; tracked ones per the service's drain policy
 };
 
 struct SnapshotService {
@@ -79,7 +81,10 @@ struct SnapshotService {
   // Table entry i is backend first_backend + i of the snapshot.
   uint32_t first_backend = 0;
   uint32_t counter_id = 0;
+  bool drain_keeps_established = true;
 };
+
+inline constexpr uint32_t kNoBackendIndex = UINT32_MAX;
 
 class Snapshot {
  public:
@@ -94,6 +99,12 @@ class Snapshot {
 
   const SnapshotBackend& backend(uint32_t index) const { return backends_[index]; }
   size_t backendCount() const { return backends_.size(); }
+  // The index of the backend with this stable id (SnapshotBackend::counter_id), or
+  // kNoBackendIndex when this snapshot no longer has it.
+  uint32_t backendIndexOf(uint32_t counter_id) const {
+    return counter_id < backend_by_counter_id_.size() ? backend_by_counter_id_[counter_id]
+                                                      : kNoBackendIndex;
+  }
 
   // The rewrite parameters for `backend` leaving `port`, or nullptr while its next hop's MAC is
   // unknown.
@@ -118,6 +129,7 @@ class Snapshot {
   ServiceMap fragment_services_;  // keyed with both ports zero
   std::vector<SnapshotService> services_list_;
   std::vector<SnapshotBackend> backends_;
+  std::vector<uint32_t> backend_by_counter_id_;
   std::vector<ForwardingTarget> targets_;  // [port * backends + backend]
   std::vector<uint8_t> target_ready_;
   std::vector<SnapshotPort> ports_;
@@ -125,7 +137,9 @@ class Snapshot {
 };
 
 // The Maglev table of every service, in config order: the slow part of a snapshot, rebuilt only
-// when the config changes. Errors name the service.
+// when the config changes. Errors name the service. A caller that knows backends' health passes
+// buildSnapshot() these tables after withHealth(): the snapshot takes each backend's health
+// from its table.
 absl::StatusOr<std::vector<Table>> buildServiceTables(const Config& config);
 
 // A snapshot for `config`, given its services' tables (in config order), each port's MAC (in

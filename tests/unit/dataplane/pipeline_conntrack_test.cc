@@ -1,0 +1,246 @@
+// The pipeline with a connection table: tracked flows keep their backend while the Maglev table
+// changes under them, and move only when their backend is removed, unhealthy, or drained under
+// the repick policy.
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "berth/config/loader.h"
+#include "berth/dataplane/pipeline.h"
+#include "support/frames.h"
+#include "support/packet_builder.h"
+
+namespace berth {
+namespace {
+
+const MacAddress kPortMac =
+    *MacAddress::parse("02:00:00:00:00:01");  // packet_builder's destination
+
+// The config with backends web-1 .. web-N, each given weight; `drain` sets the service's policy.
+std::string configWith(const std::map<int, int>& weights, const std::string& drain = "") {
+  std::string yaml = R"(
+dataplane:
+  ports: [ { name: p0, device: net_null0, ipv4: 198.18.0.10, gateway_mac: "02:00:00:00:00:fe" } ]
+services:
+  - name: web
+    vip: 198.18.100.1
+    port: 80
+    protocol: tcp
+)";
+  if (!drain.empty()) absl::StrAppend(&yaml, "    drain: ", drain, "\n");
+  absl::StrAppend(&yaml, "    backends:\n");
+  for (const auto& [number, weight] : weights) {
+    absl::StrAppend(&yaml, "      - { name: web-", number, ", address: 198.18.", number,
+                    ".2, weight: ", weight, " }\n");
+  }
+  return yaml;
+}
+
+// A worker's state with its own connection table; snapshots are built against one CounterIds,
+// as the management thread keeps it across rebuilds.
+class Harness {
+ public:
+  Harness()
+      : buckets_(ConnectionTable::bucketsFor(1 << 16)),
+        table_(buckets_.data(), buckets_.size(), ConntrackTimeouts{}, 0, &counters_.conntrack),
+        services_(CounterIds::kMaxServices),
+        backends_(CounterIds::kMaxBackends) {
+    state.counters = &counters_;
+    state.traffic = {services_.data(), backends_.data()};
+    state.conntrack = &table_;
+    state.now_ms = 1'000;
+  }
+
+  // A snapshot of `yaml`, with the named backends unhealthy.
+  void use(const std::string& yaml, const std::vector<std::string>& unhealthy = {}) {
+    absl::StatusOr<Config> config = parseConfig(yaml, "test.yaml");
+    ASSERT_TRUE(config.ok()) << config.status();
+    config_ = *std::move(config);
+    tables_ = *buildServiceTables(config_);
+    if (!unhealthy.empty()) {
+      std::vector<bool> healthy(tables_[0].backends().size(), true);
+      for (const std::string& name : unhealthy) healthy[*tables_[0].indexOf(name)] = false;
+      tables_[0] = *withHealth(tables_[0], healthy);
+    }
+    const MacAddress macs[] = {kPortMac};
+    snapshot_ = *buildSnapshot(config_, tables_, macs, {}, ids_, ++generation_);
+  }
+
+  // The backend address a TCP packet from source port `port` with `flags` went to, or "" if
+  // dropped.
+  std::string send(uint16_t port, uint8_t flags = kTcpAck) {
+    Bytes frame =
+        concat({ethernet(kEtherTypeIpv4), ipv4(kClient, kVip, kProtocolTcp, 20), tcp(port, 80)});
+    frame[14 + 20 + 13] = flags;
+    return deliver(frame);
+  }
+
+  std::string deliver(const Bytes& frame) {
+    ReceivedFrame received(frame);
+    if (processFrame(*snapshot_, 0, received.frame, state) != Verdict::kTransmit) return "";
+    const Bytes sent = received.sent();
+    IpAddress outer;
+    std::copy(sent.begin() + 30, sent.begin() + 34, outer.bytes.begin());
+    return outer.toString();
+  }
+
+  // Where the Maglev table alone sends port `port`'s flow in the current snapshot.
+  std::string tablePick(uint16_t port) {
+    const FlowKey flow = FlowKey::make(kClient, kVip, port, 80, kProtocolTcp);
+    const Table& table = snapshot_->service(0).table;
+    const uint16_t pick =
+        table.lookup(flowHash(flow, HashFields::kFiveTuple, kDefaultFlowHashSeed));
+    return snapshot_->backend(snapshot_->service(0).first_backend + pick).address.toString();
+  }
+
+  uint64_t count(ConntrackEvent event) const {
+    return counters_.conntrack.values[static_cast<size_t>(event)].read();
+  }
+
+  WorkerState state;
+
+ private:
+  WorkerCounters counters_;
+  std::vector<ConnectionBucket> buckets_;
+  ConnectionTable table_;
+  std::vector<TrafficCounter> services_;
+  std::vector<TrafficCounter> backends_;
+  CounterIds ids_;
+  Config config_;
+  std::vector<Table> tables_;
+  std::unique_ptr<const Snapshot> snapshot_;
+  uint64_t generation_ = 0;
+};
+
+constexpr uint16_t kFirstPort = 20000;
+constexpr uint16_t kFlows = 2000;
+
+std::map<uint16_t, std::string> sendAll(Harness& harness, uint8_t flags = kTcpAck) {
+  std::map<uint16_t, std::string> backends;
+  for (uint16_t port = kFirstPort; port < kFirstPort + kFlows; ++port) {
+    backends[port] = harness.send(port, flags);
+  }
+  return backends;
+}
+
+TEST(PipelineConntrackTest, AMissIsPickedAndRecordedAndTheNextPacketHits) {
+  Harness harness;
+  harness.use(configWith({{1, 1}, {2, 1}}));
+  const std::string first = harness.send(40000, kTcpSyn);
+  EXPECT_EQ(harness.count(ConntrackEvent::kMiss), 1u);
+  EXPECT_EQ(harness.count(ConntrackEvent::kInsert), 1u);
+  EXPECT_EQ(harness.send(40000), first);
+  EXPECT_EQ(harness.count(ConntrackEvent::kHit), 1u);
+  EXPECT_EQ(first, harness.tablePick(40000));
+}
+
+TEST(PipelineConntrackTest, FlowsStayOnTheirBackendWhenAnotherBackendJoins) {
+  Harness harness;
+  harness.use(configWith({{1, 1}, {2, 1}, {3, 1}, {4, 1}}));
+  const std::map<uint16_t, std::string> before = sendAll(harness, kTcpSyn);
+  harness.use(configWith({{1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}}));
+  size_t table_moves = 0;
+  for (const auto& [port, backend] : before) table_moves += harness.tablePick(port) != backend;
+  EXPECT_GT(table_moves, kFlows / 10) << "the new table reassigns about a fifth of these flows";
+  EXPECT_EQ(sendAll(harness), before) << "tracked flows keep their backend";
+  // A new flow can go to the new backend.
+  size_t to_new = 0;
+  for (uint16_t port = 1000; port < 1500; ++port)
+    to_new += harness.send(port, kTcpSyn) == "198.18.5.2";
+  EXPECT_GT(to_new, 0u);
+}
+
+TEST(PipelineConntrackTest, OnlyTheFlowsOfARemovedBackendMove) {
+  Harness harness;
+  harness.use(configWith({{1, 1}, {2, 1}, {3, 1}, {4, 1}}));
+  const std::map<uint16_t, std::string> before = sendAll(harness, kTcpSyn);
+  harness.use(configWith({{1, 1}, {3, 1}, {4, 1}}));
+  const std::map<uint16_t, std::string> after = sendAll(harness);
+  size_t moved = 0;
+  for (const auto& [port, backend] : before) {
+    if (backend == "198.18.2.2") {
+      EXPECT_EQ(after.at(port), harness.tablePick(port)) << "re-picked from the current table";
+      ++moved;
+    } else {
+      EXPECT_EQ(after.at(port), backend) << "port " << port;
+    }
+  }
+  EXPECT_EQ(harness.count(ConntrackEvent::kRepick), moved);
+  EXPECT_GT(moved, 0u);
+}
+
+TEST(PipelineConntrackTest, FlowsOfAnUnhealthyBackendMoveAndComeBackOnlyAsNewFlows) {
+  Harness harness;
+  const std::string config = configWith({{1, 1}, {2, 1}, {3, 1}});
+  harness.use(config);
+  const std::map<uint16_t, std::string> before = sendAll(harness, kTcpSyn);
+  harness.use(config, {"web-3"});
+  const std::map<uint16_t, std::string> during = sendAll(harness);
+  for (const auto& [port, backend] : before) {
+    EXPECT_NE(during.at(port), "198.18.3.2");
+    if (backend != "198.18.3.2") {
+      EXPECT_EQ(during.at(port), backend);
+    }
+  }
+  // web-3 recovers: the moved flows stay where they went, as connections do.
+  harness.use(config);
+  EXPECT_EQ(sendAll(harness), during);
+}
+
+TEST(PipelineConntrackTest, ADrainedBackendKeepsItsConnectionsUnlessTheServiceRepicks) {
+  for (const std::string policy : {"keep_established", "repick"}) {
+    SCOPED_TRACE(policy);
+    Harness harness;
+    harness.use(configWith({{1, 1}, {2, 1}, {3, 1}}, policy));
+    const std::map<uint16_t, std::string> before = sendAll(harness, kTcpSyn);
+    harness.use(configWith({{1, 1}, {2, 0}, {3, 1}}, policy));
+    const std::map<uint16_t, std::string> after = sendAll(harness);
+    for (const auto& [port, backend] : before) {
+      if (backend == "198.18.2.2" && policy == "repick") {
+        EXPECT_NE(after.at(port), backend);
+      } else {
+        EXPECT_EQ(after.at(port), backend);
+      }
+    }
+    for (uint16_t port = 1000; port < 1500; ++port) {
+      EXPECT_NE(harness.send(port, kTcpSyn), "198.18.2.2") << "no new flow to a drained backend";
+    }
+  }
+}
+
+TEST(PipelineConntrackTest, ASynAfterAClosedConnectionIsANewConnection) {
+  Harness harness;
+  harness.use(configWith({{1, 1}, {2, 1}, {3, 1}, {4, 1}}));
+  const std::map<uint16_t, std::string> before = sendAll(harness, kTcpSyn);
+  for (uint16_t port = kFirstPort; port < kFirstPort + kFlows; ++port) harness.send(port, kTcpFin);
+  harness.use(configWith({{1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}}));
+  for (const auto& [port, backend] : before) {
+    EXPECT_EQ(harness.send(port, kTcpSyn), harness.tablePick(port)) << "port " << port;
+  }
+  EXPECT_EQ(harness.count(ConntrackEvent::kRepick), 0u);
+}
+
+TEST(PipelineConntrackTest, IcmpErrorsFollowTheConnectionAndCreateNone) {
+  Harness harness;
+  harness.use(configWith({{1, 1}, {2, 1}, {3, 1}, {4, 1}}));
+  auto icmpAbout = [](uint16_t port) {
+    const Bytes embedded = concat({ipv4(kVip, kClient, kProtocolTcp, 20), tcp(80, port)});
+    return concat({ethernet(kEtherTypeIpv4),
+                   ipv4(IpAddress::v4(198, 18, 9, 9), kVip, kProtocolIcmp, 8 + embedded.size()),
+                   icmp(3, 4), embedded});
+  };
+  const std::map<uint16_t, std::string> before = sendAll(harness, kTcpSyn);
+  harness.use(configWith({{1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}}));
+  for (const auto& [port, backend] : before) EXPECT_EQ(harness.deliver(icmpAbout(port)), backend);
+  const uint64_t inserts = harness.count(ConntrackEvent::kInsert);
+  harness.deliver(icmpAbout(9));
+  EXPECT_EQ(harness.count(ConntrackEvent::kInsert), inserts) << "an untracked flow's error";
+}
+
+}  // namespace
+}  // namespace berth

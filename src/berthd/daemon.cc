@@ -98,6 +98,23 @@ absl::Status Daemon::start() {
     worker->stop = &workers_stop_;
     worker->neighbor_news = neighbor_news_;
     worker->tx_drain_cycles = rte_get_tsc_hz() / 1'000'000 * kTxDrainMicroseconds;
+    worker->tsc_per_ms = std::max<uint64_t>(1, rte_get_tsc_hz() / 1000);
+    const ConntrackConfig& conntrack = config_.dataplane.conntrack;
+    const size_t buckets = ConnectionTable::bucketsFor(conntrack.entries_per_core);
+    auto* bucket_memory = static_cast<ConnectionBucket*>(rte_zmalloc_socket(
+        "berth_conntrack", buckets * sizeof(ConnectionBucket), sizeof(ConnectionBucket),
+        static_cast<int>(socket)));
+    if (bucket_memory == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "workers: no memory for %u connections (%u MiB) on socket %u; lower "
+          "dataplane.conntrack.entries_per_core or give the EAL more memory",
+          conntrack.entries_per_core, buckets * sizeof(ConnectionBucket) >> 20, socket));
+    }
+    const ConntrackTimeouts timeouts{conntrack.tcp_established_s * 1000,
+                                     conntrack.tcp_opening_s * 1000,
+                                     conntrack.tcp_closing_s * 1000, conntrack.udp_s * 1000};
+    worker->connections.emplace(bucket_memory, buckets, timeouts, conntrack.max_inserts_per_sec,
+                                &worker->counters.conntrack);
     const std::string ring_name = absl::StrCat("berth_control_", w);
     worker->control_frames =
         rte_ring_create(ring_name.c_str(), kControlRingSize, static_cast<int>(socket),
@@ -320,6 +337,7 @@ Daemon::~Daemon() {
   for (Worker* worker : workers_) {
     for (WorkerQueue& queue : worker->queues) rte_free(queue.tx_buffer);
     rte_ring_free(worker->control_frames);
+    if (worker->connections) rte_free(worker->connections->buckets());
     rte_free(worker->state.traffic.services);
     rte_free(worker->state.traffic.backends);
     worker->~Worker();

@@ -29,6 +29,7 @@ void Worker::attach(TrafficCounters traffic) {
   state.counters = &counters;
   state.traffic = traffic;
   state.neighbors = this;
+  state.conntrack = connections ? &*connections : nullptr;
   for (WorkerQueue& queue : queues) {
     rte_eth_tx_buffer_set_err_callback(queue.tx_buffer, countRefused, &counters);
   }
@@ -115,6 +116,9 @@ int runWorker(void* argument) {
   uint32_t iteration = 0;
   rte_mbuf* mbufs[kBurstSize];
   while (!worker.stop->load(std::memory_order_relaxed)) {
+    // The connection table's clock: milliseconds, wrapping after 49 days, which its
+    // wrap-aware ageing allows.
+    worker.state.now_ms = static_cast<uint32_t>(loop_start / worker.tsc_per_ms);
     bool received = false;
     for (WorkerQueue& queue : worker.queues) {
       const uint16_t count = rte_eth_rx_burst(queue.port_id, queue.queue, mbufs, kBurstSize);

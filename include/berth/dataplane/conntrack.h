@@ -126,6 +126,7 @@ class ConnectionTable {
   }
 
   size_t capacity() const { return (mask_ + 1) * kConnectionsPerBucket; }
+  ConnectionBucket* buckets() const { return buckets_; }
   // Ways holding a connection, live or expired but not yet reclaimed.
   size_t occupied() const { return occupied_; }
 

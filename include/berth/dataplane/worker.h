@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "berth/dataplane/counters.h"
@@ -52,6 +53,9 @@ class alignas(64) Worker final : public NeighborSink {
   rte_ring* control_frames = nullptr;  // from the management thread: ARP/ND requests to send,
                                        // each mbuf's `port` the port index to send it from
   uint64_t tx_drain_cycles = 0;
+  uint64_t tsc_per_ms = 1;  // for the connection table's millisecond clock
+  // This worker's connection table (its buckets allocated on the worker's socket), if any.
+  std::optional<ConnectionTable> connections;
 
   // Results: written by this worker only, read relaxed by the management thread.
   WorkerCounters counters;
@@ -61,8 +65,9 @@ class alignas(64) Worker final : public NeighborSink {
   Counter last_rx_tsc;
   WorkerState state;  // counters, traffic arrays and this worker as the neighbour sink
 
-  // Points `state` at this worker's counters and the given traffic arrays (CounterIds-sized,
-  // zeroed, on the worker's socket), and hooks the TX-refused callback to each TX buffer.
+  // Points `state` at this worker's counters, the given traffic arrays (CounterIds-sized,
+  // zeroed, on the worker's socket) and its connection table, and hooks the TX-refused callback
+  // to each TX buffer.
   void attach(TrafficCounters traffic);
 
   // The per-burst step of the loop: every frame through the pipeline, transmitted ones into the

@@ -19,9 +19,11 @@
 #include <rte_ethdev.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -71,6 +73,7 @@ struct Bench {
   OpenedPort port;
   rte_mempool* pool = nullptr;
   Worker* worker = nullptr;
+  Worker* conntrack_worker = nullptr;
   std::vector<TrafficCounter> service_traffic{CounterIds::kMaxServices};
   std::vector<TrafficCounter> backend_traffic{CounterIds::kMaxBackends};
   std::array<uint8_t, kFrameLength> frame{};
@@ -87,7 +90,7 @@ inline void refill(rte_mbuf* mbuf, uint32_t flow) {
   mbuf->pkt_len = kFrameLength;
   std::memcpy(data, g_bench->frame.data(), kFrameLength);
   const uint32_t source = 0xC6120000u + (flow & 0x1FFFF);
-  const uint16_t source_port = static_cast<uint16_t>(1024 + (flow >> 17));
+  const uint16_t source_port = static_cast<uint16_t>(1024 + ((flow >> 17) & 0x7FFF));
   data[26] = static_cast<uint8_t>(source >> 24);
   data[27] = static_cast<uint8_t>(source >> 16);
   data[28] = static_cast<uint8_t>(source >> 8);
@@ -96,10 +99,15 @@ inline void refill(rte_mbuf* mbuf, uint32_t flow) {
   data[35] = static_cast<uint8_t>(source_port);
 }
 
-template <bool kRunPipeline>
+enum class Mode { kPipeline, kRefillAndTransmit, kConntrackHits, kConntrackHalfNew };
+
+template <Mode kMode>
 void runBursts(benchmark::State& state) {
   Bench& bench = *g_bench;
-  WorkerQueue& queue = bench.worker->queues[0];
+  constexpr bool kConntrack = kMode == Mode::kConntrackHits || kMode == Mode::kConntrackHalfNew;
+  Worker& worker = kConntrack ? *bench.conntrack_worker : *bench.worker;
+  WorkerQueue& queue = worker.queues[0];
+  uint32_t fresh_flow = kFlows;
   rte_mbuf* mbufs[kBurstSize];
   const uint64_t start = rte_rdtsc();
   for (auto _ : state) {
@@ -108,14 +116,20 @@ void runBursts(benchmark::State& state) {
       break;
     }
     for (uint16_t i = 0; i < kBurstSize; ++i) {
+      // Half new: every other packet is a flow never seen before (ids past the first 1M).
+      if (kMode == Mode::kConntrackHalfNew && (i & 1) != 0) {
+        refill(mbufs[i], fresh_flow++);
+        continue;
+      }
       refill(mbufs[i], bench.next_flow);
       bench.next_flow = (bench.next_flow + 1) & (kFlows - 1);
     }
-    if constexpr (kRunPipeline) {
-      bench.worker->processBurst(*bench.snapshot, queue, mbufs, kBurstSize);
-    } else {
-      for (rte_mbuf* mbuf : mbufs)
+    if constexpr (kMode == Mode::kRefillAndTransmit) {
+      for (rte_mbuf* mbuf : mbufs) {
         rte_eth_tx_buffer(queue.port_id, queue.queue, queue.tx_buffer, mbuf);
+      }
+    } else {
+      worker.processBurst(*bench.snapshot, queue, mbufs, kBurstSize);
     }
   }
   const uint64_t cycles = rte_rdtsc() - start;
@@ -128,15 +142,39 @@ void runBursts(benchmark::State& state) {
 }
 
 void BM_Pipeline(benchmark::State& state) {
-  runBursts<true>(state);
+  runBursts<Mode::kPipeline>(state);
   const uint64_t forwarded = g_bench->worker->counters.tx_packets.read();
   state.counters["forwarded_share"] =
       forwarded / std::max(1.0, static_cast<double>(g_bench->worker->counters.rx_packets.read()));
 }
 BENCHMARK(BM_Pipeline)->MinTime(1.0);
 
-void BM_RefillAndTransmitOnly(benchmark::State& state) { runBursts<false>(state); }
+void BM_RefillAndTransmitOnly(benchmark::State& state) {
+  runBursts<Mode::kRefillAndTransmit>(state);
+}
 BENCHMARK(BM_RefillAndTransmitOnly)->MinTime(1.0);
+
+// The pipeline with a connection table of 2M entries (64 MiB, larger than L3) that already holds
+// the 1M flows, so every packet is a hit.
+void BM_PipelineConntrackHits(benchmark::State& state) {
+  const ConntrackCounters& counters = g_bench->conntrack_worker->counters.conntrack;
+  const uint64_t hits_before = counters.values[static_cast<size_t>(ConntrackEvent::kHit)].read();
+  const uint64_t misses_before = counters.values[static_cast<size_t>(ConntrackEvent::kMiss)].read();
+  runBursts<Mode::kConntrackHits>(state);
+  const auto hits = static_cast<double>(
+      counters.values[static_cast<size_t>(ConntrackEvent::kHit)].read() - hits_before);
+  const auto misses = static_cast<double>(
+      counters.values[static_cast<size_t>(ConntrackEvent::kMiss)].read() - misses_before);
+  state.counters["hit_share"] = hits / std::max(1.0, hits + misses);
+}
+BENCHMARK(BM_PipelineConntrackHits)->MinTime(1.0);
+
+// Half the packets are hits; half are flows never seen, each looked up, picked and inserted
+// (evicting the least recently seen once its bucket is full).
+void BM_PipelineConntrackHalfNew(benchmark::State& state) {
+  runBursts<Mode::kConntrackHalfNew>(state);
+}
+BENCHMARK(BM_PipelineConntrackHalfNew)->MinTime(1.0);
 
 int setUp(int argc, char** argv) {
   const std::string prefix = absl::StrCat("berth-bench-", getpid());
@@ -194,6 +232,25 @@ int setUp(int argc, char** argv) {
   bench.worker->queues.push_back(WorkerQueue{bench.port.port_id, 0, 0, buffer});
   bench.worker->attach({bench.service_traffic.data(), bench.backend_traffic.data()});
 
+  bench.conntrack_worker = new Worker();
+  auto* conntrack_buffer = static_cast<rte_eth_dev_tx_buffer*>(
+      rte_zmalloc("bench_tx_conntrack", RTE_ETH_TX_BUFFER_SIZE(kBurstSize), 0));
+  rte_eth_tx_buffer_init(conntrack_buffer, kBurstSize);
+  bench.conntrack_worker->queues.push_back(WorkerQueue{bench.port.port_id, 0, 0, conntrack_buffer});
+  // berthd's tables live in hugepage memory (rte_zmalloc); here, ask for transparent huge pages,
+  // without which every bucket is a TLB miss as well as a cache miss.
+  const size_t buckets = ConnectionTable::bucketsFor(2 * kFlows);
+  const size_t bytes = buckets * sizeof(ConnectionBucket);
+  void* memory = std::aligned_alloc(size_t{2} << 20, bytes);
+  if (memory == nullptr) return 1;
+  madvise(memory, bytes, MADV_HUGEPAGE);
+  std::memset(memory, 0, bytes);
+  bench.conntrack_worker->connections.emplace(static_cast<ConnectionBucket*>(memory), buckets,
+                                              ConntrackTimeouts{}, 0,
+                                              &bench.conntrack_worker->counters.conntrack);
+  bench.conntrack_worker->attach({bench.service_traffic.data(), bench.backend_traffic.data()});
+  bench.conntrack_worker->state.now_ms = 1000;
+
   // TCP SYN to the VIP's port 80 from the port's own L2 peer; source address and port vary.
   Bytes frame =
       concat({ethernet(kEtherTypeIpv4),
@@ -201,6 +258,16 @@ int setUp(int argc, char** argv) {
               tcp(0, 80), payload(6)});
   std::copy(bench.port.mac.bytes.begin(), bench.port.mac.bytes.end(), frame.begin());
   std::copy(frame.begin(), frame.begin() + kFrameLength, bench.frame.begin());
+
+  // Every one of the 1M flows once through the conntrack worker, so that they are tracked.
+  rte_mbuf* mbufs[kBurstSize];
+  for (uint32_t flow = 0; flow < kFlows; flow += kBurstSize) {
+    if (rte_pktmbuf_alloc_bulk(bench.pool, mbufs, kBurstSize) != 0) return 1;
+    for (uint16_t i = 0; i < kBurstSize; ++i) refill(mbufs[i], flow + i);
+    bench.conntrack_worker->processBurst(*bench.snapshot, bench.conntrack_worker->queues[0], mbufs,
+                                         kBurstSize);
+  }
+  bench.conntrack_worker->flush();
   return 0;
 }
 

@@ -18,6 +18,18 @@ absl::string_view toString(Forwarding forwarding) {
   return "unknown";
 }
 
+absl::string_view toString(HealthCheckType type) {
+  switch (type) {
+    case HealthCheckType::kNone:
+      return "none";
+    case HealthCheckType::kTcp:
+      return "tcp";
+    case HealthCheckType::kHttp:
+      return "http";
+  }
+  return "unknown";
+}
+
 std::vector<Backend> ServiceConfig::maglevBackends() const {
   std::vector<Backend> result;
   result.reserve(backends.size());

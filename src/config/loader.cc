@@ -21,16 +21,88 @@
 namespace berth {
 namespace {
 
-absl::StatusOr<BackendConfig> parseBackend(absl::string_view source, const std::string& path,
-                                           const YAML::Node& node) {
+// Health settings at `path`: every key optional, each falling back to `base` (the defaults for a
+// service, the service's settings for a backend).
+absl::StatusOr<HealthCheckConfig> parseHealth(absl::string_view source, const std::string& path,
+                                              const YAML::Node& node,
+                                              const HealthCheckConfig& base) {
   BERTH_ASSIGN_OR_RETURN(const Fields fields,
-                         Fields::read(source, path, node, {"name", "address", "weight", "mac"}));
+                         Fields::read(source, path, node,
+                                      {"type", "interval", "timeout", "rise", "fall", "address",
+                                       "port", "path", "expect"}));
+  HealthCheckConfig health = base;
+  BERTH_ASSIGN_OR_RETURN(const std::string type,
+                         fields.choice("type", {"none", "tcp", "http"}, toString(base.type)));
+  health.type = type == "tcp"    ? HealthCheckType::kTcp
+                : type == "http" ? HealthCheckType::kHttp
+                                 : HealthCheckType::kNone;
+  BERTH_ASSIGN_OR_RETURN(health.interval_ms,
+                         fields.milliseconds("interval", 0.05, 3600, base.interval_ms));
+  BERTH_ASSIGN_OR_RETURN(health.timeout_ms,
+                         fields.milliseconds("timeout", 0.01, 60, base.timeout_ms));
+  if (health.timeout_ms > health.interval_ms) {
+    return fields.site(fields.has("timeout") ? "timeout" : "interval")
+        .error(absl::StrCat("the timeout (", health.timeout_ms / 1000.0,
+                            " s) must not exceed the interval (", health.interval_ms / 1000.0,
+                            " s)"));
+  }
+  BERTH_ASSIGN_OR_RETURN(health.rise, fields.integer("rise", 1, 100, base.rise));
+  BERTH_ASSIGN_OR_RETURN(health.fall, fields.integer("fall", 1, 100, base.fall));
+  if (fields.has("address")) {
+    BERTH_ASSIGN_OR_RETURN(health.address, fields.address("address"));
+  }
+  if (fields.has("port")) {
+    BERTH_ASSIGN_OR_RETURN(health.port, fields.integer("port", 1, 65535, std::nullopt));
+  }
+  if (fields.has("path")) {
+    BERTH_ASSIGN_OR_RETURN(health.http_path, fields.requiredString("path"));
+    if (health.http_path[0] != '/' ||
+        health.http_path.find_first_of(" \r\n") != std::string::npos) {
+      return fields.site("path").error("must start with '/' and hold no spaces or line breaks");
+    }
+  }
+  if (const YAML::Node* expect = fields.find("expect"); expect != nullptr) {
+    // A status code ("200") or an inclusive range ("200-299").
+    const std::string text = expect->IsScalar() ? expect->Scalar() : "";
+    const size_t dash = text.find('-');
+    int low = 0;
+    int high = 0;
+    const bool parsed = dash == std::string::npos
+                            ? absl::SimpleAtoi(text, &low) && (high = low, true)
+                            : absl::SimpleAtoi(text.substr(0, dash), &low) &&
+                                  absl::SimpleAtoi(text.substr(dash + 1), &high);
+    if (!parsed || low < 100 || high > 599 || low > high) {
+      return fields.site("expect").error(absl::StrCat(
+          "must be an HTTP status (100-599) or a range such as 200-299, got '", text, "'"));
+    }
+    health.expect_low = static_cast<uint16_t>(low);
+    health.expect_high = static_cast<uint16_t>(high);
+  }
+  if (health.type != HealthCheckType::kHttp && (fields.has("path") || fields.has("expect"))) {
+    return fields.site(fields.has("path") ? "path" : "expect")
+        .error("only applies with type: http");
+  }
+  return health;
+}
+
+absl::StatusOr<BackendConfig> parseBackend(absl::string_view source, const std::string& path,
+                                           const YAML::Node& node, const ServiceConfig& service) {
+  BERTH_ASSIGN_OR_RETURN(
+      const Fields fields,
+      Fields::read(source, path, node, {"name", "address", "weight", "mac", "health"}));
   BackendConfig backend;
   backend.line = fields.self().line();
   BERTH_ASSIGN_OR_RETURN(backend.name, fields.requiredString("name"));
   BERTH_ASSIGN_OR_RETURN(backend.address, fields.address("address"));
   BERTH_ASSIGN_OR_RETURN(backend.weight, fields.integer("weight", 0, kMaxWeight, 1));
   BERTH_ASSIGN_OR_RETURN(backend.mac, fields.optionalMac("mac"));
+  backend.health = service.health;
+  if (const YAML::Node* health = fields.find("health"); health != nullptr && !health->IsNull()) {
+    BERTH_ASSIGN_OR_RETURN(backend.health,
+                           parseHealth(source, fields.pathOf("health"), *health, service.health));
+  }
+  if (!backend.health.address) backend.health.address = backend.address;
+  if (!backend.health.port) backend.health.port = service.port;
   return backend;
 }
 
@@ -41,7 +113,7 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
       const Fields fields,
       Fields::read(source, path, node,
                    {"name", "vip", "port", "protocol", "table_size", "hash_fields", "forwarding",
-                    "gue_port", "announce", "drain", "backends"}));
+                    "gue_port", "announce", "drain", "health", "backends"}));
   ServiceConfig service;
   service.line = fields.self().line();
   BERTH_ASSIGN_OR_RETURN(service.name, fields.requiredString("name"));
@@ -91,6 +163,10 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
       const std::string drain,
       fields.choice("drain", {"keep_established", "repick"}, "keep_established"));
   service.drain_keeps_established = drain == "keep_established";
+  if (const YAML::Node* health = fields.find("health"); health != nullptr && !health->IsNull()) {
+    BERTH_ASSIGN_OR_RETURN(
+        service.health, parseHealth(source, fields.pathOf("health"), *health, HealthCheckConfig{}));
+  }
 
   const YAML::Node* backends = fields.find("backends");
   if (backends == nullptr) return fields.self().error("missing required key 'backends'");
@@ -102,7 +178,8 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
   for (size_t i = 0; i < backends->size(); ++i) {
     const std::string backend_path = absl::StrCat(fields.pathOf("backends"), "[", i, "]");
     const YAML::Node backend_node = (*backends)[i];
-    BERTH_ASSIGN_OR_RETURN(BackendConfig backend, parseBackend(source, backend_path, backend_node));
+    BERTH_ASSIGN_OR_RETURN(BackendConfig backend,
+                           parseBackend(source, backend_path, backend_node, service));
     const ErrorSite site(source, backend_path, backend_node.Mark());
     if (!names.insert(backend.name).second) {
       return site.error(absl::StrCat("duplicate backend name '", backend.name, "' in service '",

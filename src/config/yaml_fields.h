@@ -167,6 +167,22 @@ class Fields {
     return text;
   }
 
+  // A duration in seconds (decimals allowed) from `low` to `high`, as whole milliseconds, or
+  // `fallback_ms` when the key is absent.
+  absl::StatusOr<uint32_t> milliseconds(absl::string_view key, double low, double high,
+                                        uint32_t fallback_ms) const {
+    const YAML::Node* node = find(key);
+    if (node == nullptr) return fallback_ms;
+    double seconds = 0;
+    if (!node->IsScalar() || !absl::SimpleAtod(node->Scalar(), &seconds) || !(seconds >= low) ||
+        !(seconds <= high)) {
+      return site(key).error(absl::StrCat("must be a number of seconds from ", low, " to ", high,
+                                          ", got '",
+                                          node->IsScalar() ? node->Scalar() : "a non-scalar", "'"));
+    }
+    return static_cast<uint32_t>(seconds * 1000 + 0.5);
+  }
+
   // A list of strings, empty when the key is absent.
   absl::StatusOr<std::vector<std::string>> stringList(absl::string_view key) const {
     std::vector<std::string> result;

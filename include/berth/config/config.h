@@ -59,11 +59,36 @@ struct DataplaneConfig {
   ConntrackConfig conntrack;
 };
 
+// How a backend's health is checked (issue 5): by the management thread, over kernel sockets.
+enum class HealthCheckType : uint8_t {
+  kNone,  // always healthy
+  kTcp,   // healthy while a TCP connect succeeds
+  kHttp,  // healthy while GET path answers with a status in [expect_low, expect_high]
+};
+absl::string_view toString(HealthCheckType type);
+
+struct HealthCheckConfig {
+  HealthCheckType type = HealthCheckType::kNone;
+  uint32_t interval_ms = 2000;
+  uint32_t timeout_ms = 1000;  // at most interval_ms
+  uint32_t rise = 2;           // consecutive successes that turn an unhealthy backend healthy
+  uint32_t fall = 3;           // consecutive failures that turn a healthy backend unhealthy
+  // Where probes go. In a service's settings, unset means the backend's address and the
+  // service's port; a backend's resolved settings always have both.
+  std::optional<IpAddress> address;
+  std::optional<uint16_t> port;
+  std::string http_path = "/";
+  uint16_t expect_low = 200;
+  uint16_t expect_high = 399;
+};
+
 struct BackendConfig {
   std::string name;
   IpAddress address;
   int64_t weight = 1;             // 0 drains the backend: no new flows, established ones finish
   std::optional<MacAddress> mac;  // l2dsr: fixed instead of resolved by ARP or ND
+  // The service's health settings with this backend's overrides, address and port filled in.
+  HealthCheckConfig health;
   int line = 0;
 };
 
@@ -80,6 +105,7 @@ struct ServiceConfig {
   // What a drained backend's (weight 0) established connections do: stay until they end (the
   // default, keep_established), or move to the table's pick with their next packet (repick).
   bool drain_keeps_established = true;
+  HealthCheckConfig health;  // the service's settings, before per-backend overrides
   std::vector<BackendConfig> backends;
   int line = 0;
 

@@ -276,6 +276,22 @@ INSTANTIATE_TEST_SUITE_P(
                   "must be an integer from 1 to 86400"},
         BadConfig{"unknown conntrack key", "dataplane:\n  conntrack: { size: 5 }\nservices: []\n",
                   "bad.yaml:2:16: dataplane.conntrack.size", "unknown key"},
+        BadConfig{"health timeout above its interval",
+                  SERVICE_HEAD "    health: { type: tcp, interval: 1, timeout: 2 }\n" ONE_BACKEND,
+                  "bad.yaml:6:48: services[0].health.timeout", "must not exceed the interval"},
+        BadConfig{"health path without http",
+                  SERVICE_HEAD "    health: { type: tcp, path: /x }\n" ONE_BACKEND,
+                  "bad.yaml:6:32: services[0].health.path", "only applies with type: http"},
+        BadConfig{"health expect out of range",
+                  SERVICE_HEAD "    health: { type: http, expect: 200-700 }\n" ONE_BACKEND,
+                  "bad.yaml:6:35: services[0].health.expect", "must be an HTTP status"},
+        BadConfig{"unknown health key", SERVICE_HEAD "    health: { kind: tcp }\n" ONE_BACKEND,
+                  "bad.yaml:6:15: services[0].health.kind", "unknown key"},
+        BadConfig{"backend health override out of range",
+                  SERVICE_HEAD "    backends:\n      - { name: a, address: 198.18.1.2, "
+                               "health: { rise: 0 } }\n",
+                  "bad.yaml:7:57: services[0].backends[0].health.rise",
+                  "must be an integer from 1 to 100"},
         BadConfig{"no port of the backend's IP version",
                   PORT_HEAD "      ipv6: 2001:db8::10\n" SERVICE_HEAD ONE_BACKEND,
                   "bad.yaml:12:9: services[0].backends[0]",
@@ -336,6 +352,43 @@ services:
   EXPECT_FALSE(dsr.announce_arp);
   EXPECT_EQ(dsr.backends[0].mac->toString(), "02:00:00:00:01:02");
   EXPECT_FALSE(dsr.backends[1].mac.has_value());
+}
+
+TEST(ConfigLoaderTest, HealthSettingsResolvePerBackend) {
+  absl::StatusOr<Config> config = parseConfig(R"(
+services:
+  - name: web
+    vip: 198.18.100.1
+    port: 80
+    protocol: tcp
+    health: { type: http, interval: 0.5, timeout: 0.25, rise: 3, path: /healthz, expect: 200-299 }
+    backends:
+      - { name: a, address: 198.18.1.2 }
+      - { name: b, address: 198.18.2.2, health: { port: 8080, fall: 5, address: 198.18.9.2 } }
+  - name: dns
+    vip: 198.18.100.2
+    port: 53
+    protocol: udp
+    backends: [ { name: c, address: 198.18.3.2 } ]
+)",
+                                              "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const HealthCheckConfig& a = config->services[0].backends[0].health;
+  EXPECT_EQ(a.type, HealthCheckType::kHttp);
+  EXPECT_EQ((std::pair{a.interval_ms, a.timeout_ms}), (std::pair{500u, 250u}));
+  EXPECT_EQ((std::pair{a.rise, a.fall}), (std::pair{3u, 3u}));
+  EXPECT_EQ(a.http_path, "/healthz");
+  EXPECT_EQ((std::pair{a.expect_low, a.expect_high}), (std::pair<uint16_t, uint16_t>{200, 299}));
+  EXPECT_EQ(a.address, IpAddress::v4(198, 18, 1, 2)) << "the backend's address by default";
+  EXPECT_EQ(a.port, 80) << "the service's port by default";
+  const HealthCheckConfig& b = config->services[0].backends[1].health;
+  EXPECT_EQ(b.type, HealthCheckType::kHttp) << "overrides change only what they name";
+  EXPECT_EQ((std::pair{b.rise, b.fall}), (std::pair{3u, 5u}));
+  EXPECT_EQ(b.address, IpAddress::v4(198, 18, 9, 2));
+  EXPECT_EQ(b.port, 8080);
+  const HealthCheckConfig& c = config->services[1].backends[0].health;
+  EXPECT_EQ(c.type, HealthCheckType::kNone) << "no health key: always healthy";
+  EXPECT_EQ((std::pair{c.interval_ms, c.timeout_ms}), (std::pair{2000u, 1000u}));
 }
 
 TEST(ConfigLoaderTest, ConntrackSettingsLoadAndDefault) {

@@ -1,0 +1,63 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "berth/config/config.h"
+
+namespace berth {
+
+// The rise/fall state machine of one health-check target, and its probe schedule. Pure: the
+// caller passes the time (milliseconds from any epoch it keeps) and the jitter, so tests drive
+// both by hand, and the prober that sends the probes lives apart (prober.h).
+
+enum class Health : uint8_t { kHealthy, kUnhealthy };
+absl::string_view toString(Health health);
+
+// A change of state, with why: what the probe that tipped it saw, and how many in a row did.
+struct HealthTransition {
+  Health from;
+  Health to;
+  std::string reason;
+};
+
+// How far each probe's time may move from the interval, either way, so that the probes of many
+// backends configured alike do not all go out together.
+inline constexpr double kProbeJitterFraction = 0.1;
+
+class HealthCheck {
+ public:
+  // Starts in `initial`: healthy for the backends berthd starts with (a restart must not stop
+  // traffic until every backend has passed `rise` probes), unhealthy for backends a reload adds.
+  // The first probe is due at `first_probe_ms`.
+  HealthCheck(const HealthCheckConfig& config, Health initial, uint64_t first_probe_ms);
+
+  Health health() const { return health_; }
+  bool due(uint64_t now_ms) const { return !in_flight_ && now_ms >= next_probe_ms_; }
+  uint64_t nextProbeMs() const { return next_probe_ms_; }
+  bool inFlight() const { return in_flight_; }
+  // When a probe in flight counts as failed.
+  uint64_t deadlineMs() const { return deadline_ms_; }
+
+  // A probe went out at `now_ms`.
+  void started(uint64_t now_ms);
+
+  // The probe in flight finished: succeeded, or failed for `reason` (a timeout included). The
+  // next probe is due an interval after `now_ms`, moved by (2 * jitter_unit - 1) * 10% of the
+  // interval, jitter_unit being uniform in [0, 1). Returns the state change this caused.
+  std::optional<HealthTransition> finished(bool success, absl::string_view reason, uint64_t now_ms,
+                                           double jitter_unit);
+
+ private:
+  HealthCheckConfig config_;
+  Health health_;
+  uint32_t successes_ = 0;  // in a row
+  uint32_t failures_ = 0;   // in a row
+  bool in_flight_ = false;
+  uint64_t next_probe_ms_;
+  uint64_t deadline_ms_ = 0;
+};
+
+}  // namespace berth

@@ -1,0 +1,48 @@
+#include "berth/health/health_check.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace berth {
+
+absl::string_view toString(Health health) {
+  return health == Health::kHealthy ? "healthy" : "unhealthy";
+}
+
+HealthCheck::HealthCheck(const HealthCheckConfig& config, Health initial, uint64_t first_probe_ms)
+    : config_(config), health_(initial), next_probe_ms_(first_probe_ms) {}
+
+void HealthCheck::started(uint64_t now_ms) {
+  in_flight_ = true;
+  deadline_ms_ = now_ms + config_.timeout_ms;
+}
+
+std::optional<HealthTransition> HealthCheck::finished(bool success, absl::string_view reason,
+                                                      uint64_t now_ms, double jitter_unit) {
+  in_flight_ = false;
+  const double jitter = (2 * jitter_unit - 1) * kProbeJitterFraction * config_.interval_ms;
+  next_probe_ms_ = now_ms + static_cast<uint64_t>(std::llround(config_.interval_ms + jitter));
+
+  if (success) {
+    failures_ = 0;
+    ++successes_;
+    if (health_ == Health::kUnhealthy && successes_ >= config_.rise) {
+      health_ = Health::kHealthy;
+      return HealthTransition{Health::kUnhealthy, Health::kHealthy,
+                              absl::StrCat(successes_, " probe(s) in a row succeeded")};
+    }
+    return std::nullopt;
+  }
+  successes_ = 0;
+  ++failures_;
+  if (health_ == Health::kHealthy && failures_ >= config_.fall) {
+    health_ = Health::kUnhealthy;
+    return HealthTransition{
+        Health::kHealthy, Health::kUnhealthy,
+        absl::StrCat(failures_, " probe(s) in a row failed, the last: ", reason)};
+  }
+  return std::nullopt;
+}
+
+}  // namespace berth

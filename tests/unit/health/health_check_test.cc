@@ -1,0 +1,84 @@
+#include "berth/health/health_check.h"
+
+#include <gtest/gtest.h>
+
+namespace berth {
+namespace {
+
+HealthCheckConfig settings(uint32_t rise, uint32_t fall) {
+  HealthCheckConfig config;
+  config.type = HealthCheckType::kTcp;
+  config.interval_ms = 1000;
+  config.timeout_ms = 300;
+  config.rise = rise;
+  config.fall = fall;
+  return config;
+}
+
+// Runs one probe at `now` that succeeds or fails, with no jitter.
+std::optional<HealthTransition> probe(HealthCheck& check, bool success, uint64_t now) {
+  check.started(now);
+  return check.finished(success, success ? "" : "connection refused", now + 1, 0.5);
+}
+
+TEST(HealthCheckTest, FallConsecutiveFailuresTurnAHealthyBackendUnhealthy) {
+  HealthCheck check(settings(2, 3), Health::kHealthy, 0);
+  EXPECT_FALSE(probe(check, false, 0).has_value());
+  EXPECT_FALSE(probe(check, false, 1000).has_value());
+  const std::optional<HealthTransition> change = probe(check, false, 2000);
+  ASSERT_TRUE(change.has_value());
+  EXPECT_EQ(change->from, Health::kHealthy);
+  EXPECT_EQ(change->to, Health::kUnhealthy);
+  EXPECT_EQ(change->reason, "3 probe(s) in a row failed, the last: connection refused");
+  EXPECT_EQ(check.health(), Health::kUnhealthy);
+  EXPECT_FALSE(probe(check, false, 3000).has_value()) << "no second change while down";
+}
+
+TEST(HealthCheckTest, RiseConsecutiveSuccessesBringItBack) {
+  HealthCheck check(settings(2, 1), Health::kUnhealthy, 0);
+  EXPECT_FALSE(probe(check, true, 0).has_value());
+  const std::optional<HealthTransition> change = probe(check, true, 1000);
+  ASSERT_TRUE(change.has_value());
+  EXPECT_EQ(change->to, Health::kHealthy);
+  EXPECT_EQ(change->reason, "2 probe(s) in a row succeeded");
+}
+
+TEST(HealthCheckTest, FlappingNeverCompletesARiseOrAFall) {
+  HealthCheck up(settings(2, 2), Health::kHealthy, 0);
+  HealthCheck down(settings(2, 2), Health::kUnhealthy, 0);
+  for (uint64_t i = 0; i < 20; ++i) {
+    EXPECT_FALSE(probe(up, i % 2 == 0, i * 1000).has_value());
+    EXPECT_FALSE(probe(down, i % 2 == 1, i * 1000).has_value());
+  }
+  EXPECT_EQ(up.health(), Health::kHealthy);
+  EXPECT_EQ(down.health(), Health::kUnhealthy);
+}
+
+TEST(HealthCheckTest, ProbesAreScheduledAnIntervalApartWithinTheJitter) {
+  HealthCheck check(settings(1, 1), Health::kHealthy, 500);
+  EXPECT_FALSE(check.due(499));
+  EXPECT_TRUE(check.due(500));
+  check.started(500);
+  EXPECT_FALSE(check.due(600)) << "not while a probe is in flight";
+  EXPECT_TRUE(check.inFlight());
+  EXPECT_EQ(check.deadlineMs(), 800u) << "the timeout counts from the probe's start";
+  check.finished(true, "", 510, 0.0);
+  EXPECT_EQ(check.nextProbeMs(), 510u + 900) << "jitter 0 moves it 10% early";
+  check.started(1410);
+  check.finished(true, "", 1410, 0.999999);
+  EXPECT_EQ(check.nextProbeMs(), 1410u + 1100) << "jitter near 1 moves it 10% late";
+}
+
+TEST(HealthCheckTest, ATimedOutProbeIsAFailureLikeAnyOther) {
+  HealthCheck check(settings(1, 1), Health::kHealthy, 0);
+  check.started(0);
+  // The prober reports the timeout once the deadline passes.
+  ASSERT_GE(1000u, check.deadlineMs());
+  const std::optional<HealthTransition> change =
+      check.finished(false, "timed out after 300 ms", check.deadlineMs(), 0.5);
+  ASSERT_TRUE(change.has_value());
+  EXPECT_EQ(change->reason, "1 probe(s) in a row failed, the last: timed out after 300 ms");
+}
+
+}  // namespace
+}  // namespace berth

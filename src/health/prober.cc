@@ -1,0 +1,233 @@
+#include "berth/health/prober.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace berth {
+namespace {
+
+// Enough for any status line; the rest of the response is not read.
+constexpr size_t kResponseLimit = 1024;
+
+uint64_t steadyMilliseconds() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+std::string hostPort(const IpAddress& address, uint16_t port) {
+  return address.isV4() ? absl::StrCat(address.toString(), ":", port)
+                        : absl::StrCat("[", address.toString(), "]:", port);
+}
+
+// The status code of an HTTP status line ("HTTP/1.1 200 OK"), or -1.
+int statusOf(absl::string_view response) {
+  const size_t end = response.find('\n');
+  if (end == absl::string_view::npos) return -1;
+  absl::string_view line = response.substr(0, end);
+  if (line.substr(0, 5) != "HTTP/") return -1;
+  const size_t space = line.find(' ');
+  if (space == absl::string_view::npos || line.size() < space + 4) return -1;
+  int status = 0;
+  if (!absl::SimpleAtoi(line.substr(space + 1, 3), &status)) return -1;
+  return status;
+}
+
+}  // namespace
+
+ProbeTarget ProbeTarget::of(const HealthCheckConfig& config) {
+  ProbeTarget target;
+  target.type = config.type;
+  target.address = config.address.value_or(IpAddress{});
+  target.port = config.port.value_or(0);
+  if (config.type == HealthCheckType::kHttp) {
+    target.http_path = config.http_path;
+    target.expect_low = config.expect_low;
+    target.expect_high = config.expect_high;
+  }
+  target.timeout_ms = config.timeout_ms;
+  return target;
+}
+
+std::string ProbeTarget::toString() const {
+  return absl::StrCat(berth::toString(type), " ", hostPort(address, port),
+                      type == HealthCheckType::kHttp ? http_path : "");
+}
+
+absl::StatusOr<std::unique_ptr<Prober>> Prober::create(std::function<uint64_t()> clock) {
+  const int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd < 0) return absl::InternalError(absl::StrCat("epoll_create1: ", strerror(errno)));
+  return std::unique_ptr<Prober>(new Prober(
+      epoll_fd, clock ? std::move(clock) : std::function<uint64_t()>(steadyMilliseconds)));
+}
+
+Prober::Prober(int epoll_fd, std::function<uint64_t()> clock)
+    : epoll_fd_(epoll_fd), clock_(std::move(clock)) {}
+
+Prober::~Prober() {
+  for (auto& [fd, probe] : probes_) close(fd);
+  close(epoll_fd_);
+}
+
+uint64_t Prober::start(const ProbeTarget& target) {
+  const uint64_t id = next_id_++;
+  const bool v4 = target.address.isV4();
+  const int fd = socket(v4 ? AF_INET : AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    done_.push_back({id, false, absl::StrCat("socket: ", strerror(errno))});
+    return id;
+  }
+  sockaddr_storage address{};
+  socklen_t length;
+  if (v4) {
+    auto* in = reinterpret_cast<sockaddr_in*>(&address);
+    in->sin_family = AF_INET;
+    in->sin_port = htons(target.port);
+    std::memcpy(&in->sin_addr, target.address.bytes.data(), 4);
+    length = sizeof(sockaddr_in);
+  } else {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&address);
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons(target.port);
+    std::memcpy(&in6->sin6_addr, target.address.bytes.data(), 16);
+    length = sizeof(sockaddr_in6);
+  }
+  Probe& probe = probes_[fd];
+  probe.id = id;
+  probe.target = target;
+  probe.fd = fd;
+  probe.deadline_ms = clock_() + target.timeout_ms;
+  if (target.type == HealthCheckType::kHttp) {
+    probe.request = absl::StrCat("GET ", target.http_path,
+                                 " HTTP/1.0\r\nHost: ", hostPort(target.address, target.port),
+                                 "\r\nUser-Agent: berth-health\r\nConnection: close\r\n\r\n");
+  }
+  epoll_event event{};
+  event.events = EPOLLOUT;
+  event.data.fd = fd;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) {
+    finish(probe, false, absl::StrCat("epoll_ctl: ", strerror(errno)));
+    return id;
+  }
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), length) != 0 && errno != EINPROGRESS) {
+    finish(probe, false, absl::StrCat("connect: ", strerror(errno)));
+  }
+  // Connected at once (loopback can) or in progress: EPOLLOUT reports either.
+  return id;
+}
+
+void Prober::finish(Probe& probe, bool success, std::string detail) {
+  done_.push_back({probe.id, success, std::move(detail)});
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, probe.fd, nullptr);
+  const int fd = probe.fd;
+  close(fd);
+  probes_.erase(fd);
+}
+
+void Prober::sendRequest(Probe& probe) {
+  while (probe.sent < probe.request.size()) {
+    const ssize_t written = send(probe.fd, probe.request.data() + probe.sent,
+                                 probe.request.size() - probe.sent, MSG_NOSIGNAL);
+    if (written < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;  // wait for EPOLLOUT again
+      finish(probe, false, absl::StrCat("send: ", strerror(errno)));
+      return;
+    }
+    probe.sent += static_cast<size_t>(written);
+  }
+  probe.phase = Phase::kReading;
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.fd = probe.fd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, probe.fd, &event);
+}
+
+void Prober::readResponse(Probe& probe) {
+  char buffer[512];
+  for (;;) {
+    const ssize_t got = recv(probe.fd, buffer, sizeof(buffer), 0);
+    if (got < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      finish(probe, false,
+             errno == ECONNRESET ? std::string("connection reset without an HTTP status line")
+                                 : absl::StrCat("recv: ", strerror(errno)));
+      return;
+    }
+    if (got > 0 && probe.response.size() < kResponseLimit) {
+      probe.response.append(buffer, static_cast<size_t>(got));
+    }
+    const int status = statusOf(probe.response);
+    if (status >= 0) {
+      const bool expected = status >= probe.target.expect_low && status <= probe.target.expect_high;
+      finish(probe, expected, absl::StrCat(expected ? "HTTP " : "HTTP status ", status));
+      return;
+    }
+    if (got == 0 || probe.response.size() >= kResponseLimit) {
+      finish(probe, false,
+             got == 0 ? "connection closed without an HTTP status line"
+                      : "no HTTP status line in the first 1024 bytes");
+      return;
+    }
+  }
+}
+
+void Prober::advance(Probe& probe, uint32_t events) {
+  if (probe.phase == Phase::kConnecting) {
+    int error = 0;
+    socklen_t length = sizeof(error);
+    getsockopt(probe.fd, SOL_SOCKET, SO_ERROR, &error, &length);
+    if (error != 0) {
+      finish(probe, false, absl::StrCat("connect: ", strerror(error)));
+      return;
+    }
+    if (probe.target.type != HealthCheckType::kHttp) {
+      finish(probe, true, "connected");
+      return;
+    }
+    probe.phase = Phase::kSending;
+  }
+  if (probe.phase == Phase::kSending) {
+    sendRequest(probe);
+    return;
+  }
+  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) readResponse(probe);
+}
+
+std::vector<ProbeResult> Prober::poll(int wait_ms) {
+  if (done_.empty() && !probes_.empty()) {
+    epoll_event events[64];
+    const int ready = epoll_wait(epoll_fd_, events, 64, wait_ms);
+    for (int i = 0; i < ready; ++i) {
+      auto it = probes_.find(events[i].data.fd);
+      if (it != probes_.end()) advance(it->second, events[i].events);
+    }
+  }
+  const uint64_t now = clock_();
+  std::vector<int> late;
+  for (const auto& [fd, probe] : probes_) {
+    if (now >= probe.deadline_ms) late.push_back(fd);
+  }
+  for (int fd : late) {
+    Probe& probe = probes_.at(fd);
+    finish(probe, false,
+           absl::StrCat(
+               "timed out after ", probe.target.timeout_ms, " ms ",
+               probe.phase == Phase::kConnecting ? "connecting" : "waiting for the response"));
+  }
+  std::vector<ProbeResult> results;
+  results.swap(done_);
+  return results;
+}
+
+}  // namespace berth

@@ -1,0 +1,186 @@
+// The prober against real listeners on loopback: one that accepts and closes, HTTP servers that
+// answer 200 and 500, one that accepts and never answers, and a port nobody listens on.
+
+#include "berth/health/prober.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <string>
+#include <thread>
+
+namespace berth {
+namespace {
+
+// A loopback listener on its own thread, answering each connection per `reply`: nullptr closes at
+// once, "" keeps the connection open without a word, anything else is written after the request.
+class Listener {
+ public:
+  explicit Listener(const char* reply) : reply_(reply) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+    socklen_t length = sizeof(address);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    listen(fd_, 512);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~Listener() {
+    stop_ = true;
+    thread_.join();
+    for (int fd : held_) close(fd);
+    close(fd_);
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  void serve() {
+    while (!stop_) {
+      pollfd waiting{fd_, POLLIN, 0};
+      if (::poll(&waiting, 1, 20) <= 0) continue;
+      const int client = accept(fd_, nullptr, nullptr);
+      if (client < 0) continue;
+      if (reply_ == nullptr) {
+        close(client);
+      } else if (reply_[0] == '\0') {
+        held_.push_back(client);
+      } else {
+        char request[1024];
+        recv(client, request, sizeof(request), 0);
+        send(client, reply_, strlen(reply_), MSG_NOSIGNAL);
+        close(client);
+      }
+    }
+  }
+
+  const char* reply_;
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::vector<int> held_;
+};
+
+ProbeTarget target(HealthCheckType type, uint16_t port, uint32_t timeout_ms = 1000) {
+  ProbeTarget target;
+  target.type = type;
+  target.address = IpAddress::v4(127, 0, 0, 1);
+  target.port = port;
+  target.timeout_ms = timeout_ms;
+  return target;
+}
+
+// Starts the probes and polls until every one has a result (or 10 s pass).
+std::map<uint64_t, ProbeResult> run(Prober& prober, const std::vector<ProbeTarget>& targets) {
+  std::map<uint64_t, ProbeResult> results;
+  std::vector<uint64_t> ids;
+  for (const ProbeTarget& t : targets) ids.push_back(prober.start(t));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (results.size() < targets.size() && std::chrono::steady_clock::now() < deadline) {
+    for (ProbeResult& result : prober.poll(50)) results[result.probe] = result;
+  }
+  return results;
+}
+
+ProbeResult runOne(const ProbeTarget& t) {
+  std::unique_ptr<Prober> prober = *Prober::create();
+  std::map<uint64_t, ProbeResult> results = run(*prober, {t});
+  EXPECT_EQ(results.size(), 1u);
+  return results.begin()->second;
+}
+
+// A port with nobody listening: bound, then closed.
+uint16_t closedPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+TEST(ProberTest, TcpSucceedsWhenTheConnectDoes) {
+  Listener closes(nullptr);
+  const ProbeResult result = runOne(target(HealthCheckType::kTcp, closes.port()));
+  EXPECT_TRUE(result.success) << result.detail;
+  EXPECT_EQ(result.detail, "connected");
+}
+
+TEST(ProberTest, TcpFailsOnARefusedConnect) {
+  const ProbeResult result = runOne(target(HealthCheckType::kTcp, closedPort()));
+  EXPECT_FALSE(result.success);
+  EXPECT_EQ(result.detail, "connect: Connection refused");
+}
+
+TEST(ProberTest, HttpSucceedsOnAnExpectedStatusAndFailsOnOthers) {
+  Listener ok("HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n");
+  Listener error("HTTP/1.1 500 Internal Server Error\r\n\r\n");
+  const ProbeResult good = runOne(target(HealthCheckType::kHttp, ok.port()));
+  EXPECT_TRUE(good.success) << good.detail;
+  EXPECT_EQ(good.detail, "HTTP 200");
+  const ProbeResult bad = runOne(target(HealthCheckType::kHttp, error.port()));
+  EXPECT_FALSE(bad.success);
+  EXPECT_EQ(bad.detail, "HTTP status 500");
+  ProbeTarget wide = target(HealthCheckType::kHttp, error.port());
+  wide.expect_low = 200;
+  wide.expect_high = 599;
+  EXPECT_TRUE(runOne(wide).success) << "500 within an expected range of 200-599";
+}
+
+TEST(ProberTest, HttpFailsWhenTheServerClosesWithoutAStatusLine) {
+  Listener closes(nullptr);
+  const ProbeResult result = runOne(target(HealthCheckType::kHttp, closes.port()));
+  EXPECT_FALSE(result.success);
+  // Closed before or after the request went out: either way no status line came back.
+  const bool explained = result.detail.find("without an HTTP status line") != std::string::npos ||
+                         result.detail.rfind("send: ", 0) == 0;
+  EXPECT_TRUE(explained) << result.detail;
+}
+
+TEST(ProberTest, AProbeThatGetsNoAnswerTimesOut) {
+  Listener silent("");
+  const auto start = std::chrono::steady_clock::now();
+  const ProbeResult result = runOne(target(HealthCheckType::kHttp, silent.port(), 200));
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_FALSE(result.success);
+  EXPECT_EQ(result.detail, "timed out after 200 ms waiting for the response");
+  EXPECT_GE(waited, std::chrono::milliseconds(200));
+}
+
+TEST(ProberTest, OneThreadRunsHundredsOfProbesAtOnce) {
+  Listener ok("HTTP/1.0 204 No Content\r\n\r\n");
+  std::unique_ptr<Prober> prober = *Prober::create();
+  std::vector<ProbeTarget> targets(300, target(HealthCheckType::kHttp, ok.port(), 5000));
+  const std::map<uint64_t, ProbeResult> results = run(*prober, targets);
+  ASSERT_EQ(results.size(), 300u);
+  for (const auto& [id, result] : results) EXPECT_TRUE(result.success) << result.detail;
+  EXPECT_EQ(prober->inFlight(), 0u) << "every socket closed";
+}
+
+TEST(ProberTest, TargetsComeFromABackendsSettingsAndReadWell) {
+  HealthCheckConfig config;
+  config.type = HealthCheckType::kHttp;
+  config.address = *IpAddress::parse("2001:db8::2");
+  config.port = 8080;
+  config.http_path = "/healthz";
+  const ProbeTarget t = ProbeTarget::of(config);
+  EXPECT_EQ(t.toString(), "http [2001:db8::2]:8080/healthz");
+  EXPECT_EQ(t, ProbeTarget::of(config)) << "identical settings, one target";
+}
+
+}  // namespace
+}  // namespace berth

@@ -1,0 +1,66 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "berth/config/config.h"
+#include "berth/health/health_check.h"
+#include "berth/health/prober.h"
+
+namespace berth {
+
+// Every configured backend's health, as the management thread keeps it: one HealthCheck per
+// distinct check (target, interval, rise and fall), so a target that several services share is
+// probed once, as Maglev does; its results count for each backend that has it. Backends with
+// `type: none` are always healthy and are never probed.
+
+// A backend's change of state, for the log line and the snapshot rebuild.
+struct BackendHealthChange {
+  size_t service = 0;  // indices into the config
+  size_t backend = 0;
+  HealthTransition transition;
+  std::string target;  // ProbeTarget::toString()
+};
+
+class HealthMonitor {
+ public:
+  // Every checked backend starts healthy (berthd starting must not stop traffic), its first
+  // probe spread over one interval by `jitter` (uniform in [0, 1), from a random source in
+  // berthd, fixed in tests). `clock` gives milliseconds.
+  static absl::StatusOr<std::unique_ptr<HealthMonitor>> create(const Config& config,
+                                                               std::function<uint64_t()> clock,
+                                                               std::function<double()> jitter);
+
+  // Sends the probes that are due, waits up to `wait_ms` for results, and returns the changes of
+  // state they caused.
+  std::vector<BackendHealthChange> poll(int wait_ms);
+
+  // In the order of the service's backends in the config.
+  const std::vector<bool>& healthy(size_t service) const { return healthy_[service]; }
+  size_t checkCount() const { return checks_.size(); }
+
+ private:
+  struct Check {
+    ProbeTarget target;
+    HealthCheck state;
+    std::vector<std::pair<size_t, size_t>> backends;  // (service, backend) in the config
+    uint64_t probe = 0;                               // in flight, or 0
+  };
+
+  HealthMonitor(std::unique_ptr<Prober> prober, std::function<uint64_t()> clock,
+                std::function<double()> jitter);
+
+  std::unique_ptr<Prober> prober_;
+  std::function<uint64_t()> clock_;
+  std::function<double()> jitter_;
+  std::vector<Check> checks_;
+  absl::flat_hash_map<uint64_t, size_t> check_of_probe_;
+  std::vector<std::vector<bool>> healthy_;
+};
+
+}  // namespace berth

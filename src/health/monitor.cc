@@ -1,0 +1,70 @@
+#include "berth/health/monitor.h"
+
+#include <tuple>
+
+namespace berth {
+
+HealthMonitor::HealthMonitor(std::unique_ptr<Prober> prober, std::function<uint64_t()> clock,
+                             std::function<double()> jitter)
+    : prober_(std::move(prober)), clock_(std::move(clock)), jitter_(std::move(jitter)) {}
+
+absl::StatusOr<std::unique_ptr<HealthMonitor>> HealthMonitor::create(
+    const Config& config, std::function<uint64_t()> clock, std::function<double()> jitter) {
+  absl::StatusOr<std::unique_ptr<Prober>> prober = Prober::create(clock);
+  if (!prober.ok()) return prober.status();
+  std::unique_ptr<HealthMonitor> monitor(
+      new HealthMonitor(*std::move(prober), std::move(clock), std::move(jitter)));
+  const uint64_t now = monitor->clock_();
+  // Identical checks are one: the same target probed on the same schedule with the same rise
+  // and fall.
+  absl::flat_hash_map<std::tuple<ProbeTarget, uint32_t, uint32_t, uint32_t>, size_t> by_check;
+  monitor->healthy_.resize(config.services.size());
+  for (size_t s = 0; s < config.services.size(); ++s) {
+    const ServiceConfig& service = config.services[s];
+    monitor->healthy_[s].assign(service.backends.size(), true);
+    for (size_t b = 0; b < service.backends.size(); ++b) {
+      const HealthCheckConfig& settings = service.backends[b].health;
+      if (settings.type == HealthCheckType::kNone) continue;
+      const ProbeTarget target = ProbeTarget::of(settings);
+      auto [it, inserted] = by_check.try_emplace(
+          std::make_tuple(target, settings.interval_ms, settings.rise, settings.fall),
+          monitor->checks_.size());
+      if (inserted) {
+        const auto first = now + static_cast<uint64_t>(monitor->jitter_() * settings.interval_ms);
+        monitor->checks_.push_back(
+            Check{target, HealthCheck(settings, Health::kHealthy, first), {}, 0});
+      }
+      monitor->checks_[it->second].backends.emplace_back(s, b);
+    }
+  }
+  return monitor;
+}
+
+std::vector<BackendHealthChange> HealthMonitor::poll(int wait_ms) {
+  const uint64_t now = clock_();
+  for (size_t c = 0; c < checks_.size(); ++c) {
+    Check& check = checks_[c];
+    if (!check.state.due(now)) continue;
+    check.state.started(now);
+    check.probe = prober_->start(check.target);
+    check_of_probe_[check.probe] = c;
+  }
+  std::vector<BackendHealthChange> changes;
+  for (const ProbeResult& result : prober_->poll(wait_ms)) {
+    auto it = check_of_probe_.find(result.probe);
+    if (it == check_of_probe_.end()) continue;
+    Check& check = checks_[it->second];
+    check_of_probe_.erase(it);
+    check.probe = 0;
+    const std::optional<HealthTransition> transition =
+        check.state.finished(result.success, result.detail, clock_(), jitter_());
+    if (!transition) continue;
+    for (const auto& [service, backend] : check.backends) {
+      healthy_[service][backend] = transition->to == Health::kHealthy;
+      changes.push_back({service, backend, *transition, check.target.toString()});
+    }
+  }
+  return changes;
+}
+
+}  // namespace berth

@@ -10,8 +10,10 @@
 #include <cstdio>
 #include <memory>
 #include <new>
+#include <random>
 #include <thread>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -101,9 +103,9 @@ absl::Status Daemon::start() {
     worker->tsc_per_ms = std::max<uint64_t>(1, rte_get_tsc_hz() / 1000);
     const ConntrackConfig& conntrack = config_.dataplane.conntrack;
     const size_t buckets = ConnectionTable::bucketsFor(conntrack.entries_per_core);
-    auto* bucket_memory = static_cast<ConnectionBucket*>(rte_zmalloc_socket(
-        "berth_conntrack", buckets * sizeof(ConnectionBucket), sizeof(ConnectionBucket),
-        static_cast<int>(socket)));
+    auto* bucket_memory = static_cast<ConnectionBucket*>(
+        rte_zmalloc_socket("berth_conntrack", buckets * sizeof(ConnectionBucket),
+                           sizeof(ConnectionBucket), static_cast<int>(socket)));
     if (bucket_memory == nullptr) {
       return absl::ResourceExhaustedError(absl::StrFormat(
           "workers: no memory for %u connections (%u MiB) on socket %u; lower "
@@ -111,8 +113,8 @@ absl::Status Daemon::start() {
           conntrack.entries_per_core, buckets * sizeof(ConnectionBucket) >> 20, socket));
     }
     const ConntrackTimeouts timeouts{conntrack.tcp_established_s * 1000,
-                                     conntrack.tcp_opening_s * 1000,
-                                     conntrack.tcp_closing_s * 1000, conntrack.udp_s * 1000};
+                                     conntrack.tcp_opening_s * 1000, conntrack.tcp_closing_s * 1000,
+                                     conntrack.udp_s * 1000};
     worker->connections.emplace(bucket_memory, buckets, timeouts, conntrack.max_inserts_per_sec,
                                 &worker->counters.conntrack);
     const std::string ring_name = absl::StrCat("berth_control_", w);
@@ -148,8 +150,26 @@ absl::Status Daemon::start() {
 
   absl::StatusOr<std::vector<Table>> tables = buildServiceTables(config_);
   if (!tables.ok()) return tables.status();
-  tables_ = *std::move(tables);
+  full_tables_ = *std::move(tables);
+  tables_ = full_tables_;
   BERTH_RETURN_IF_ERROR(publishSnapshot());
+
+  auto random = std::make_shared<std::mt19937_64>(std::random_device{}());
+  absl::StatusOr<std::unique_ptr<HealthMonitor>> monitor = HealthMonitor::create(
+      config_,
+      [] {
+        return static_cast<uint64_t>(absl::ToInt64Milliseconds(absl::Now() - absl::UnixEpoch()));
+      },
+      [random] { return std::uniform_real_distribution<double>(0.0, 1.0)(*random); });
+  if (!monitor.ok()) {
+    return absl::Status(monitor.status().code(),
+                        absl::StrCat("health: ", monitor.status().message()));
+  }
+  health_ = *std::move(monitor);
+  if (health_->checkCount() > 0) {
+    logLine(
+        absl::StrFormat("health: %u check(s) for the configured backends", health_->checkCount()));
+  }
 
   for (Worker* worker : workers_) {
     if (const int result = rte_eal_remote_launch(runWorker, worker, worker->lcore); result != 0) {
@@ -224,9 +244,50 @@ void Daemon::run() {
       std::fputs(countersText().c_str(), stdout);
       std::fflush(stdout);
     }
+    applyHealthChanges(health_->poll(0));
     absl::SleepFor(kManagementTick);
   }
   stopWorkers();
+}
+
+void Daemon::applyHealthChanges(const std::vector<BackendHealthChange>& changes) {
+  if (changes.empty()) return;
+  const absl::Time start = absl::Now();
+  absl::flat_hash_set<size_t> services;
+  for (const BackendHealthChange& change : changes) {
+    const ServiceConfig& service = config_.services[change.service];
+    logLine(absl::StrFormat("health: service '%s' backend '%s' (%s): %s -> %s: %s", service.name,
+                            service.backends[change.backend].name, change.target,
+                            toString(change.transition.from), toString(change.transition.to),
+                            change.transition.reason));
+    services.insert(change.service);
+  }
+  // Min-disruption failover from each service's all-healthy table: healthy backends keep their
+  // slots, and the table is a pure function of the healthy set.
+  for (size_t s : services) {
+    const ServiceConfig& service = config_.services[s];
+    const Table& full = full_tables_[s];
+    std::vector<bool> healthy(full.backends().size(), true);
+    for (size_t b = 0; b < service.backends.size(); ++b) {
+      absl::StatusOr<uint16_t> index = full.indexOf(service.backends[b].name);
+      if (index.ok()) healthy[*index] = health_->healthy(s)[b];
+    }
+    absl::StatusOr<Table> table = withHealth(full, healthy);
+    if (!table.ok()) {
+      logLine(absl::StrCat(
+          "health: service '", service.name,
+          "': table not rebuilt, the previous one keeps serving: ", table.status().message()));
+      continue;
+    }
+    tables_[s] = *std::move(table);
+  }
+  if (absl::Status status = publishSnapshot(); !status.ok()) {
+    logLine(
+        absl::StrCat("snapshot not rebuilt, the previous one keeps serving: ", status.message()));
+    return;
+  }
+  logLine(absl::StrFormat("snapshot %u in use by every worker %.2f ms after the health change",
+                          generation_, absl::ToDoubleMilliseconds(absl::Now() - start)));
 }
 
 void Daemon::stopWorkers() {

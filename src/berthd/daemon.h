@@ -14,13 +14,15 @@
 #include "berth/dataplane/port.h"
 #include "berth/dataplane/snapshot.h"
 #include "berth/dataplane/worker.h"
+#include "berth/health/monitor.h"
 
 namespace berth {
 
 // berthd once the EAL is up: its ports, workers and management loop, set up and torn down in
 // one fixed order (STYLE.md, item 9). The management loop runs on the main lcore: it learns next
-// hops' MACs from what workers report, asks for the ones still missing, republishes the snapshot
-// when one changes, and prints the counters on request.
+// hops' MACs from what workers report, asks for the ones still missing, runs the backends' health
+// checks, republishes the snapshot when a MAC or a backend's health changes, and prints the
+// counters on request.
 class Daemon {
  public:
   Daemon(Config config, std::atomic<bool>& stop, std::atomic<bool>& print_counters);
@@ -44,6 +46,9 @@ class Daemon {
   void drainNeighborNews();
   void requestUnresolvedNextHops();
   void stopWorkers();
+  // Logs each change, rebuilds the affected services' tables with min-disruption failover, and
+  // publishes the snapshot.
+  void applyHealthChanges(const std::vector<BackendHealthChange>& changes);
 
   Config config_;
   std::atomic<bool>& stop_;
@@ -51,7 +56,9 @@ class Daemon {
   std::atomic<bool> workers_stop_{false};
   std::vector<OpenedPort> ports_;
   std::vector<MacAddress> port_macs_;
-  std::vector<Table> tables_;
+  std::vector<Table> full_tables_;  // every backend healthy, per service
+  std::vector<Table> tables_;       // as published: full_tables_ with health applied
+  std::unique_ptr<HealthMonitor> health_;
   CounterIds counter_ids_;
   NeighborTable neighbors_;
   std::unique_ptr<SnapshotPublisher> publisher_;

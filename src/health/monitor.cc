@@ -9,7 +9,8 @@ HealthMonitor::HealthMonitor(std::unique_ptr<Prober> prober, std::function<uint6
     : prober_(std::move(prober)), clock_(std::move(clock)), jitter_(std::move(jitter)) {}
 
 absl::StatusOr<std::unique_ptr<HealthMonitor>> HealthMonitor::create(
-    const Config& config, std::function<uint64_t()> clock, std::function<double()> jitter) {
+    const Config& config, std::function<uint64_t()> clock, std::function<double()> jitter,
+    const HealthMonitor* previous) {
   absl::StatusOr<std::unique_ptr<Prober>> prober = Prober::create(clock);
   if (!prober.ok()) return prober.status();
   std::unique_ptr<HealthMonitor> monitor(
@@ -17,7 +18,11 @@ absl::StatusOr<std::unique_ptr<HealthMonitor>> HealthMonitor::create(
   const uint64_t now = monitor->clock_();
   // Identical checks are one: the same target probed on the same schedule with the same rise
   // and fall.
-  absl::flat_hash_map<std::tuple<ProbeTarget, uint32_t, uint32_t, uint32_t>, size_t> by_check;
+  absl::flat_hash_map<CheckKey, const Check*> carried;
+  if (previous != nullptr) {
+    for (const Check& check : previous->checks_) carried.emplace(check.key, &check);
+  }
+  absl::flat_hash_map<CheckKey, size_t> by_check;
   monitor->healthy_.resize(config.services.size());
   for (size_t s = 0; s < config.services.size(); ++s) {
     const ServiceConfig& service = config.services[s];
@@ -26,15 +31,23 @@ absl::StatusOr<std::unique_ptr<HealthMonitor>> HealthMonitor::create(
       const HealthCheckConfig& settings = service.backends[b].health;
       if (settings.type == HealthCheckType::kNone) continue;
       const ProbeTarget target = ProbeTarget::of(settings);
-      auto [it, inserted] = by_check.try_emplace(
-          std::make_tuple(target, settings.interval_ms, settings.rise, settings.fall),
-          monitor->checks_.size());
+      const CheckKey key{target, settings.interval_ms, settings.rise, settings.fall};
+      auto [it, inserted] = by_check.try_emplace(key, monitor->checks_.size());
       if (inserted) {
-        const auto first = now + static_cast<uint64_t>(monitor->jitter_() * settings.interval_ms);
-        monitor->checks_.push_back(
-            Check{target, HealthCheck(settings, Health::kHealthy, first), {}, 0});
+        if (auto old = carried.find(key); old != carried.end()) {
+          HealthCheck state = old->second->state;
+          // A probe the old monitor had in flight is lost with it: the next one goes out now.
+          state.abandonProbe(now);
+          monitor->checks_.push_back(Check{key, target, state, {}, 0});
+        } else {
+          const auto first = now + static_cast<uint64_t>(monitor->jitter_() * settings.interval_ms);
+          const Health initial = previous != nullptr ? Health::kUnhealthy : Health::kHealthy;
+          monitor->checks_.push_back(
+              Check{key, target, HealthCheck(settings, initial, first), {}, 0});
+        }
       }
       monitor->checks_[it->second].backends.emplace_back(s, b);
+      monitor->healthy_[s][b] = monitor->checks_[it->second].state.health() == Health::kHealthy;
     }
   }
   return monitor;

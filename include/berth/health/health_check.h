@@ -43,6 +43,13 @@ class HealthCheck {
 
   // A probe went out at `now_ms`.
   void started(uint64_t now_ms);
+  // Forgets a probe in flight without counting it (its prober is gone), and makes the next one
+  // due at `now_ms` if it was.
+  void abandonProbe(uint64_t now_ms) {
+    if (!in_flight_) return;
+    in_flight_ = false;
+    next_probe_ms_ = now_ms;
+  }
 
   // The probe in flight finished: succeeded, or failed for `reason` (a timeout included). The
   // next probe is due an interval after `now_ms`, moved by (2 * jitter_unit - 1) * 10% of the

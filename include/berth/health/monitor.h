@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -32,9 +33,13 @@ class HealthMonitor {
   // Every checked backend starts healthy (berthd starting must not stop traffic), its first
   // probe spread over one interval by `jitter` (uniform in [0, 1), from a random source in
   // berthd, fixed in tests). `clock` gives milliseconds.
-  static absl::StatusOr<std::unique_ptr<HealthMonitor>> create(const Config& config,
-                                                               std::function<uint64_t()> clock,
-                                                               std::function<double()> jitter);
+  //
+  // With `previous` (a reload), a check identical to one `previous` ran keeps its state and
+  // schedule, so an unchanged backend neither flaps nor waits; a new check starts unhealthy and
+  // takes `rise` successes before its backends get traffic.
+  static absl::StatusOr<std::unique_ptr<HealthMonitor>> create(
+      const Config& config, std::function<uint64_t()> clock, std::function<double()> jitter,
+      const HealthMonitor* previous = nullptr);
 
   // Sends the probes that are due, waits up to `wait_ms` for results, and returns the changes of
   // state they caused.
@@ -45,7 +50,9 @@ class HealthMonitor {
   size_t checkCount() const { return checks_.size(); }
 
  private:
+  using CheckKey = std::tuple<ProbeTarget, uint32_t, uint32_t, uint32_t>;
   struct Check {
+    CheckKey key;
     ProbeTarget target;
     HealthCheck state;
     std::vector<std::pair<size_t, size_t>> backends;  // (service, backend) in the config

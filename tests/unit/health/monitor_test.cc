@@ -80,5 +80,37 @@ TEST(HealthMonitorTest, SharedTargetsAreProbedOnceAndFailuresTurnBackendsUnhealt
   EXPECT_EQ(monitor->healthy(1), (std::vector<bool>{false, true})) << "d is never checked";
 }
 
+TEST(HealthMonitorTest, AReloadKeepsTheStateOfUnchangedChecksAndStartsNewOnesUnhealthy) {
+  Listener listener(nullptr);
+  const uint16_t closed = closedPort();
+  const Config before = *parseConfig(configFor(listener.port(), closed), "test.yaml");
+  std::unique_ptr<HealthMonitor> first =
+      *HealthMonitor::create(before, steadyMs, [] { return 0.5; });
+  const uint64_t deadline = steadyMs() + 5'000;
+  while (first->healthy(0)[1] && steadyMs() < deadline) first->poll(10);
+  ASSERT_FALSE(first->healthy(0)[1]);
+
+  // The reload adds backend e, whose check (on its own port) is new.
+  Listener other(nullptr);
+  std::string yaml = configFor(listener.port(), closed);
+  yaml += absl::StrCat(
+      "      - { name: e, address: 198.18.5.2, health: { type: tcp, interval: 0.05, "
+      "timeout: 0.05, rise: 2, fall: 2, address: 127.0.0.1, port: ",
+      other.port(), " } }\n");
+  const Config after = *parseConfig(yaml, "test.yaml");
+  std::unique_ptr<HealthMonitor> second = *HealthMonitor::create(
+      after, steadyMs, [] { return 0.5; }, first.get());
+  EXPECT_EQ(second->healthy(0), (std::vector<bool>{true, false})) << "carried over, no flap";
+  EXPECT_EQ(second->healthy(1), (std::vector<bool>{true, true, false})) << "e starts unhealthy";
+  std::vector<BackendHealthChange> changes;
+  const uint64_t rise_deadline = steadyMs() + 5'000;
+  while (changes.empty() && steadyMs() < rise_deadline) {
+    for (BackendHealthChange& change : second->poll(10)) changes.push_back(change);
+  }
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ((std::pair{changes[0].service, changes[0].backend}), (std::pair<size_t, size_t>{1, 2}));
+  EXPECT_EQ(changes[0].transition.reason, "2 probe(s) in a row succeeded");
+}
+
 }  // namespace
 }  // namespace berth

@@ -41,14 +41,29 @@ T* allocateOnSocket(const char* what, size_t count, unsigned socket) {
   return static_cast<T*>(memory);
 }
 
+}  // namespace
+
+std::function<uint64_t()> healthClock() {
+  return [] {
+    return static_cast<uint64_t>(absl::ToInt64Milliseconds(absl::Now() - absl::UnixEpoch()));
+  };
+}
+
+std::function<double()> healthJitter() {
+  auto random = std::make_shared<std::mt19937_64>(std::random_device{}());
+  return [random] { return std::uniform_real_distribution<double>(0.0, 1.0)(*random); };
+}
+
 void logLine(absl::string_view line) {
   std::fprintf(stderr, "berthd: %.*s\n", static_cast<int>(line.size()), line.data());
 }
 
-}  // namespace
-
-Daemon::Daemon(Config config, std::atomic<bool>& stop, std::atomic<bool>& print_counters)
-    : config_(std::move(config)), stop_(stop), print_counters_(print_counters) {}
+Daemon::Daemon(std::string config_path, Config config, const DaemonSignals& signals)
+    : config_path_(std::move(config_path)),
+      config_(std::move(config)),
+      stop_(signals.stop),
+      print_counters_(signals.print_counters),
+      reload_(signals.reload) {}
 
 absl::Status Daemon::start() {
   if (config_.dataplane.ports.empty()) {
@@ -154,13 +169,8 @@ absl::Status Daemon::start() {
   tables_ = full_tables_;
   BERTH_RETURN_IF_ERROR(publishSnapshot());
 
-  auto random = std::make_shared<std::mt19937_64>(std::random_device{}());
-  absl::StatusOr<std::unique_ptr<HealthMonitor>> monitor = HealthMonitor::create(
-      config_,
-      [] {
-        return static_cast<uint64_t>(absl::ToInt64Milliseconds(absl::Now() - absl::UnixEpoch()));
-      },
-      [random] { return std::uniform_real_distribution<double>(0.0, 1.0)(*random); });
+  absl::StatusOr<std::unique_ptr<HealthMonitor>> monitor =
+      HealthMonitor::create(config_, healthClock(), healthJitter());
   if (!monitor.ok()) {
     return absl::Status(monitor.status().code(),
                         absl::StrCat("health: ", monitor.status().message()));
@@ -186,10 +196,21 @@ absl::Status Daemon::start() {
 
 absl::Status Daemon::publishSnapshot() {
   absl::StatusOr<std::unique_ptr<const Snapshot>> snapshot =
-      buildSnapshot(config_, tables_, port_macs_, neighbors_, counter_ids_, ++generation_);
+      buildSnapshot(config_, tables_, port_macs_, neighbors_, counter_ids_, generation_ + 1);
   if (!snapshot.ok()) return snapshot.status();
+  ++generation_;
   publisher_->publish(*std::move(snapshot));
   return absl::OkStatus();
+}
+
+absl::StatusOr<Table> tableWithHealth(const ServiceConfig& service, const Table& full,
+                                      const std::vector<bool>& healthy_in_config_order) {
+  std::vector<bool> healthy(full.backends().size(), true);
+  for (size_t b = 0; b < service.backends.size(); ++b) {
+    absl::StatusOr<uint16_t> index = full.indexOf(service.backends[b].name);
+    if (index.ok()) healthy[*index] = healthy_in_config_order[b];
+  }
+  return withHealth(full, healthy);
 }
 
 void Daemon::drainNeighborNews() {
@@ -245,6 +266,7 @@ void Daemon::run() {
       std::fflush(stdout);
     }
     applyHealthChanges(health_->poll(0));
+    if (reload_.exchange(false)) reload();
     absl::SleepFor(kManagementTick);
   }
   stopWorkers();
@@ -266,13 +288,7 @@ void Daemon::applyHealthChanges(const std::vector<BackendHealthChange>& changes)
   // slots, and the table is a pure function of the healthy set.
   for (size_t s : services) {
     const ServiceConfig& service = config_.services[s];
-    const Table& full = full_tables_[s];
-    std::vector<bool> healthy(full.backends().size(), true);
-    for (size_t b = 0; b < service.backends.size(); ++b) {
-      absl::StatusOr<uint16_t> index = full.indexOf(service.backends[b].name);
-      if (index.ok()) healthy[*index] = health_->healthy(s)[b];
-    }
-    absl::StatusOr<Table> table = withHealth(full, healthy);
+    absl::StatusOr<Table> table = tableWithHealth(service, full_tables_[s], health_->healthy(s));
     if (!table.ok()) {
       logLine(absl::StrCat(
           "health: service '", service.name,

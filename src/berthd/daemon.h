@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,9 +24,16 @@ namespace berth {
 // hops' MACs from what workers report, asks for the ones still missing, runs the backends' health
 // checks, republishes the snapshot when a MAC or a backend's health changes, and prints the
 // counters on request.
+// What the signal handlers set, for the management loop to act on.
+struct DaemonSignals {
+  std::atomic<bool>& stop;            // SIGINT, SIGTERM
+  std::atomic<bool>& print_counters;  // SIGUSR1
+  std::atomic<bool>& reload;          // SIGHUP
+};
+
 class Daemon {
  public:
-  Daemon(Config config, std::atomic<bool>& stop, std::atomic<bool>& print_counters);
+  Daemon(std::string config_path, Config config, const DaemonSignals& signals);
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -49,10 +57,15 @@ class Daemon {
   // Logs each change, rebuilds the affected services' tables with min-disruption failover, and
   // publishes the snapshot.
   void applyHealthChanges(const std::vector<BackendHealthChange>& changes);
+  // Re-reads the config file and applies it, or logs why not and keeps the running one
+  // (reload.cc).
+  void reload();
 
+  std::string config_path_;
   Config config_;
   std::atomic<bool>& stop_;
   std::atomic<bool>& print_counters_;
+  std::atomic<bool>& reload_;
   std::atomic<bool> workers_stop_{false};
   std::vector<OpenedPort> ports_;
   std::vector<MacAddress> port_macs_;
@@ -69,5 +82,15 @@ class Daemon {
   absl::Time started_ = absl::Now();
   absl::Time last_refresh_ = absl::InfinitePast();
 };
+
+// Helpers the daemon's files share.
+void logLine(absl::string_view line);
+// Milliseconds of wall time, and uniform jitter in [0, 1), for the health monitor.
+std::function<uint64_t()> healthClock();
+std::function<double()> healthJitter();
+// `full` (all backends healthy) with min-disruption failover for the unhealthy ones; `healthy`
+// is in the order of the service's backends in the config.
+absl::StatusOr<Table> tableWithHealth(const ServiceConfig& service, const Table& full,
+                                      const std::vector<bool>& healthy);
 
 }  // namespace berth

@@ -4,7 +4,8 @@
 //
 // EAL options may also come from the config (dataplane.eal); the command line's come first. The
 // start-up order is fixed: config, EAL, then the daemon's ports, snapshot and workers; teardown
-// runs it backwards. SIGINT and SIGTERM stop it cleanly; SIGUSR1 prints the counters.
+// runs it backwards. SIGINT and SIGTERM stop it cleanly; SIGUSR1 prints the counters; SIGHUP
+// reloads the config.
 
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -33,10 +34,13 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 std::atomic<bool> g_print_counters{false};
+std::atomic<bool> g_reload{false};
 
 void onSignal(int signal) {
   if (signal == SIGUSR1) {
     g_print_counters.store(true);
+  } else if (signal == SIGHUP) {
+    g_reload.store(true);
   } else {
     g_stop.store(true);
   }
@@ -47,7 +51,7 @@ void installSignalHandlers() {
   std::memset(&action, 0, sizeof(action));
   action.sa_handler = onSignal;
   sigemptyset(&action.sa_mask);
-  for (int signal : {SIGINT, SIGTERM, SIGUSR1}) sigaction(signal, &action, nullptr);
+  for (int signal : {SIGINT, SIGTERM, SIGUSR1, SIGHUP}) sigaction(signal, &action, nullptr);
 }
 
 int fail(absl::string_view message) {
@@ -59,7 +63,8 @@ constexpr char kUsage[] =
     "berth's load balancer daemon.\n\n"
     "  berthd [EAL options] -- --config FILE [--counters_json FILE]\n\n"
     "EAL options may also be given in the config as dataplane.eal; those on the command line "
-    "come first. SIGINT/SIGTERM stop it; SIGUSR1 prints the counters.";
+    "come first. SIGINT/SIGTERM stop it; SIGUSR1 prints the counters; SIGHUP reloads the "
+    "config file.";
 
 }  // namespace
 
@@ -108,7 +113,8 @@ int main(int argc, char** argv) {
 
   int exit_code = 0;
   {
-    berth::Daemon daemon(*std::move(config), g_stop, g_print_counters);
+    berth::Daemon daemon(absl::GetFlag(FLAGS_config), *std::move(config),
+                         {g_stop, g_print_counters, g_reload});
     if (absl::Status status = daemon.start(); !status.ok()) {
       exit_code = fail(status.message());
     } else {

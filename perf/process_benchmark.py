@@ -73,7 +73,7 @@ def run_testpmd(vdev, prefix, stop_when):
 
 def run_berthd(berthd, vdev, stop_when, counters_path):
     process = subprocess.Popen([berthd, "--vdev", vdev, "--", "--config", CONFIG, "--counters_json",
-                                counters_path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                counters_path, "--control_socket", counters_path + ".sock"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = []
     threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True).start()
     try:

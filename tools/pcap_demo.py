@@ -237,7 +237,8 @@ def main():
         print("== berthd --vdev net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap -- --config %s" % options.config)
         returncode, stderr = run_berthd(
             [options.berthd, "--vdev", "net_pcap0,rx_pcap=%s,tx_pcap=%s" % (input_path, output_path),
-             "--", "--config", options.config, "--counters_json", counters_path],
+             "--", "--config", options.config, "--counters_json", counters_path,
+             "--control_socket", os.path.join(directory, "berth.sock")],
             len(frames), options.timeout)
         for line in stderr.splitlines():
             if line.startswith("berthd:"):

@@ -58,8 +58,10 @@ void logLine(absl::string_view line) {
   std::fprintf(stderr, "berthd: %.*s\n", static_cast<int>(line.size()), line.data());
 }
 
-Daemon::Daemon(std::string config_path, Config config, const DaemonSignals& signals)
+Daemon::Daemon(std::string config_path, std::string control_socket, Config config,
+               const DaemonSignals& signals)
     : config_path_(std::move(config_path)),
+      control_socket_path_(std::move(control_socket)),
       config_(std::move(config)),
       stop_(signals.stop),
       print_counters_(signals.print_counters),
@@ -176,6 +178,11 @@ absl::Status Daemon::start() {
                         absl::StrCat("health: ", monitor.status().message()));
   }
   health_ = *std::move(monitor);
+  absl::StatusOr<std::unique_ptr<ControlSocket>> control =
+      ControlSocket::open(control_socket_path_);
+  if (!control.ok()) return control.status();
+  control_ = *std::move(control);
+  logLine(absl::StrCat("control socket: ", control_->path()));
   if (health_->checkCount() > 0) {
     logLine(
         absl::StrFormat("health: %u check(s) for the configured backends", health_->checkCount()));
@@ -266,7 +273,8 @@ void Daemon::run() {
       std::fflush(stdout);
     }
     applyHealthChanges(health_->poll(0));
-    if (reload_.exchange(false)) reload();
+    if (reload_.exchange(false)) reload().IgnoreError();
+    control_->serve([this](const ControlRequest& request) { return handleControl(request); });
     absl::SleepFor(kManagementTick);
   }
   stopWorkers();

@@ -7,9 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "berth/config/config.h"
+#include "berth/control/control_socket.h"
 #include "berth/control/publisher.h"
 #include "berth/dataplane/neighbor_discovery.h"
 #include "berth/dataplane/port.h"
@@ -33,7 +35,8 @@ struct DaemonSignals {
 
 class Daemon {
  public:
-  Daemon(std::string config_path, Config config, const DaemonSignals& signals);
+  Daemon(std::string config_path, std::string control_socket, Config config,
+         const DaemonSignals& signals);
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -57,11 +60,21 @@ class Daemon {
   // Logs each change, rebuilds the affected services' tables with min-disruption failover, and
   // publishes the snapshot.
   void applyHealthChanges(const std::vector<BackendHealthChange>& changes);
-  // Re-reads the config file and applies it, or logs why not and keeps the running one
-  // (reload.cc).
-  void reload();
+  // Re-reads the config file and applies it, or logs why not, keeps the running one and returns
+  // the reason (reload.cc).
+  absl::Status reload();
+  // The control socket's commands (control.cc): the reply to one request.
+  std::string handleControl(const ControlRequest& request);
+  std::string statusReply() const;
+  std::string drainReply(const ControlRequest& request, bool drain);
+  // Sets the weight of every backend drained at run time to 0 in `config` (a reload keeps drains).
+  void applyDrains(Config& config) const;
 
   std::string config_path_;
+  std::string control_socket_path_;
+  std::unique_ptr<ControlSocket> control_;
+  // Backends drained at run time ("service/backend") and the weight undrain gives back.
+  absl::flat_hash_map<std::string, int64_t> drained_;
   Config config_;
   std::atomic<bool>& stop_;
   std::atomic<bool>& print_counters_;

@@ -1,6 +1,6 @@
 // berthd: the berth load balancer daemon.
 //
-//   berthd [EAL options] -- --config FILE [--counters_json FILE]
+//   berthd [EAL options] -- --config FILE [--control_socket PATH] [--counters_json FILE]
 //
 // EAL options may also come from the config (dataplane.eal); the command line's come first. The
 // start-up order is fixed: config, EAL, then the daemon's ports, snapshot and workers; teardown
@@ -27,6 +27,8 @@
 #include "berthd/daemon.h"
 
 ABSL_FLAG(std::string, config, "", "path of the YAML config (required)");
+ABSL_FLAG(std::string, control_socket, "/run/berth/berth.sock",
+          "the Unix socket berthctl talks to berthd over (mode 0600)");
 ABSL_FLAG(std::string, counters_json, "",
           "on exit, also write the final counters as JSON to this file");
 
@@ -61,7 +63,7 @@ int fail(absl::string_view message) {
 
 constexpr char kUsage[] =
     "berth's load balancer daemon.\n\n"
-    "  berthd [EAL options] -- --config FILE [--counters_json FILE]\n\n"
+    "  berthd [EAL options] -- --config FILE [--control_socket PATH] [--counters_json FILE]\n\n"
     "EAL options may also be given in the config as dataplane.eal; those on the command line "
     "come first. SIGINT/SIGTERM stop it; SIGUSR1 prints the counters; SIGHUP reloads the "
     "config file.";
@@ -113,8 +115,8 @@ int main(int argc, char** argv) {
 
   int exit_code = 0;
   {
-    berth::Daemon daemon(absl::GetFlag(FLAGS_config), *std::move(config),
-                         {g_stop, g_print_counters, g_reload});
+    berth::Daemon daemon(absl::GetFlag(FLAGS_config), absl::GetFlag(FLAGS_control_socket),
+                         *std::move(config), {g_stop, g_print_counters, g_reload});
     if (absl::Status status = daemon.start(); !status.ok()) {
       exit_code = fail(status.message());
     } else {

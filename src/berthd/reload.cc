@@ -43,11 +43,13 @@ std::vector<std::string> layoutChanges(const DataplaneConfig& running,
 
 }  // namespace
 
-void Daemon::reload() {
+absl::Status Daemon::reload() {
   const absl::Time start = absl::Now();
   auto refuse = [&](absl::string_view why) {
-    logLine(absl::StrCat("reload of ", config_path_,
-                         " refused, the running config keeps serving: ", why));
+    const std::string message = absl::StrCat("reload of ", config_path_,
+                                             " refused, the running config keeps serving: ", why);
+    logLine(message);
+    return absl::FailedPreconditionError(message);
   };
   absl::StatusOr<Config> next = loadConfigFile(config_path_);
   if (!next.ok()) return refuse(next.status().message());
@@ -58,6 +60,7 @@ void Daemon::reload() {
                                "so this change needs a restart of berthd"));
   }
   for (const std::string& warning : next->warnings) logLine(absl::StrCat("warning: ", warning));
+  applyDrains(*next);
 
   absl::StatusOr<std::vector<Table>> full = buildServiceTables(*next);
   if (!full.ok()) return refuse(full.status().message());
@@ -84,11 +87,13 @@ void Daemon::reload() {
   health_ = *std::move(monitor);
   ++generation_;
   publisher_->publish(*std::move(snapshot));
-  logLine(absl::StrFormat(
+  const std::string applied = absl::StrFormat(
       "reload of %s applied: %u service(s), %u backend(s); snapshot %u in use by every worker "
       "%.2f ms after the reload began",
       config_path_, config_.services.size(), backends, generation_,
-      absl::ToDoubleMilliseconds(absl::Now() - start)));
+      absl::ToDoubleMilliseconds(absl::Now() - start));
+  logLine(applied);
+  return absl::OkStatus();
 }
 
 }  // namespace berth

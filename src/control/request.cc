@@ -24,6 +24,25 @@ class Reader {
     }
     return false;
   }
+  char peek() {
+    skipSpace();
+    return at_ < text_.size() ? text_[at_] : '\0';
+  }
+  bool literal(absl::string_view word) {
+    skipSpace();
+    if (text_.substr(at_, word.size()) != word) return false;
+    at_ += word.size();
+    return true;
+  }
+  bool number() {
+    skipSpace();
+    const size_t start = at_;
+    while (at_ < text_.size() &&
+           absl::string_view("+-.eE0123456789").find(text_[at_]) != absl::string_view::npos) {
+      ++at_;
+    }
+    return at_ > start;
+  }
   bool startsString() {
     skipSpace();
     return at_ < text_.size() && text_[at_] == '"';
@@ -108,6 +127,9 @@ class Reader {
   size_t at_ = 0;
 };
 
+// Skips one JSON value of any kind; false if it is malformed.
+bool skipValue(Reader& reader, int depth);
+
 }  // namespace
 
 const std::string& ControlRequest::field(absl::string_view key) const {
@@ -150,6 +172,65 @@ absl::StatusOr<ControlRequest> parseControlRequest(absl::string_view line) {
   if (!reader.atEnd()) return reader.error("text after the object");
   if (!has_command) return absl::InvalidArgumentError("request: no \"command\"");
   return request;
+}
+
+}  // namespace berth
+
+namespace berth {
+namespace {
+
+bool skipValue(Reader& reader, int depth) {
+  if (depth > 32) return false;
+  const char next = reader.peek();
+  if (next == '"') return reader.string().ok();
+  if (next == '{' || next == '[') {
+    const char close = next == '{' ? '}' : ']';
+    reader.consume(next);
+    if (reader.consume(close)) return true;
+    for (;;) {
+      if (next == '{') {
+        if (!reader.string().ok() || !reader.consume(':')) return false;
+      }
+      if (!skipValue(reader, depth + 1)) return false;
+      if (reader.consume(',')) continue;
+      return reader.consume(close);
+    }
+  }
+  return reader.literal("true") || reader.literal("false") || reader.literal("null") ||
+         reader.number();
+}
+
+}  // namespace
+
+absl::StatusOr<ControlReply> parseControlReply(absl::string_view line) {
+  Reader reader(line);
+  if (!reader.consume('{')) return reader.error("expected a JSON object");
+  ControlReply reply;
+  if (!reader.consume('}')) {
+    for (;;) {
+      absl::StatusOr<std::string> key = reader.string();
+      if (!key.ok()) return key.status();
+      if (!reader.consume(':')) return reader.error("expected ':'");
+      if (*key == "ok") {
+        if (reader.literal("true")) {
+          reply.ok = true;
+        } else if (!reader.literal("false")) {
+          return reader.error("\"ok\" must be true or false");
+        }
+      } else if (reader.startsString()) {
+        absl::StatusOr<std::string> value = reader.string();
+        if (!value.ok()) return value.status();
+        reply.strings[*key] = *std::move(value);
+      } else if (!skipValue(reader, 0)) {
+        return reader.error("a malformed value");
+      }
+      if (reader.consume(',')) continue;
+      if (reader.consume('}')) break;
+      return reader.error("expected ',' or '}'");
+    }
+  }
+  if (!reader.atEnd()) return reader.error("text after the object");
+  return reply;
 }
 
 }  // namespace berth

@@ -83,7 +83,8 @@ class BerthdResolvesItsGateway(unittest.TestCase):
                                         "-U", "-w", cls.capture, "ip proto 4 or arp"],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1)  # tcpdump attaches
-        cls.process = subprocess.Popen([BERTHD, "--", "--config", config_path], stdout=subprocess.PIPE,
+        cls.process = subprocess.Popen([BERTHD, "--", "--config", config_path,
+                                        "--control_socket", os.path.join(cls.directory, "berth.sock")], stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE, text=True)
         cls.stderr_lines = []
         threading.Thread(target=lambda: cls.stderr_lines.extend(cls.process.stderr), daemon=True).start()

@@ -47,7 +47,8 @@ class BerthdReload(unittest.TestCase):
         cls.directory = tempfile.mkdtemp(prefix="berthd-reload-")
         cls.path = os.path.join(cls.directory, "berth.yaml")
         cls.write(config([("web-1", 1), ("web-2", 1)]))
-        cls.process = subprocess.Popen([BERTHD, "--", "--config", cls.path], stdout=subprocess.PIPE,
+        cls.process = subprocess.Popen([BERTHD, "--", "--config", cls.path, "--control_socket",
+                                        os.path.join(cls.directory, "berth.sock")], stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE, text=True)
         cls.lines = []
         threading.Thread(target=lambda: cls.lines.extend(cls.process.stderr), daemon=True).start()

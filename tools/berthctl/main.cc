@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "berth/config/loader.h"
 #include "berth/util/heap.h"
+#include "live_commands.h"
 #include "offline_commands.h"
 
 ABSL_FLAG(std::string, config, "", "path of the YAML config to read");
@@ -17,6 +18,7 @@ ABSL_FLAG(std::string, service, "", "service name (berthctl table)");
 ABSL_FLAG(bool, json, false, "print JSON instead of text");
 ABSL_FLAG(std::vector<std::string>, fail, {},
           "comma-separated backend names to treat as unhealthy");
+ABSL_FLAG(std::string, socket, "/run/berth/berth.sock", "berthd's control socket");
 ABSL_FLAG(int, max_failures, 100,
           "analyze: single failures to analyse per service, evenly spaced; 0 for every backend");
 
@@ -30,7 +32,16 @@ Commands that read a config file:
   analyze --config FILE [--fail A,B] [--max_failures N] [--json]
           per service: balance, and how many slots each single backend failure moves with
           min-disruption failover and with a full rebuild, against the ideal; with --fail,
-          the same figures with those backends unhealthy)";
+          the same figures with those backends unhealthy
+
+Commands to a running berthd, over its control socket (--socket, default /run/berth/berth.sock):
+  status    version, uptime, config file and its CRC32-C, snapshot generation, workers, drains
+  stats     the workers' counters summed: packets, drops by reason, connection tracking,
+            per service and per backend
+  reload    re-read the config file; a bad file is refused and the running config stays
+  drain NAME [--service S]    no new flows to backend NAME; established ones finish
+  undrain NAME [--service S]  give backend NAME its weight back
+Each takes --json for berthd's JSON reply.)";
 
 int fail(const std::string& message) {
   std::fprintf(stderr, "berthctl: %s\n", message.c_str());
@@ -43,8 +54,20 @@ int main(int argc, char** argv) {
   berth::retainFreedHeapMemory();
   absl::SetProgramUsageMessage(kUsage);
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  if (positional.size() != 2) return fail(absl::StrCat("expected one command\n\nusage: ", kUsage));
+  if (positional.size() < 2) return fail(absl::StrCat("expected a command\n\nusage: ", kUsage));
   const std::string command = positional[1];
+  if (command == "status" || command == "stats" || command == "reload" || command == "drain" ||
+      command == "undrain") {
+    const bool takes_name = command == "drain" || command == "undrain";
+    if (positional.size() != (takes_name ? 3u : 2u)) {
+      return fail(takes_name ? absl::StrCat(command, " needs the backend's name: berthctl ",
+                                            command, " NAME [--service S]")
+                             : absl::StrCat(command, " takes no arguments"));
+    }
+    return berth::runLiveCommand(absl::GetFlag(FLAGS_socket), command, absl::GetFlag(FLAGS_service),
+                                 takes_name ? positional[2] : "", absl::GetFlag(FLAGS_json));
+  }
+  if (positional.size() != 2) return fail(absl::StrCat("expected one command\n\nusage: ", kUsage));
   if (command != "table" && command != "analyze") {
     return fail(absl::StrCat("unknown command '", command, "'\n\nusage: ", kUsage));
   }

@@ -31,4 +31,13 @@ inline constexpr size_t kMaxControlRequestBytes = 4096;
 // escapes, \uXXXX included (as UTF-8), and any whitespace between tokens.
 absl::StatusOr<ControlRequest> parseControlRequest(absl::string_view line);
 
+// What berthctl needs of a reply: whether it succeeded, and its top-level string fields ("error",
+// and "text", the human rendering berthd includes). Other values are checked for well-formed
+// JSON and skipped.
+struct ControlReply {
+  bool ok = false;
+  absl::flat_hash_map<std::string, std::string> strings;
+};
+absl::StatusOr<ControlReply> parseControlReply(absl::string_view line);
+
 }  // namespace berth

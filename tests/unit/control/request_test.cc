@@ -49,5 +49,20 @@ TEST(ControlRequestTest, RefusesWhatIsNotARequestAndSaysWhy) {
   EXPECT_FALSE(parseControlRequest(std::string(kMaxControlRequestBytes + 1, ' ')).ok());
 }
 
+TEST(ControlReplyTest, ReadsOkAndTopLevelStringsAndSkipsTheRest) {
+  absl::StatusOr<ControlReply> reply = parseControlReply(
+      R"({"ok":true,"text":"a\nb","stats":{"counters":{"rx":1,"x":[1,2.5e3,null,false]}},"n":-3})");
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_TRUE(reply->ok);
+  EXPECT_EQ(reply->strings.at("text"), "a\nb");
+  EXPECT_FALSE(reply->strings.contains("stats"));
+  absl::StatusOr<ControlReply> error = parseControlReply(R"({"ok":false,"error":"no backend"})");
+  ASSERT_TRUE(error.ok());
+  EXPECT_FALSE(error->ok);
+  EXPECT_EQ(error->strings.at("error"), "no backend");
+  EXPECT_FALSE(parseControlReply(R"({"ok":true,"x":{"a":1)").ok());
+  EXPECT_FALSE(parseControlReply(R"({"ok":"yes"})").ok());
+}
+
 }  // namespace
 }  // namespace berth

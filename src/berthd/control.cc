@@ -1,0 +1,162 @@
+// berthd's control-socket commands: status, stats, reload, drain and undrain. Each runs on the
+// management thread, between its other work, and answers with one JSON object.
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "berth/net/crc32c.h"
+#include "berth/util/json_writer.h"
+#include "berthd/daemon.h"
+
+namespace berth {
+namespace {
+
+constexpr char kVersion[] = "0.1.0";
+constexpr char kCommands[] = "status, stats, reload, drain, undrain";
+
+std::string okReply(absl::string_view text) {
+  JsonWriter json;
+  json.beginObject().key("ok").value(true).key("text").value(text).endObject();
+  return json.str();
+}
+
+}  // namespace
+
+std::string Daemon::handleControl(const ControlRequest& request) {
+  if (request.command == "status") return statusReply();
+  if (request.command == "stats") {
+    std::string counters = countersJson();
+    if (!counters.empty() && counters.back() == '\n') counters.pop_back();
+    JsonWriter text;
+    text.value(countersText());
+    return absl::StrCat("{\"ok\":true,\"text\":", text.str(), ",\"stats\":", counters, "}");
+  }
+  if (request.command == "reload") {
+    absl::Status status = reload();
+    return status.ok() ? okReply(absl::StrCat("reloaded ", config_path_, " (snapshot ",
+                                              generation_, ")\n"))
+                       : errorReply(status.message());
+  }
+  if (request.command == "drain") return drainReply(request, true);
+  if (request.command == "undrain") return drainReply(request, false);
+  return errorReply(absl::StrCat("unknown command '", request.command, "'; commands: ", kCommands));
+}
+
+std::string Daemon::statusReply() const {
+  // The config file as berthd last read it: its CRC32-C tells two instances' files apart.
+  std::ifstream file(config_path_, std::ios::binary);
+  std::stringstream contents;
+  contents << file.rdbuf();
+  const std::string text = contents.str();
+  size_t backends = 0;
+  for (const ServiceConfig& service : config_.services) backends += service.backends.size();
+  JsonWriter json;
+  json.beginObject()
+      .key("ok")
+      .value(true)
+      .key("version")
+      .value(kVersion)
+      .key("uptime_s")
+      .value(absl::ToDoubleSeconds(absl::Now() - started_))
+      .key("config")
+      .value(config_path_)
+      .key("config_crc32c")
+      .value(absl::StrFormat("%08x", crc32cPortable(0, text.data(), text.size())))
+      .key("snapshot_generation")
+      .value(generation_)
+      .key("workers")
+      .value(static_cast<uint64_t>(workers_.size()))
+      .key("services")
+      .value(static_cast<uint64_t>(config_.services.size()))
+      .key("backends")
+      .value(static_cast<uint64_t>(backends))
+      .key("drained")
+      .beginArray();
+  std::vector<std::string> drained;
+  for (const auto& [name, weight] : drained_) {
+    json.value(name);
+    drained.push_back(name);
+  }
+  json.endArray();
+  json.key("text").value(absl::StrFormat(
+      "berthd %s, up %.0f s\nconfig %s (crc32c %08x)\nsnapshot %u, %u worker(s), %u service(s), "
+      "%u backend(s)\ndrained: %s\n",
+      kVersion, absl::ToDoubleSeconds(absl::Now() - started_), config_path_,
+      crc32cPortable(0, text.data(), text.size()), generation_, workers_.size(),
+      config_.services.size(), backends, drained.empty() ? "none" : absl::StrJoin(drained, ", ")));
+  json.endObject();
+  return json.str();
+}
+
+void Daemon::applyDrains(Config& config) const {
+  for (ServiceConfig& service : config.services) {
+    for (BackendConfig& backend : service.backends) {
+      if (drained_.contains(absl::StrCat(service.name, "/", backend.name))) backend.weight = 0;
+    }
+  }
+}
+
+std::string Daemon::drainReply(const ControlRequest& request, bool drain) {
+  const std::string& backend_name = request.field("backend");
+  const std::string& service_name = request.field("service");
+  if (backend_name.empty()) return errorReply("give the backend's name");
+  std::vector<std::pair<size_t, size_t>> matches;
+  for (size_t s = 0; s < config_.services.size(); ++s) {
+    if (!service_name.empty() && config_.services[s].name != service_name) continue;
+    for (size_t b = 0; b < config_.services[s].backends.size(); ++b) {
+      if (config_.services[s].backends[b].name == backend_name) matches.emplace_back(s, b);
+    }
+  }
+  if (matches.empty()) {
+    return errorReply(service_name.empty() ? absl::StrCat("no backend named '", backend_name, "'")
+                                           : absl::StrCat("no backend named '", backend_name,
+                                                          "' in service '", service_name, "'"));
+  }
+  std::vector<std::string> changed;
+  for (const auto& [s, b] : matches) {
+    ServiceConfig& service = config_.services[s];
+    BackendConfig& backend = service.backends[b];
+    const std::string key = absl::StrCat(service.name, "/", backend.name);
+    if (drain) {
+      if (drained_.contains(key)) continue;
+      drained_[key] = backend.weight;
+      backend.weight = 0;
+    } else {
+      auto it = drained_.find(key);
+      if (it == drained_.end()) continue;
+      backend.weight = it->second;
+      drained_.erase(it);
+    }
+    // A weight change is a config change: the service's table is built again in full.
+    absl::StatusOr<Table> full = build(service.maglevBackends(), service.table_size);
+    if (!full.ok()) return errorReply(full.status().message());
+    absl::StatusOr<Table> table = tableWithHealth(service, *full, health_->healthy(s));
+    if (!table.ok()) return errorReply(table.status().message());
+    full_tables_[s] = *std::move(full);
+    tables_[s] = *std::move(table);
+    changed.push_back(key);
+  }
+  if (!changed.empty()) {
+    if (absl::Status status = publishSnapshot(); !status.ok()) return errorReply(status.message());
+    logLine(absl::StrFormat("%s %s; snapshot %u published", drain ? "drained" : "undrained",
+                            absl::StrJoin(changed, ", "), generation_));
+  }
+  JsonWriter json;
+  json.beginObject().key("ok").value(true).key("changed").beginArray();
+  for (const std::string& key : changed) json.value(key);
+  json.endArray().key("snapshot_generation").value(generation_);
+  json.key("text").value(
+      changed.empty()
+          ? absl::StrCat("nothing to ", drain ? "drain" : "undrain", ": already so\n")
+          : absl::StrFormat("%s %s (snapshot %u)\n", drain ? "drained" : "undrained",
+                            absl::StrJoin(changed, ", "), generation_));
+  json.endObject();
+  return json.str();
+}
+
+}  // namespace berth

@@ -17,7 +17,7 @@ namespace berth {
 namespace {
 
 constexpr char kVersion[] = "0.1.0";
-constexpr char kCommands[] = "status, stats, reload, drain, undrain";
+constexpr char kCommands[] = "status, stats, services, backends, reload, drain, undrain";
 
 std::string okReply(absl::string_view text) {
   JsonWriter json;
@@ -36,11 +36,14 @@ std::string Daemon::handleControl(const ControlRequest& request) {
     text.value(countersText());
     return absl::StrCat("{\"ok\":true,\"text\":", text.str(), ",\"stats\":", counters, "}");
   }
+  if (request.command == "services" || request.command == "backends") {
+    return poolReply(request.command == "backends");
+  }
   if (request.command == "reload") {
     absl::Status status = reload();
-    return status.ok() ? okReply(absl::StrCat("reloaded ", config_path_, " (snapshot ",
-                                              generation_, ")\n"))
-                       : errorReply(status.message());
+    return status.ok()
+               ? okReply(absl::StrCat("reloaded ", config_path_, " (snapshot ", generation_, ")\n"))
+               : errorReply(status.message());
   }
   if (request.command == "drain") return drainReply(request, true);
   if (request.command == "undrain") return drainReply(request, false);
@@ -90,6 +93,99 @@ std::string Daemon::statusReply() const {
       crc32cPortable(0, text.data(), text.size()), generation_, workers_.size(),
       config_.services.size(), backends, drained.empty() ? "none" : absl::StrJoin(drained, ", ")));
   json.endObject();
+  return json.str();
+}
+
+std::pair<uint64_t, uint64_t> Daemon::trafficOf(uint32_t id, bool backend) const {
+  uint64_t packets = 0;
+  uint64_t bytes = 0;
+  for (const Worker* worker : workers_) {
+    const TrafficCounter* array =
+        backend ? worker->state.traffic.backends : worker->state.traffic.services;
+    packets += array[id].packets.read();
+    bytes += array[id].bytes.read();
+  }
+  return {packets, bytes};
+}
+
+std::string Daemon::poolReply(bool backends) const {
+  JsonWriter json;
+  json.beginObject().key("ok").value(true);
+  uint64_t connections = 0;
+  for (const Worker* worker : workers_) {
+    if (worker->connections) connections += worker->connections->occupied();
+  }
+  json.key("conntrack_entries").value(connections);
+  std::string text =
+      backends
+          ? absl::StrFormat("%-16s %-16s %-20s %7s %-10s %7s %14s %16s\n", "service", "backend",
+                            "address", "weight", "health", "slots", "packets", "bytes")
+          : absl::StrFormat("%-16s %-28s %-6s %9s %7s %14s %16s\n", "service", "listener", "mode",
+                            "backends", "healthy", "packets", "bytes");
+  json.key(backends ? "backends" : "services").beginArray();
+  for (size_t s = 0; s < config_.services.size(); ++s) {
+    const ServiceConfig& service = config_.services[s];
+    const Table& table = tables_[s];
+    const std::vector<uint32_t> slots = table.slotCounts();
+    const std::vector<bool>& healthy = health_->healthy(s);
+    size_t healthy_count = 0;
+    for (bool up : healthy) healthy_count += up;
+    if (!backends) {
+      const std::optional<uint32_t> id = counter_ids_.findService(service.name);
+      const auto [packets, bytes] = id ? trafficOf(*id, false) : std::pair<uint64_t, uint64_t>{};
+      const std::string listener =
+          absl::StrCat(toString(service.protocol), " ",
+                       service.vip.isV4() ? service.vip.toString()
+                                          : absl::StrCat("[", service.vip.toString(), "]"),
+                       ":", service.port);
+      json.beginObject().key("name").value(service.name).key("listener").value(listener);
+      json.key("forwarding").value(toString(service.forwarding));
+      json.key("backends").value(static_cast<uint64_t>(service.backends.size()));
+      json.key("healthy").value(static_cast<uint64_t>(healthy_count));
+      json.key("packets").value(packets).key("bytes").value(bytes).endObject();
+      absl::StrAppendFormat(&text, "%-16s %-28s %-6s %9u %7u %14u %16u\n", service.name, listener,
+                            toString(service.forwarding), service.backends.size(), healthy_count,
+                            packets, bytes);
+      continue;
+    }
+    for (size_t b = 0; b < service.backends.size(); ++b) {
+      const BackendConfig& backend = service.backends[b];
+      const absl::StatusOr<uint16_t> index = table.indexOf(backend.name);
+      const uint32_t owned = index.ok() ? slots[*index] : 0;
+      const std::optional<uint32_t> id = counter_ids_.findBackend(service.name, backend.name);
+      const auto [packets, bytes] = id ? trafficOf(*id, true) : std::pair<uint64_t, uint64_t>{};
+      const bool drained = drained_.contains(absl::StrCat(service.name, "/", backend.name));
+      const char* health = healthy[b] ? "healthy" : "unhealthy";
+      json.beginObject()
+          .key("service")
+          .value(service.name)
+          .key("name")
+          .value(backend.name)
+          .key("address")
+          .value(backend.address.toString())
+          .key("weight")
+          .value(backend.weight)
+          .key("drained")
+          .value(drained)
+          .key("health")
+          .value(health)
+          .key("health_check")
+          .value(toString(backend.health.type))
+          .key("slots")
+          .value(owned)
+          .key("packets")
+          .value(packets)
+          .key("bytes")
+          .value(bytes)
+          .endObject();
+      absl::StrAppendFormat(&text, "%-16s %-16s %-20s %7d %-10s %7u %14u %16u\n", service.name,
+                            backend.name, backend.address.toString(), backend.weight,
+                            drained ? "drained" : health, owned, packets, bytes);
+    }
+  }
+  json.endArray();
+  absl::StrAppendFormat(&text, "connections tracked: %u\n", connections);
+  json.key("text").value(text).endObject();
   return json.str();
 }
 
@@ -151,10 +247,9 @@ std::string Daemon::drainReply(const ControlRequest& request, bool drain) {
   for (const std::string& key : changed) json.value(key);
   json.endArray().key("snapshot_generation").value(generation_);
   json.key("text").value(
-      changed.empty()
-          ? absl::StrCat("nothing to ", drain ? "drain" : "undrain", ": already so\n")
-          : absl::StrFormat("%s %s (snapshot %u)\n", drain ? "drained" : "undrained",
-                            absl::StrJoin(changed, ", "), generation_));
+      changed.empty() ? absl::StrCat("nothing to ", drain ? "drain" : "undrain", ": already so\n")
+                      : absl::StrFormat("%s %s (snapshot %u)\n", drain ? "drained" : "undrained",
+                                        absl::StrJoin(changed, ", "), generation_));
   json.endObject();
   return json.str();
 }

@@ -40,6 +40,19 @@ absl::StatusOr<uint32_t> CounterIds::backend(absl::string_view service, absl::st
                "backends");
 }
 
+std::optional<uint32_t> CounterIds::findService(absl::string_view service) const {
+  auto it = services_.find(service);
+  if (it == services_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<uint32_t> CounterIds::findBackend(absl::string_view service,
+                                                absl::string_view backend) const {
+  auto it = backends_.find(absl::StrCat(service, "/", backend));
+  if (it == backends_.end()) return std::nullopt;
+  return it->second;
+}
+
 std::optional<uint32_t> Snapshot::findFragmentService(const FlowKey& flow) const {
   FlowKey without_ports = flow;
   without_ports.source_port = 0;

@@ -89,6 +89,18 @@ class BerthctlLive(unittest.TestCase):
         self.assertIn("web/web-2", reply["stats"]["backends"])
         self.assertIn("rx_packets", self.berthctl("stats").stdout)
 
+    def test_services_and_backends(self):
+        services = json.loads(self.berthctl("services", "--json").stdout)["services"]
+        self.assertEqual([(s["name"], s["listener"], s["backends"]) for s in services],
+                         [("web", "tcp 198.18.100.1:80", 2), ("api", "tcp 198.18.100.2:80", 1)])
+        backends = json.loads(self.berthctl("backends", "--json").stdout)["backends"]
+        web = {b["name"]: b for b in backends if b["service"] == "web"}
+        self.assertEqual(web["web-2"]["weight"], 3)
+        self.assertEqual(web["web-1"]["slots"] + web["web-2"]["slots"], 65537)
+        self.assertGreater(web["web-2"]["slots"], 2 * web["web-1"]["slots"], "weight 3 against 1")
+        self.assertEqual({b["health"] for b in backends}, {"healthy"})
+        self.assertIn("web-2", self.berthctl("backends").stdout)
+
     def test_drain_and_undrain(self):
         ambiguous = self.berthctl("drain", "web-1")
         self.assertIn("drained web/web-1, api/web-1", ambiguous.stdout, "both services' web-1")

@@ -38,6 +38,8 @@ Commands to a running berthd, over its control socket (--socket, default /run/be
   status    version, uptime, config file and its CRC32-C, snapshot generation, workers, drains
   stats     the workers' counters summed: packets, drops by reason, connection tracking,
             per service and per backend
+  services  per service: listener, forwarding mode, backends, healthy ones, packets, bytes
+  backends  per backend: address, weight, health (or drained), slots owned, packets, bytes
   reload    re-read the config file; a bad file is refused and the running config stays
   drain NAME [--service S]    no new flows to backend NAME; established ones finish
   undrain NAME [--service S]  give backend NAME its weight back
@@ -56,8 +58,8 @@ int main(int argc, char** argv) {
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() < 2) return fail(absl::StrCat("expected a command\n\nusage: ", kUsage));
   const std::string command = positional[1];
-  if (command == "status" || command == "stats" || command == "reload" || command == "drain" ||
-      command == "undrain") {
+  if (command == "status" || command == "stats" || command == "services" ||
+      command == "backends" || command == "reload" || command == "drain" || command == "undrain") {
     const bool takes_name = command == "drain" || command == "undrain";
     if (positional.size() != (takes_name ? 3u : 2u)) {
       return fail(takes_name ? absl::StrCat(command, " needs the backend's name: berthctl ",

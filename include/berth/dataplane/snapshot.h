@@ -37,6 +37,10 @@ class CounterIds {
   absl::StatusOr<uint32_t> service(absl::string_view service);
   absl::StatusOr<uint32_t> backend(absl::string_view service, absl::string_view backend);
 
+  // The id already given to this service or backend, without giving one.
+  std::optional<uint32_t> findService(absl::string_view service) const;
+  std::optional<uint32_t> findBackend(absl::string_view service, absl::string_view backend) const;
+
   // Names by id, for reports: "web", and "web/web-1" for backends.
   const std::vector<std::string>& serviceNames() const { return service_names_; }
   const std::vector<std::string>& backendNames() const { return backend_names_; }

@@ -349,14 +349,7 @@ std::string Daemon::countersText() const {
   }
   auto traffic = [&](const char* kind, const std::vector<std::string>& names, bool backends) {
     for (size_t id = 0; id < names.size(); ++id) {
-      uint64_t packets = 0;
-      uint64_t bytes = 0;
-      for (const Worker* worker : workers_) {
-        const TrafficCounter* array =
-            backends ? worker->state.traffic.backends : worker->state.traffic.services;
-        packets += array[id].packets.read();
-        bytes += array[id].bytes.read();
-      }
+      const auto [packets, bytes] = trafficOf(static_cast<uint32_t>(id), backends);
       absl::StrAppendFormat(&text, "  %s %-34s packets %u bytes %u\n", kind, names[id], packets,
                             bytes);
     }
@@ -384,14 +377,7 @@ std::string Daemon::countersJson() const {
   auto traffic = [&](const char* key, const std::vector<std::string>& names, bool backends) {
     json.key(key).beginObject();
     for (size_t id = 0; id < names.size(); ++id) {
-      uint64_t packets = 0;
-      uint64_t bytes = 0;
-      for (const Worker* worker : workers_) {
-        const TrafficCounter* array =
-            backends ? worker->state.traffic.backends : worker->state.traffic.services;
-        packets += array[id].packets.read();
-        bytes += array[id].bytes.read();
-      }
+      const auto [packets, bytes] = trafficOf(static_cast<uint32_t>(id), backends);
       json.key(names[id])
           .beginObject()
           .key("packets")

@@ -8,18 +8,11 @@
 
 #include <cstring>
 
+#include "dataplane/neighbor_wire.h"
+
 namespace berth {
 namespace {
 
-constexpr size_t kArpLength = 28;
-constexpr size_t kIpv6Length = 40;
-constexpr size_t kNeighborMessageLength = 24;  // type, code, checksum, flags, target address
-constexpr size_t kLinkLayerOptionLength = 8;
-constexpr uint8_t kNeighborSolicitation = 135;
-constexpr uint8_t kNeighborAdvertisement = 136;
-constexpr uint8_t kSourceLinkLayerOption = 1;
-constexpr uint8_t kTargetLinkLayerOption = 2;
-constexpr uint8_t kNeighborDiscoveryHopLimit = 255;
 constexpr size_t kMinimumEthernetFrame = 60;  // without the frame check sequence
 
 bool isUnspecified(const uint8_t* address, size_t length) {

@@ -8,17 +8,11 @@
 
 #include <cstring>
 
+#include "dataplane/neighbor_wire.h"
+
 namespace berth {
 namespace {
 
-constexpr size_t kArpLength = 28;
-constexpr size_t kIpv6Length = 40;
-constexpr size_t kNeighborMessageLength = 24;  // type, code, checksum, flags, target address
-constexpr size_t kLinkLayerOptionLength = 8;
-constexpr uint8_t kNeighborSolicitation = 135;
-constexpr uint8_t kNeighborAdvertisement = 136;
-constexpr uint8_t kTargetLinkLayerOption = 2;
-constexpr uint8_t kNeighborDiscoveryHopLimit = 255;
 constexpr uint32_t kSolicitedAndOverride = 0x60000000;  // S and O flags
 constexpr uint32_t kOverride = 0x20000000;
 

@@ -2,21 +2,18 @@
 // adapter between mbufs and Frame, and the headroom an mbuf really has.
 
 #include <gtest/gtest.h>
-#include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
-#include <unistd.h>
 
 #include <cstring>
-#include <filesystem>
 #include <string>
-#include <system_error>
 #include <vector>
 
 #include "berth/dataplane/forwarding.h"
 #include "berth/dataplane/mbuf_frame.h"
+#include "support/eal_environment.h"
 #include "support/frames.h"
 #include "support/packet_builder.h"
 
@@ -66,29 +63,19 @@ TEST(MbufForwardingTest, FreshMbufsHaveTheHeadroomEveryModeNeeds) {
   rte_pktmbuf_free(mbuf);
 }
 
-class EalEnvironment : public ::testing::Environment {
+// The EAL, and a small mbuf pool for the tests.
+class MbufEnvironment : public EalEnvironment {
  public:
+  MbufEnvironment() : EalEnvironment("berth-test") {}
   void SetUp() override {
-    // --no-huge with its own memory and no shared config: tests run side by side, leave no files.
-    const std::string prefix = "berth-test-" + std::to_string(getpid());
-    std::vector<std::string> args = {
-        "mbuf_forwarding_test", "--no-huge", "-m", "64", "--no-pci",    "--no-shconf",
-        "--file-prefix",        prefix,      "-l", "0",  "--log-level", "lib.eal:error"};
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    ASSERT_GE(rte_eal_init(static_cast<int>(argv.size()), argv.data()), 0)
-        << "EAL: " << rte_strerror(rte_errno);
+    EalEnvironment::SetUp();
     g_pool =
         rte_pktmbuf_pool_create("berth_test", 255, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
     ASSERT_NE(g_pool, nullptr) << rte_strerror(rte_errno);
   }
   void TearDown() override {
     rte_mempool_free(g_pool);
-    // Even with --no-shconf the EAL makes a runtime directory; leave nothing behind.
-    const std::string runtime_dir = rte_eal_get_runtime_dir();
-    rte_eal_cleanup();
-    std::error_code ignored;
-    std::filesystem::remove_all(runtime_dir, ignored);
+    EalEnvironment::TearDown();
   }
 };
 
@@ -97,6 +84,6 @@ class EalEnvironment : public ::testing::Environment {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new berth::EalEnvironment);
+  ::testing::AddGlobalTestEnvironment(new berth::MbufEnvironment);
   return RUN_ALL_TESTS();
 }

@@ -5,15 +5,10 @@
 // (in the ASan build of this test) no snapshot may be read after it was freed.
 
 #include <gtest/gtest.h>
-#include <rte_eal.h>
-#include <rte_errno.h>
 #include <rte_rcu_qsbr.h>
-#include <unistd.h>
 
 #include <atomic>
-#include <filesystem>
 #include <string>
-#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -21,6 +16,7 @@
 #include "berth/config/loader.h"
 #include "berth/control/publisher.h"
 #include "berth/dataplane/pipeline.h"
+#include "support/eal_environment.h"
 #include "support/frames.h"
 #include "support/packet_builder.h"
 
@@ -112,31 +108,11 @@ TEST(PublisherStressTest, NoPacketGoesToABackendItsSnapshotHadMarkedUnhealthy) {
   EXPECT_EQ(publisher->snapshot()->generation(), static_cast<uint64_t>(kSnapshots + 1));
 }
 
-class EalEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    const std::string prefix = "berth-stress-" + std::to_string(getpid());
-    std::vector<std::string> args = {
-        "publisher_stress_test", "--no-huge", "-m", "64", "--no-pci",    "--no-shconf",
-        "--file-prefix",         prefix,      "-l", "0",  "--log-level", "lib.eal:error"};
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    ASSERT_GE(rte_eal_init(static_cast<int>(argv.size()), argv.data()), 0)
-        << "EAL: " << rte_strerror(rte_errno);
-  }
-  void TearDown() override {
-    const std::string runtime_dir = rte_eal_get_runtime_dir();
-    rte_eal_cleanup();
-    std::error_code ignored;
-    std::filesystem::remove_all(runtime_dir, ignored);
-  }
-};
-
 }  // namespace
 }  // namespace berth
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new berth::EalEnvironment);
+  ::testing::AddGlobalTestEnvironment(new berth::EalEnvironment("berth-stress"));
   return RUN_ALL_TESTS();
 }

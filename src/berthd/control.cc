@@ -56,6 +56,7 @@ std::string Daemon::statusReply() const {
   std::stringstream contents;
   contents << file.rdbuf();
   const std::string text = contents.str();
+  const uint32_t config_crc = crc32cPortable(0, text.data(), text.size());
   size_t backends = 0;
   for (const ServiceConfig& service : config_.services) backends += service.backends.size();
   JsonWriter json;
@@ -69,7 +70,7 @@ std::string Daemon::statusReply() const {
       .key("config")
       .value(config_path_)
       .key("config_crc32c")
-      .value(absl::StrFormat("%08x", crc32cPortable(0, text.data(), text.size())))
+      .value(absl::StrFormat("%08x", config_crc))
       .key("snapshot_generation")
       .value(generation_)
       .key("workers")
@@ -89,9 +90,9 @@ std::string Daemon::statusReply() const {
   json.key("text").value(absl::StrFormat(
       "berthd %s, up %.0f s\nconfig %s (crc32c %08x)\nsnapshot %u, %u worker(s), %u service(s), "
       "%u backend(s)\ndrained: %s\n",
-      kVersion, absl::ToDoubleSeconds(absl::Now() - started_), config_path_,
-      crc32cPortable(0, text.data(), text.size()), generation_, workers_.size(),
-      config_.services.size(), backends, drained.empty() ? "none" : absl::StrJoin(drained, ", ")));
+      kVersion, absl::ToDoubleSeconds(absl::Now() - started_), config_path_, config_crc,
+      generation_, workers_.size(), config_.services.size(), backends,
+      drained.empty() ? "none" : absl::StrJoin(drained, ", ")));
   json.endObject();
   return json.str();
 }

@@ -6,6 +6,7 @@
 #include <rte_malloc.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -44,8 +45,11 @@ T* allocateOnSocket(const char* what, size_t count, unsigned socket) {
 }  // namespace
 
 std::function<uint64_t()> healthClock() {
+  // Steady time: a wall-clock step (NTP) must not hold probes back or fire them all at once.
   return [] {
-    return static_cast<uint64_t>(absl::ToInt64Milliseconds(absl::Now() - absl::UnixEpoch()));
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     .count());
   };
 }
 

@@ -19,13 +19,6 @@ bool samePort(const PortConfig& a, const PortConfig& b) {
          a.gateway == b.gateway && a.gateway_mac == b.gateway_mac && a.mtu == b.mtu;
 }
 
-bool sameConntrack(const ConntrackConfig& a, const ConntrackConfig& b) {
-  return a.entries_per_core == b.entries_per_core &&
-         a.max_inserts_per_sec == b.max_inserts_per_sec &&
-         a.tcp_established_s == b.tcp_established_s && a.tcp_opening_s == b.tcp_opening_s &&
-         a.tcp_closing_s == b.tcp_closing_s && a.udp_s == b.udp_s;
-}
-
 // What of the dataplane section changed: berthd sets ports, lcores and per-core tables up once,
 // at start.
 std::vector<std::string> layoutChanges(const DataplaneConfig& running,
@@ -37,7 +30,7 @@ std::vector<std::string> layoutChanges(const DataplaneConfig& running,
     ports_same = samePort(running.ports[p], next.ports[p]);
   }
   if (!ports_same) changes.push_back("dataplane.ports");
-  if (!sameConntrack(running.conntrack, next.conntrack)) changes.push_back("dataplane.conntrack");
+  if (running.conntrack != next.conntrack) changes.push_back("dataplane.conntrack");
   return changes;
 }
 

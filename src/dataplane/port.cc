@@ -1,6 +1,5 @@
 #include "berth/dataplane/port.h"
 
-#include <rte_bus.h>
 #include <rte_dev.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>

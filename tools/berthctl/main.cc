@@ -58,8 +58,8 @@ int main(int argc, char** argv) {
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() < 2) return fail(absl::StrCat("expected a command\n\nusage: ", kUsage));
   const std::string command = positional[1];
-  if (command == "status" || command == "stats" || command == "services" ||
-      command == "backends" || command == "reload" || command == "drain" || command == "undrain") {
+  if (command == "status" || command == "stats" || command == "services" || command == "backends" ||
+      command == "reload" || command == "drain" || command == "undrain") {
     const bool takes_name = command == "drain" || command == "undrain";
     if (positional.size() != (takes_name ? 3u : 2u)) {
       return fail(takes_name ? absl::StrCat(command, " needs the backend's name: berthctl ",

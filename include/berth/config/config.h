@@ -51,6 +51,8 @@ struct ConntrackConfig {
   uint32_t tcp_opening_s = 5;
   uint32_t tcp_closing_s = 10;
   uint32_t udp_s = 30;
+
+  friend bool operator==(const ConntrackConfig&, const ConntrackConfig&) = default;
 };
 
 struct DataplaneConfig {

@@ -91,7 +91,7 @@ def main():
                     out.write(config(backends, 2 + reload % 2))
                 after = len(berthd.lines)
                 berthd.process.send_signal(signal.SIGHUP)
-                times.append(milliseconds(berthd.wait_for("applied", after)))
+                times.append(milliseconds(berthd.wait_for("after the reload began", after)))
             berthd.stop()
             results["reload_ms"][backends] = statistics.median(times)
 

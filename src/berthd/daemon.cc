@@ -4,6 +4,7 @@
 #include <rte_errno.h>
 #include <rte_lcore.h>
 #include <rte_malloc.h>
+#include <rte_pause.h>
 
 #include <algorithm>
 #include <chrono>
@@ -32,6 +33,8 @@ constexpr absl::Duration kManagementTick = absl::Milliseconds(1);
 // so that a replaced gateway is noticed even if it never announces itself.
 constexpr absl::Duration kResolveRetry = absl::Seconds(1);
 constexpr absl::Duration kResolveRefresh = absl::Seconds(60);
+// How long a publish waits for every worker to move on before leaving it to the management loop.
+constexpr absl::Duration kRolloutWait = absl::Milliseconds(5);
 
 template <typename T>
 T* allocateOnSocket(const char* what, size_t count, unsigned socket) {
@@ -210,8 +213,29 @@ absl::Status Daemon::publishSnapshot() {
       buildSnapshot(config_, tables_, port_macs_, neighbors_, counter_ids_, generation_ + 1);
   if (!snapshot.ok()) return snapshot.status();
   ++generation_;
-  publisher_->publish(*std::move(snapshot));
+  published_token_ = publisher_->publish(*std::move(snapshot));
   return absl::OkStatus();
+}
+
+void Daemon::reportWhenInForce(absl::Time start, absl::string_view event) {
+  rollouts_.push_back(Rollout{published_token_, generation_, start, std::string(event)});
+  // Running workers pass a quiescent state every loop, microseconds apart: a short wait here
+  // gives the figure without the management tick's granularity in it.
+  const absl::Time give_up = absl::Now() + kRolloutWait;
+  while (!publisher_->inForce(published_token_) && absl::Now() < give_up) rte_pause();
+  reportRollouts();
+}
+
+void Daemon::reportRollouts() {
+  publisher_->reclaim();
+  auto in_force = [this](const Rollout& rollout) { return publisher_->inForce(rollout.token); };
+  for (const Rollout& rollout : rollouts_) {
+    if (!in_force(rollout)) continue;
+    logLine(
+        absl::StrFormat("snapshot %u in use by every worker %.2f ms after %s", rollout.generation,
+                        absl::ToDoubleMilliseconds(absl::Now() - rollout.start), rollout.event));
+  }
+  rollouts_.erase(std::remove_if(rollouts_.begin(), rollouts_.end(), in_force), rollouts_.end());
 }
 
 absl::StatusOr<Table> tableWithHealth(const ServiceConfig& service, const Table& full,
@@ -279,6 +303,7 @@ void Daemon::run() {
     applyHealthChanges(health_->poll(0));
     if (reload_.exchange(false)) reload().IgnoreError();
     control_->serve([this](const ControlRequest& request) { return handleControl(request); });
+    reportRollouts();
     absl::SleepFor(kManagementTick);
   }
   stopWorkers();
@@ -314,8 +339,7 @@ void Daemon::applyHealthChanges(const std::vector<BackendHealthChange>& changes)
         absl::StrCat("snapshot not rebuilt, the previous one keeps serving: ", status.message()));
     return;
   }
-  logLine(absl::StrFormat("snapshot %u in use by every worker %.2f ms after the health change",
-                          generation_, absl::ToDoubleMilliseconds(absl::Now() - start)));
+  reportWhenInForce(start, "the health change");
 }
 
 void Daemon::stopWorkers() {

@@ -54,6 +54,12 @@ class Daemon {
 
  private:
   absl::Status publishSnapshot();
+  // Logs "snapshot N in use by every worker T ms after <event>" once every worker has passed a
+  // quiescent state since the latest publish: at once if that takes under a few milliseconds (as
+  // it does while workers run), else from the management loop, which never waits for workers.
+  void reportWhenInForce(absl::Time start, absl::string_view event);
+  // The management loop's step for the above, and frees retired snapshots.
+  void reportRollouts();
   void drainNeighborNews();
   void requestUnresolvedNextHops();
   void stopWorkers();
@@ -95,6 +101,15 @@ class Daemon {
   std::vector<Worker*> workers_;  // in rte_zmalloc'd memory on each worker's socket
   rte_ring* neighbor_news_ = nullptr;
   uint64_t generation_ = 0;
+  uint64_t published_token_ = 0;  // the RCU token of the latest publish
+  // Publishes not yet in force on every worker, to be reported when they are.
+  struct Rollout {
+    uint64_t token;
+    uint64_t generation;
+    absl::Time start;
+    std::string event;
+  };
+  std::vector<Rollout> rollouts_;
   bool launched_ = false;
   absl::Time started_ = absl::Now();
   absl::Time last_refresh_ = absl::InfinitePast();

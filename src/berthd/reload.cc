@@ -79,13 +79,10 @@ absl::Status Daemon::reload() {
   tables_ = std::move(tables);
   health_ = *std::move(monitor);
   ++generation_;
-  publisher_->publish(*std::move(snapshot));
-  const std::string applied = absl::StrFormat(
-      "reload of %s applied: %u service(s), %u backend(s); snapshot %u in use by every worker "
-      "%.2f ms after the reload began",
-      config_path_, config_.services.size(), backends, generation_,
-      absl::ToDoubleMilliseconds(absl::Now() - start));
-  logLine(applied);
+  published_token_ = publisher_->publish(*std::move(snapshot));
+  logLine(absl::StrFormat("reload of %s applied: %u service(s), %u backend(s); snapshot %u",
+                          config_path_, config_.services.size(), backends, generation_));
+  reportWhenInForce(start, "the reload began");
   return absl::OkStatus();
 }
 

@@ -3,10 +3,19 @@
 #include <rte_errno.h>
 #include <rte_malloc.h>
 
+#include <atomic>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace berth {
+namespace {}  // namespace
+
+void SnapshotPublisher::freeRetired(void* publisher, void* element, unsigned count) {
+  auto* const* snapshots = static_cast<const Snapshot* const*>(element);
+  for (unsigned i = 0; i < count; ++i) delete snapshots[i];
+  static_cast<SnapshotPublisher*>(publisher)->pending_ -= count;
+}
 
 absl::StatusOr<std::unique_ptr<SnapshotPublisher>> SnapshotPublisher::create(uint32_t max_workers) {
   const size_t size = rte_rcu_qsbr_get_memsize(max_workers);
@@ -16,21 +25,68 @@ absl::StatusOr<std::unique_ptr<SnapshotPublisher>> SnapshotPublisher::create(uin
     rte_free(rcu);
     return absl::InternalError(absl::StrCat("rte_rcu_qsbr_init: ", rte_strerror(rte_errno)));
   }
-  return std::unique_ptr<SnapshotPublisher>(new SnapshotPublisher(rcu));
+  // The queue is a named rte_ring: a process-wide sequence keeps names apart.
+  static std::atomic<uint32_t> sequence{0};
+  const std::string name = absl::StrCat("berth_snap_", sequence.fetch_add(1));
+  rte_rcu_qsbr_dq_parameters parameters{};
+  parameters.name = name.c_str();
+  parameters.flags = RTE_RCU_QSBR_DQ_MT_UNSAFE;  // the management thread alone uses it
+  parameters.size = kDeferQueueSize;
+  parameters.esize = sizeof(const Snapshot*);
+  // Reclaim on enqueue only once the queue is half full; the management loop's reclaim() frees
+  // them sooner in the normal case.
+  parameters.trigger_reclaim_limit = kDeferQueueSize / 2;
+  parameters.max_reclaim_size = kDeferQueueSize;
+  parameters.free_fn = freeRetired;
+  parameters.v = rcu;
+  std::unique_ptr<SnapshotPublisher> publisher(new SnapshotPublisher(rcu));
+  parameters.p = publisher.get();
+  publisher->retired_ = rte_rcu_qsbr_dq_create(&parameters);
+  if (publisher->retired_ == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("rte_rcu_qsbr_dq_create: ", rte_strerror(rte_errno)));
+  }
+  return publisher;
 }
 
 SnapshotPublisher::~SnapshotPublisher() {
+  // Workers are offline by now (stopped, or never started), so every grace period is over.
+  if (retired_ != nullptr) {
+    rte_rcu_qsbr_synchronize(rcu_, RTE_QSBR_THRID_INVALID);
+    rte_rcu_qsbr_dq_delete(retired_);
+  }
   delete current_.exchange(nullptr);
   rte_free(rcu_);
 }
 
-void SnapshotPublisher::publish(std::unique_ptr<const Snapshot> next) {
+uint64_t SnapshotPublisher::publish(std::unique_ptr<const Snapshot> next) {
   const Snapshot* previous = current_.exchange(next.release(), std::memory_order_acq_rel);
-  if (previous == nullptr) return;
-  // Every worker online now either already loaded the new pointer or will at its next burst;
-  // once each has passed a quiescent state, none holds the previous one.
-  rte_rcu_qsbr_synchronize(rcu_, RTE_QSBR_THRID_INVALID);
-  delete previous;
+  // The token of a grace period that starts after the store: once every online worker has
+  // passed a quiescent state beyond it, none can still hold `previous`.
+  const uint64_t token = rte_rcu_qsbr_start(rcu_);
+  if (previous == nullptr) return token;
+  ++pending_;  // before the enqueue, which may free it at once
+  if (rte_rcu_qsbr_dq_enqueue(retired_, &previous) != 0) {
+    --pending_;
+    // Full even after reclaiming: a worker has not passed a quiescent state in kMaxRetired
+    // publishes. Wait for it rather than hold an unbounded number of tables.
+    rte_rcu_qsbr_synchronize(rcu_, RTE_QSBR_THRID_INVALID);
+    reclaim();
+    delete previous;
+  }
+  return token;
+}
+
+bool SnapshotPublisher::inForce(uint64_t token) const {
+  return rte_rcu_qsbr_check(rcu_, token, false) == 1;
+}
+
+unsigned SnapshotPublisher::reclaim() {
+  unsigned freed = 0;
+  unsigned pending = 0;
+  unsigned available = 0;
+  rte_rcu_qsbr_dq_reclaim(retired_, kDeferQueueSize, &freed, &pending, &available);
+  return pending_;
 }
 
 }  // namespace berth

@@ -12,9 +12,11 @@
 namespace berth {
 
 // Publishes snapshots to the workers (DESIGN.md, snapshot and RCU; STYLE.md, item 6): one
-// release store of the new pointer, then the old snapshot is freed only once every registered
-// worker has reported an rte_rcu_qsbr quiescent state after the store, so no worker can still be
-// reading it. Used by the management thread only.
+// release store of the new pointer, then the old snapshot goes on an rte_rcu_qsbr defer queue and
+// is freed only once every registered worker has reported a quiescent state after the store, so
+// no worker can still be reading it. Nothing here waits for the workers: the management thread
+// calls reclaim() between its other work, and asks inForce() when it wants to know that every
+// worker has moved on. Used by the management thread only.
 class SnapshotPublisher {
  public:
   // An RCU variable for up to `max_workers` readers, registered later by thread id 0..n-1.
@@ -28,16 +30,37 @@ class SnapshotPublisher {
   const std::atomic<const Snapshot*>& current() const { return current_; }
   const Snapshot* snapshot() const { return current_.load(std::memory_order_relaxed); }
 
-  // Makes `next` current and frees the previous snapshot after the grace period. Blocks until
-  // every online worker has finished the loop iteration it was in: microseconds while workers
-  // run. Workers that are offline (not started, or stopped) are not waited for.
-  void publish(std::unique_ptr<const Snapshot> next);
+  // Makes `next` current and defers freeing the previous snapshot to its grace period. Returns
+  // the grace period's token, for inForce(). Does not block while the defer queue has room; a
+  // full queue (a worker stalled through kMaxRetired publishes) waits for the oldest grace
+  // periods rather than let memory grow.
+  uint64_t publish(std::unique_ptr<const Snapshot> next);
+
+  // Whether every online worker has passed a quiescent state since the publish that returned
+  // `token`: from then on none reads an older snapshot. Never blocks.
+  bool inForce(uint64_t token) const;
+
+  // Frees the retired snapshots whose grace period is over. Never blocks. Returns how many are
+  // still waiting.
+  unsigned reclaim();
+
+  // Snapshots retired and not yet freed.
+  unsigned pending() const { return pending_; }
+
+  static constexpr uint32_t kDeferQueueSize = 64;
+  // DPDK rounds the defer queue's ring up to a power of two: the most snapshots ever retired
+  // and not yet freed.
+  static constexpr uint32_t kMaxRetired = 2 * kDeferQueueSize;
 
  private:
   explicit SnapshotPublisher(rte_rcu_qsbr* rcu) : rcu_(rcu) {}
+  // The defer queue's free callback: its element is a retired snapshot's pointer.
+  static void freeRetired(void* publisher, void* element, unsigned count);
 
   rte_rcu_qsbr* rcu_;
+  rte_rcu_qsbr_dq* retired_ = nullptr;
   std::atomic<const Snapshot*> current_{nullptr};
+  unsigned pending_ = 0;
 };
 
 }  // namespace berth

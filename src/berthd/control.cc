@@ -97,16 +97,16 @@ std::string Daemon::statusReply() const {
   return json.str();
 }
 
-std::pair<uint64_t, uint64_t> Daemon::trafficOf(uint32_t id, bool backend) const {
-  uint64_t packets = 0;
-  uint64_t bytes = 0;
+Daemon::TrafficTotals Daemon::trafficOf(uint32_t id, bool backend) const {
+  TrafficTotals totals;
   for (const Worker* worker : workers_) {
     const TrafficCounter* array =
         backend ? worker->state.traffic.backends : worker->state.traffic.services;
-    packets += array[id].packets.read();
-    bytes += array[id].bytes.read();
+    totals.packets += array[id].packets.read();
+    totals.bytes += array[id].bytes.read();
+    totals.connections += array[id].connections.read();
   }
-  return {packets, bytes};
+  return totals;
 }
 
 std::string Daemon::poolReply(bool backends) const {
@@ -118,11 +118,11 @@ std::string Daemon::poolReply(bool backends) const {
   }
   json.key("conntrack_entries").value(connections);
   std::string text =
-      backends
-          ? absl::StrFormat("%-16s %-16s %-20s %7s %-10s %7s %14s %16s\n", "service", "backend",
-                            "address", "weight", "health", "slots", "packets", "bytes")
-          : absl::StrFormat("%-16s %-28s %-6s %9s %7s %14s %16s\n", "service", "listener", "mode",
-                            "backends", "healthy", "packets", "bytes");
+      backends ? absl::StrFormat("%-16s %-16s %-20s %7s %-10s %7s %14s %16s %11s\n", "service",
+                                 "backend", "address", "weight", "health", "slots", "packets",
+                                 "bytes", "connections")
+               : absl::StrFormat("%-16s %-28s %-6s %9s %7s %14s %16s %11s\n", "service", "listener",
+                                 "mode", "backends", "healthy", "packets", "bytes", "connections");
   json.key(backends ? "backends" : "services").beginArray();
   for (size_t s = 0; s < config_.services.size(); ++s) {
     const ServiceConfig& service = config_.services[s];
@@ -133,7 +133,7 @@ std::string Daemon::poolReply(bool backends) const {
     for (bool up : healthy) healthy_count += up;
     if (!backends) {
       const std::optional<uint32_t> id = counter_ids_.findService(service.name);
-      const auto [packets, bytes] = id ? trafficOf(*id, false) : std::pair<uint64_t, uint64_t>{};
+      const TrafficTotals totals = id ? trafficOf(*id, false) : TrafficTotals{};
       const std::string listener =
           absl::StrCat(toString(service.protocol), " ",
                        service.vip.isV4() ? service.vip.toString()
@@ -143,10 +143,11 @@ std::string Daemon::poolReply(bool backends) const {
       json.key("forwarding").value(toString(service.forwarding));
       json.key("backends").value(static_cast<uint64_t>(service.backends.size()));
       json.key("healthy").value(static_cast<uint64_t>(healthy_count));
-      json.key("packets").value(packets).key("bytes").value(bytes).endObject();
-      absl::StrAppendFormat(&text, "%-16s %-28s %-6s %9u %7u %14u %16u\n", service.name, listener,
-                            toString(service.forwarding), service.backends.size(), healthy_count,
-                            packets, bytes);
+      json.key("packets").value(totals.packets).key("bytes").value(totals.bytes);
+      json.key("connections").value(totals.connections).endObject();
+      absl::StrAppendFormat(&text, "%-16s %-28s %-6s %9u %7u %14u %16u %11u\n", service.name,
+                            listener, toString(service.forwarding), service.backends.size(),
+                            healthy_count, totals.packets, totals.bytes, totals.connections);
       continue;
     }
     for (size_t b = 0; b < service.backends.size(); ++b) {
@@ -154,7 +155,7 @@ std::string Daemon::poolReply(bool backends) const {
       const absl::StatusOr<uint16_t> index = table.indexOf(backend.name);
       const uint32_t owned = index.ok() ? slots[*index] : 0;
       const std::optional<uint32_t> id = counter_ids_.findBackend(service.name, backend.name);
-      const auto [packets, bytes] = id ? trafficOf(*id, true) : std::pair<uint64_t, uint64_t>{};
+      const TrafficTotals totals = id ? trafficOf(*id, true) : TrafficTotals{};
       const bool drained = drained_.contains(absl::StrCat(service.name, "/", backend.name));
       const char* health = healthy[b] ? "healthy" : "unhealthy";
       json.beginObject()
@@ -175,13 +176,16 @@ std::string Daemon::poolReply(bool backends) const {
           .key("slots")
           .value(owned)
           .key("packets")
-          .value(packets)
+          .value(totals.packets)
           .key("bytes")
-          .value(bytes)
+          .value(totals.bytes)
+          .key("connections")
+          .value(totals.connections)
           .endObject();
-      absl::StrAppendFormat(&text, "%-16s %-16s %-20s %7d %-10s %7u %14u %16u\n", service.name,
+      absl::StrAppendFormat(&text, "%-16s %-16s %-20s %7d %-10s %7u %14u %16u %11u\n", service.name,
                             backend.name, backend.address.toString(), backend.weight,
-                            drained ? "drained" : health, owned, packets, bytes);
+                            drained ? "drained" : health, owned, totals.packets, totals.bytes,
+                            totals.connections);
     }
   }
   json.endArray();

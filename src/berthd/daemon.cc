@@ -377,9 +377,9 @@ std::string Daemon::countersText() const {
   }
   auto traffic = [&](const char* kind, const std::vector<std::string>& names, bool backends) {
     for (size_t id = 0; id < names.size(); ++id) {
-      const auto [packets, bytes] = trafficOf(static_cast<uint32_t>(id), backends);
-      absl::StrAppendFormat(&text, "  %s %-34s packets %u bytes %u\n", kind, names[id], packets,
-                            bytes);
+      const TrafficTotals totals = trafficOf(static_cast<uint32_t>(id), backends);
+      absl::StrAppendFormat(&text, "  %s %-34s packets %u bytes %u connections %u\n", kind,
+                            names[id], totals.packets, totals.bytes, totals.connections);
     }
   };
   traffic("service", counter_ids_.serviceNames(), false);
@@ -405,13 +405,15 @@ std::string Daemon::countersJson() const {
   auto traffic = [&](const char* key, const std::vector<std::string>& names, bool backends) {
     json.key(key).beginObject();
     for (size_t id = 0; id < names.size(); ++id) {
-      const auto [packets, bytes] = trafficOf(static_cast<uint32_t>(id), backends);
+      const TrafficTotals totals = trafficOf(static_cast<uint32_t>(id), backends);
       json.key(names[id])
           .beginObject()
           .key("packets")
-          .value(packets)
+          .value(totals.packets)
           .key("bytes")
-          .value(bytes)
+          .value(totals.bytes)
+          .key("connections")
+          .value(totals.connections)
           .endObject();
     }
     json.endObject();

@@ -74,8 +74,14 @@ class Daemon {
   std::string statusReply() const;
   // `services` or `backends`: per service or per backend, health, weight, slots and traffic.
   std::string poolReply(bool backends) const;
-  // Packets and bytes summed over workers for a service's or a backend's counter id.
-  std::pair<uint64_t, uint64_t> trafficOf(uint32_t id, bool backend) const;
+  // Packets, bytes and tracked connections summed over workers for a service's or a backend's
+  // counter id.
+  struct TrafficTotals {
+    uint64_t packets = 0;
+    uint64_t bytes = 0;
+    uint64_t connections = 0;
+  };
+  TrafficTotals trafficOf(uint32_t id, bool backend) const;
   std::string drainReply(const ControlRequest& request, bool drain);
   // Sets the weight of every backend drained at run time to 0 in `config` (a reload keeps drains).
   void applyDrains(Config& config) const;

@@ -41,8 +41,7 @@ Connection* ConnectionTable::find(const ConnectionKey& key, uint32_t hash, uint3
   for (Connection& way : bucket.ways) {
     if (way.state == ConnectionState::kEmpty || !way.matches(key)) continue;
     if (expired(way, now_ms)) {
-      way.state = ConnectionState::kEmpty;
-      --occupied_;
+      release(way);
       count(ConntrackEvent::kExpiry);
       break;  // a key is in a bucket at most once
     }
@@ -81,6 +80,8 @@ Connection* ConnectionTable::insert(const ConnectionKey& key, uint32_t hash, uin
     }
     if (expired(way, now_ms)) {
       chosen = &way;
+      release(way);
+      ++occupied_;
       count(ConntrackEvent::kExpiry);
       break;
     }
@@ -90,6 +91,8 @@ Connection* ConnectionTable::insert(const ConnectionKey& key, uint32_t hash, uin
   }
   if (chosen == nullptr) {
     chosen = oldest;
+    release(*chosen);
+    ++occupied_;
     count(ConntrackEvent::kEviction);
   }
   chosen->source = key.source;
@@ -100,8 +103,46 @@ Connection* ConnectionTable::insert(const ConnectionKey& key, uint32_t hash, uin
   chosen->generation = 0;
   chosen->last_seen_ms = now_ms;
   chosen->state = state;
+  hold(*chosen);
   count(ConntrackEvent::kInsert);
   return chosen;
+}
+
+void ConnectionTable::hold(const Connection& connection) {
+  if (traffic_.services == nullptr) return;
+  traffic_.services[connection.service].connections.add(1);
+  traffic_.backends[connection.backend].connections.add(1);
+}
+
+void ConnectionTable::release(Connection& connection) {
+  if (traffic_.services != nullptr) {
+    traffic_.services[connection.service].connections.subtract(1);
+    traffic_.backends[connection.backend].connections.subtract(1);
+  }
+  connection.state = ConnectionState::kEmpty;
+  --occupied_;
+}
+
+void ConnectionTable::reassign(Connection& connection, uint16_t backend) {
+  if (connection.backend == backend) return;
+  if (traffic_.backends != nullptr) {
+    traffic_.backends[connection.backend].connections.subtract(1);
+    traffic_.backends[backend].connections.add(1);
+  }
+  connection.backend = backend;
+}
+
+void ConnectionTable::sweep(uint32_t now_ms) {
+  ConnectionBucket& bucket = buckets_[sweep_cursor_];
+  for (Connection& way : bucket.ways) {
+    if (way.state == ConnectionState::kEmpty || !expired(way, now_ms)) continue;
+    release(way);
+    count(ConntrackEvent::kExpiry);
+  }
+  sweep_cursor_ = (sweep_cursor_ + 1) & mask_;
+  const char* next = reinterpret_cast<const char*>(&buckets_[sweep_cursor_]);
+  __builtin_prefetch(next);
+  __builtin_prefetch(next + 64);
 }
 
 void ConnectionTable::touch(Connection& connection, uint8_t tcp_flags, uint32_t now_ms) {

@@ -198,6 +198,7 @@ uint32_t chooseBackend(const Snapshot& snapshot, WorkerState& worker,
       worker.counters->conntrack.values[static_cast<size_t>(ConntrackEvent::kRepick)].add(1);
     backend = tablePick();
     if (backend == kNoBackendIndex) return backend;
+    table->reassign(*connection, static_cast<uint16_t>(snapshot.backend(backend).counter_id));
     remember(snapshot, *connection, backend);
     if (reopened) connection->state = initialState(packet.flow.protocol, flags);
   }

@@ -30,6 +30,7 @@ void Worker::attach(TrafficCounters traffic) {
   state.traffic = traffic;
   state.neighbors = this;
   state.conntrack = connections ? &*connections : nullptr;
+  if (connections) connections->countConnectionsIn(traffic);
   for (WorkerQueue& queue : queues) {
     rte_eth_tx_buffer_set_err_callback(queue.tx_buffer, countRefused, &counters);
   }
@@ -142,6 +143,7 @@ int runWorker(void* argument) {
     if ((++iteration & kControlCheckMask) == 0 && worker.control_frames != nullptr) {
       worker.sendControlFrames();
     }
+    if (worker.connections) worker.connections->sweep(worker.state.now_ms);
     rte_rcu_qsbr_quiescent(worker.rcu, worker.rcu_thread_id);
   }
   worker.flush();

@@ -18,8 +18,10 @@ namespace berth {
 //
 // Layout: set-associative. A bucket is two cache lines holding four 32-byte connections; a
 // connection is found in the bucket its flow hash selects, and a full bucket gives up the
-// connection seen least recently (LRU by last-seen time, inside the bucket). Aging is lazy: an
-// expired connection is reclaimed when a lookup or an insert meets it, so no thread sweeps.
+// connection seen least recently (LRU by last-seen time, inside the bucket). An expired
+// connection is reclaimed when a lookup or an insert meets it, and by the owning worker's sweep,
+// one bucket per loop, so that the per-service and per-backend connection gauges count live
+// connections rather than everything not yet overwritten.
 
 // How long a connection lives after its last packet, by state.
 struct ConntrackTimeouts {
@@ -120,6 +122,18 @@ class ConnectionTable {
   // A packet of a tracked connection: refreshes its last-seen time and moves its TCP state on.
   static void touch(Connection& connection, uint8_t tcp_flags, uint32_t now_ms);
 
+  // Moves a tracked connection to another backend (a stable id), keeping the gauges right.
+  void reassign(Connection& connection, uint16_t backend);
+
+  // Reclaims the expired connections of the next bucket in a round over the table, and starts
+  // fetching the bucket after it for the next call. The worker calls it once per loop: a million
+  // connections' table is swept in about half a second at full load, sooner when idle.
+  void sweep(uint32_t now_ms);
+
+  // Where the connection gauges are kept: the worker's traffic counters, indexed by the stable
+  // service and backend ids connections carry. Without it, nothing is counted there.
+  void countConnectionsIn(TrafficCounters traffic) { traffic_ = traffic; }
+
   // Whether `connection` has outlived its state's timeout at `now_ms`.
   bool expired(const Connection& connection, uint32_t now_ms) const {
     return now_ms - connection.last_seen_ms > timeoutOf(connection.state);
@@ -135,13 +149,18 @@ class ConnectionTable {
     return timeout_by_state_[static_cast<size_t>(state)];
   }
   bool allowInsert(uint32_t now_ms);
+  // A connection starts or stops occupying its way: the gauges follow.
+  void hold(const Connection& connection);
+  void release(Connection& connection);
   void count(ConntrackEvent event) { counters_->values[static_cast<size_t>(event)].add(1); }
 
   ConnectionBucket* buckets_;
   size_t mask_;
   std::array<uint32_t, 5> timeout_by_state_;
   ConntrackCounters* counters_;
+  TrafficCounters traffic_;
   size_t occupied_ = 0;
+  size_t sweep_cursor_ = 0;
   // Token bucket in thousandths of an insert: each millisecond adds max_inserts_per_second.
   uint64_t insert_rate_ = 0;
   uint64_t insert_tokens_ = 0;

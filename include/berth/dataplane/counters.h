@@ -100,10 +100,12 @@ struct alignas(64) WorkerCounters {
   void count(DropReason reason) { drops[static_cast<size_t>(reason)].add(1); }
 };
 
-// Packets and bytes of one service or one backend, on one worker.
+// Packets and bytes of one service or one backend, on one worker, and the connections this
+// worker's connection table holds for it (a gauge: the table adds and takes back).
 struct TrafficCounter {
   Counter packets;
   Counter bytes;
+  Counter connections;
   void add(uint64_t length) {
     packets.add(1);
     bytes.add(length);

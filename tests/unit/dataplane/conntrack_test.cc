@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "berth/dataplane/snapshot.h"
 #include "berth/net/packet_parser.h"
 
 namespace berth {
@@ -211,6 +212,67 @@ TEST(ConntrackTest, TableFullCountsInsertsOnceEveryWayIsTaken) {
   t.table.insert(keyOf(99, 1), 0, 1, ConnectionState::kUdp, 1);
   EXPECT_EQ(t.count(ConntrackEvent::kTableFull), 1u);
   EXPECT_EQ(t.count(ConntrackEvent::kEviction), 1u);
+}
+
+// Traffic counters as a worker has them, for the connection gauges.
+struct Gauges {
+  Gauges() : services(CounterIds::kMaxServices), backends(CounterIds::kMaxBackends) {}
+  TrafficCounters counters() { return {services.data(), backends.data()}; }
+  uint64_t backend(uint16_t id) const { return backends[id].connections.read(); }
+  uint64_t service(uint16_t id) const { return services[id].connections.read(); }
+  std::vector<TrafficCounter> services;
+  std::vector<TrafficCounter> backends;
+};
+
+TEST(ConntrackTest, GaugesCountLiveConnectionsPerServiceAndBackendThroughEveryChange) {
+  const ConntrackTimeouts timeouts{
+      .tcp_established_ms = 100, .tcp_opening_ms = 100, .tcp_closing_ms = 100, .udp_ms = 100};
+  TestTable t(4, 0, timeouts);  // one bucket: the fifth connection evicts
+  Gauges gauges;
+  t.table.countConnectionsIn(gauges.counters());
+  for (uint16_t port = 1; port <= 4; ++port) {
+    t.table.insert(keyOf(1, port, 1), 0, port <= 2 ? 10 : 11, ConnectionState::kTcpOpening, port);
+  }
+  EXPECT_EQ(gauges.service(1), 4u);
+  EXPECT_EQ(gauges.backend(10), 2u);
+  EXPECT_EQ(gauges.backend(11), 2u);
+  // An eviction (port 1's, seen least recently) hands its count over.
+  t.table.insert(keyOf(1, 5, 2), 0, 12, ConnectionState::kTcpOpening, 50);
+  EXPECT_EQ(gauges.backend(10), 1u);
+  EXPECT_EQ(gauges.backend(12), 1u);
+  EXPECT_EQ(gauges.service(1), 3u);
+  EXPECT_EQ(gauges.service(2), 1u);
+  // A re-pick moves one connection's count.
+  t.table.reassign(*t.table.find(keyOf(1, 3, 1), 0, 60), 12);
+  EXPECT_EQ(gauges.backend(11), 1u);
+  EXPECT_EQ(gauges.backend(12), 2u);
+  // Expiry at a lookup takes one back.
+  EXPECT_EQ(t.table.find(keyOf(1, 2, 1), 0, 140), nullptr);
+  EXPECT_EQ(gauges.backend(10), 0u);
+  EXPECT_EQ(t.table.occupied(), 3u);
+}
+
+TEST(ConntrackTest, TheSweepReclaimsExpiredConnectionsAndKeepsLiveOnes) {
+  const ConntrackTimeouts timeouts{
+      .tcp_established_ms = 1000, .tcp_opening_ms = 1000, .tcp_closing_ms = 1000, .udp_ms = 1000};
+  TestTable t(1024, 0, timeouts);
+  Gauges gauges;
+  t.table.countConnectionsIn(gauges.counters());
+  for (uint32_t flow = 0; flow < 600; ++flow) {
+    // Half go quiet at time 0, half are still seen at time 1500.
+    const uint32_t seen = flow % 2 == 0 ? 0 : 1500;
+    t.table.insert(keyOf(flow, 1000), flow * 2654435761u, 7, ConnectionState::kTcpEstablished,
+                   seen);
+  }
+  ASSERT_EQ(gauges.backend(7), 600u);
+  // One round over every bucket at time 2000: the quiet half has outlived its 1000 ms.
+  for (size_t i = 0; i < t.buckets.size(); ++i) t.table.sweep(2000);
+  EXPECT_EQ(gauges.backend(7), 300u);
+  EXPECT_EQ(t.table.occupied(), 300u);
+  EXPECT_EQ(t.count(ConntrackEvent::kExpiry), 300u);
+  for (uint32_t flow = 1; flow < 600; flow += 2) {
+    EXPECT_NE(t.table.find(keyOf(flow, 1000), flow * 2654435761u, 2000), nullptr) << flow;
+  }
 }
 
 TEST(ConntrackTest, CapacityRoundsUpToWholePowerOfTwoBuckets) {

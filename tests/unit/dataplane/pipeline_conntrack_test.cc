@@ -54,6 +54,7 @@ class Harness {
     state.traffic = {services_.data(), backends_.data()};
     state.conntrack = &table_;
     state.now_ms = 1'000;
+    table_.countConnectionsIn(state.traffic);
   }
 
   // A snapshot of `yaml`, with the named backends unhealthy.
@@ -100,6 +101,14 @@ class Harness {
 
   uint64_t count(ConntrackEvent event) const {
     return counters_.conntrack.values[static_cast<size_t>(event)].read();
+  }
+
+  // The connections this worker's table holds for a backend of "web", and for the service.
+  uint64_t connectionsOf(const std::string& backend) const {
+    return backends_[*ids_.findBackend("web", backend)].connections.read();
+  }
+  uint64_t serviceConnections() const {
+    return services_[*ids_.findService("web")].connections.read();
   }
 
   WorkerState state;
@@ -190,6 +199,27 @@ TEST(PipelineConntrackTest, FlowsOfAnUnhealthyBackendMoveAndComeBackOnlyAsNewFlo
   // web-3 recovers: the moved flows stay where they went, as connections do.
   harness.use(config);
   EXPECT_EQ(sendAll(harness), during);
+}
+
+TEST(PipelineConntrackTest, PerBackendConnectionCountsFollowFlowsAsTheyMove) {
+  Harness harness;
+  const std::string config = configWith({{1, 1}, {2, 1}, {3, 1}});
+  harness.use(config);
+  std::map<std::string, uint64_t> shares;
+  for (const auto& [port, backend] : sendAll(harness, kTcpSyn)) ++shares[backend];
+  EXPECT_EQ(harness.serviceConnections(), kFlows);
+  for (int b = 1; b <= 3; ++b) {
+    EXPECT_EQ(harness.connectionsOf(absl::StrCat("web-", b)),
+              shares[absl::StrCat("198.18.", b, ".2")]);
+  }
+  // web-3 fails: its connections are re-picked on their next packet, and counted where they went.
+  harness.use(config, {"web-3"});
+  shares.clear();
+  for (const auto& [port, backend] : sendAll(harness)) ++shares[backend];
+  EXPECT_EQ(harness.connectionsOf("web-3"), 0u);
+  EXPECT_EQ(harness.connectionsOf("web-1"), shares["198.18.1.2"]);
+  EXPECT_EQ(harness.connectionsOf("web-2"), shares["198.18.2.2"]);
+  EXPECT_EQ(harness.serviceConnections(), kFlows);
 }
 
 TEST(PipelineConntrackTest, ADrainedBackendKeepsItsConnectionsUnlessTheServiceRepicks) {

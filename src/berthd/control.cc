@@ -1,6 +1,8 @@
 // berthd's control-socket commands: status, stats, reload, drain and undrain. Each runs on the
 // management thread, between its other work, and answers with one JSON object.
 
+#include <rte_pause.h>
+
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -9,7 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "berth/control/table_report.h"
 #include "berth/net/crc32c.h"
+#include "berth/net/packet_parser.h"
 #include "berth/util/json_writer.h"
 #include "berthd/daemon.h"
 
@@ -17,7 +22,11 @@ namespace berth {
 namespace {
 
 constexpr char kVersion[] = "0.1.0";
-constexpr char kCommands[] = "status, stats, services, backends, reload, drain, undrain";
+constexpr char kCommands[] =
+    "status, stats, services, backends, reload, drain, undrain, explain, table";
+// How long explain waits for workers to look in their connection tables: they look between
+// bursts, every 1024 loops, which is well under a millisecond while they run.
+constexpr absl::Duration kQueryPatience = absl::Milliseconds(200);
 
 std::string okReply(absl::string_view text) {
   JsonWriter json;
@@ -47,6 +56,8 @@ std::string Daemon::handleControl(const ControlRequest& request) {
   }
   if (request.command == "drain") return drainReply(request, true);
   if (request.command == "undrain") return drainReply(request, false);
+  if (request.command == "explain") return explainReply(request);
+  if (request.command == "table") return tableReply(request);
   return errorReply(absl::StrCat("unknown command '", request.command, "'; commands: ", kCommands));
 }
 
@@ -134,11 +145,7 @@ std::string Daemon::poolReply(bool backends) const {
     if (!backends) {
       const std::optional<uint32_t> id = counter_ids_.findService(service.name);
       const TrafficTotals totals = id ? trafficOf(*id, false) : TrafficTotals{};
-      const std::string listener =
-          absl::StrCat(toString(service.protocol), " ",
-                       service.vip.isV4() ? service.vip.toString()
-                                          : absl::StrCat("[", service.vip.toString(), "]"),
-                       ":", service.port);
+      const std::string listener = service.listener();
       json.beginObject().key("name").value(service.name).key("listener").value(listener);
       json.key("forwarding").value(toString(service.forwarding));
       json.key("backends").value(static_cast<uint64_t>(service.backends.size()));
@@ -257,6 +264,190 @@ std::string Daemon::drainReply(const ControlRequest& request, bool drain) {
                                         absl::StrJoin(changed, ", "), generation_));
   json.endObject();
   return json.str();
+}
+
+std::optional<TrackedConnection> Daemon::askWorkers(const ConnectionKey& key, uint32_t hash,
+                                                    std::string& note) {
+  std::vector<bool> asked(workers_.size(), false);
+  for (size_t w = 0; w < workers_.size(); ++w) {
+    ConntrackQuery& query = workers_[w]->conntrack_query;
+    const uint32_t last = query.asked.load(std::memory_order_relaxed);
+    // A question still unanswered from an earlier explain: the worker may be reading it.
+    if (query.answered.load(std::memory_order_acquire) != last) continue;
+    query.key = key;
+    query.hash = hash;
+    query.asked.store(last + 1, std::memory_order_release);
+    asked[w] = true;
+  }
+  std::optional<TrackedConnection> tracked;
+  std::vector<std::string> silent;
+  const absl::Time give_up = absl::Now() + kQueryPatience;
+  for (size_t w = 0; w < workers_.size(); ++w) {
+    ConntrackQuery& query = workers_[w]->conntrack_query;
+    const uint32_t asked_now = query.asked.load(std::memory_order_relaxed);
+    while (asked[w] && query.answered.load(std::memory_order_acquire) != asked_now &&
+           absl::Now() < give_up) {
+      rte_pause();
+    }
+    if (!asked[w] || query.answered.load(std::memory_order_acquire) != asked_now) {
+      silent.push_back(absl::StrCat(w));
+      continue;
+    }
+    if (!query.found || tracked) continue;
+    const ConnectionTable& table = *workers_[w]->connections;
+    tracked = TrackedConnection{static_cast<unsigned>(w), query.connection,
+                                table.expired(query.connection, query.now_ms),
+                                query.now_ms - query.connection.last_seen_ms};
+  }
+  if (!silent.empty()) {
+    note = absl::StrCat("worker(s) ", absl::StrJoin(silent, ", "),
+                        " did not answer in time; their connection tables were not consulted");
+  }
+  return tracked;
+}
+
+std::string Daemon::explainReply(const ControlRequest& request) {
+  const std::string& proto =
+      request.field("proto").empty() ? std::string("tcp") : request.field("proto");
+  if (proto != "tcp" && proto != "udp") {
+    return errorReply(absl::StrCat("--proto must be tcp or udp, not '", proto, "'"));
+  }
+  absl::StatusOr<Endpoint> source = Endpoint::parse(request.field("src"));
+  if (!source.ok()) return errorReply(absl::StrCat("--src: ", source.status().message()));
+  absl::StatusOr<Endpoint> destination = Endpoint::parse(request.field("dst"));
+  if (!destination.ok()) return errorReply(absl::StrCat("--dst: ", destination.status().message()));
+  if (source->address.family != destination->address.family) {
+    return errorReply("--src and --dst must both be IPv4 or both IPv6");
+  }
+  const FlowKey flow =
+      FlowKey::make(source->address, destination->address, source->port, destination->port,
+                    proto == "tcp" ? kProtocolTcp : kProtocolUdp);
+  const Snapshot& snapshot = *publisher_->snapshot();
+  const bool conntrack = !workers_.empty() && workers_[0]->connections.has_value();
+  std::optional<TrackedConnection> tracked;
+  std::string note;
+  if (const std::optional<uint32_t> service = snapshot.findService(flow); service && conntrack) {
+    tracked = askWorkers(connectionKeyOf(snapshot, *service, flow),
+                         flowHashOf(snapshot, *service, flow), note);
+  }
+  const FlowExplanation explanation = explainFlow(snapshot, flow, tracked, conntrack);
+
+  auto describe = [&](uint32_t backend) -> std::string {
+    if (backend == kNoBackendIndex) return "none";
+    const SnapshotBackend& b = snapshot.backend(backend);
+    return absl::StrCat(b.name, " (", b.address.toString(), ", ",
+                        !b.healthy ? "unhealthy" : (b.drained ? "drained" : "healthy"), ")");
+  };
+  JsonWriter json;
+  json.beginObject().key("ok").value(true).key("flow").value(flow.toString());
+  json.key("snapshot_generation").value(snapshot.generation());
+  std::string text = absl::StrCat("flow:          ", flow.toString(), "\n");
+  if (!explanation.service) {
+    json.key("service").null().key("next_backend").null();
+    json.key("reason").value(explanation.reason);
+    absl::StrAppend(&text, "service:       none\nnext packet:   dropped: ", explanation.reason,
+                    "\n");
+    json.key("text").value(text).endObject();
+    return json.str();
+  }
+  const SnapshotService& service = snapshot.service(*explanation.service);
+  const ServiceConfig* service_config = config_.findService(service.name);
+  json.key("service").value(service.name);
+  json.key("hash_fields").value(toString(service.hash_fields));
+  json.key("flow_hash").value(absl::StrFormat("%08x", explanation.hash));
+  json.key("slot").value(explanation.slot).key("table_size").value(service.table.size());
+  json.key("table_backend");
+  if (explanation.table_backend == kNoBackendIndex) {
+    json.null();
+  } else {
+    json.value(snapshot.backend(explanation.table_backend).name);
+  }
+  json.key("conntrack");
+  std::string conntrack_text;
+  if (!conntrack) {
+    json.value("off");
+    conntrack_text = "off";
+  } else if (!tracked) {
+    json.null();
+    conntrack_text = "no worker tracks this flow";
+  } else {
+    const Connection& c = tracked->connection;
+    const uint32_t remembered = snapshot.backendIndexOf(c.backend);
+    const std::string backend_name =
+        remembered == kNoBackendIndex ? "a removed backend" : snapshot.backend(remembered).name;
+    json.beginObject()
+        .key("worker")
+        .value(static_cast<uint64_t>(tracked->worker))
+        .key("state")
+        .value(toString(c.state))
+        .key("backend")
+        .value(backend_name)
+        .key("idle_ms")
+        .value(static_cast<uint64_t>(tracked->idle_ms))
+        .key("expired")
+        .value(tracked->expired)
+        .endObject();
+    conntrack_text =
+        absl::StrFormat("worker %u: %s to %s, idle %u ms%s", tracked->worker, toString(c.state),
+                        backend_name, tracked->idle_ms, tracked->expired ? " (expired)" : "");
+  }
+  // A backend is reachable from a port only once its next hop's MAC is known.
+  std::string reason = explanation.reason;
+  bool dropped = explanation.next_backend == kNoBackendIndex;
+  if (!dropped && snapshot.portCount() > 0 &&
+      snapshot.target(0, explanation.next_backend) == nullptr) {
+    absl::StrAppend(&reason,
+                    "; but its next hop's MAC is not known yet, so the packet is dropped "
+                    "as next_hop_unresolved");
+    dropped = true;
+  }
+  json.key("next_backend");
+  if (explanation.next_backend == kNoBackendIndex) {
+    json.null();
+  } else {
+    json.value(snapshot.backend(explanation.next_backend).name);
+  }
+  json.key("dropped").value(dropped).key("tracked").value(explanation.tracked);
+  json.key("reason").value(reason);
+  if (!note.empty()) json.key("note").value(note);
+  absl::StrAppendFormat(
+      &text,
+      "service:       %s (%s), hashing %s\nflow hash:     %08x, slot %u of %u\n"
+      "table's pick:  %s\nconntrack:     %s\nnext packet:   %s\nbecause:       %s\n",
+      service.name, service_config ? service_config->listener() : "", toString(service.hash_fields),
+      explanation.hash, explanation.slot, service.table.size(), describe(explanation.table_backend),
+      conntrack_text, dropped ? "dropped" : describe(explanation.next_backend), reason);
+  if (!note.empty()) absl::StrAppend(&text, "note:          ", note, "\n");
+  json.key("text").value(text).endObject();
+  return json.str();
+}
+
+std::string Daemon::tableReply(const ControlRequest& request) const {
+  const std::string& name = request.field("service");
+  std::vector<std::string> names;
+  for (size_t s = 0; s < config_.services.size(); ++s) {
+    const ServiceConfig& service = config_.services[s];
+    names.push_back(service.name);
+    if (service.name != name) continue;
+    std::vector<std::string> unhealthy;
+    for (size_t b = 0; b < tables_[s].backends().size(); ++b) {
+      if (!tables_[s].healthy()[b]) unhealthy.push_back(tables_[s].backends()[b].name);
+    }
+    JsonWriter json;
+    json.beginObject().key("ok").value(true).key("snapshot_generation").value(generation_);
+    json.key("table");
+    writeTableJson(json, service, tables_[s]);
+    json.key("text").value(tableText(
+        service, tables_[s],
+        absl::StrCat(
+            unhealthy.empty() ? "" : absl::StrCat(", unhealthy: ", absl::StrJoin(unhealthy, ", ")),
+            "; live in snapshot ", generation_)));
+    json.endObject();
+    return json.str();
+  }
+  if (name.empty()) return errorReply("table needs --service NAME");
+  return errorReply(
+      absl::StrCat("no service named '", name, "'; berthd has: ", absl::StrJoin(names, ", ")));
 }
 
 }  // namespace berth

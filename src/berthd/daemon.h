@@ -13,6 +13,7 @@
 #include "berth/config/config.h"
 #include "berth/control/control_socket.h"
 #include "berth/control/publisher.h"
+#include "berth/dataplane/explain.h"
 #include "berth/dataplane/neighbor_discovery.h"
 #include "berth/dataplane/port.h"
 #include "berth/dataplane/snapshot.h"
@@ -83,6 +84,15 @@ class Daemon {
   };
   TrafficTotals trafficOf(uint32_t id, bool backend) const;
   std::string drainReply(const ControlRequest& request, bool drain);
+  // `explain`: where a flow's next packet goes and why, with each worker's connection entry.
+  std::string explainReply(const ControlRequest& request);
+  // Asks every worker for its connection-table entry of `key`; the first that holds one, or
+  // nullopt. Waits at most kQueryPatience for the answers; `note` says which workers did not
+  // answer in time.
+  std::optional<TrackedConnection> askWorkers(const ConnectionKey& key, uint32_t hash,
+                                              std::string& note);
+  // `table`: one service's live table, as `berthctl table --config` renders one from a file.
+  std::string tableReply(const ControlRequest& request) const;
   // Sets the weight of every backend drained at run time to 0 in `config` (a reload keeps drains).
   void applyDrains(Config& config) const;
 

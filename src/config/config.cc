@@ -1,5 +1,7 @@
 #include "berth/config/config.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace berth {
 
 absl::string_view toString(Protocol protocol) { return protocol == Protocol::kTcp ? "tcp" : "udp"; }
@@ -28,6 +30,11 @@ absl::string_view toString(HealthCheckType type) {
       return "http";
   }
   return "unknown";
+}
+
+std::string ServiceConfig::listener() const {
+  const std::string address = vip.isV4() ? vip.toString() : absl::StrCat("[", vip.toString(), "]");
+  return absl::StrCat(toString(protocol), " ", address, ":", port);
 }
 
 std::vector<Backend> ServiceConfig::maglevBackends() const {

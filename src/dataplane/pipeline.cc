@@ -189,9 +189,7 @@ uint32_t chooseBackend(const Snapshot& snapshot, WorkerState& worker,
       connection->state == ConnectionState::kTcpClosing && (flags & (kTcpSyn | kTcpAck)) == kTcpSyn;
   uint32_t backend = reopened ? kNoBackendIndex : backendOf(snapshot, *connection);
   if (backend != kNoBackendIndex) {
-    const SnapshotBackend& current = snapshot.backend(backend);
-    const bool stays = current.healthy && (!current.drained || service.drain_keeps_established);
-    if (!stays) backend = kNoBackendIndex;
+    if (!keepsConnection(service, snapshot.backend(backend))) backend = kNoBackendIndex;
   }
   if (backend == kNoBackendIndex) {
     if (!reopened)

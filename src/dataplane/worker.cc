@@ -8,7 +8,8 @@
 namespace berth {
 namespace {
 
-// Control frames (ARP/ND requests) are rare; look for them once every this many loops.
+// Control frames (ARP/ND requests) and connection-table questions are rare; look for them once
+// every this many loops.
 constexpr uint32_t kControlCheckMask = 1023;
 
 // Called by rte_eth_tx_buffer when the NIC's TX ring refuses part of a burst. The frames were
@@ -109,6 +110,17 @@ void Worker::sendControlFrames() {
   }
 }
 
+void Worker::answerConntrackQuery() {
+  const uint32_t asked = conntrack_query.asked.load(std::memory_order_acquire);
+  if (asked == conntrack_query.answered.load(std::memory_order_relaxed)) return;
+  const Connection* found =
+      connections ? connections->peek(conntrack_query.key, conntrack_query.hash) : nullptr;
+  conntrack_query.found = found != nullptr;
+  if (found != nullptr) conntrack_query.connection = *found;
+  conntrack_query.now_ms = state.now_ms;
+  conntrack_query.answered.store(asked, std::memory_order_release);
+}
+
 int runWorker(void* argument) {
   Worker& worker = *static_cast<Worker*>(argument);
   rte_rcu_qsbr_thread_online(worker.rcu, worker.rcu_thread_id);
@@ -140,8 +152,9 @@ int runWorker(void* argument) {
       worker.flush();
       last_drain = now;
     }
-    if ((++iteration & kControlCheckMask) == 0 && worker.control_frames != nullptr) {
-      worker.sendControlFrames();
+    if ((++iteration & kControlCheckMask) == 0) {
+      if (worker.control_frames != nullptr) worker.sendControlFrames();
+      worker.answerConntrackQuery();
     }
     if (worker.connections) worker.connections->sweep(worker.state.now_ms);
     rte_rcu_qsbr_quiescent(worker.rcu, worker.rcu_thread_id);

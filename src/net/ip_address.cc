@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace berth {
@@ -38,6 +39,34 @@ std::string IpAddress::toString() const {
   char buffer[INET6_ADDRSTRLEN] = {};
   inet_ntop(isV4() ? AF_INET : AF_INET6, bytes.data(), buffer, sizeof(buffer));
   return buffer;
+}
+
+absl::StatusOr<Endpoint> Endpoint::parse(absl::string_view text) {
+  auto invalid = [&]() {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "' is not an ADDRESS:PORT (IPv6 as [ADDRESS]:PORT)"));
+  };
+  const size_t colon = text.rfind(':');
+  if (colon == absl::string_view::npos) return invalid();
+  absl::string_view host = text.substr(0, colon);
+  const absl::string_view port_text = text.substr(colon + 1);
+  const bool bracketed = host.size() >= 2 && host.front() == '[' && host.back() == ']';
+  if (bracketed) host = host.substr(1, host.size() - 2);
+  uint32_t port = 0;
+  if (port_text.empty() || port_text.size() > 5 ||
+      port_text.find_first_not_of("0123456789") != absl::string_view::npos ||
+      !absl::SimpleAtoi(port_text, &port) || port > 65535) {
+    return invalid();
+  }
+  absl::StatusOr<IpAddress> address = IpAddress::parse(host);
+  // IPv6 needs its brackets, or "::1:80" would be ambiguous; IPv4 must not have them.
+  if (!address.ok() || address->isV4() == bracketed) return invalid();
+  return Endpoint{*address, static_cast<uint16_t>(port)};
+}
+
+std::string Endpoint::toString() const {
+  return address.isV4() ? absl::StrCat(address.toString(), ":", port)
+                        : absl::StrCat("[", address.toString(), "]:", port);
 }
 
 }  // namespace berth

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""berthctl against a running berthd (net_null vdev): status, stats, drain and undrain, reload,
-and the errors an operator meets: an unknown backend, no socket, a refused reload. The control
-socket is owner-only and goes away with berthd.
+"""berthctl against a running berthd, once on a net_null vdev and once on a net_pcap vdev that
+replays real flows: every command (status, stats, services, backends, drain and undrain, reload,
+explain, the live table) and the errors an operator meets: an unknown backend, no socket, a
+refused reload, a bad flow. The control socket is owner-only and goes away with berthd.
 
 Usage: berthctl_live_test.py BERTHD BERTHCTL
 """
@@ -17,37 +18,61 @@ import threading
 import time
 import unittest
 
+from scapy.all import IP, TCP, Ether, raw, wrpcap  # Debian's python3-scapy
+
 BERTHD, BERTHCTL = sys.argv.pop(1), sys.argv.pop(1)
-PREFIX = "berth-live-%d" % os.getpid()
+PORT_MAC = "02:70:63:61:70:00"  # what the pcap PMD gives its first port
+CLIENT = "198.18.0.1"
+FLOWS = 200  # to each service, from CLIENT ports 20000 up, a SYN then an ACK each
 CONFIG = """dataplane:
-  eal: ["--no-huge", "-m", "256", "--no-pci", "--file-prefix", "%s", "--lcores", "0@0,1@1",
-        "--vdev", "net_null0", "--log-level", "lib.eal:error"]
-  ports: [ { name: p0, device: net_null0, ipv4: 198.18.0.10, gateway_mac: "02:00:00:00:00:fe" } ]
+  eal: ["--no-huge", "-m", "256", "--no-pci", "--file-prefix", "{prefix}", "--lcores", "0@0,1@1",
+        "--vdev", "{device}", "--log-level", "lib.eal:error"]
+  ports: [ {{ name: p0, device: "{device}", ipv4: 198.18.0.10, gateway_mac: "02:00:00:00:00:fe" }} ]
 services:
   - name: web
     vip: 198.18.100.1
     port: 80
     protocol: tcp
     backends:
-      - { name: web-1, address: 198.18.1.2 }
-      - { name: web-2, address: 198.18.2.2, weight: 3 }
+      - {{ name: web-1, address: 198.18.1.2 }}
+      - {{ name: web-2, address: 198.18.2.2, weight: 3 }}
   - name: api
     vip: 198.18.100.2
     port: 80
     protocol: tcp
     backends:
-      - { name: web-1, address: 198.18.1.3 }
-""" % PREFIX
+      - {{ name: web-1, address: 198.18.1.3 }}
+"""
 
 
-class BerthctlLive(unittest.TestCase):
+def replay_frames():
+    frames = []
+    for vip in ("198.18.100.1", "198.18.100.2"):
+        for i in range(FLOWS):
+            for flags in ("S", "A"):
+                frames.append(raw(Ether(dst=PORT_MAC, src="02:00:00:00:00:02") /
+                                  IP(src=CLIENT, dst=vip) / TCP(sport=20000 + i, dport=80, flags=flags)))
+    return frames
+
+
+class Live:
+    """The tests, run by each vdev's class below."""
+    VDEV = None  # "null" or "pcap"
+
     @classmethod
     def setUpClass(cls):
         cls.directory = tempfile.mkdtemp(prefix="berthctl-live-")
+        cls.prefix = "berth-live-%s-%d" % (cls.VDEV, os.getpid())
         cls.config = os.path.join(cls.directory, "berth.yaml")
         cls.socket = os.path.join(cls.directory, "run", "berth.sock")
+        if cls.VDEV == "pcap":
+            replay = os.path.join(cls.directory, "in.pcap")
+            wrpcap(replay, [Ether(f) for f in replay_frames()])
+            device = "net_pcap0,rx_pcap=%s,tx_pcap=%s" % (replay, os.path.join(cls.directory, "out.pcap"))
+        else:
+            device = "net_null0"
         with open(cls.config, "w") as out:
-            out.write(CONFIG)
+            out.write(CONFIG.format(prefix=cls.prefix, device=device))
         cls.process = subprocess.Popen([BERTHD, "--", "--config", cls.config, "--control_socket", cls.socket],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         cls.lines = []
@@ -55,13 +80,22 @@ class BerthctlLive(unittest.TestCase):
         deadline = time.monotonic() + 20
         while not any("forwarding:" in l for l in list(cls.lines)) and time.monotonic() < deadline:
             time.sleep(0.05)
+        if cls.VDEV == "pcap":
+            # Until the replay is through: every frame received.
+            while time.monotonic() < deadline:
+                reply = subprocess.run([BERTHCTL, "stats", "--json", "--socket", cls.socket],
+                                       capture_output=True, text=True, timeout=30)
+                if (reply.returncode == 0 and
+                        json.loads(reply.stdout)["stats"]["counters"]["rx_packets"] >= 4 * FLOWS):
+                    break
+                time.sleep(0.1)
 
     @classmethod
     def tearDownClass(cls):
         cls.process.send_signal(signal.SIGINT)
         cls.process.wait(timeout=30)
         cls.socket_after_exit = os.path.exists(cls.socket)
-        shutil.rmtree("/var/run/dpdk/" + PREFIX, ignore_errors=True)
+        shutil.rmtree("/var/run/dpdk/" + cls.prefix, ignore_errors=True)
         shutil.rmtree(cls.directory, ignore_errors=True)
 
     def berthctl(self, *args, check=True):
@@ -138,11 +172,98 @@ class BerthctlLive(unittest.TestCase):
     def test_the_socket_is_owner_only(self):
         self.assertEqual(stat.S_IMODE(os.stat(self.socket).st_mode), 0o600)
 
+    def explain(self, src, dst="198.18.100.1:80", *extra):
+        return json.loads(self.berthctl("explain", "--src", src, "--dst", dst, *extra, "--json").stdout)
+
+    def test_explain_agrees_with_the_live_table(self):
+        table = json.loads(self.berthctl("table", "--service", "web", "--json").stdout)["table"]
+        names = [b["name"] for b in table["backends"]]
+        for port in (20000, 20001, 20199, 31000, 31001):
+            reply = self.explain("%s:%d" % (CLIENT, port))
+            self.assertEqual(reply["service"], "web")
+            self.assertEqual(reply["slot"], int(reply["flow_hash"], 16) % 65537)
+            self.assertEqual(reply["table_backend"], names[table["entries"][reply["slot"]]])
+            self.assertEqual(reply["next_backend"], reply["table_backend"])
+            tracked = self.VDEV == "pcap" and port < 20000 + FLOWS
+            self.assertEqual(reply["tracked"], tracked, reply["reason"])
+            if tracked:
+                self.assertEqual(reply["conntrack"]["worker"], 0)
+                self.assertEqual(reply["conntrack"]["state"], "tcp_established")
+                self.assertEqual(reply["conntrack"]["backend"], reply["table_backend"])
+            else:
+                self.assertIsNone(reply["conntrack"])
+                self.assertIn("no worker tracks this flow", reply["reason"])
+        text = self.berthctl("explain", "--src", CLIENT + ":20000", "--dst", "198.18.100.1:80").stdout
+        for label in ("flow:", "service:", "flow hash:", "table's pick:", "conntrack:",
+                      "next packet:", "because:"):
+            self.assertIn(label, text)
+
+    def test_explain_follows_a_drain(self):
+        # keep_established (the default): a tracked flow stays on its drained backend; a new flow
+        # never lands on it.
+        flow = "%s:20005" % CLIENT
+        backend = self.explain(flow)["next_backend"]
+        self.berthctl("drain", backend, "--service", "web")
+        try:
+            tracked = self.explain(flow)
+            fresh = self.explain("%s:40000" % CLIENT)
+        finally:
+            self.berthctl("undrain", backend, "--service", "web")
+        self.assertNotEqual(fresh["next_backend"], backend)
+        if self.VDEV == "pcap":
+            self.assertEqual(tracked["next_backend"], backend)
+            self.assertIn("drained; established connections finish", tracked["reason"])
+        else:
+            self.assertNotEqual(tracked["next_backend"], backend)
+
+    def test_explain_for_no_service_and_bad_flows(self):
+        none = self.explain("%s:1000" % CLIENT, "198.18.100.9:80")
+        self.assertIsNone(none["service"])
+        self.assertIn("no_service", none["reason"])
+        udp = self.explain("%s:1000" % CLIENT, "198.18.100.1:80", "--proto", "udp")
+        self.assertIsNone(udp["service"], "web is tcp")
+        for args, message in ((("--src", "198.18.0.1", "--dst", "198.18.100.1:80"), "--src: "),
+                              (("--src", "198.18.0.1:1", "--dst", "[2001:db8::1]:80"), "must both be IPv4"),
+                              (("--src", "198.18.0.1:1", "--dst", "198.18.100.1:80", "--proto", "sctp"),
+                               "tcp or udp"),
+                              (("--src", "198.18.0.1:1"), "needs --src IP:PORT and --dst")):
+            result = self.berthctl("explain", *args, check=False)
+            self.assertEqual(result.returncode, 1)
+            self.assertIn(message, result.stderr)
+
+    def test_live_table_matches_the_offline_one(self):
+        live = self.berthctl("table", "--service", "api").stdout
+        offline = subprocess.run([BERTHCTL, "table", "--config", self.config, "--service", "api"],
+                                 capture_output=True, text=True, timeout=60, check=True).stdout
+        self.assertIn("live in snapshot", live.splitlines()[0])
+        self.assertEqual(live.splitlines()[1:], offline.splitlines()[1:])
+        missing = self.berthctl("table", "--service", "nope", check=False)
+        self.assertEqual(missing.returncode, 1)
+        self.assertIn("no service named 'nope'; berthd has: web, api", missing.stderr)
+
+    def test_connections_per_service_and_backend(self):
+        services = {s["name"]: s for s in json.loads(self.berthctl("services", "--json").stdout)["services"]}
+        backends = json.loads(self.berthctl("backends", "--json").stdout)["backends"]
+        expected = FLOWS if self.VDEV == "pcap" else 0
+        for name in ("web", "api"):
+            self.assertEqual(services[name]["connections"], expected)
+            self.assertEqual(sum(b["connections"] for b in backends if b["service"] == name), expected)
+        self.assertIn("connections", self.berthctl("backends").stdout)
+
+
+class BerthctlOnNetNull(Live, unittest.TestCase):
+    VDEV = "null"
+
+
+class BerthctlOnNetPcap(Live, unittest.TestCase):
+    VDEV = "pcap"
+
 
 class SocketGoesAway(unittest.TestCase):
     def test_zz_socket_removed_on_exit(self):
-        # Runs after BerthctlLive's teardown (unittest orders classes by name: B < S).
-        self.assertFalse(BerthctlLive.socket_after_exit)
+        # Runs after the berthctl classes' teardowns (unittest orders classes by name: B < S).
+        self.assertFalse(BerthctlOnNetNull.socket_after_exit)
+        self.assertFalse(BerthctlOnNetPcap.socket_after_exit)
 
 
 if __name__ == "__main__":

@@ -14,12 +14,12 @@
 
 namespace berth {
 
-std::string controlRequestJson(const std::string& command, const std::string& service,
-                               const std::string& backend) {
+std::string controlRequestJson(const std::string& command, const ControlFields& fields) {
   JsonWriter json;
   json.beginObject().key("command").value(command);
-  if (!service.empty()) json.key("service").value(service);
-  if (!backend.empty()) json.key("backend").value(backend);
+  for (const auto& [key, value] : fields) {
+    if (!value.empty()) json.key(key).value(value);
+  }
   json.endObject();
   return json.str();
 }
@@ -75,9 +75,9 @@ absl::StatusOr<std::string> sendControlRequest(const std::string& socket_path,
 }
 
 int runLiveCommand(const std::string& socket_path, const std::string& command,
-                   const std::string& service, const std::string& backend, bool json) {
+                   const ControlFields& fields, bool json) {
   absl::StatusOr<std::string> reply =
-      sendControlRequest(socket_path, controlRequestJson(command, service, backend));
+      sendControlRequest(socket_path, controlRequestJson(command, fields));
   if (!reply.ok()) {
     std::fprintf(stderr, "berthctl: %s\n", std::string(reply.status().message()).c_str());
     return 1;

@@ -14,7 +14,10 @@
 #include "offline_commands.h"
 
 ABSL_FLAG(std::string, config, "", "path of the YAML config to read");
-ABSL_FLAG(std::string, service, "", "service name (berthctl table)");
+ABSL_FLAG(std::string, service, "", "service name (table; drain and undrain to narrow)");
+ABSL_FLAG(std::string, proto, "tcp", "explain: the flow's protocol, tcp or udp");
+ABSL_FLAG(std::string, src, "", "explain: the client's ADDRESS:PORT ([ADDRESS]:PORT for IPv6)");
+ABSL_FLAG(std::string, dst, "", "explain: the VIP's ADDRESS:PORT");
 ABSL_FLAG(bool, json, false, "print JSON instead of text");
 ABSL_FLAG(std::vector<std::string>, fail, {},
           "comma-separated backend names to treat as unhealthy");
@@ -29,6 +32,7 @@ constexpr char kUsage[] = R"(berthctl COMMAND [flags]
 Commands that read a config file:
   table   --config FILE --service NAME [--fail A,B] [--json]
           the backend of every slot of one service's Maglev table, and slots per backend
+          (without --config: berthd's live table, below)
   analyze --config FILE [--fail A,B] [--max_failures N] [--json]
           per service: balance, and how many slots each single backend failure moves with
           min-disruption failover and with a full rebuild, against the ideal; with --fail,
@@ -43,6 +47,10 @@ Commands to a running berthd, over its control socket (--socket, default /run/be
   reload    re-read the config file; a bad file is refused and the running config stays
   drain NAME [--service S]    no new flows to backend NAME; established ones finish
   undrain NAME [--service S]  give backend NAME its weight back
+  explain --src IP:PORT --dst VIP:PORT [--proto tcp|udp]
+            the flow's service, hash, slot and the table's backend, the connection-table entry
+            of the worker holding it, and where its next packet goes and why
+  table --service NAME        the live table: slots per backend and the backend of every slot
 Each takes --json for berthd's JSON reply.)";
 
 int fail(const std::string& message) {
@@ -58,16 +66,30 @@ int main(int argc, char** argv) {
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() < 2) return fail(absl::StrCat("expected a command\n\nusage: ", kUsage));
   const std::string command = positional[1];
+  const bool live_table = command == "table" && absl::GetFlag(FLAGS_config).empty();
   if (command == "status" || command == "stats" || command == "services" || command == "backends" ||
-      command == "reload" || command == "drain" || command == "undrain") {
+      command == "reload" || command == "drain" || command == "undrain" || command == "explain" ||
+      live_table) {
     const bool takes_name = command == "drain" || command == "undrain";
     if (positional.size() != (takes_name ? 3u : 2u)) {
       return fail(takes_name ? absl::StrCat(command, " needs the backend's name: berthctl ",
                                             command, " NAME [--service S]")
-                             : absl::StrCat(command, " takes no arguments"));
+                             : absl::StrCat(command, " takes no arguments, only flags"));
     }
-    return berth::runLiveCommand(absl::GetFlag(FLAGS_socket), command, absl::GetFlag(FLAGS_service),
-                                 takes_name ? positional[2] : "", absl::GetFlag(FLAGS_json));
+    berth::ControlFields fields = {{"service", absl::GetFlag(FLAGS_service)}};
+    if (takes_name) fields.emplace_back("backend", positional[2]);
+    if (command == "explain") {
+      if (absl::GetFlag(FLAGS_src).empty() || absl::GetFlag(FLAGS_dst).empty()) {
+        return fail("explain needs --src IP:PORT and --dst VIP:PORT");
+      }
+      fields = {{"proto", absl::GetFlag(FLAGS_proto)},
+                {"src", absl::GetFlag(FLAGS_src)},
+                {"dst", absl::GetFlag(FLAGS_dst)}};
+    }
+    if (live_table && absl::GetFlag(FLAGS_service).empty())
+      return fail("table needs --service NAME");
+    return berth::runLiveCommand(absl::GetFlag(FLAGS_socket), command, fields,
+                                 absl::GetFlag(FLAGS_json));
   }
   if (positional.size() != 2) return fail(absl::StrCat("expected one command\n\nusage: ", kUsage));
   if (command != "table" && command != "analyze") {

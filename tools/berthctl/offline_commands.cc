@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "berth/control/table_report.h"
 #include "berth/maglev/analysis.h"
 #include "berth/maglev/table.h"
 #include "berth/util/json_writer.h"
@@ -48,12 +49,6 @@ absl::Status checkFailNamesExist(const Config& config, const std::vector<std::st
   return absl::OkStatus();
 }
 
-std::string listenerOf(const ServiceConfig& service) {
-  const std::string vip =
-      service.vip.isV4() ? service.vip.toString() : absl::StrCat("[", service.vip.toString(), "]");
-  return absl::StrCat(toString(service.protocol), " ", vip, ":", service.port);
-}
-
 std::string percent(double share) { return absl::StrFormat("%.3f%%", share * 100); }
 
 void writeBalance(JsonWriter& json, const BalanceStats& balance) {
@@ -89,64 +84,15 @@ absl::StatusOr<std::string> tableReport(const Config& config, const std::string&
   }
   if (absl::Status status = checkFailNamesExist(config, options.fail); !status.ok()) return status;
   BERTH_ASSIGN_OR_RETURN(const ServiceTables tables, tablesFor(*service, options.fail));
-  const Table& table = tables.current;
-  const std::vector<uint32_t> counts = table.slotCounts();
-
   if (options.json) {
     JsonWriter json;
-    json.beginObject().key("service").value(service->name).key("table_size").value(table.size());
-    json.key("listener").value(listenerOf(*service));
-    json.key("forwarding").value(toString(service->forwarding));
-    json.key("hash_fields").value(toString(service->hash_fields));
-    json.key("backends").beginArray();
-    for (size_t i = 0; i < table.backends().size(); ++i) {
-      std::string address;
-      for (const BackendConfig& backend : service->backends) {
-        if (backend.name == table.backends()[i].name) address = backend.address.toString();
-      }
-      json.beginObject()
-          .key("name")
-          .value(table.backends()[i].name)
-          .key("address")
-          .value(address)
-          .key("weight")
-          .value(table.backends()[i].weight)
-          .key("healthy")
-          .value(static_cast<bool>(table.healthy()[i]))
-          .key("slots")
-          .value(counts[i])
-          .endObject();
-    }
-    json.endArray().key("entries").beginArray();
-    for (uint16_t entry : table.entries()) {
-      if (entry == kNoBackend) {
-        json.null();
-      } else {
-        json.value(static_cast<unsigned>(entry));
-      }
-    }
-    json.endArray().endObject();
+    writeTableJson(json, *service, tables.current);
     return json.str() + "\n";
   }
-
-  std::string out = absl::StrFormat(
-      "service %s (%s): M=%u, %u backends%s\n", service->name, listenerOf(*service), table.size(),
-      table.backends().size(),
-      tables.failed.empty() ? ""
-                            : absl::StrCat(", unhealthy: ", absl::StrJoin(tables.failed, ", ")));
-  absl::StrAppend(&out, "backend slots per backend:\n");
-  for (size_t i = 0; i < table.backends().size(); ++i) {
-    absl::StrAppendFormat(&out, "  %-24s %8u  %7.3f%%  weight %d%s\n", table.backends()[i].name,
-                          counts[i], 100.0 * counts[i] / table.size(), table.backends()[i].weight,
-                          table.healthy()[i] ? "" : "  (unhealthy)");
-  }
-  absl::StrAppend(&out, "slot backend\n");
-  for (uint32_t slot = 0; slot < table.size(); ++slot) {
-    const uint16_t entry = table.entries()[slot];
-    absl::StrAppendFormat(&out, "%u %s\n", slot,
-                          entry == kNoBackend ? "-" : table.backends()[entry].name);
-  }
-  return out;
+  return tableText(*service, tables.current,
+                   tables.failed.empty()
+                       ? ""
+                       : absl::StrCat(", unhealthy: ", absl::StrJoin(tables.failed, ", ")));
 }
 
 absl::StatusOr<std::string> analyzeReport(const Config& config, const OfflineOptions& options) {
@@ -174,7 +120,7 @@ absl::StatusOr<std::string> analyzeReport(const Config& config, const OfflineOpt
         .key("name")
         .value(service.name)
         .key("listener")
-        .value(listenerOf(service))
+        .value(service.listener())
         .key("hash_fields")
         .value(toString(service.hash_fields))
         .key("table_size")
@@ -203,7 +149,7 @@ absl::StatusOr<std::string> analyzeReport(const Config& config, const OfflineOpt
     json.endArray();
 
     absl::StrAppendFormat(&out, "service %s (%s, hash %s): M=%u, N=%u\n", service.name,
-                          listenerOf(service), toString(service.hash_fields), full.size(),
+                          service.listener(), toString(service.hash_fields), full.size(),
                           full.backends().size());
     absl::StrAppendFormat(&out, "  balance: %s\n", balanceLine(balance));
     if (!impacts.empty()) {

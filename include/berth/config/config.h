@@ -113,6 +113,8 @@ struct ServiceConfig {
 
   // The backends as the Maglev build takes them.
   std::vector<Backend> maglevBackends() const;
+  // "tcp 198.18.100.1:80", "udp [2001:db8::1]:53": what the service listens on.
+  std::string listener() const;
 };
 
 struct Config {

@@ -113,6 +113,15 @@ class ConnectionTable {
   // are reclaimed and counted. Counts a hit or a miss.
   Connection* find(const ConnectionKey& key, uint32_t hash, uint32_t now_ms);
 
+  // The entry for `key`, live or expired, without counting, reclaiming or refreshing anything:
+  // for diagnostics (berthctl explain), on the owning worker.
+  const Connection* peek(const ConnectionKey& key, uint32_t hash) const {
+    for (const Connection& way : buckets_[hash & mask_].ways) {
+      if (way.state != ConnectionState::kEmpty && way.matches(key)) return &way;
+    }
+    return nullptr;
+  }
+
   // Records a new connection to `backend` (a stable id) and returns it, or returns nullptr when
   // the insert rate limit refuses (counted; the caller forwards the packet anyway). Takes an
   // empty or expired way of the bucket, or else the one seen least recently (an eviction).

@@ -90,6 +90,12 @@ struct SnapshotService {
 
 inline constexpr uint32_t kNoBackendIndex = UINT32_MAX;
 
+// Whether a tracked connection of `service` stays on `backend`: yes while it is healthy, and while
+// drained only if the service keeps established connections on drain.
+inline bool keepsConnection(const SnapshotService& service, const SnapshotBackend& backend) {
+  return backend.healthy && (!backend.drained || service.drain_keeps_established);
+}
+
 class Snapshot {
  public:
   // Where a packet to this (VIP, port, protocol) goes, or nullopt.

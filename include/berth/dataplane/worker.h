@@ -40,6 +40,21 @@ struct alignas(4) NeighborMessage {
 };
 static_assert(sizeof(NeighborMessage) % 4 == 0, "rte_ring elements are multiples of 4 bytes");
 
+// A question from the management thread to one worker about its connection table (berthctl
+// explain): the worker alone may read its table, so it answers. The management thread writes
+// key and hash, then bumps `asked` (release); the worker, between bursts, looks the key up,
+// writes the answer, then sets `answered` to `asked` (release). The management thread asks again
+// only once the previous question is answered.
+struct alignas(64) ConntrackQuery {
+  std::atomic<uint32_t> asked{0};
+  std::atomic<uint32_t> answered{0};
+  ConnectionKey key;
+  uint32_t hash = 0;
+  bool found = false;
+  Connection connection{};
+  uint32_t now_ms = 0;  // the worker's clock when it looked
+};
+
 class alignas(64) Worker final : public NeighborSink {
  public:
   // Inputs, set before launch and only read after.
@@ -79,6 +94,11 @@ class alignas(64) Worker final : public NeighborSink {
 
   // Sends what the management thread queued on control_frames.
   void sendControlFrames();
+
+  // Answers the management thread's connection-table question, if there is a new one.
+  void answerConntrackQuery();
+
+  ConntrackQuery conntrack_query;
 
   void report(const NeighborObservation& observation) override;
 };

@@ -32,4 +32,14 @@ struct IpAddress {
   }
 };
 
+// An address and a port: "198.18.0.1:80" or "[2001:db8::1]:80".
+struct Endpoint {
+  IpAddress address;
+  uint16_t port = 0;
+
+  // InvalidArgument naming the text for anything but those two forms with a port in 0..65535.
+  static absl::StatusOr<Endpoint> parse(absl::string_view text);
+  std::string toString() const;
+};
+
 }  // namespace berth

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "berth/config/loader.h"
+#include "berth/dataplane/explain.h"
 #include "berth/dataplane/pipeline.h"
 #include "support/frames.h"
 #include "support/packet_builder.h"
@@ -97,6 +98,25 @@ class Harness {
     const uint16_t pick =
         table.lookup(flowHash(flow, HashFields::kFiveTuple, kDefaultFlowHashSeed));
     return snapshot_->backend(snapshot_->service(0).first_backend + pick).address.toString();
+  }
+
+  // Where berthctl explain says port `port`'s next packet goes: from the snapshot and this
+  // worker's entry for the flow, as berthd puts them together.
+  std::string explain(uint16_t port) {
+    const FlowKey flow = FlowKey::make(kClient, kVip, port, 80, kProtocolTcp);
+    std::optional<TrackedConnection> tracked;
+    const std::optional<uint32_t> service = snapshot_->findService(flow);
+    if (service) {
+      const Connection* entry = table_.peek(connectionKeyOf(*snapshot_, *service, flow),
+                                            flowHashOf(*snapshot_, *service, flow));
+      if (entry != nullptr) {
+        tracked = TrackedConnection{0, *entry, table_.expired(*entry, state.now_ms),
+                                    state.now_ms - entry->last_seen_ms};
+      }
+    }
+    const FlowExplanation explanation = explainFlow(*snapshot_, flow, tracked, true);
+    if (explanation.next_backend == kNoBackendIndex) return "";
+    return snapshot_->backend(explanation.next_backend).address.toString();
   }
 
   uint64_t count(ConntrackEvent event) const {
@@ -220,6 +240,33 @@ TEST(PipelineConntrackTest, PerBackendConnectionCountsFollowFlowsAsTheyMove) {
   EXPECT_EQ(harness.connectionsOf("web-1"), shares["198.18.1.2"]);
   EXPECT_EQ(harness.connectionsOf("web-2"), shares["198.18.2.2"]);
   EXPECT_EQ(harness.serviceConnections(), kFlows);
+}
+
+TEST(PipelineConntrackTest, ExplainNamesTheBackendThePipelineThenSendsTheNextPacketTo) {
+  for (const std::string policy : {"keep_established", "repick"}) {
+    SCOPED_TRACE(policy);
+    Harness harness;
+    const std::string config = configWith({{1, 1}, {2, 1}, {3, 1}}, policy);
+    auto agree = [&](const char* stage) {
+      for (uint16_t port = kFirstPort; port < kFirstPort + kFlows; port += 7) {
+        const std::string explained = harness.explain(port);
+        ASSERT_EQ(explained, harness.send(port)) << stage << ", port " << port;
+      }
+    };
+    harness.use(config);
+    agree("new flows");
+    agree("tracked flows");
+    harness.use(config, {"web-2"});
+    agree("web-2 unhealthy");
+    harness.use(configWith({{1, 1}, {2, 1}, {3, 0}}, policy));
+    agree("web-3 drained");
+    harness.use(configWith({{1, 1}, {3, 1}}, policy));
+    agree("web-2 removed");
+    harness.state.now_ms += 400'000;
+    agree("every entry expired");
+    harness.use(config, {"web-1", "web-2", "web-3"});
+    agree("every backend down");
+  }
 }
 
 TEST(PipelineConntrackTest, ADrainedBackendKeepsItsConnectionsUnlessTheServiceRepicks) {

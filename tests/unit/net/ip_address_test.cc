@@ -40,5 +40,26 @@ TEST(IpAddressTest, SameAddressesCompareEqualAcrossFamiliesOnlyWhenBothMatch) {
   EXPECT_NE(v4, v6);
 }
 
+TEST(EndpointTest, ParsesIpv4AndBracketedIpv6WithAPort) {
+  const Endpoint v4 = *Endpoint::parse("198.18.0.1:8080");
+  EXPECT_EQ(v4.address, IpAddress::v4(198, 18, 0, 1));
+  EXPECT_EQ(v4.port, 8080);
+  EXPECT_EQ(v4.toString(), "198.18.0.1:8080");
+  const Endpoint v6 = *Endpoint::parse("[2001:db8::1]:0");
+  EXPECT_EQ(v6.address, *IpAddress::parse("2001:db8::1"));
+  EXPECT_EQ(v6.port, 0);
+  EXPECT_EQ(v6.toString(), "[2001:db8::1]:0");
+}
+
+TEST(EndpointTest, RejectsAMissingOrBadPortAndUnbracketedIpv6NamingTheText) {
+  for (const char* text :
+       {"198.18.0.1", "198.18.0.1:", "198.18.0.1:65536", "198.18.0.1:-1", "198.18.0.1:8o",
+        "2001:db8::1:80", "[198.18.0.1]:80", "[::1]80", ":80", "host:80"}) {
+    absl::StatusOr<Endpoint> endpoint = Endpoint::parse(text);
+    EXPECT_FALSE(endpoint.ok()) << text;
+    EXPECT_NE(endpoint.status().message().find(text), absl::string_view::npos) << text;
+  }
+}
+
 }  // namespace
 }  // namespace berth

@@ -1,0 +1,48 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "berth/dataplane/conntrack.h"
+#include "berth/dataplane/snapshot.h"
+#include "berth/net/flow_key.h"
+
+namespace berth {
+
+// `berthctl explain`: where the next packet of a flow goes and why, worked out from a snapshot
+// and the flow's connection-table entry with the same rules as the pipeline (pipeline.cc,
+// chooseBackend), so that the answer is what the datapath does, not a second opinion.
+
+// A flow's entry as the worker holding it reported it.
+struct TrackedConnection {
+  unsigned worker = 0;
+  Connection connection{};
+  bool expired = false;  // outlived its timeout; the next lookup reclaims it
+  uint32_t idle_ms = 0;  // since its last packet
+};
+
+struct FlowExplanation {
+  std::optional<uint32_t> service;  // the snapshot's service index; none: dropped as no_service
+  uint32_t hash = 0;                // the service's flow hash
+  uint32_t slot = 0;                // hash % M
+  uint32_t table_backend = kNoBackendIndex;  // the table's entry at the slot
+  uint32_t next_backend = kNoBackendIndex;   // where the next packet goes; none: dropped
+  bool tracked = false;                      // a live connection-table entry decides it
+  std::string reason;                        // why next_backend, in a sentence
+};
+
+// The flow's service, hash and slot, and the backend its next (non-SYN) packet goes to given
+// `tracked`, its connection-table entry if a worker holds one. `conntrack_enabled` false: the
+// table alone decides.
+FlowExplanation explainFlow(const Snapshot& snapshot, const FlowKey& flow,
+                            const std::optional<TrackedConnection>& tracked,
+                            bool conntrack_enabled);
+
+// The connection-table key and hash of `flow` for the snapshot's service `service`.
+ConnectionKey connectionKeyOf(const Snapshot& snapshot, uint32_t service, const FlowKey& flow);
+uint32_t flowHashOf(const Snapshot& snapshot, uint32_t service, const FlowKey& flow);
+
+absl::string_view toString(ConnectionState state);
+
+}  // namespace berth

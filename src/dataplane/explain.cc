@@ -1,0 +1,96 @@
+#include "berth/dataplane/explain.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace berth {
+
+absl::string_view toString(ConnectionState state) {
+  switch (state) {
+    case ConnectionState::kEmpty:
+      return "empty";
+    case ConnectionState::kTcpOpening:
+      return "tcp_opening";
+    case ConnectionState::kTcpEstablished:
+      return "tcp_established";
+    case ConnectionState::kTcpClosing:
+      return "tcp_closing";
+    case ConnectionState::kUdp:
+      return "udp";
+  }
+  return "unknown";
+}
+
+uint32_t flowHashOf(const Snapshot& snapshot, uint32_t service, const FlowKey& flow) {
+  const SnapshotService& s = snapshot.service(service);
+  return flowHash(flow, s.hash_fields, s.hash_seed);
+}
+
+ConnectionKey connectionKeyOf(const Snapshot& snapshot, uint32_t service, const FlowKey& flow) {
+  const SnapshotService& s = snapshot.service(service);
+  return ConnectionKey::of(flow, s.hash_fields, static_cast<uint16_t>(s.counter_id));
+}
+
+FlowExplanation explainFlow(const Snapshot& snapshot, const FlowKey& flow,
+                            const std::optional<TrackedConnection>& tracked,
+                            bool conntrack_enabled) {
+  FlowExplanation out;
+  out.service = snapshot.findService(flow);
+  if (!out.service) {
+    out.reason = "no service listens there: its packets are dropped as no_service";
+    return out;
+  }
+  const SnapshotService& service = snapshot.service(*out.service);
+  out.hash = flowHashOf(snapshot, *out.service, flow);
+  out.slot = out.hash % service.table.size();
+  const uint16_t entry = service.table.entries()[out.slot];
+  out.table_backend = entry == kNoBackend ? kNoBackendIndex : service.first_backend + entry;
+  auto tableDecides = [&](absl::string_view why) {
+    out.next_backend = out.table_backend;
+    out.reason = out.table_backend == kNoBackendIndex
+                     ? absl::StrCat(why, "; the table has no backend at slot ", out.slot,
+                                    " (none serving): dropped as no_backend")
+                     : absl::StrCat(why, "; the table's backend at slot ", out.slot);
+  };
+
+  if (!conntrack_enabled) {
+    tableDecides("connection tracking is off");
+    return out;
+  }
+  if (!tracked) {
+    tableDecides("no worker tracks this flow: it is new, and its first packet is recorded");
+    return out;
+  }
+  const Connection& connection = tracked->connection;
+  if (tracked->expired) {
+    tableDecides(absl::StrFormat("worker %u's entry expired (%s, idle %u ms): a new flow",
+                                 tracked->worker, toString(connection.state), tracked->idle_ms));
+    return out;
+  }
+  const uint32_t backend = snapshot.backendIndexOf(connection.backend);
+  const std::string held = absl::StrFormat("worker %u tracks it (%s, idle %u ms)", tracked->worker,
+                                           toString(connection.state), tracked->idle_ms);
+  if (backend == kNoBackendIndex) {
+    tableDecides(absl::StrCat(held, ", but its backend was removed: re-picked"));
+    return out;
+  }
+  const SnapshotBackend& current = snapshot.backend(backend);
+  if (!keepsConnection(service, current)) {
+    tableDecides(absl::StrCat(
+        held, ", but its backend ", current.name,
+        current.healthy ? " is drained and the service re-picks" : " is unhealthy", ": re-picked"));
+    return out;
+  }
+  out.tracked = true;
+  out.next_backend = backend;
+  out.reason = absl::StrCat(
+      held, ": the connection stays on ", current.name,
+      current.drained ? " (drained; established connections finish)" : "",
+      backend == out.table_backend ? ", which is also the table's pick" : ", not the table's pick");
+  if (connection.state == ConnectionState::kTcpClosing) {
+    absl::StrAppend(&out.reason, "; a new SYN from this port would open a new connection");
+  }
+  return out;
+}
+
+}  // namespace berth

@@ -21,7 +21,6 @@
 namespace berth {
 namespace {
 
-constexpr char kVersion[] = "0.1.0";
 constexpr char kCommands[] =
     "status, stats, services, backends, reload, drain, undrain, explain, table";
 // How long explain waits for workers to look in their connection tables: they look between
@@ -41,9 +40,31 @@ std::string Daemon::handleControl(const ControlRequest& request) {
   if (request.command == "stats") {
     std::string counters = countersJson();
     if (!counters.empty() && counters.back() == '\n') counters.pop_back();
+    const Rates now = rates();
+    JsonWriter rates;
+    rates.beginObject()
+        .key("interval_s")
+        .value(now.interval_s)
+        .key("rx_pps")
+        .value(now.rx_pps)
+        .key("tx_pps")
+        .value(now.tx_pps)
+        .key("rx_bps")
+        .value(now.rx_bps)
+        .key("tx_bps")
+        .value(now.tx_bps)
+        .key("drops_per_s")
+        .value(now.drops_per_s)
+        .endObject();
     JsonWriter text;
-    text.value(countersText());
-    return absl::StrCat("{\"ok\":true,\"text\":", text.str(), ",\"stats\":", counters, "}");
+    text.value(absl::StrCat(
+        absl::StrFormat("rates over the last %.1f s: rx %.0f pps (%.0f bit/s), tx %.0f pps (%.0f "
+                        "bit/s), drops %.0f/s\n",
+                        now.interval_s, now.rx_pps, now.rx_bps, now.tx_pps, now.tx_bps,
+                        now.drops_per_s),
+        countersText()));
+    return absl::StrCat("{\"ok\":true,\"text\":", text.str(), ",\"rates\":", rates.str(),
+                        ",\"stats\":", counters, "}");
   }
   if (request.command == "services" || request.command == "backends") {
     return poolReply(request.command == "backends");
@@ -75,7 +96,7 @@ std::string Daemon::statusReply() const {
       .key("ok")
       .value(true)
       .key("version")
-      .value(kVersion)
+      .value(kBerthVersion)
       .key("uptime_s")
       .value(absl::ToDoubleSeconds(absl::Now() - started_))
       .key("config")
@@ -101,7 +122,7 @@ std::string Daemon::statusReply() const {
   json.key("text").value(absl::StrFormat(
       "berthd %s, up %.0f s\nconfig %s (crc32c %08x)\nsnapshot %u, %u worker(s), %u service(s), "
       "%u backend(s)\ndrained: %s\n",
-      kVersion, absl::ToDoubleSeconds(absl::Now() - started_), config_path_, config_crc,
+      kBerthVersion, absl::ToDoubleSeconds(absl::Now() - started_), config_path_, config_crc,
       generation_, workers_.size(), config_.services.size(), backends,
       drained.empty() ? "none" : absl::StrJoin(drained, ", ")));
   json.endObject();
@@ -120,79 +141,94 @@ Daemon::TrafficTotals Daemon::trafficOf(uint32_t id, bool backend) const {
   return totals;
 }
 
-std::string Daemon::poolReply(bool backends) const {
-  JsonWriter json;
-  json.beginObject().key("ok").value(true);
-  uint64_t connections = 0;
-  for (const Worker* worker : workers_) {
-    if (worker->connections) connections += worker->connections->occupied();
+std::vector<Daemon::ServiceRow> Daemon::serviceRows() const {
+  std::vector<ServiceRow> rows;
+  for (size_t s = 0; s < config_.services.size(); ++s) {
+    const ServiceConfig& service = config_.services[s];
+    ServiceRow row;
+    row.name = service.name;
+    row.listener = service.listener();
+    row.forwarding = std::string(toString(service.forwarding));
+    row.backends = service.backends.size();
+    for (bool up : health_->healthy(s)) row.healthy += up;
+    const std::optional<uint32_t> id = counter_ids_.findService(service.name);
+    if (id) row.traffic = trafficOf(*id, false);
+    rows.push_back(std::move(row));
   }
-  json.key("conntrack_entries").value(connections);
-  std::string text =
-      backends ? absl::StrFormat("%-16s %-16s %-20s %7s %-10s %7s %14s %16s %11s\n", "service",
-                                 "backend", "address", "weight", "health", "slots", "packets",
-                                 "bytes", "connections")
-               : absl::StrFormat("%-16s %-28s %-6s %9s %7s %14s %16s %11s\n", "service", "listener",
-                                 "mode", "backends", "healthy", "packets", "bytes", "connections");
-  json.key(backends ? "backends" : "services").beginArray();
+  return rows;
+}
+
+std::vector<Daemon::BackendRow> Daemon::backendRows() const {
+  std::vector<BackendRow> rows;
   for (size_t s = 0; s < config_.services.size(); ++s) {
     const ServiceConfig& service = config_.services[s];
     const Table& table = tables_[s];
     const std::vector<uint32_t> slots = table.slotCounts();
     const std::vector<bool>& healthy = health_->healthy(s);
-    size_t healthy_count = 0;
-    for (bool up : healthy) healthy_count += up;
-    if (!backends) {
-      const std::optional<uint32_t> id = counter_ids_.findService(service.name);
-      const TrafficTotals totals = id ? trafficOf(*id, false) : TrafficTotals{};
-      const std::string listener = service.listener();
-      json.beginObject().key("name").value(service.name).key("listener").value(listener);
-      json.key("forwarding").value(toString(service.forwarding));
-      json.key("backends").value(static_cast<uint64_t>(service.backends.size()));
-      json.key("healthy").value(static_cast<uint64_t>(healthy_count));
-      json.key("packets").value(totals.packets).key("bytes").value(totals.bytes);
-      json.key("connections").value(totals.connections).endObject();
-      absl::StrAppendFormat(&text, "%-16s %-28s %-6s %9u %7u %14u %16u %11u\n", service.name,
-                            listener, toString(service.forwarding), service.backends.size(),
-                            healthy_count, totals.packets, totals.bytes, totals.connections);
-      continue;
-    }
     for (size_t b = 0; b < service.backends.size(); ++b) {
       const BackendConfig& backend = service.backends[b];
+      BackendRow row;
+      row.service = service.name;
+      row.name = backend.name;
+      row.address = backend.address.toString();
+      row.weight = backend.weight;
+      row.healthy = healthy[b];
+      row.drained = drained_.contains(absl::StrCat(service.name, "/", backend.name));
+      row.health_check = std::string(toString(backend.health.type));
       const absl::StatusOr<uint16_t> index = table.indexOf(backend.name);
-      const uint32_t owned = index.ok() ? slots[*index] : 0;
+      row.slots = index.ok() ? slots[*index] : 0;
       const std::optional<uint32_t> id = counter_ids_.findBackend(service.name, backend.name);
-      const TrafficTotals totals = id ? trafficOf(*id, true) : TrafficTotals{};
-      const bool drained = drained_.contains(absl::StrCat(service.name, "/", backend.name));
-      const char* health = healthy[b] ? "healthy" : "unhealthy";
-      json.beginObject()
-          .key("service")
-          .value(service.name)
-          .key("name")
-          .value(backend.name)
-          .key("address")
-          .value(backend.address.toString())
-          .key("weight")
-          .value(backend.weight)
-          .key("drained")
-          .value(drained)
-          .key("health")
-          .value(health)
-          .key("health_check")
-          .value(toString(backend.health.type))
-          .key("slots")
-          .value(owned)
-          .key("packets")
-          .value(totals.packets)
-          .key("bytes")
-          .value(totals.bytes)
-          .key("connections")
-          .value(totals.connections)
-          .endObject();
-      absl::StrAppendFormat(&text, "%-16s %-16s %-20s %7d %-10s %7u %14u %16u %11u\n", service.name,
-                            backend.name, backend.address.toString(), backend.weight,
-                            drained ? "drained" : health, owned, totals.packets, totals.bytes,
-                            totals.connections);
+      if (id) row.traffic = trafficOf(*id, true);
+      rows.push_back(std::move(row));
+    }
+  }
+  return rows;
+}
+
+uint64_t Daemon::connectionsTracked() const {
+  uint64_t connections = 0;
+  for (const Worker* worker : workers_) {
+    if (worker->connections) connections += worker->connections->occupied();
+  }
+  return connections;
+}
+
+std::string Daemon::poolReply(bool backends) const {
+  JsonWriter json;
+  json.beginObject().key("ok").value(true);
+  const uint64_t connections = connectionsTracked();
+  json.key("conntrack_entries").value(connections);
+  std::string text;
+  if (!backends) {
+    text = absl::StrFormat("%-16s %-28s %-6s %9s %7s %14s %16s %11s\n", "service", "listener",
+                           "mode", "backends", "healthy", "packets", "bytes", "connections");
+    json.key("services").beginArray();
+    for (const ServiceRow& row : serviceRows()) {
+      json.beginObject().key("name").value(row.name).key("listener").value(row.listener);
+      json.key("forwarding").value(row.forwarding);
+      json.key("backends").value(row.backends).key("healthy").value(row.healthy);
+      json.key("packets").value(row.traffic.packets).key("bytes").value(row.traffic.bytes);
+      json.key("connections").value(row.traffic.connections).endObject();
+      absl::StrAppendFormat(&text, "%-16s %-28s %-6s %9u %7u %14u %16u %11u\n", row.name,
+                            row.listener, row.forwarding, row.backends, row.healthy,
+                            row.traffic.packets, row.traffic.bytes, row.traffic.connections);
+    }
+  } else {
+    text =
+        absl::StrFormat("%-16s %-16s %-20s %7s %-10s %7s %14s %16s %11s\n", "service", "backend",
+                        "address", "weight", "health", "slots", "packets", "bytes", "connections");
+    json.key("backends").beginArray();
+    for (const BackendRow& row : backendRows()) {
+      json.beginObject().key("service").value(row.service).key("name").value(row.name);
+      json.key("address").value(row.address).key("weight").value(row.weight);
+      json.key("drained").value(row.drained).key("health").value(row.healthText());
+      json.key("health_check").value(row.health_check).key("slots").value(row.slots);
+      json.key("packets").value(row.traffic.packets).key("bytes").value(row.traffic.bytes);
+      json.key("connections").value(row.traffic.connections).endObject();
+      absl::StrAppendFormat(&text, "%-16s %-16s %-20s %7d %-10s %7u %14u %16u %11u\n", row.service,
+                            row.name, row.address, row.weight,
+                            row.drained ? "drained" : row.healthText(), row.slots,
+                            row.traffic.packets, row.traffic.bytes, row.traffic.connections);
     }
   }
   json.endArray();

@@ -190,6 +190,14 @@ absl::Status Daemon::start() {
   if (!control.ok()) return control.status();
   control_ = *std::move(control);
   logLine(absl::StrCat("control socket: ", control_->path()));
+  if (config_.metrics.listen) {
+    absl::StatusOr<std::unique_ptr<MetricsServer>> metrics =
+        MetricsServer::open(*config_.metrics.listen);
+    if (!metrics.ok()) return metrics.status();
+    metrics_ = *std::move(metrics);
+    logLine(absl::StrCat("metrics: http://", metrics_->endpoint().toString(), "/metrics"));
+  }
+  openTelemetry();
   if (health_->checkCount() > 0) {
     logLine(
         absl::StrFormat("health: %u check(s) for the configured backends", health_->checkCount()));
@@ -303,6 +311,9 @@ void Daemon::run() {
     applyHealthChanges(health_->poll(0));
     if (reload_.exchange(false)) reload().IgnoreError();
     control_->serve([this](const ControlRequest& request) { return handleControl(request); });
+    if (metrics_) metrics_->serve([this] { return prometheusText(); });
+    serveTelemetry();
+    sampleRates();
     reportRollouts();
     absl::SleepFor(kManagementTick);
   }
@@ -425,6 +436,7 @@ std::string Daemon::countersJson() const {
 }
 
 Daemon::~Daemon() {
+  closeTelemetry();
   stopWorkers();
   // Requests no worker sent are mbufs of the ports' pools: free them before the pools go.
   for (Worker* worker : workers_) {

@@ -12,6 +12,8 @@
 #include "absl/time/time.h"
 #include "berth/config/config.h"
 #include "berth/control/control_socket.h"
+#include "berth/control/mailbox.h"
+#include "berth/control/metrics_server.h"
 #include "berth/control/publisher.h"
 #include "berth/dataplane/explain.h"
 #include "berth/dataplane/neighbor_discovery.h"
@@ -19,8 +21,11 @@
 #include "berth/dataplane/snapshot.h"
 #include "berth/dataplane/worker.h"
 #include "berth/health/monitor.h"
+#include "berthd/telemetry.h"
 
 namespace berth {
+
+inline constexpr char kBerthVersion[] = "0.1.0";
 
 // berthd once the EAL is up: its ports, workers and management loop, set up and torn down in
 // one fixed order (STYLE.md, item 9). The management loop runs on the main lcore: it learns next
@@ -52,6 +57,10 @@ class Daemon {
   std::string countersJson() const;
   // Seconds from the first frame any worker received to the last: how long a replay took.
   double rxWindowSeconds() const;
+  // A /berth/... telemetry command's answer (metrics.cc); management thread only.
+  TelemetryAnswer telemetryAnswer(absl::string_view command, absl::string_view params) const;
+  // The Prometheus text exposition (metrics.cc).
+  std::string prometheusText() const;
 
  private:
   absl::Status publishSnapshot();
@@ -83,6 +92,32 @@ class Daemon {
     uint64_t connections = 0;
   };
   TrafficTotals trafficOf(uint32_t id, bool backend) const;
+  // What `services`, `backends`, telemetry and the metrics endpoint report, one row per service
+  // or per backend of a service, in config order.
+  struct ServiceRow {
+    std::string name;
+    std::string listener;
+    std::string forwarding;
+    uint64_t backends = 0;
+    uint64_t healthy = 0;
+    TrafficTotals traffic;
+  };
+  struct BackendRow {
+    std::string service;
+    std::string name;
+    std::string address;
+    int64_t weight = 0;  // 0 while drained
+    bool healthy = true;
+    bool drained = false;
+    std::string health_check;
+    uint64_t slots = 0;
+    TrafficTotals traffic;
+    const char* healthText() const { return healthy ? "healthy" : "unhealthy"; }
+  };
+  std::vector<ServiceRow> serviceRows() const;
+  std::vector<BackendRow> backendRows() const;
+  // Ways of every worker's connection table that hold a connection.
+  uint64_t connectionsTracked() const;
   std::string drainReply(const ControlRequest& request, bool drain);
   // `explain`: where a flow's next packet goes and why, with each worker's connection entry.
   std::string explainReply(const ControlRequest& request);
@@ -96,9 +131,39 @@ class Daemon {
   // Sets the weight of every backend drained at run time to 0 in `config` (a reload keeps drains).
   void applyDrains(Config& config) const;
 
+  // Telemetry (metrics.cc): the /berth/... commands answer through a mailbox the management
+  // loop serves.
+  void openTelemetry();
+  void closeTelemetry();
+  void serveTelemetry();
+  // Rates over the last interval for `stats`: the loop samples the summed counters every
+  // kRateInterval.
+  static constexpr absl::Duration kRateInterval = absl::Seconds(1);
+  struct RateSample {
+    absl::Time at = absl::InfinitePast();
+    uint64_t rx_packets = 0;
+    uint64_t rx_bytes = 0;
+    uint64_t tx_packets = 0;
+    uint64_t tx_bytes = 0;
+    uint64_t drops = 0;  // every drop reason and parse error
+  };
+  struct Rates {
+    double interval_s = 0;  // 0 until two samples exist
+    double rx_pps = 0;
+    double tx_pps = 0;
+    double rx_bps = 0;
+    double tx_bps = 0;
+    double drops_per_s = 0;
+  };
+  void sampleRates();
+  Rates rates() const;
+
   std::string config_path_;
   std::string control_socket_path_;
   std::unique_ptr<ControlSocket> control_;
+  std::unique_ptr<MetricsServer> metrics_;  // when the config has `metrics`
+  RateSample rates_previous_;
+  RateSample rates_latest_;
   // Backends drained at run time ("service/backend") and the weight undrain gives back.
   absl::flat_hash_map<std::string, int64_t> drained_;
   Config config_;

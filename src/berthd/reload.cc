@@ -52,6 +52,11 @@ absl::Status Daemon::reload() {
                                " changed: ports, lcores and connection tables are set up at start, "
                                "so this change needs a restart of berthd"));
   }
+  if (next->metrics != config_.metrics) {
+    return refuse(
+        "metrics changed: the metrics endpoint is opened at start, so this change needs a "
+        "restart of berthd");
+  }
   for (const std::string& warning : next->warnings) logLine(absl::StrCat("warning: ", warning));
   applyDrains(*next);
 

@@ -311,6 +311,28 @@ absl::StatusOr<DataplaneConfig> parseDataplane(absl::string_view source, const Y
   return dataplane;
 }
 
+absl::StatusOr<MetricsConfig> parseMetrics(absl::string_view source, const YAML::Node& node,
+                                           std::vector<std::string>& warnings) {
+  MetricsConfig metrics;
+  std::string listen = kDefaultMetricsListen;
+  if (!node.IsNull()) {
+    BERTH_ASSIGN_OR_RETURN(const Fields fields, Fields::read(source, "metrics", node, {"listen"}));
+    if (fields.has("listen")) {
+      BERTH_ASSIGN_OR_RETURN(listen, fields.requiredString("listen"));
+    }
+    absl::StatusOr<Endpoint> endpoint = Endpoint::parse(listen);
+    if (!endpoint.ok()) return fields.site("listen").error(endpoint.status().message());
+    if (!endpoint->address.isLoopback()) {
+      warnings.push_back(fields.site("listen").warning(
+          "serves metrics beyond this host, unauthenticated; put a firewall in front of it"));
+    }
+    metrics.listen = *endpoint;
+    return metrics;
+  }
+  metrics.listen = *Endpoint::parse(listen);
+  return metrics;
+}
+
 // An encapsulated packet leaves from a port address of the backend's IP version, so some port
 // must have one. Checked only when ports are configured (berthctl reads configs without them).
 absl::Status checkServicesReachable(absl::string_view source, const Config& config,
@@ -352,10 +374,13 @@ absl::StatusOr<Config> parseConfig(absl::string_view yaml_text, absl::string_vie
 
   Config config;
   try {
-    BERTH_ASSIGN_OR_RETURN(const Fields fields,
-                           Fields::read(source_name, "", root, {"dataplane", "services"}));
+    BERTH_ASSIGN_OR_RETURN(const Fields fields, Fields::read(source_name, "", root,
+                                                             {"dataplane", "services", "metrics"}));
     if (const YAML::Node* dataplane = fields.find("dataplane"); dataplane != nullptr) {
       BERTH_ASSIGN_OR_RETURN(config.dataplane, parseDataplane(source_name, *dataplane));
+    }
+    if (const YAML::Node* metrics = fields.find("metrics"); metrics != nullptr) {
+      BERTH_ASSIGN_OR_RETURN(config.metrics, parseMetrics(source_name, *metrics, config.warnings));
     }
     const YAML::Node* services = fields.find("services");
     if (services == nullptr) return fields.self().error("missing required key 'services'");

@@ -41,6 +41,13 @@ std::string IpAddress::toString() const {
   return buffer;
 }
 
+bool IpAddress::isLoopback() const {
+  if (isV4()) return bytes[0] == 127;
+  static constexpr std::array<uint8_t, 16> kIpv6Loopback = {0, 0, 0, 0, 0, 0, 0, 0,
+                                                            0, 0, 0, 0, 0, 0, 0, 1};
+  return bytes == kIpv6Loopback;
+}
+
 absl::StatusOr<Endpoint> Endpoint::parse(absl::string_view text) {
   auto invalid = [&]() {
     return absl::InvalidArgumentError(

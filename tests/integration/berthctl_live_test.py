@@ -8,6 +8,9 @@ Usage: berthctl_live_test.py BERTHD BERTHCTL
 """
 import json
 import os
+import re
+import socket
+import urllib.request
 import shutil
 import signal
 import stat
@@ -28,6 +31,7 @@ CONFIG = """dataplane:
   eal: ["--no-huge", "-m", "256", "--no-pci", "--file-prefix", "{prefix}", "--lcores", "0@0,1@1",
         "--vdev", "{device}", "--log-level", "lib.eal:error"]
   ports: [ {{ name: p0, device: "{device}", ipv4: 198.18.0.10, gateway_mac: "02:00:00:00:00:fe" }} ]
+metrics: {{ listen: "127.0.0.1:0" }}
 services:
   - name: web
     vip: 198.18.100.1
@@ -249,6 +253,125 @@ class Live:
             self.assertEqual(services[name]["connections"], expected)
             self.assertEqual(sum(b["connections"] for b in backends if b["service"] == name), expected)
         self.assertIn("connections", self.berthctl("backends").stdout)
+
+
+    def scrape(self):
+        line = next(l for l in self.lines if "metrics: http://" in l)
+        url = re.search(r"(http://127\.0\.0\.1:\d+/metrics)", line).group(1)
+        with urllib.request.urlopen(url, timeout=10) as response:
+            self.assertEqual(response.status, 200)
+            self.assertIn("version=0.0.4", response.headers["Content-Type"])
+            return parse_prometheus(self, response.read().decode())
+
+    def test_metrics_endpoint_scrapes_and_agrees_with_berthctl(self):
+        first = self.scrape()
+        backends = json.loads(self.berthctl("backends", "--json").stdout)["backends"]
+        second = self.scrape()
+        for backend in backends:
+            labels = (("backend", backend["name"]), ("service", backend["service"]))
+            self.assertEqual(second[("berth_backend_slots", labels)], backend["slots"])
+            self.assertEqual(second[("berth_backend_weight", labels)], backend["weight"])
+            self.assertEqual(second[("berth_backend_healthy", labels)], 1)
+            self.assertEqual(second[("berth_backend_connections", labels)], backend["connections"])
+        worker = (("worker", "0"),)
+        for name in ("berth_worker_rx_packets_total", "berth_conntrack_entries",
+                     "berth_conntrack_capacity"):
+            self.assertIn((name, worker), second)
+        for key, value in first.items():
+            if key[0].endswith("_total"):
+                self.assertGreaterEqual(second[key], value, "counters never go back: %r" % (key,))
+        self.assertIn(("berth_drops_total", (("reason", "no_service"),)), second)
+        self.assertIn(("berth_parse_errors_total", (("error", "short_frame"),)), second)
+        self.assertIn(("berth_conntrack_events_total", (("event", "inserts"),)), second)
+        if self.VDEV == "pcap":
+            self.assertEqual(second[("berth_service_connections", (("service", "web"),))], FLOWS)
+            self.assertEqual(second[("berth_worker_rx_packets_total", worker)], 4 * FLOWS)
+        else:
+            self.assertGreater(second[("berth_drops_total", (("reason", "other_ethertype"),))], 0)
+
+    def telemetry(self, *commands):
+        path = "/var/run/dpdk/%s/dpdk_telemetry.v2" % self.prefix
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as client:
+            client.connect(path)
+            client.recv(16384)  # the greeting
+            answers = []
+            for command in commands:
+                client.send(command.encode())
+                answers.append(json.loads(client.recv(65536).decode())[command.split(",")[0]])
+            return answers
+
+    def test_telemetry_returns_what_berthctl_does(self):
+        backends, services, stats, status, unknown = self.telemetry(
+            "/berth/backends,web", "/berth/services", "/berth/stats", "/berth/status",
+            "/berth/backends,nope")
+        expected = [b for b in json.loads(self.berthctl("backends", "--json").stdout)["backends"]
+                    if b["service"] == "web"]
+        self.assertEqual(backends["total"], len(expected))
+        self.assertEqual(backends["name"], [b["name"] for b in expected])
+        self.assertEqual(backends["slots"], [b["slots"] for b in expected])
+        self.assertEqual(backends["weight"], [b["weight"] for b in expected])
+        self.assertEqual(backends["health"], [b["health"] for b in expected])
+        self.assertEqual(backends["connections"], [b["connections"] for b in expected])
+        self.assertEqual(services["name"], ["web", "api"])
+        counters = json.loads(self.berthctl("stats", "--json").stdout)["stats"]["counters"]
+        self.assertEqual(set(counters), set(stats) - {"conntrack_entries"})
+        if self.VDEV == "pcap":  # the replay is over: nothing moves
+            self.assertEqual(stats["rx_packets"], counters["rx_packets"])
+        reply = json.loads(self.berthctl("status", "--json").stdout)
+        self.assertEqual(status["snapshot_generation"], reply["snapshot_generation"])
+        self.assertEqual(status["workers"], reply["workers"])
+        self.assertEqual(unknown, "no service named 'nope'")
+
+    def test_stats_reports_rates_over_the_last_interval(self):
+        time.sleep(2.2)  # two samples, a second apart
+        rates = json.loads(self.berthctl("stats", "--json").stdout)["rates"]
+        self.assertAlmostEqual(rates["interval_s"], 1.0, delta=0.5)
+        if self.VDEV == "null":
+            self.assertGreater(rates["rx_pps"], 0, "net_null delivers without end")
+            self.assertGreater(rates["drops_per_s"], 0)
+        else:
+            self.assertEqual(rates["rx_pps"], 0, "the replay is over")
+        self.assertIn("rates over the last", self.berthctl("stats").stdout)
+
+
+# A strict reader of the Prometheus text format (0.0.4): every sample belongs to a family whose
+# TYPE came first, names and labels are well-formed, and no series appears twice. Returns
+# {(name, ((label, value), ...)): number}.
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(?:,|$)')
+
+
+def parse_prometheus(test, text):
+    test.assertTrue(text.endswith("\n"))
+    types = {}
+    series = {}
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            continue
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ")
+            test.assertIn(kind, ("counter", "gauge"))
+            test.assertNotIn(name, types, "one TYPE per family")
+            types[name] = kind
+            continue
+        match = SAMPLE.match(line)
+        test.assertIsNotNone(match, "not a sample line: %r" % line)
+        name, labels, value = match.groups()
+        test.assertIn(name, types, "sample before its TYPE: %r" % line)
+        pairs = []
+        rest = labels or ""
+        while rest:
+            label = LABEL.match(rest)
+            test.assertIsNotNone(label, "bad labels in %r" % line)
+            pairs.append((label.group(1), label.group(2)))
+            rest = rest[label.end():]
+        key = (name, tuple(sorted(pairs)))
+        test.assertNotIn(key, series, "series twice: %r" % line)
+        number = float(value)
+        if types[name] == "counter":
+            test.assertGreaterEqual(number, 0)
+        series[key] = number
+    return series
 
 
 class BerthctlOnNetNull(Live, unittest.TestCase):

@@ -117,8 +117,17 @@ struct ServiceConfig {
   std::string listener() const;
 };
 
+// berthd's Prometheus text endpoint (issue 5): off unless the config has a `metrics` section.
+inline constexpr char kDefaultMetricsListen[] = "127.0.0.1:9464";
+struct MetricsConfig {
+  std::optional<Endpoint> listen;  // none: no endpoint
+
+  friend bool operator==(const MetricsConfig&, const MetricsConfig&) = default;
+};
+
 struct Config {
   DataplaneConfig dataplane;
+  MetricsConfig metrics;
   std::vector<ServiceConfig> services;
   // Advice that does not stop the config from loading, each naming its field and line.
   std::vector<std::string> warnings;

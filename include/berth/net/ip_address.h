@@ -24,6 +24,8 @@ struct IpAddress {
 
   std::string toString() const;
   bool isV4() const { return family == IpFamily::kIpv4; }
+  // 127.0.0.0/8 or ::1.
+  bool isLoopback() const;
 
   friend bool operator==(const IpAddress&, const IpAddress&) = default;
   template <typename H>
@@ -40,6 +42,8 @@ struct Endpoint {
   // InvalidArgument naming the text for anything but those two forms with a port in 0..65535.
   static absl::StatusOr<Endpoint> parse(absl::string_view text);
   std::string toString() const;
+
+  friend bool operator==(const Endpoint&, const Endpoint&) = default;
 };
 
 }  // namespace berth

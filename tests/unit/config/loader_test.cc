@@ -116,7 +116,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"yaml syntax", "services: [\n  - {name: x\n", "bad.yaml:", "yaml:"},
         BadConfig{"top level not a map", "- a\n- b\n", "bad.yaml:1:1: ", "expected a map"},
         BadConfig{"unknown top-level key", "services: []\nlisten: 1\n", "bad.yaml:2:1: listen",
-                  "unknown key; expected one of: dataplane, services"},
+                  "unknown key; expected one of: dataplane, services, metrics"},
+        BadConfig{"metrics listen without a port", "services: []\nmetrics: { listen: 127.0.0.1 }\n",
+                  "bad.yaml:2:20: metrics.listen", "'127.0.0.1' is not an ADDRESS:PORT"},
+        BadConfig{"unknown metrics key", "services: []\nmetrics: { path: /metrics }\n",
+                  "bad.yaml:2:12: metrics.path", "unknown key; expected one of: listen"},
         BadConfig{"missing services", "{}\n", "bad.yaml:1:1: ", "missing required key 'services'"},
         BadConfig{"services not a list", "services: 3\n", "bad.yaml:1:11: services",
                   "expected a list of services"},
@@ -410,6 +414,20 @@ TEST(ConfigLoaderTest, ConntrackSettingsLoadAndDefault) {
   EXPECT_EQ(defaults->dataplane.conntrack.entries_per_core, 1u << 20);
   EXPECT_EQ(defaults->dataplane.conntrack.max_inserts_per_sec, 0u);
   EXPECT_EQ(defaults->dataplane.conntrack.tcp_established_s, 300u);
+}
+
+TEST(ConfigLoaderTest, MetricsAreOffUnlessConfiguredAndLoopbackByDefault) {
+  EXPECT_FALSE(parseConfig(kValid, "test.yaml")->metrics.listen.has_value());
+  absl::StatusOr<Config> defaults = parseConfig("services: []\nmetrics:\n", "test.yaml");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->metrics.listen->toString(), "127.0.0.1:9464");
+  EXPECT_TRUE(defaults->warnings.empty());
+  absl::StatusOr<Config> wide =
+      parseConfig("services: []\nmetrics: { listen: \"[::]:9100\" }\n", "test.yaml");
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  EXPECT_EQ(wide->metrics.listen->port, 9100);
+  ASSERT_EQ(wide->warnings.size(), 1u);
+  EXPECT_THAT(wide->warnings[0], HasSubstr("test.yaml:2: metrics.listen: serves metrics beyond"));
 }
 
 TEST(ConfigLoaderTest, ServicesDefaultToIpipWithoutAnnouncing) {

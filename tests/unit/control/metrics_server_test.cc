@@ -1,0 +1,95 @@
+#include "berth/control/metrics_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+
+namespace berth {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// Sends `request` (possibly in pieces) to the server and serves until the server closes the
+// connection, all on this thread: the server never blocks, so neither does this.
+std::string scrape(MetricsServer& server, const std::string& request, size_t piece = 0) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(server.endpoint().port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  fcntl(fd, F_SETFL, O_NONBLOCK);
+  const size_t step = piece == 0 ? request.size() : piece;
+  size_t sent = 0;
+  std::string reply;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < give_up) {
+    if (sent < request.size()) {
+      const size_t n = std::min(step, request.size() - sent);
+      sent += static_cast<size_t>(send(fd, request.data() + sent, n, 0));
+    }
+    server.serve([] { return std::string("berth_up 1\n"); });
+    char buffer[4096];
+    const ssize_t got = recv(fd, buffer, sizeof(buffer), 0);
+    if (got > 0) reply.append(buffer, static_cast<size_t>(got));
+    if (got == 0) break;
+  }
+  close(fd);
+  return reply;
+}
+
+std::unique_ptr<MetricsServer> openLoopback() {
+  absl::StatusOr<std::unique_ptr<MetricsServer>> server =
+      MetricsServer::open(*Endpoint::parse("127.0.0.1:0"));
+  EXPECT_TRUE(server.ok()) << server.status();
+  EXPECT_NE((*server)->endpoint().port, 0) << "the kernel's port is reported";
+  return *std::move(server);
+}
+
+TEST(MetricsServerTest, GetMetricsAnswersTheRenderedTextInPrometheusFormat) {
+  auto server = openLoopback();
+  const std::string reply = scrape(*server, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_THAT(reply, StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(reply, HasSubstr("Content-Type: text/plain; version=0.0.4"));
+  EXPECT_THAT(reply, HasSubstr("Content-Length: 11\r\n"));
+  EXPECT_THAT(reply, ::testing::EndsWith("\r\n\r\nberth_up 1\n"));
+}
+
+TEST(MetricsServerTest, ARequestArrivingInPiecesIsAnsweredOnceComplete) {
+  auto server = openLoopback();
+  EXPECT_THAT(scrape(*server, "GET /metrics?x=1 HTTP/1.0\r\n\r\n", 3),
+              StartsWith("HTTP/1.1 200 OK"));
+}
+
+TEST(MetricsServerTest, OtherPathsMethodsAndGarbageGetTheirHttpErrors) {
+  auto server = openLoopback();
+  EXPECT_THAT(scrape(*server, "GET /admin HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 404"));
+  EXPECT_THAT(scrape(*server, "POST /metrics HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 405"));
+  EXPECT_THAT(scrape(*server, "hello\r\n\r\n"), StartsWith("HTTP/1.1 400"));
+  EXPECT_THAT(scrape(*server, std::string(9000, 'a')), StartsWith("HTTP/1.1 431"));
+  const std::string head = scrape(*server, "HEAD /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_THAT(head, StartsWith("HTTP/1.1 200"));
+  EXPECT_THAT(head, ::testing::EndsWith("\r\n\r\n")) << "no body for HEAD";
+}
+
+TEST(MetricsServerTest, AnAddressInUseIsAClearError) {
+  auto server = openLoopback();
+  absl::StatusOr<std::unique_ptr<MetricsServer>> second = MetricsServer::open(server->endpoint());
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(
+      std::string(second.status().message()),
+      HasSubstr("metrics.listen " + server->endpoint().toString() + ": Address already in use"));
+}
+
+}  // namespace
+}  // namespace berth

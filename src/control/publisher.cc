@@ -85,7 +85,7 @@ unsigned SnapshotPublisher::reclaim() {
   unsigned freed = 0;
   unsigned pending = 0;
   unsigned available = 0;
-  rte_rcu_qsbr_dq_reclaim(retired_, kDeferQueueSize, &freed, &pending, &available);
+  rte_rcu_qsbr_dq_reclaim(retired_, kMaxRetired, &freed, &pending, &available);
   return pending_;
 }
 

@@ -172,6 +172,27 @@ class Live:
                                  capture_output=True, text=True, timeout=30)
         self.assertEqual(nowhere.returncode, 1)
         self.assertIn("is berthd running?", nowhere.stderr)
+        # A socket file nobody answers on: what a berthd killed with SIGKILL leaves.
+        stale = os.path.join(self.directory, "stale.sock")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as left:
+            left.bind(stale)
+        gone = subprocess.run([BERTHCTL, "status", "--socket", stale], capture_output=True,
+                              text=True, timeout=30)
+        self.assertEqual(gone.returncode, 1)
+        self.assertIn("berthd is not running", gone.stderr)
+        # Another user than berthd's: the socket is owner-only. (A copy of berthctl that user can
+        # run, wherever the build tree is.)
+        shared = tempfile.mkdtemp(prefix="berthctl-other-")
+        try:
+            os.chmod(shared, 0o755)
+            copy = shutil.copy(BERTHCTL, shared)
+            other = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup",
+                                    "--clear-groups", copy, "status", "--socket", self.socket],
+                                   capture_output=True, text=True, timeout=30)
+        finally:
+            shutil.rmtree(shared, ignore_errors=True)
+        self.assertEqual(other.returncode, 1)
+        self.assertIn("permission denied on %s" % self.socket, other.stderr)
 
     def test_the_socket_is_owner_only(self):
         self.assertEqual(stat.S_IMODE(os.stat(self.socket).st_mode), 0o600)

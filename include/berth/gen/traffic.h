@@ -1,0 +1,95 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "berth/net/flow_key.h"
+#include "berth/net/ip_address.h"
+#include "berth/net/mac_address.h"
+
+namespace berth {
+
+// berthgen's traffic (DESIGN.md, tools/berthgen): flows from a source network to the VIPs under
+// test, and the frames that carry them. Every frame says which flow it belongs to (its 5-tuple,
+// from which the flow's number follows), its place in the flow (a sequence number) and when it
+// left (a TSC timestamp), and the rest of its bytes follow from those, so the sink can rebuild
+// the frame it expects and compare the packet that comes back byte for byte. Pure: frames are
+// written into caller buffers, with the checksums DPDK's header-only helpers compute.
+
+// A VIP to send to: "198.18.100.1:80/tcp", "[2001:db8::1]:53/udp".
+struct VipTarget {
+  IpAddress address;
+  uint16_t port = 0;
+  uint8_t protocol = kProtocolTcp;
+
+  static absl::StatusOr<VipTarget> parse(absl::string_view text);
+  std::string toString() const;
+};
+
+// A source network, "198.18.0.0/15" or "2001:db8:1::/64": flows take their client addresses
+// from it.
+struct SourceNet {
+  IpAddress base;  // the network address, host bits clear
+  int prefix_length = 0;
+
+  static absl::StatusOr<SourceNet> parse(absl::string_view text);
+  std::string toString() const;
+  // Addresses in the network, capped at 2^32.
+  uint64_t size() const;
+  // The network's `index`-th address (index < size()).
+  IpAddress at(uint64_t index) const;
+};
+
+// Client ports run from kFirstSourcePort, kSourcePortsPerAddress of them per client address;
+// flow i comes from address i / kSourcePortsPerAddress, port kFirstSourcePort + i % that, and
+// goes to VIP i % (number of VIPs).
+inline constexpr uint16_t kFirstSourcePort = 1024;
+inline constexpr uint32_t kSourcePortsPerAddress = 60000;
+
+struct GenFlow {
+  FlowKey key;
+  uint32_t vip = 0;  // index into the VIP list
+};
+
+// `count` flows over `vips`, each VIP's flows from the source network of its IP version: IPv4
+// VIPs from `source_v4`, IPv6 VIPs from `source_v6`. InvalidArgument when a network has too few
+// addresses for the flows or is of the wrong version.
+absl::StatusOr<std::vector<GenFlow>> makeFlows(const std::vector<VipTarget>& vips,
+                                               const SourceNet& source_v4,
+                                               const SourceNet& source_v6, uint32_t count);
+
+// The flow number a received packet's 5-tuple says it belongs to, checked against `flows`; or
+// -1 when it is none of them.
+int64_t flowIndexOf(const FlowKey& key, const SourceNet& source, const std::vector<GenFlow>& flows);
+
+// What a frame carries besides its flow: the TCP sequence number, or the first 4 UDP payload
+// bytes, hold `sequence`; the next 8 bytes hold the TSC when it was built. A flow's first packet
+// (sequence 0) is a SYN, the rest ACKs, so berthd's connection tracking sees real openings.
+inline constexpr size_t kStampBytes = 8;
+
+// The smallest frame (no FCS) that carries a flow's headers and the stamp.
+size_t minimumFrameSize(const GenFlow& flow);
+
+// Writes the frame of `flow`'s packet `sequence` stamped `tsc` into `out` (`size` bytes, at
+// least minimumFrameSize and at most 9000): Ethernet from `source_mac` to `destination_mac`, IP
+// with its checksum, TCP or UDP with its checksum, the stamp, then bytes that follow from the
+// flow and the sequence. Returns the frame's length.
+size_t buildFrame(const GenFlow& flow, uint32_t flow_index, uint32_t sequence, uint64_t tsc,
+                  size_t size, const MacAddress& source_mac, const MacAddress& destination_mac,
+                  uint8_t* out);
+
+// The simple IMIX, 7:4:1 frames of 64, 570 and 1518 bytes (with FCS; 60, 566, 1514 without), as
+// a repeating pattern of 12 sizes without FCS.
+inline constexpr size_t kImixPattern[12] = {60, 566, 60, 60, 566, 60, 1514, 60, 566, 60, 60, 566};
+
+// A malformed frame for the storm tests, `kind` cycling through the kinds berthd must count and
+// drop: a truncated IPv4 header, a total length past the frame, a bad IP version, a truncated
+// TCP header, and random bytes. Returns its length.
+size_t buildMalformedFrame(uint64_t kind, uint64_t random, const MacAddress& source_mac,
+                           const MacAddress& destination_mac, uint8_t* out);
+
+}  // namespace berth

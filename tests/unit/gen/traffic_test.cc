@@ -1,0 +1,131 @@
+// berthgen's traffic: the flows it makes, the frames that carry them (as berth's own parser reads
+// them), and the malformed frames of a storm.
+
+// The checksum checks use DPDK's *_cksum_verify helpers, still experimental in 22.11.
+#define ALLOW_EXPERIMENTAL_API 1
+
+#include "berth/gen/traffic.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <rte_ip.h>
+
+#include <set>
+#include <vector>
+
+#include "berth/net/packet_parser.h"
+
+namespace berth {
+namespace {
+
+using ::testing::HasSubstr;
+
+const MacAddress kGenMac = *MacAddress::parse("02:00:00:00:00:02");
+const MacAddress kPortMac = *MacAddress::parse("02:00:00:00:00:01");
+
+SourceNet net(const char* text) { return *SourceNet::parse(text); }
+
+TEST(VipTargetTest, ParsesAddressPortAndProtocol) {
+  const VipTarget v4 = *VipTarget::parse("198.18.100.1:80/tcp");
+  EXPECT_EQ(v4.address, IpAddress::v4(198, 18, 100, 1));
+  EXPECT_EQ(v4.port, 80);
+  EXPECT_EQ(v4.protocol, kProtocolTcp);
+  const VipTarget v6 = *VipTarget::parse("[2001:db8::1]:53/UDP");
+  EXPECT_EQ(v6.protocol, kProtocolUdp);
+  EXPECT_EQ(v6.toString(), "[2001:db8::1]:53/udp");
+  for (const char* bad : {"198.18.100.1:80", "198.18.100.1/tcp", "198.18.100.1:0/tcp",
+                          "198.18.100.1:80/sctp", "host:80/tcp"}) {
+    absl::StatusOr<VipTarget> vip = VipTarget::parse(bad);
+    ASSERT_FALSE(vip.ok()) << bad;
+    EXPECT_THAT(std::string(vip.status().message()), HasSubstr(bad));
+  }
+}
+
+TEST(SourceNetTest, ParsesClearsHostBitsAndCounts) {
+  const SourceNet v4 = net("198.18.7.9/15");
+  EXPECT_EQ(v4.toString(), "198.18.0.0/15");
+  EXPECT_EQ(v4.size(), 131072u);
+  EXPECT_EQ(v4.at(258).toString(), "198.18.1.2");
+  const SourceNet v6 = net("2001:db8:1::/64");
+  EXPECT_EQ(v6.size(), uint64_t{1} << 32) << "capped";
+  EXPECT_EQ(v6.at(65536).toString(), "2001:db8:1::1:0");
+  for (const char* bad : {"198.18.0.0", "198.18.0.0/33", "example/8", "198.18.0.0/x"}) {
+    absl::StatusOr<SourceNet> parsed = SourceNet::parse(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_THAT(std::string(parsed.status().message()), HasSubstr("--src-net"));
+  }
+}
+
+TEST(MakeFlowsTest, FlowsAreDistinctRoundRobinOverVipsAndTheirIndexFollowsFromTheTuple) {
+  const std::vector<VipTarget> vips = {*VipTarget::parse("198.18.100.1:80/tcp"),
+                                       *VipTarget::parse("[2001:db8::53]:53/udp")};
+  const std::vector<GenFlow> flows =
+      *makeFlows(vips, net("198.18.0.0/15"), net("2001:db8:1::/64"), 150'000);
+  std::set<std::string> tuples;
+  for (size_t i = 0; i < flows.size(); ++i) {
+    EXPECT_EQ(flows[i].vip, i % 2);
+    tuples.insert(flows[i].key.toString());
+    const SourceNet& source =
+        flows[i].key.family == IpFamily::kIpv4 ? net("198.18.0.0/15") : net("2001:db8:1::/64");
+    ASSERT_EQ(flowIndexOf(flows[i].key, source, flows), static_cast<int64_t>(i));
+  }
+  EXPECT_EQ(tuples.size(), flows.size());
+  FlowKey stranger = flows[0].key;
+  stranger.destination_port = 9;
+  EXPECT_EQ(flowIndexOf(stranger, net("198.18.0.0/15"), flows), -1);
+}
+
+TEST(MakeFlowsTest, ANetworkTooSmallForTheFlowsIsAClearError) {
+  absl::StatusOr<std::vector<GenFlow>> flows =
+      makeFlows({*VipTarget::parse("198.18.100.1:80/tcp")}, net("198.18.0.0/31"),
+                net("2001:db8::/64"), 200'000);
+  ASSERT_FALSE(flows.ok());
+  EXPECT_THAT(std::string(flows.status().message()),
+              HasSubstr("--src-net 198.18.0.0/31 has 2 addresses; 200000 flows need 4"));
+}
+
+TEST(BuildFrameTest, BerthsParserReadsTheFlowFlagsAndLengthsAndChecksumsHold) {
+  const std::vector<VipTarget> vips = {*VipTarget::parse("198.18.100.1:80/tcp"),
+                                       *VipTarget::parse("198.18.100.2:53/udp"),
+                                       *VipTarget::parse("[2001:db8::1]:443/tcp")};
+  const std::vector<GenFlow> flows =
+      *makeFlows(vips, net("198.18.0.0/15"), net("2001:db8:1::/64"), 3);
+  uint8_t frame[2048];
+  for (const GenFlow& flow : flows) {
+    for (uint32_t sequence : {0u, 7u}) {
+      const size_t length = buildFrame(flow, 0, sequence, 123456789, 64, kGenMac, kPortMac, frame);
+      EXPECT_EQ(length, std::max<size_t>(64, minimumFrameSize(flow)));
+      ParsedPacket packet;
+      ASSERT_EQ(parsePacket(frame, length, packet), ParseError::kNone) << flow.key.toString();
+      EXPECT_EQ(packet.flow, flow.key);
+      EXPECT_EQ(packet.ip_length, length - 14);
+      if (flow.key.protocol == kProtocolTcp) {
+        EXPECT_EQ(packet.tcp_flags, sequence == 0 ? 0x02 : 0x10) << "SYN first, then ACK";
+      }
+      if (flow.key.family == IpFamily::kIpv4) {
+        const auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(frame + 14);
+        EXPECT_EQ(rte_ipv4_cksum(ip), 0u) << "a header with its checksum sums to zero";
+        EXPECT_EQ(rte_ipv4_udptcp_cksum_verify(ip, frame + 34), 0);
+      } else {
+        const auto* ip = reinterpret_cast<const rte_ipv6_hdr*>(frame + 14);
+        EXPECT_EQ(rte_ipv6_udptcp_cksum_verify(ip, frame + 54), 0);
+      }
+    }
+  }
+  EXPECT_EQ(minimumFrameSize(flows[0]), 62u) << "IPv4 TCP: 54 bytes of headers and the stamp";
+  EXPECT_EQ(minimumFrameSize(flows[2]), 82u) << "IPv6 TCP";
+  EXPECT_EQ(buildFrame(flows[0], 0, 1, 0, 1514, kGenMac, kPortMac, frame), 1514u);
+}
+
+TEST(BuildMalformedFrameTest, EveryKindIsRefusedByBerthsParser) {
+  uint8_t frame[128];
+  for (uint64_t kind = 0; kind < 4; ++kind) {
+    const size_t length = buildMalformedFrame(kind, 99, kGenMac, kPortMac, frame);
+    ParsedPacket packet;
+    EXPECT_NE(parsePacket(frame, length, packet), ParseError::kNone) << kind;
+  }
+  EXPECT_EQ(buildMalformedFrame(4, 99, kGenMac, kPortMac, frame), 64u);
+}
+
+}  // namespace
+}  // namespace berth

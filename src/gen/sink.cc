@@ -219,6 +219,12 @@ void Sink::check(const uint8_t* ip, size_t length, const BackendKey& backend, ui
     ++totals_.foreign;
     return;
   }
+  // berthd's answer for a packet that would exceed the MTU once encapsulated.
+  if (length >= l4 + 2 && ((key.protocol == kProtocolIcmp && ip[l4] == 3 && ip[l4 + 1] == 4) ||
+                           (key.protocol == kProtocolIcmpv6 && ip[l4] == 2))) {
+    ++totals_.too_big;
+    return;
+  }
   const bool tcp = key.protocol == kProtocolTcp;
   const size_t stamp_at = l4 + (tcp ? 20 : 12);
   if ((!tcp && key.protocol != kProtocolUdp) || length < stamp_at + kStampBytes) {

@@ -136,6 +136,19 @@ TEST_F(SinkTest, ACorruptedInnerByteIsCaughtAndAnUnknownFlowIsForeign) {
   EXPECT_EQ(sink.totals().verified, 0u);
 }
 
+TEST_F(SinkTest, BerthdsTooBigRepliesAreCountedApart) {
+  Sink sink = this->sink();
+  // 1514 bytes from the client, 20 more once in IPv4-in-IPv4: over the port's 1500.
+  Bytes frame(2048);
+  frame.resize(buildFrame(flows_[0], 0, 1, 0, 1514, kGenMac, kPortMac, frame.data()));
+  ReceivedFrame received(frame);
+  ASSERT_EQ(processFrame(*snapshot_, 0, received.frame, state_), Verdict::kTransmit);
+  const Bytes reply = received.sent();
+  sink.receive(reply.data(), reply.size(), 0);
+  EXPECT_EQ(sink.totals().too_big, 1u);
+  EXPECT_EQ(sink.totals().foreign, 0u);
+}
+
 TEST_F(SinkTest, DuplicatesReorderingAndMovesAreCounted) {
   Sink sink = this->sink();
   for (uint32_t sequence : {0u, 1u, 2u, 1u, 5u, 4u}) {

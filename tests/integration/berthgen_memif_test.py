@@ -1,0 +1,197 @@
+#!/usr/bin/python3
+"""berthgen against a running berthd over memif, two processes as in production: every packet
+comes back through all four forwarding modes intact, on the backend berth's table picks, with
+nothing lost at a modest rate, and berthd's per-backend counters agree with what berthgen saw. A
+malformed-packet mix is counted by berthd under its parse and drop counters and costs the good
+flows nothing. berthgen's option errors name the option.
+
+Usage: berthgen_memif_test.py BERTHD BERTHCTL BERTHGEN
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+BERTHD, BERTHCTL, BERTHGEN = sys.argv.pop(1), sys.argv.pop(1), sys.argv.pop(1)
+PID = os.getpid()
+BERTHD_MAC = "02:00:00:00:00:01"
+GEN_MAC = "02:00:00:00:00:02"
+CONFIG = """dataplane:
+  eal: ["--no-huge", "-m", "512", "--no-pci", "--file-prefix", "berth-gen-lb-{pid}",
+        "--lcores", "0@0,1@0", "--log-level", "lib.eal:error",
+        "--vdev", "net_memif0,role=server,socket={socket},socket-abstract=no,mac={berthd_mac}"]
+  ports:
+    - {{ name: p0, device: net_memif0, ipv4: 198.18.0.10, ipv6: "2001:db8:ff::10",
+        gateway_mac: "{gen_mac}" }}
+services:
+  - name: web
+    vip: 198.18.100.1
+    port: 80
+    protocol: tcp
+    backends:
+      - {{ name: web-1, address: 198.18.1.2 }}
+      - {{ name: web-2, address: 198.18.1.3 }}
+      - {{ name: web-3, address: 198.18.1.4, weight: 2 }}
+  - name: dns
+    vip: 198.18.100.2
+    port: 53
+    protocol: udp
+    forwarding: gue
+    gue_port: 6080
+    backends:
+      - {{ name: dns-1, address: 198.18.2.2 }}
+      - {{ name: dns-2, address: 198.18.2.3 }}
+  - name: web6
+    vip: "2001:db8::80"
+    port: 443
+    protocol: tcp
+    forwarding: gre
+    backends:
+      - {{ name: v6-1, address: "2001:db8:2::2" }}
+      - {{ name: v6-2, address: "2001:db8:2::3" }}
+  - name: dsr
+    vip: 198.18.100.3
+    port: 80
+    protocol: tcp
+    forwarding: l2dsr
+    backends:
+      - {{ name: dsr-1, address: 198.18.0.21, mac: "02:00:00:00:00:21" }}
+      - {{ name: dsr-2, address: 198.18.0.22, mac: "02:00:00:00:00:22" }}
+"""
+VIPS = ["198.18.100.1:80/tcp", "198.18.100.2:53/udp", "[2001:db8::80]:443/tcp",
+        "198.18.100.3:80/tcp"]
+
+
+class BerthgenOverMemif(unittest.TestCase):
+    def setUp(self):
+        self.directory = tempfile.mkdtemp(prefix="berthgen-memif-")
+        self.socket = os.path.join(self.directory, "memif.sock")
+        self.config = os.path.join(self.directory, "berth.yaml")
+        with open(self.config, "w") as out:
+            out.write(CONFIG.format(pid=PID, socket=self.socket, berthd_mac=BERTHD_MAC,
+                                    gen_mac=GEN_MAC))
+        self.control = os.path.join(self.directory, "berth.sock")
+        self.berthd = subprocess.Popen([BERTHD, "--", "--config", self.config,
+                                        "--control_socket", self.control],
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines = []
+        threading.Thread(target=lambda: self.lines.extend(self.berthd.stdout), daemon=True).start()
+        deadline = time.monotonic() + 30
+        while not any("forwarding:" in l for l in list(self.lines)):
+            self.assertLess(time.monotonic(), deadline, "".join(self.lines))
+            self.assertIsNone(self.berthd.poll(), "".join(self.lines))
+            time.sleep(0.05)
+
+    def tearDown(self):
+        if self.berthd.poll() is None:
+            self.berthd.send_signal(signal.SIGINT)
+            self.berthd.wait(timeout=30)
+        for prefix in ("berth-gen-lb-%d" % PID, "berth-gen-gen-%d" % PID):
+            shutil.rmtree("/var/run/dpdk/" + prefix, ignore_errors=True)
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def berthgen(self, *options):
+        results = os.path.join(self.directory, "results.json")
+        command = [BERTHGEN, "--no-huge", "-m", "512", "--no-pci", "--file-prefix",
+                   "berth-gen-gen-%d" % PID, "--lcores", "0@1,1@1", "--log-level", "lib.eal:error",
+                   "--vdev", "net_memif0,role=client,socket=%s,socket-abstract=no,mac=%s"
+                   % (self.socket, GEN_MAC),
+                   "--", "--tx-dev", "net_memif0", "--dst-mac", BERTHD_MAC, "--config", self.config,
+                   "--json", results, "--quiet"]
+        for vip in VIPS:
+            command += ["--vip", vip]
+        result = subprocess.run(command + list(options), capture_output=True, text=True,
+                                timeout=120)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        with open(results) as source:
+            return json.load(source), result.stdout
+
+    def berthctl(self, command):
+        return json.loads(subprocess.run([BERTHCTL, command, "--json", "--socket", self.control],
+                                         capture_output=True, text=True, timeout=30,
+                                         check=True).stdout)
+
+    def test_every_mode_comes_back_intact_on_the_tables_backend(self):
+        results, text = self.berthgen("--flows", "20000", "--rate", "200000", "--duration", "2")
+        drops = {k: v for k, v in self.berthctl("stats")["stats"]["counters"].items()
+                 if k.startswith(("parse_", "drop_")) and v}
+        text += "\nberthd's drops: %r" % drops
+        self.assertGreater(results["sent"], 300000)
+        self.assertEqual(results["verified"], results["sent"], text)
+        for key in ("lost", "corrupt", "foreign", "duplicates", "flows_moved", "flows_unseen"):
+            self.assertEqual(results[key], 0, "%s\n%s" % (key, text))
+        self.assertEqual(results["table"]["match"], 20000, text)
+        self.assertEqual(results["table"]["differ"], 0)
+        # The backends berthgen saw, by outer address (or MAC for l2dsr), and berthd's books.
+        seen = {b["backend"]: b["packets"] for b in results["backends"]}
+        self.assertEqual(len(seen), 9, text)
+        backends = self.berthctl("backends")["backends"]
+        for backend in backends:
+            key = backend["address"]
+            if backend["service"] == "dsr":
+                key = {"dsr-1": "02:00:00:00:00:21", "dsr-2": "02:00:00:00:00:22"}[backend["name"]]
+            self.assertEqual(seen[key], backend["packets"], backend["name"])
+        per_flow = {b["backend"]: b["flows"] for b in results["backends"]}
+        for backend in backends:
+            if backend["service"] != "dsr":
+                self.assertEqual(backend["connections"], per_flow[backend["address"]],
+                                 "berthd tracks each flow once, on its backend")
+        web = {b["name"]: b["packets"] for b in backends if b["service"] == "web"}
+        share = web["web-3"] / sum(web.values())
+        self.assertAlmostEqual(share, 0.5, delta=0.03, msg="weight 2 of 4")
+
+    def test_malformed_packets_are_counted_by_berthd_and_cost_good_flows_nothing(self):
+        results, text = self.berthgen("--flows", "4000", "--rate", "100000", "--duration", "2",
+                                      "--malformed-ratio", "0.3")
+        self.assertGreater(results["sent_malformed"], 0.25 * results["sent"])
+        self.assertEqual(results["lost"], 0, text)
+        self.assertEqual(results["corrupt"], 0)
+        self.assertEqual(results["verified"], results["sent"] - results["sent_malformed"])
+        counters = self.berthctl("stats")["stats"]["counters"]
+        dropped = sum(v for k, v in counters.items() if k.startswith(("parse_", "drop_")))
+        self.assertEqual(dropped, results["sent_malformed"], "every bad packet under a counter")
+        self.assertIsNone(self.berthd.poll(), "berthd is still up")
+
+
+class BerthgenOptions(unittest.TestCase):
+    def test_bad_options_name_the_option(self):
+        cases = [
+            (["--bogus"], "unknown option '--bogus'"),
+            (["--tx-dev", "x", "--dst-mac", BERTHD_MAC, "--vip", "198.18.100.1:80/tcp",
+              "--src-net", "198.18.0.0/40"], "--src-net '198.18.0.0/40'"),
+            (["--tx-dev", "x", "--dst-mac", BERTHD_MAC, "--vip", "198.18.100.1:80"],
+             "--vip '198.18.100.1:80'"),
+            (["--tx-dev", "x", "--dst-mac", BERTHD_MAC, "--vip", "198.18.100.1:80/tcp",
+              "--rate", "fast"], "--rate 'fast'"),
+            (["--tx-dev", "x", "--vip", "198.18.100.1:80/tcp"], "--dst-mac MAC is required"),
+            (["--tx-dev", "x", "--dst-mac", BERTHD_MAC, "--vip", "[2001:db8::1]:80/tcp",
+              "--pkt-size", "64"], "--pkt-size 64 is below the 82 bytes"),
+            (["--tx-dev", "x", "--dst-mac", BERTHD_MAC, "--vip", "198.18.100.1:80/tcp",
+              "--ipv6"], "--ipv6, but --vip 198.18.100.1:80/tcp is IPv4"),
+        ]
+        for options, message in cases:
+            result = subprocess.run([BERTHGEN, "--"] + options, capture_output=True, text=True,
+                                    timeout=30)
+            self.assertEqual(result.returncode, 1, options)
+            self.assertIn(message, result.stderr, options)
+
+    def test_a_rate_above_the_link_is_refused(self):
+        result = subprocess.run(
+            [BERTHGEN, "--no-huge", "-m", "256", "--no-pci", "--file-prefix",
+             "berth-gen-rate-%d" % PID, "--lcores", "0@0,1@0", "--log-level", "lib.eal:error",
+             "--vdev", "net_null0", "--", "--tx-dev", "net_null0", "--dst-mac", BERTHD_MAC,
+             "--vip", "198.18.100.1:80/tcp", "--rate", "900000000"],
+            capture_output=True, text=True, timeout=60)
+        shutil.rmtree("/var/run/dpdk/berth-gen-rate-%d" % PID, ignore_errors=True)
+        self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
+        self.assertIn("--rate 900000000 is above what the", result.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

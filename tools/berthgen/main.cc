@@ -1,0 +1,555 @@
+// berthgen: berth's traffic generator and verifying sink (tools/berthgen/options.cc has the
+// usage). One lcore sends, another receives and checks; with a single worker lcore, one loop does
+// both. The main lcore prints a progress line every second and the summary at the end.
+
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "berth/config/loader.h"
+#include "berth/dataplane/counters.h"
+#include "berth/dataplane/port.h"
+#include "berth/gen/sink.h"
+#include "berth/util/heap.h"
+#include "berth/util/json_writer.h"
+#include "options.h"
+
+namespace berth {
+namespace {
+
+std::atomic<bool> interrupted{false};
+
+// Classic pcap, microsecond stamps: what --pcap-out writes.
+class PcapWriter {
+ public:
+  explicit PcapWriter(const std::string& path) : file_(std::fopen(path.c_str(), "wb")) {
+    if (file_ == nullptr) return;
+    const uint32_t header[6] = {0xa1b2c3d4, 0x00040002, 0, 0, 65535, 1};
+    std::fwrite(header, sizeof(header), 1, file_);
+  }
+  ~PcapWriter() {
+    if (file_ != nullptr) std::fclose(file_);
+  }
+  bool ok() const { return file_ != nullptr; }
+  void write(const uint8_t* frame, size_t length) {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(now).count();
+    const uint32_t record[4] = {static_cast<uint32_t>(micros / 1'000'000),
+                                static_cast<uint32_t>(micros % 1'000'000),
+                                static_cast<uint32_t>(length), static_cast<uint32_t>(length)};
+    std::fwrite(record, sizeof(record), 1, file_);
+    std::fwrite(frame, 1, length, file_);
+  }
+
+ private:
+  std::FILE* file_;
+};
+
+// What the sending side does; read by the main lcore while it runs (single-writer counters).
+struct Sender {
+  const GenOptions* options = nullptr;
+  const std::vector<GenFlow>* flows = nullptr;
+  uint16_t port = 0;
+  rte_mempool* pool = nullptr;
+  MacAddress source_mac;
+  uint64_t end_tsc = 0;  // stop here (duration), or after options->count packets
+  PcapWriter* pcap = nullptr;
+  std::atomic<bool> done{false};
+  uint64_t start_tsc = 0;
+  uint64_t stop_tsc = 0;
+  uint64_t flow_packets = 0;  // packets of flows sent: packet n is flow n % F's number n / F
+  Counter packets;
+  Counter bytes;
+  Counter malformed;
+};
+
+struct Receiver {
+  uint16_t port = 0;
+  Sink* sink = nullptr;
+  std::atomic<bool> stop{false};
+  Counter frames;
+  Counter verified;
+  uint64_t last_rx_tsc = 0;
+};
+
+// Sends until the duration or count is reached. Returns once done.
+void sendLoop(Sender& sender, Receiver* also_receive) {
+  const GenOptions& options = *sender.options;
+  const std::vector<GenFlow>& flows = *sender.flows;
+  const uint64_t hz = rte_get_tsc_hz();
+  uint64_t random = 0x9E3779B97F4A7C15ull ^ rte_rdtsc();
+  auto next_random = [&random] {
+    random ^= random << 13;
+    random ^= random >> 7;
+    random ^= random << 17;
+    return random;
+  };
+  const auto malformed_threshold =
+      static_cast<uint64_t>(options.malformed_ratio * static_cast<double>(UINT64_MAX));
+  std::vector<rte_mbuf*> burst(options.burst);
+  uint64_t total = 0;  // every packet sent, malformed included
+  uint64_t n = 0;      // flow packets
+  sender.start_tsc = rte_rdtsc();
+  std::vector<rte_mbuf*> received(64);
+  while (!interrupted.load(std::memory_order_relaxed)) {
+    const uint64_t now = rte_rdtsc();
+    if (options.count != 0 ? total >= options.count : now >= sender.end_tsc) break;
+    if (also_receive != nullptr) {
+      const uint16_t got = rte_eth_rx_burst(also_receive->port, 0, received.data(), 64);
+      for (uint16_t i = 0; i < got; ++i) {
+        also_receive->sink->receive(rte_pktmbuf_mtod(received[i], const uint8_t*),
+                                    rte_pktmbuf_data_len(received[i]), now);
+      }
+      if (got > 0) {
+        rte_pktmbuf_free_bulk(received.data(), got);
+        also_receive->frames.add(got);
+        also_receive->last_rx_tsc = now;
+      }
+    }
+    uint64_t want = options.burst;
+    if (options.rate != 0) {
+      const auto allowed =
+          static_cast<uint64_t>(static_cast<double>(now - sender.start_tsc) /
+                                static_cast<double>(hz) * static_cast<double>(options.rate));
+      want = allowed > total ? std::min<uint64_t>(allowed - total, options.burst) : 0;
+    }
+    if (options.count != 0) want = std::min(want, options.count - total);
+    if (want == 0) continue;
+    if (rte_pktmbuf_alloc_bulk(sender.pool, burst.data(), static_cast<unsigned>(want)) != 0) {
+      continue;  // the pool is empty for now: the port still holds the last bursts
+    }
+    uint64_t bytes = 0;
+    uint64_t malformed = 0;
+    for (uint64_t i = 0; i < want; ++i) {
+      rte_mbuf* mbuf = burst[i];
+      auto* data = rte_pktmbuf_mtod(mbuf, uint8_t*);
+      size_t length;
+      if (malformed_threshold != 0 && next_random() < malformed_threshold) {
+        length = buildMalformedFrame(total + i, next_random(), sender.source_mac,
+                                     *options.destination_mac, data);
+        ++malformed;
+      } else {
+        const size_t f = n % flows.size();
+        const size_t size = options.imix ? kImixPattern[(total + i) % 12] : options.packet_size;
+        length =
+            buildFrame(flows[f], static_cast<uint32_t>(f), static_cast<uint32_t>(n / flows.size()),
+                       now, size, sender.source_mac, *options.destination_mac, data);
+        ++n;
+      }
+      mbuf->data_len = static_cast<uint16_t>(length);
+      mbuf->pkt_len = static_cast<uint32_t>(length);
+      bytes += length;
+      if (sender.pcap != nullptr) sender.pcap->write(data, length);
+    }
+    // Everything built is sent: a full TX ring is waited out, as testpmd's txonly retries.
+    uint16_t sent = 0;
+    while (sent < want && !interrupted.load(std::memory_order_relaxed)) {
+      sent +=
+          rte_eth_tx_burst(sender.port, 0, burst.data() + sent, static_cast<uint16_t>(want - sent));
+    }
+    if (sent < want) rte_pktmbuf_free_bulk(burst.data() + sent, static_cast<unsigned>(want - sent));
+    total += want;
+    sender.packets.add(want);
+    sender.bytes.add(bytes);
+    sender.malformed.add(malformed);
+  }
+  sender.flow_packets = n;
+  sender.stop_tsc = rte_rdtsc();
+  sender.done.store(true, std::memory_order_release);
+}
+
+void receiveLoop(Receiver& receiver) {
+  rte_mbuf* mbufs[64];
+  while (!receiver.stop.load(std::memory_order_acquire)) {
+    const uint16_t got = rte_eth_rx_burst(receiver.port, 0, mbufs, 64);
+    if (got == 0) continue;
+    const uint64_t now = rte_rdtsc();
+    for (uint16_t i = 0; i < got; ++i) {
+      receiver.sink->receive(rte_pktmbuf_mtod(mbufs[i], const uint8_t*),
+                             rte_pktmbuf_data_len(mbufs[i]), now);
+    }
+    rte_pktmbuf_free_bulk(mbufs, got);
+    receiver.frames.add(got);
+    receiver.verified.set(receiver.sink->totals().verified);
+    receiver.last_rx_tsc = now;
+  }
+}
+
+int senderMain(void* argument) {
+  auto* pair = static_cast<std::pair<Sender*, Receiver*>*>(argument);
+  sendLoop(*pair->first, pair->second);
+  return 0;
+}
+
+int receiverMain(void* argument) {
+  receiveLoop(*static_cast<Receiver*>(argument));
+  return 0;
+}
+
+// Packets of flow f when n flow packets went out round-robin over `flows` flows.
+uint64_t sentOfFlow(uint64_t n, size_t flows, size_t f) {
+  return n / flows + (f < n % flows ? 1 : 0);
+}
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "berthgen: %s\n", message.c_str());
+  return 1;
+}
+
+int run(int argc, char** argv) {
+  // EAL options before "--", berthgen's after, as testpmd takes them.
+  int separator = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") {
+      separator = i;
+      break;
+    }
+  }
+  std::vector<char*> app_argv = {argv[0]};
+  for (int i = separator + 1; i < argc; ++i) app_argv.push_back(argv[i]);
+  absl::StatusOr<GenOptions> parsed =
+      parseGenOptions(static_cast<int>(app_argv.size()), app_argv.data());
+  if (!parsed.ok()) {
+    if (absl::IsCancelled(parsed.status())) {
+      std::fputs(kGenUsage, stdout);
+      return 0;
+    }
+    return fail(std::string(parsed.status().message()));
+  }
+  GenOptions options = *std::move(parsed);
+
+  std::optional<Config> config;
+  if (!options.config_path.empty()) {
+    absl::StatusOr<Config> loaded = loadConfigFile(options.config_path);
+    if (!loaded.ok()) return fail(absl::StrCat("--config: ", loaded.status().message()));
+    config = *std::move(loaded);
+    for (const ServiceConfig& service : config->services) {
+      if (options.gue_port == 0 && service.forwarding == Forwarding::kGue) {
+        options.gue_port = service.gue_port;
+      }
+    }
+  }
+  absl::StatusOr<std::vector<GenFlow>> made =
+      makeFlows(options.vips, options.source_v4, options.source_v6, options.flows);
+  if (!made.ok()) return fail(std::string(made.status().message()));
+  const std::vector<GenFlow> flows = *std::move(made);
+  if (!options.imix && options.packet_size_given) {
+    for (const GenFlow& flow : flows) {
+      if (options.packet_size < minimumFrameSize(flow)) {
+        return fail(absl::StrCat("--pkt-size ", options.packet_size, " is below the ",
+                                 minimumFrameSize(flow), " bytes a frame of ", flow.key.toString(),
+                                 " needs with berthgen's stamp"));
+      }
+    }
+  }
+
+  std::vector<char*> eal_argv(argv, argv + separator);
+  if (rte_eal_init(static_cast<int>(eal_argv.size()), eal_argv.data()) < 0) {
+    return fail(absl::StrCat("EAL: ", rte_strerror(rte_errno)));
+  }
+  std::signal(SIGINT, [](int) { interrupted = true; });
+  std::signal(SIGTERM, [](int) { interrupted = true; });
+
+  std::vector<unsigned> lcores;
+  unsigned lcore;
+  RTE_LCORE_FOREACH_WORKER(lcore) { lcores.push_back(lcore); }
+  if (lcores.empty()) {
+    rte_eal_cleanup();
+    return fail("EAL: give at least one worker lcore (-l 0-1, or --lcores 0@0,1@0)");
+  }
+  std::vector<std::string> warnings;
+  PortConfig tx_config;
+  tx_config.name = "tx";
+  tx_config.device = options.tx_device;
+  absl::StatusOr<OpenedPort> tx_port = openPort(tx_config, 1, warnings);
+  if (!tx_port.ok()) {
+    rte_eal_cleanup();
+    return fail(std::string(tx_port.status().message()));
+  }
+  OpenedPort rx_port_storage;
+  const OpenedPort* rx_port = &*tx_port;
+  if (options.rx_device != options.tx_device) {
+    PortConfig rx_config;
+    rx_config.name = "rx";
+    rx_config.device = options.rx_device;
+    absl::StatusOr<OpenedPort> opened = openPort(rx_config, 1, warnings);
+    if (!opened.ok()) {
+      closePort(*tx_port);
+      rte_eal_cleanup();
+      return fail(std::string(opened.status().message()));
+    }
+    rx_port_storage = *std::move(opened);
+    rx_port = &rx_port_storage;
+  }
+  for (const std::string& warning : warnings)
+    std::fprintf(stderr, "berthgen: %s\n", warning.c_str());
+
+  // Send nothing before both links are up: a memif peer still connecting would drop it.
+  for (const OpenedPort* port : {static_cast<const OpenedPort*>(&*tx_port), rx_port}) {
+    rte_eth_link state{};
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (rte_eth_link_get_nowait(port->port_id, &state) == 0 &&
+           state.link_status != RTE_ETH_LINK_UP && std::chrono::steady_clock::now() < give_up &&
+           !interrupted) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (state.link_status != RTE_ETH_LINK_UP) {
+      std::fprintf(stderr, "berthgen: port %u (%s): link still down after 10 s; sending anyway\n",
+                   port->port_id, port->driver.c_str());
+    }
+  }
+
+  // A rate the link cannot carry is refused: wire time is the frame, FCS, preamble and gap.
+  rte_eth_link link{};
+  if (options.rate != 0 && rte_eth_link_get_nowait(tx_port->port_id, &link) == 0 &&
+      link.link_speed != RTE_ETH_SPEED_NUM_NONE && link.link_speed != RTE_ETH_SPEED_NUM_UNKNOWN) {
+    const double frame = options.imix ? 353.8 : static_cast<double>(options.packet_size);
+    const double max_pps = link.link_speed * 1e6 / ((frame + 24) * 8);
+    if (static_cast<double>(options.rate) > max_pps) {
+      closePort(*tx_port);
+      if (rx_port != &*tx_port) closePort(rx_port_storage);
+      rte_eal_cleanup();
+      return fail(absl::StrFormat(
+          "--rate %u is above what the %u Mb/s link carries at this frame size (%.0f pps)",
+          options.rate, link.link_speed, max_pps));
+    }
+  }
+
+  std::unique_ptr<PcapWriter> pcap;
+  if (!options.pcap_out.empty()) {
+    pcap = std::make_unique<PcapWriter>(options.pcap_out);
+    if (!pcap->ok()) return fail(absl::StrCat("--pcap-out ", options.pcap_out, ": cannot write"));
+  }
+  const uint64_t hz = rte_get_tsc_hz();
+  Sink sink(&flows, options.source_v4, options.source_v6, options.gue_port, hz);
+  Sender sender;
+  sender.options = &options;
+  sender.flows = &flows;
+  sender.port = tx_port->port_id;
+  sender.pool = tx_port->pool;
+  sender.source_mac = tx_port->mac;
+  sender.pcap = pcap.get();
+  sender.end_tsc =
+      rte_rdtsc() + static_cast<uint64_t>(options.duration_s * static_cast<double>(hz));
+  Receiver receiver;
+  receiver.port = rx_port->port_id;
+  receiver.sink = &sink;
+  const bool shared_lcore = lcores.size() == 1;
+  std::pair<Sender*, Receiver*> sender_argument{&sender, shared_lcore ? &receiver : nullptr};
+  if (!shared_lcore) rte_eal_remote_launch(receiverMain, &receiver, lcores[1]);
+  rte_eal_remote_launch(senderMain, &sender_argument, lcores[0]);
+
+  std::printf("berthgen: %zu flows to %zu VIP(s), %s frames, %s, from %s to %s\n", flows.size(),
+              options.vips.size(),
+              options.imix ? "IMIX" : absl::StrCat(options.packet_size, "-byte").c_str(),
+              options.rate == 0 ? "as fast as the port takes them"
+                                : absl::StrCat(options.rate, " pps").c_str(),
+              tx_port->mac.toString().c_str(), options.destination_mac->toString().c_str());
+  uint64_t last_tx = 0;
+  uint64_t last_rx = 0;
+  auto last = std::chrono::steady_clock::now();
+  while (!sender.done.load(std::memory_order_acquire)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last < std::chrono::seconds(1)) continue;
+    const double seconds = std::chrono::duration<double>(now - last).count();
+    const uint64_t tx = sender.packets.read();
+    const uint64_t rx = receiver.frames.read();
+    if (!options.quiet) {
+      std::printf("  tx %7.3f Mpps  rx %7.3f Mpps  sent %llu  received %llu\n",
+                  static_cast<double>(tx - last_tx) / seconds / 1e6,
+                  static_cast<double>(rx - last_rx) / seconds / 1e6,
+                  static_cast<unsigned long long>(tx), static_cast<unsigned long long>(rx));
+      std::fflush(stdout);
+    }
+    last_tx = tx;
+    last_rx = rx;
+    last = now;
+  }
+  rte_eal_wait_lcore(lcores[0]);
+  // The last packets are still on their way through berthd.
+  if (shared_lcore) {
+    rte_eal_remote_launch(receiverMain, &receiver, lcores[0]);
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(options.drain_s));
+  receiver.stop.store(true, std::memory_order_release);
+  rte_eal_mp_wait_lcore();
+
+  // The books.
+  const uint64_t sent_flow_packets = sender.flow_packets;
+  uint64_t lost = 0;
+  uint64_t flows_moved = 0;
+  uint64_t flows_unseen = 0;
+  for (size_t f = 0; f < flows.size(); ++f) {
+    const uint64_t expected = sentOfFlow(sent_flow_packets, flows.size(), f);
+    const uint64_t got = sink.flowReceived(f);
+    if (expected > got) lost += expected - got;
+    if (sink.flowMoved(f)) ++flows_moved;
+    if (expected > 0 && sink.flowBackend(f) < 0) ++flows_unseen;
+  }
+  std::vector<uint64_t> backend_flows(sink.backends().size(), 0);
+  for (size_t f = 0; f < flows.size(); ++f) {
+    if (sink.flowBackend(f) >= 0) ++backend_flows[static_cast<size_t>(sink.flowBackend(f))];
+  }
+  uint64_t table_match = 0;
+  uint64_t table_differ = 0;
+  uint64_t table_unknown = 0;
+  if (config) {
+    absl::StatusOr<std::vector<BackendKey>> expected = tableBackends(*config, flows);
+    if (!expected.ok()) return fail(std::string(expected.status().message()));
+    for (size_t f = 0; f < flows.size(); ++f) {
+      if (sink.flowBackend(f) < 0) continue;
+      if ((*expected)[f].kind == BackendKey::kNone) {
+        ++table_unknown;
+      } else if (sink.backends()[static_cast<size_t>(sink.flowBackend(f))] == (*expected)[f]) {
+        ++table_match;
+      } else {
+        ++table_differ;
+      }
+    }
+  }
+  const SinkTotals& totals = sink.totals();
+  const double tx_seconds =
+      static_cast<double>(sender.stop_tsc - sender.start_tsc) / static_cast<double>(hz);
+  const double tx_mpps =
+      tx_seconds > 0 ? static_cast<double>(sender.packets.read()) / tx_seconds / 1e6 : 0;
+  const double rx_mpps =
+      tx_seconds > 0 ? static_cast<double>(totals.verified) / tx_seconds / 1e6 : 0;
+  const double loss_percent = sent_flow_packets > 0 ? 100.0 * static_cast<double>(lost) /
+                                                          static_cast<double>(sent_flow_packets)
+                                                    : 0;
+
+  std::printf("\n%-28s %14s\n", "", "result");
+  auto row = [](const char* name, const std::string& value) {
+    std::printf("%-28s %14s\n", name, value.c_str());
+  };
+  row("sent", absl::StrCat(sender.packets.read()));
+  row("  of them malformed", absl::StrCat(sender.malformed.read()));
+  row("received", absl::StrCat(totals.frames));
+  row("  verified intact", absl::StrCat(totals.verified));
+  row("  corrupt", absl::StrCat(totals.corrupt));
+  row("  ICMP too-big replies", absl::StrCat(totals.too_big));
+  row("  not berthgen's", absl::StrCat(totals.foreign));
+  row("lost", absl::StrFormat("%u (%.4f%%)", lost, loss_percent));
+  row("duplicates", absl::StrCat(totals.duplicates));
+  row("reordered", absl::StrCat(totals.reordered));
+  row("flows that changed backend", absl::StrCat(flows_moved));
+  row("flows never seen", absl::StrCat(flows_unseen));
+  if (config) {
+    row("flows on the table's pick", absl::StrCat(table_match));
+    row("flows elsewhere", absl::StrCat(table_differ));
+    if (table_unknown > 0) row("flows not checkable", absl::StrCat(table_unknown));
+  }
+  row("tx Mpps", absl::StrFormat("%.3f", tx_mpps));
+  row("rx Mpps (verified)", absl::StrFormat("%.3f", rx_mpps));
+  row("latency p50 us", absl::StrFormat("%.1f", sink.latency().percentile(0.5) / 1e3));
+  row("latency p99 us", absl::StrFormat("%.1f", sink.latency().percentile(0.99) / 1e3));
+  row("latency p99.9 us", absl::StrFormat("%.1f", sink.latency().percentile(0.999) / 1e3));
+  std::printf("\n%-40s %12s %8s %10s\n", "backend", "packets", "share", "flows");
+  for (size_t b = 0; b < sink.backends().size(); ++b) {
+    std::printf("%-40s %12llu %7.2f%% %10llu\n", sink.backends()[b].toString().c_str(),
+                static_cast<unsigned long long>(sink.backendPackets()[b]),
+                totals.verified > 0 ? 100.0 * static_cast<double>(sink.backendPackets()[b]) /
+                                          static_cast<double>(totals.verified)
+                                    : 0.0,
+                static_cast<unsigned long long>(backend_flows[b]));
+  }
+
+  if (!options.json_path.empty()) {
+    JsonWriter json;
+    json.beginObject()
+        .key("flows")
+        .value(static_cast<uint64_t>(flows.size()))
+        .key("sent")
+        .value(sender.packets.read())
+        .key("sent_malformed")
+        .value(sender.malformed.read())
+        .key("received")
+        .value(totals.frames)
+        .key("verified")
+        .value(totals.verified)
+        .key("corrupt")
+        .value(totals.corrupt)
+        .key("foreign")
+        .value(totals.foreign)
+        .key("icmp_too_big")
+        .value(totals.too_big)
+        .key("lost")
+        .value(lost)
+        .key("duplicates")
+        .value(totals.duplicates)
+        .key("reordered")
+        .value(totals.reordered)
+        .key("flows_moved")
+        .value(flows_moved)
+        .key("flows_unseen")
+        .value(flows_unseen)
+        .key("tx_mpps")
+        .value(tx_mpps)
+        .key("rx_mpps")
+        .value(rx_mpps)
+        .key("tx_seconds")
+        .value(tx_seconds)
+        .key("latency_ns")
+        .beginObject()
+        .key("p50")
+        .value(sink.latency().percentile(0.5))
+        .key("p99")
+        .value(sink.latency().percentile(0.99))
+        .key("p999")
+        .value(sink.latency().percentile(0.999))
+        .endObject();
+    if (config) {
+      json.key("table")
+          .beginObject()
+          .key("match")
+          .value(table_match)
+          .key("differ")
+          .value(table_differ);
+      json.key("unknown").value(table_unknown).endObject();
+    }
+    json.key("backends").beginArray();
+    for (size_t b = 0; b < sink.backends().size(); ++b) {
+      json.beginObject()
+          .key("backend")
+          .value(sink.backends()[b].toString())
+          .key("packets")
+          .value(sink.backendPackets()[b])
+          .key("flows")
+          .value(backend_flows[b])
+          .endObject();
+    }
+    json.endArray().endObject();
+    std::ofstream out(options.json_path);
+    out << json.str() << "\n";
+    if (!out) return fail(absl::StrCat("--json ", options.json_path, ": cannot write"));
+  }
+
+  pcap.reset();
+  if (rx_port != &*tx_port) closePort(rx_port_storage);
+  closePort(*tx_port);
+  rte_eal_cleanup();
+  return 0;
+}
+
+}  // namespace
+}  // namespace berth
+
+int main(int argc, char** argv) {
+  berth::retainFreedHeapMemory();
+  return berth::run(argc, argv);
+}

@@ -1,0 +1,228 @@
+#include "options.h"
+
+#include <getopt.h>
+
+#include <cmath>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace berth {
+
+const char kGenUsage[] = R"(berthgen [EAL options] -- [options]
+
+A traffic generator and verifying sink for berth, in the style of testpmd: sends flows to VIPs
+through one port, receives what berthd sends on through the same port or another, checks every
+packet, and reports shares per backend, loss, duplicates, reordering and latency.
+
+  --tx-dev DEVICE        the port to send from: a vdev string or PCI address (required)
+  --rx-dev DEVICE        the port to receive on (default: the TX port)
+  --dst-mac MAC          berthd's port MAC, the frames' destination (required)
+  --vip ADDR:PORT/PROTO  a VIP to send to, tcp or udp; repeat for more (at least one)
+  --flows N              flows, spread round-robin over the VIPs (default 1024)
+  --src-net CIDR         client addresses (default 198.18.0.0/15, and 2001:db8:1::/64 for IPv6)
+  --ipv6                 IPv6 traffic: every --vip must be IPv6
+  --pkt-size BYTES|imix  frame size without FCS (default 64, or the least a flow's headers and
+                         stamp take: 82 for IPv6 TCP), or the simple IMIX 7:4:1
+  --rate PPS             packets per second, 0 for as fast as the port takes them (default 0)
+  --duration S           seconds to send (default 10)
+  --count N              packets to send, instead of a duration
+  --burst N              packets per TX burst (default 32)
+  --malformed-ratio R    this fraction of packets truncated or garbage (default 0)
+  --pcap-out FILE        write every frame sent to a pcap file
+  --config FILE          berth's config: check each flow's backend against its Maglev table
+  --gue-port PORT        the outer UDP port that marks gue (default: from --config)
+  --drain S              seconds to wait for the last packets after sending (default 0.5)
+  --json FILE            write the results as JSON
+  --quiet                no progress line
+)";
+
+namespace {
+
+enum Option {
+  kTxDev = 1,
+  kRxDev,
+  kDstMac,
+  kVip,
+  kFlows,
+  kSrcNet,
+  kIpv6,
+  kPktSize,
+  kRate,
+  kDuration,
+  kCount,
+  kBurst,
+  kMalformed,
+  kPcapOut,
+  kConfig,
+  kGuePort,
+  kDrain,
+  kJson,
+  kQuiet,
+  kHelp,
+};
+
+const option kLongOptions[] = {
+    {"tx-dev", required_argument, nullptr, kTxDev},
+    {"rx-dev", required_argument, nullptr, kRxDev},
+    {"dst-mac", required_argument, nullptr, kDstMac},
+    {"vip", required_argument, nullptr, kVip},
+    {"flows", required_argument, nullptr, kFlows},
+    {"src-net", required_argument, nullptr, kSrcNet},
+    {"ipv6", no_argument, nullptr, kIpv6},
+    {"pkt-size", required_argument, nullptr, kPktSize},
+    {"rate", required_argument, nullptr, kRate},
+    {"duration", required_argument, nullptr, kDuration},
+    {"count", required_argument, nullptr, kCount},
+    {"burst", required_argument, nullptr, kBurst},
+    {"malformed-ratio", required_argument, nullptr, kMalformed},
+    {"pcap-out", required_argument, nullptr, kPcapOut},
+    {"config", required_argument, nullptr, kConfig},
+    {"gue-port", required_argument, nullptr, kGuePort},
+    {"drain", required_argument, nullptr, kDrain},
+    {"json", required_argument, nullptr, kJson},
+    {"quiet", no_argument, nullptr, kQuiet},
+    {"help", no_argument, nullptr, kHelp},
+    {nullptr, 0, nullptr, 0},
+};
+
+template <typename T>
+absl::Status number(const char* option, const char* text, T low, T high, T& out) {
+  uint64_t value;
+  if (!absl::SimpleAtoi(text, &value) || value < low || value > high) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", option, " '", text, "': expected a number from ", low, " to ", high));
+  }
+  out = static_cast<T>(value);
+  return absl::OkStatus();
+}
+
+absl::Status real(const char* option, const char* text, double low, double high, double& out) {
+  double value;
+  if (!absl::SimpleAtod(text, &value) || !std::isfinite(value) || value < low || value > high) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", option, " '", text, "': expected a number from ", low, " to ", high));
+  }
+  out = value;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<GenOptions> parseGenOptions(int argc, char** argv) {
+  GenOptions options;
+  options.source_v4 = *SourceNet::parse("198.18.0.0/15");
+  options.source_v6 = *SourceNet::parse("2001:db8:1::/64");
+  optind = 1;
+  opterr = 0;
+  int code;
+  while ((code = getopt_long(argc, argv, "", kLongOptions, nullptr)) != -1) {
+    absl::Status status;
+    switch (code) {
+      case kTxDev:
+        options.tx_device = optarg;
+        break;
+      case kRxDev:
+        options.rx_device = optarg;
+        break;
+      case kDstMac: {
+        absl::StatusOr<MacAddress> mac = MacAddress::parse(optarg);
+        if (!mac.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("--dst-mac '", optarg, "': expected a MAC such as 02:00:00:00:00:01"));
+        }
+        options.destination_mac = *mac;
+        break;
+      }
+      case kVip: {
+        absl::StatusOr<VipTarget> vip = VipTarget::parse(optarg);
+        if (!vip.ok()) return vip.status();
+        options.vips.push_back(*vip);
+        break;
+      }
+      case kFlows:
+        status = number<uint32_t>("flows", optarg, 1, 100'000'000, options.flows);
+        break;
+      case kSrcNet: {
+        absl::StatusOr<SourceNet> net = SourceNet::parse(optarg);
+        if (!net.ok()) return net.status();
+        (net->base.isV4() ? options.source_v4 : options.source_v6) = *net;
+        break;
+      }
+      case kIpv6:
+        options.ipv6 = true;
+        break;
+      case kPktSize:
+        if (std::string(optarg) == "imix") {
+          options.imix = true;
+        } else {
+          status = number<size_t>("pkt-size", optarg, 60, 9000, options.packet_size);
+          options.packet_size_given = true;
+        }
+        break;
+      case kRate:
+        status = number<uint64_t>("rate", optarg, 0, 1'000'000'000, options.rate);
+        break;
+      case kDuration:
+        status = real("duration", optarg, 0.001, 86400, options.duration_s);
+        break;
+      case kCount:
+        status = number<uint64_t>("count", optarg, 1, uint64_t{1} << 48, options.count);
+        break;
+      case kBurst:
+        status = number<uint16_t>("burst", optarg, 1, 512, options.burst);
+        break;
+      case kMalformed:
+        status = real("malformed-ratio", optarg, 0, 1, options.malformed_ratio);
+        break;
+      case kPcapOut:
+        options.pcap_out = optarg;
+        break;
+      case kConfig:
+        options.config_path = optarg;
+        break;
+      case kGuePort:
+        status = number<uint16_t>("gue-port", optarg, 1, 65535, options.gue_port);
+        break;
+      case kDrain:
+        status = real("drain", optarg, 0, 60, options.drain_s);
+        break;
+      case kJson:
+        options.json_path = optarg;
+        break;
+      case kQuiet:
+        options.quiet = true;
+        break;
+      case kHelp:
+        return absl::CancelledError(kGenUsage);
+      default: {
+        const char* given = argv[optind - 1];
+        return absl::InvalidArgumentError(
+            absl::StrCat(optopt != 0 ? absl::StrCat("option '", given, "' needs a value")
+                                     : absl::StrCat("unknown option '", given, "'"),
+                         "; see berthgen -- --help"));
+      }
+    }
+    if (!status.ok()) return status;
+  }
+  if (optind < argc) {
+    return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", argv[optind], "'"));
+  }
+  if (options.tx_device.empty()) return absl::InvalidArgumentError("--tx-dev DEVICE is required");
+  if (!options.destination_mac) return absl::InvalidArgumentError("--dst-mac MAC is required");
+  if (options.vips.empty()) {
+    return absl::InvalidArgumentError("give at least one --vip ADDR:PORT/PROTO");
+  }
+  if (options.ipv6) {
+    for (const VipTarget& vip : options.vips) {
+      if (vip.address.isV4()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--ipv6, but --vip ", vip.toString(), " is IPv4"));
+      }
+    }
+  }
+  if (options.rx_device.empty()) options.rx_device = options.tx_device;
+  return options;
+}
+
+}  // namespace berth

@@ -8,7 +8,6 @@ comparison over a fast path (memif) is berthgen's (issue 6).
 
 Prints a table and writes JSON. Usage: process_benchmark.py BERTHD BERTHCTL OUT.json
 """
-import atexit
 import json
 import os
 import shutil
@@ -21,45 +20,15 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dpdk_memory import memory_options  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(ROOT, "perf", "process_bench.yaml")
 FLOWS = 1 << 20
 REPEATS = int(os.environ.get("PROCESS_REPEATS", "3"))
 HUGEPAGES_NEEDED = 768  # 2 MiB pages: 1 GiB for each process's -m 1024, with room to spare
-
-
-def restore_hugepages(count):
-    with open("/proc/sys/vm/nr_hugepages", "w") as out:
-        out.write(str(count))
-
-
-def memory_options():
-    """EAL memory options: 2 MiB hugepages, as an appliance runs, when they can be reserved (as
-    root: raise vm.nr_hugepages and mount hugetlbfs if need be); 4 KiB pages otherwise. With 4 KiB
-    pages every connection-table bucket is also a TLB miss, which halves berthd's rate here."""
-    try:
-        with open("/proc/meminfo") as meminfo:
-            info = dict(line.split(":", 1) for line in meminfo)
-        total = int(info["HugePages_Total"].split()[0])
-        free = int(info["HugePages_Free"].split()[0])
-        if free < HUGEPAGES_NEEDED:
-            with open("/proc/sys/vm/nr_hugepages", "w") as out:
-                out.write(str(total + HUGEPAGES_NEEDED - free))
-            atexit.register(restore_hugepages, total)
-        with open("/proc/meminfo") as meminfo:
-            info = dict(line.split(":", 1) for line in meminfo)
-        if int(info["HugePages_Free"].split()[0]) < HUGEPAGES_NEEDED:
-            raise OSError("not enough hugepages")
-        with open("/proc/mounts") as mounts:
-            if not any(line.split()[2] == "hugetlbfs" for line in mounts):
-                os.makedirs("/dev/hugepages", exist_ok=True)
-                subprocess.run(["mount", "-t", "hugetlbfs", "nodev", "/dev/hugepages"], check=True)
-        return ["--in-memory", "-m", "1024"], "2 MiB hugepages"
-    except (OSError, KeyError, ValueError, subprocess.CalledProcessError):
-        return ["--no-huge", "-m", "1024"], "4 KiB pages (no hugepages could be reserved)"
-
-
-MEMORY, PAGES = memory_options()
+MEMORY, PAGES = memory_options(HUGEPAGES_NEEDED, 1024)
 EAL = MEMORY + ["--no-pci", "--lcores", "0@0,1@1", "--log-level", "lib.eal:error"]
 
 

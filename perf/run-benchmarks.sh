@@ -39,3 +39,5 @@ PY
 
 python3 perf/process_benchmark.py build/src/berthd build/tools/berthctl build/perf/process_bench.json
 python3 perf/reload_benchmark.py build/src/berthd build/perf/reload_bench.json
+python3 perf/throughput_benchmark.py build/src/berthd build/tools/berthgen \
+  build/perf/throughput_bench.json build/perf/throughput_bench.md

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# berth's main job on its built-in default, with no NIC: installs what it needs, builds, then
-# replays a generated capture of 100,000 flows to config/demo.yaml's two VIPs through berthd on
-# a net_pcap vdev, decodes what berthd sent, and prints per-backend shares against the Maglev
-# table, the drop counters and the packets per second berthd saw. Any config with IPv4 or IPv6
-# services and a port named net_pcap0 works: tools/demo.sh [CONFIG].
+# berth's main job on its built-in default, with no NIC: installs what it needs, builds, then runs
+# berthd with config/demo.yaml on a memif port and berthgen on the other end, sending 20,000
+# flows to its two VIPs while one backend's health target fails and comes back. It prints the
+# per-backend shares before, during and after, which established flows changed backend, and
+# loss and packets per second, and cleans up after itself (about half a minute).
+# Another config with the same VIPs works too: tools/demo.sh [CONFIG].
 set -euo pipefail
 cd "$(dirname "$0")/.."
 config=${1:-config/demo.yaml}
@@ -11,9 +12,10 @@ config=${1:-config/demo.yaml}
 bash tools/install-deps.sh >/dev/null
 bash tools/build.sh >/dev/null
 
-# The EAL's runtime directory for the demo's file prefix, which DPDK leaves behind.
-trap 'rm -rf /var/run/dpdk/berth-demo' EXIT
-python3 tools/pcap_demo.py --berthd build/src/berthd --berthctl build/tools/berthctl \
-  --config "$config"
+# The EAL's runtime directories for the demo's file prefixes, which DPDK leaves behind.
+trap 'rm -rf /var/run/dpdk/berth-demo /var/run/dpdk/berth-demo-gen' EXIT
+python3 tools/memif_demo.py --berthd build/src/berthd --berthctl build/tools/berthctl \
+  --berthgen build/tools/berthgen --config "$config"
 echo
-echo "berthctl analyze --config $config shows the tables' balance and failover disruption."
+echo "berthctl analyze --config $config shows the tables' balance and failover disruption;"
+echo "tools/pcap_demo.py replays a capture through berthd on net_pcap instead."

@@ -109,23 +109,23 @@ absl::StatusOr<std::vector<GenFlow>> makeFlows(const std::vector<VipTarget>& vip
   if (!source_v4.base.isV4() || source_v6.base.isV4()) {
     return absl::InvalidArgumentError("source networks: one IPv4, one IPv6");
   }
-  const uint64_t addresses_needed =
-      (uint64_t{count} + kSourcePortsPerAddress - 1) / kSourcePortsPerAddress;
   std::vector<GenFlow> flows;
   flows.reserve(count);
   for (uint32_t i = 0; i < count; ++i) {
     const VipTarget& vip = vips[i % vips.size()];
     const SourceNet& source = vip.address.isV4() ? source_v4 : source_v6;
-    if (source.size() < addresses_needed) {
+    const uint64_t addresses = std::min(source.size(), kMaxSourceAddresses);
+    if (addresses * kSourcePortsPerAddress < count) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--src-net ", source.toString(), " has ", source.size(), " addresses; ", count,
-          " flows need ", addresses_needed, " (", kSourcePortsPerAddress, " ports each)"));
+          " flows need ", (count + kSourcePortsPerAddress - 1) / kSourcePortsPerAddress, " (",
+          kSourcePortsPerAddress, " ports each)"));
     }
     GenFlow flow;
     flow.vip = static_cast<uint32_t>(i % vips.size());
-    flow.key = FlowKey::make(source.at(i / kSourcePortsPerAddress), vip.address,
-                             static_cast<uint16_t>(kFirstSourcePort + i % kSourcePortsPerAddress),
-                             vip.port, vip.protocol);
+    flow.key = FlowKey::make(source.at(i % addresses), vip.address,
+                             static_cast<uint16_t>(kFirstSourcePort + i / addresses), vip.port,
+                             vip.protocol);
     flows.push_back(flow);
   }
   return flows;
@@ -146,7 +146,9 @@ int64_t flowIndexOf(const FlowKey& key, const SourceNet& source,
     offset += static_cast<uint64_t>((difference + 256) & 0xff) * scale;
     scale <<= 8;
   }
-  const uint64_t index = offset * kSourcePortsPerAddress + (port - kFirstSourcePort);
+  const uint64_t addresses = std::min(source.size(), kMaxSourceAddresses);
+  if (offset >= addresses) return -1;
+  const uint64_t index = (port - kFirstSourcePort) * addresses + offset;
   if (index >= flows.size() || !(flows[index].key == key)) return -1;
   return static_cast<int64_t>(index);
 }

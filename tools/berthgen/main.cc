@@ -539,6 +539,19 @@ int run(int argc, char** argv) {
     if (!out) return fail(absl::StrCat("--json ", options.json_path, ": cannot write"));
   }
 
+  if (!options.flow_backends_path.empty()) {
+    std::ofstream out(options.flow_backends_path);
+    for (size_t f = 0; f < flows.size(); ++f) {
+      const int32_t backend = sink.flowBackend(f);
+      out << (backend < 0 ? std::string("-")
+                          : sink.backends()[static_cast<size_t>(backend)].toString())
+          << "\n";
+    }
+    if (!out) {
+      return fail(absl::StrCat("--flow-backends ", options.flow_backends_path, ": cannot write"));
+    }
+  }
+
   pcap.reset();
   if (rx_port != &*tx_port) closePort(rx_port_storage);
   closePort(*tx_port);

@@ -34,6 +34,8 @@ packet, and reports shares per backend, loss, duplicates, reordering and latency
   --gue-port PORT        the outer UDP port that marks gue (default: from --config)
   --drain S              seconds to wait for the last packets after sending (default 0.5)
   --json FILE            write the results as JSON
+  --flow-backends FILE   write each flow's backend, one line per flow in flow order ("-" for a
+                         flow never seen), to compare runs: which flows moved
   --quiet                no progress line
 )";
 
@@ -58,6 +60,7 @@ enum Option {
   kGuePort,
   kDrain,
   kJson,
+  kFlowBackends,
   kQuiet,
   kHelp,
 };
@@ -81,6 +84,7 @@ const option kLongOptions[] = {
     {"gue-port", required_argument, nullptr, kGuePort},
     {"drain", required_argument, nullptr, kDrain},
     {"json", required_argument, nullptr, kJson},
+    {"flow-backends", required_argument, nullptr, kFlowBackends},
     {"quiet", no_argument, nullptr, kQuiet},
     {"help", no_argument, nullptr, kHelp},
     {nullptr, 0, nullptr, 0},
@@ -189,6 +193,9 @@ absl::StatusOr<GenOptions> parseGenOptions(int argc, char** argv) {
         break;
       case kJson:
         options.json_path = optarg;
+        break;
+      case kFlowBackends:
+        options.flow_backends_path = optarg;
         break;
       case kQuiet:
         options.quiet = true;

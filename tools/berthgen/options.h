@@ -33,8 +33,9 @@ struct GenOptions {
   std::string config_path;                    // --config FILE: check backends against berth's table
   uint16_t gue_port = 0;                      // --gue-port, default from --config
   std::string json_path;                      // --json FILE
-  double drain_s = 0.5;                       // --drain S: how long to wait for stragglers
-  bool quiet = false;                         // --quiet: no progress line
+  std::string flow_backends_path;  // --flow-backends FILE: each flow's backend, a line each
+  double drain_s = 0.5;            // --drain S: how long to wait for stragglers
+  bool quiet = false;              // --quiet: no progress line
 };
 
 // Parses the options after "--". Errors name the option and what was wrong.

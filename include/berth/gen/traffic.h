@@ -44,11 +44,12 @@ struct SourceNet {
   IpAddress at(uint64_t index) const;
 };
 
-// Client ports run from kFirstSourcePort, kSourcePortsPerAddress of them per client address;
-// flow i comes from address i / kSourcePortsPerAddress, port kFirstSourcePort + i % that, and
-// goes to VIP i % (number of VIPs).
+// Flows spread over as many client addresses as the network has, up to kMaxSourceAddresses (A),
+// so that services hashing on addresses alone see many clients: flow i comes from address
+// i % A, port kFirstSourcePort + i / A, and goes to VIP i % (number of VIPs).
 inline constexpr uint16_t kFirstSourcePort = 1024;
 inline constexpr uint32_t kSourcePortsPerAddress = 60000;
+inline constexpr uint64_t kMaxSourceAddresses = 65536;
 
 struct GenFlow {
   FlowKey key;

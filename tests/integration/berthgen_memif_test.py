@@ -159,6 +159,21 @@ class BerthgenOverMemif(unittest.TestCase):
         self.assertIsNone(self.berthd.poll(), "berthd is still up")
 
 
+    def test_count_stops_the_run_and_pcap_out_holds_what_was_sent(self):
+        from scapy.all import IP, TCP, UDP, rdpcap  # Debian's python3-scapy
+        capture = os.path.join(self.directory, "sent.pcap")
+        results, text = self.berthgen("--flows", "100", "--count", "1000", "--rate", "50000",
+                                      "--pcap-out", capture)
+        self.assertEqual(results["sent"], 1000, text)
+        self.assertEqual(results["verified"], 1000, text)
+        frames = rdpcap(capture)
+        self.assertEqual(len(frames), 1000)
+        first = frames[0]
+        self.assertEqual((first[IP].dst, first[TCP].dport, str(first[TCP].flags)),
+                         ("198.18.100.1", 80, "S"), "flow 0 opens with a SYN to the first VIP")
+        self.assertIn(UDP, frames[1], "flow 1 goes to the second VIP, the UDP one")
+
+
 class BerthgenOptions(unittest.TestCase):
     def test_bad_options_name_the_option(self):
         cases = [

@@ -84,6 +84,7 @@ class Forwarder:
         deadline = time.monotonic() + 30
         while not any(ready in line for line in list(self.lines)):
             if time.monotonic() > deadline or self.process.poll() is not None:
+                self.stop()
                 raise RuntimeError("%s did not start:\n%s" % (kind, "".join(self.lines)))
             time.sleep(0.05)
 

@@ -133,13 +133,13 @@ class Demo:
             return json.load(source), [line.strip() for line in lines]
 
     def run(self):
-        config_names = self.names()
         print("berth demo: berthd (%s) on a memif port, berthgen on the other end: %d flows to "
               "%s at %.1f Mpps" % (self.args.config, FLOWS, " and ".join(VIPS), RATE / 1e6))
         for target in self.targets.values():
             target.start()
         self.start_berthd()
         self.wait_for_health(None, "healthy")
+        names = self.names()
         print("  every web backend healthy (tcp checks to 127.0.0.1:19001-19008)\n")
 
         phases = collections.OrderedDict()
@@ -156,22 +156,12 @@ class Demo:
         print("  %s's health target back: healthy again %.1f s later\n" % (FAILED, up - restarted))
         phases["after"] = self.berthgen("after", FLOWS + NEW_FLOWS)
 
-        return self.report(phases, config_names)
+        return self.report(phases, names)
 
     def names(self):
-        """Backend address -> "service/name", from the config, for the report."""
-        names = {}
-        service = None
-        with open(self.args.config) as source:
-            for line in source:
-                text = line.strip()
-                if text.startswith("- name:"):
-                    service = text.split(":", 1)[1].split("#")[0].strip()
-                elif text.startswith("- { name:") and "address:" in text:
-                    name = text.split("name:", 1)[1].split(",")[0].strip()
-                    address = text.split("address:", 1)[1].split(",")[0].strip()
-                    names[address] = "%s/%s" % (service, name)
-        return names
+        """Backend address -> "service/name", as berthd reports its backends."""
+        return {b["address"]: "%s/%s" % (b["service"], b["name"])
+                for b in self.berthctl("backends")["backends"]}
 
     def report(self, phases, names):
         before, during, after = (phases[p][1] for p in ("before", "during", "after"))

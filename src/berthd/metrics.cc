@@ -101,6 +101,35 @@ class Family {
   std::string name_;
 };
 
+// One page of a table answer, column by column: rows first .. first + kTelemetryRows, with the
+// table's total and the first row's number ahead of the columns.
+template <typename Row>
+class TelemetryPage {
+ public:
+  TelemetryPage(std::vector<std::pair<std::string, TelemetryValue>>& entries,
+                const std::vector<Row>& rows, uint64_t first)
+      : entries_(entries),
+        rows_(rows),
+        first_(std::min<uint64_t>(first, rows.size())),
+        end_(std::min<uint64_t>(first_ + kTelemetryRows, rows.size())) {
+    entries_.emplace_back("total", static_cast<uint64_t>(rows.size()));
+    entries_.emplace_back("first", first);
+  }
+  // A column of what `value` gives for each row of the page: numbers or strings.
+  template <typename Get>
+  void column(const char* name, Get value) {
+    std::vector<decltype(value(rows_[0]))> cells;
+    for (uint64_t i = first_; i < end_; ++i) cells.push_back(value(rows_[i]));
+    entries_.emplace_back(name, std::move(cells));
+  }
+
+ private:
+  std::vector<std::pair<std::string, TelemetryValue>>& entries_;
+  const std::vector<Row>& rows_;
+  uint64_t first_;
+  uint64_t end_;
+};
+
 }  // namespace
 
 void Daemon::openTelemetry() {
@@ -171,29 +200,15 @@ TelemetryAnswer Daemon::telemetryAnswer(absl::string_view command, absl::string_
       return answer;
     }
     const std::vector<ServiceRow> rows = serviceRows();
-    std::vector<std::string> name, listener, forwarding;
-    std::vector<uint64_t> backends, healthy, packets, bytes, connections;
-    for (size_t i = first; i < rows.size() && i < first + kTelemetryRows; ++i) {
-      const ServiceRow& row = rows[i];
-      name.push_back(row.name);
-      listener.push_back(row.listener);
-      forwarding.push_back(row.forwarding);
-      backends.push_back(row.backends);
-      healthy.push_back(row.healthy);
-      packets.push_back(row.traffic.packets);
-      bytes.push_back(row.traffic.bytes);
-      connections.push_back(row.traffic.connections);
-    }
-    entries.emplace_back("total", static_cast<uint64_t>(rows.size()));
-    entries.emplace_back("first", first);
-    entries.emplace_back("name", name);
-    entries.emplace_back("listener", listener);
-    entries.emplace_back("forwarding", forwarding);
-    entries.emplace_back("backends", backends);
-    entries.emplace_back("healthy", healthy);
-    entries.emplace_back("packets", packets);
-    entries.emplace_back("bytes", bytes);
-    entries.emplace_back("connections", connections);
+    TelemetryPage<ServiceRow> page(entries, rows, first);
+    page.column("name", [](const ServiceRow& r) { return r.name; });
+    page.column("listener", [](const ServiceRow& r) { return r.listener; });
+    page.column("forwarding", [](const ServiceRow& r) { return r.forwarding; });
+    page.column("backends", [](const ServiceRow& r) { return r.backends; });
+    page.column("healthy", [](const ServiceRow& r) { return r.healthy; });
+    page.column("packets", [](const ServiceRow& r) { return r.traffic.packets; });
+    page.column("bytes", [](const ServiceRow& r) { return r.traffic.bytes; });
+    page.column("connections", [](const ServiceRow& r) { return r.traffic.connections; });
     return answer;
   }
   if (command == "/berth/backends") {
@@ -207,30 +222,18 @@ TelemetryAnswer Daemon::telemetryAnswer(absl::string_view command, absl::string_
     }
     std::vector<BackendRow> rows = backendRows();
     std::erase_if(rows, [&](const BackendRow& row) { return row.service != parts[0]; });
-    std::vector<std::string> name, address, health;
-    std::vector<uint64_t> weight, slots, packets, bytes, connections;
-    for (size_t i = first; i < rows.size() && i < first + kTelemetryRows; ++i) {
-      const BackendRow& row = rows[i];
-      name.push_back(row.name);
-      address.push_back(row.address);
-      health.push_back(row.drained ? "drained" : row.healthText());
-      weight.push_back(static_cast<uint64_t>(row.weight));
-      slots.push_back(row.slots);
-      packets.push_back(row.traffic.packets);
-      bytes.push_back(row.traffic.bytes);
-      connections.push_back(row.traffic.connections);
-    }
     entries.emplace_back("service", std::string(parts[0]));
-    entries.emplace_back("total", static_cast<uint64_t>(rows.size()));
-    entries.emplace_back("first", first);
-    entries.emplace_back("name", name);
-    entries.emplace_back("address", address);
-    entries.emplace_back("health", health);
-    entries.emplace_back("weight", weight);
-    entries.emplace_back("slots", slots);
-    entries.emplace_back("packets", packets);
-    entries.emplace_back("bytes", bytes);
-    entries.emplace_back("connections", connections);
+    TelemetryPage<BackendRow> page(entries, rows, first);
+    page.column("name", [](const BackendRow& r) { return r.name; });
+    page.column("address", [](const BackendRow& r) { return r.address; });
+    page.column("health", [](const BackendRow& r) {
+      return std::string(r.drained ? "drained" : r.healthText());
+    });
+    page.column("weight", [](const BackendRow& r) { return static_cast<uint64_t>(r.weight); });
+    page.column("slots", [](const BackendRow& r) { return r.slots; });
+    page.column("packets", [](const BackendRow& r) { return r.traffic.packets; });
+    page.column("bytes", [](const BackendRow& r) { return r.traffic.bytes; });
+    page.column("connections", [](const BackendRow& r) { return r.traffic.connections; });
     return answer;
   }
   answer.error = absl::StrCat("unknown command ", command);

@@ -80,8 +80,7 @@ Connection* ConnectionTable::insert(const ConnectionKey& key, uint32_t hash, uin
     }
     if (expired(way, now_ms)) {
       chosen = &way;
-      release(way);
-      ++occupied_;
+      gauge(way, -1);  // the way is reused, so it stays occupied
       count(ConntrackEvent::kExpiry);
       break;
     }
@@ -91,8 +90,7 @@ Connection* ConnectionTable::insert(const ConnectionKey& key, uint32_t hash, uin
   }
   if (chosen == nullptr) {
     chosen = oldest;
-    release(*chosen);
-    ++occupied_;
+    gauge(*chosen, -1);
     count(ConntrackEvent::kEviction);
   }
   chosen->source = key.source;
@@ -103,22 +101,24 @@ Connection* ConnectionTable::insert(const ConnectionKey& key, uint32_t hash, uin
   chosen->generation = 0;
   chosen->last_seen_ms = now_ms;
   chosen->state = state;
-  hold(*chosen);
+  gauge(*chosen, +1);
   count(ConntrackEvent::kInsert);
   return chosen;
 }
 
-void ConnectionTable::hold(const Connection& connection) {
+void ConnectionTable::gauge(const Connection& connection, int delta) {
   if (traffic_.services == nullptr) return;
-  traffic_.services[connection.service].connections.add(1);
-  traffic_.backends[connection.backend].connections.add(1);
-}
-
-void ConnectionTable::release(Connection& connection) {
-  if (traffic_.services != nullptr) {
+  if (delta > 0) {
+    traffic_.services[connection.service].connections.add(1);
+    traffic_.backends[connection.backend].connections.add(1);
+  } else {
     traffic_.services[connection.service].connections.subtract(1);
     traffic_.backends[connection.backend].connections.subtract(1);
   }
+}
+
+void ConnectionTable::release(Connection& connection) {
+  gauge(connection, -1);
   connection.state = ConnectionState::kEmpty;
   --occupied_;
 }

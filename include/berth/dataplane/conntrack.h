@@ -158,8 +158,9 @@ class ConnectionTable {
     return timeout_by_state_[static_cast<size_t>(state)];
   }
   bool allowInsert(uint32_t now_ms);
-  // A connection starts or stops occupying its way: the gauges follow.
-  void hold(const Connection& connection);
+  // The per-service and per-backend gauges of `connection`, up (+1) or down (-1).
+  void gauge(const Connection& connection, int delta);
+  // An expired connection leaves its way empty.
   void release(Connection& connection);
   void count(ConntrackEvent event) { counters_->values[static_cast<size_t>(event)].add(1); }
 

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "berth/dataplane/unmap_guard.h"
 #include "berth/util/json_writer.h"
 #include "berth/util/status_macros.h"
 
@@ -32,6 +33,7 @@ constexpr absl::Duration kManagementTick = absl::Milliseconds(1);
 // ARP/ND for next hops: ask every second while unknown, and refresh a known one now and then
 // so that a replaced gateway is noticed even if it never announces itself.
 constexpr absl::Duration kResolveRetry = absl::Seconds(1);
+constexpr absl::Duration kLinkCheckInterval = absl::Milliseconds(100);
 constexpr absl::Duration kResolveRefresh = absl::Seconds(60);
 // How long a publish waits for every worker to move on before leaving it to the management loop.
 constexpr absl::Duration kRolloutWait = absl::Milliseconds(5);
@@ -203,6 +205,7 @@ absl::Status Daemon::start() {
         absl::StrFormat("health: %u check(s) for the configured backends", health_->checkCount()));
   }
 
+  guardInterruptThreadUnmaps(publisher_->rcu());
   for (Worker* worker : workers_) {
     if (const int result = rte_eal_remote_launch(runWorker, worker, worker->lcore); result != 0) {
       stopWorkers();
@@ -314,6 +317,7 @@ void Daemon::run() {
     if (metrics_) metrics_->serve([this] { return prometheusText(); });
     serveTelemetry();
     sampleRates();
+    watchLinks();
     reportRollouts();
     absl::SleepFor(kManagementTick);
   }
@@ -353,10 +357,27 @@ void Daemon::applyHealthChanges(const std::vector<BackendHealthChange>& changes)
   reportWhenInForce(start, "the health change");
 }
 
+void Daemon::watchLinks() {
+  if (absl::Now() - last_link_check_ < kLinkCheckInterval) return;
+  last_link_check_ = absl::Now();
+  link_up_.resize(ports_.size(), -1);
+  for (size_t p = 0; p < ports_.size(); ++p) {
+    rte_eth_link link{};
+    if (rte_eth_link_get_nowait(ports_[p].port_id, &link) != 0) continue;
+    const int up = link.link_status == RTE_ETH_LINK_UP ? 1 : 0;
+    if (up == link_up_[p]) continue;
+    link_up_[p] = up;
+    char text[RTE_ETH_LINK_MAX_STR_LEN];
+    rte_eth_link_to_str(text, sizeof(text), &link);
+    logLine(absl::StrFormat("port '%s': %s", ports_[p].name, text));
+  }
+}
+
 void Daemon::stopWorkers() {
   workers_stop_.store(true, std::memory_order_relaxed);
   if (launched_) rte_eal_mp_wait_lcore();
   launched_ = false;
+  guardInterruptThreadUnmaps(nullptr);
 }
 
 double Daemon::rxWindowSeconds() const {

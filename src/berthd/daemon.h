@@ -157,6 +157,8 @@ class Daemon {
   };
   void sampleRates();
   Rates rates() const;
+  // Logs each port's link going up or down (a memif peer connecting or leaving, a cable).
+  void watchLinks();
 
   std::string config_path_;
   std::string control_socket_path_;
@@ -192,6 +194,8 @@ class Daemon {
   };
   std::vector<Rollout> rollouts_;
   bool launched_ = false;
+  std::vector<int> link_up_;  // per port: 1 up, 0 down, -1 not yet looked at
+  absl::Time last_link_check_ = absl::InfinitePast();
   absl::Time started_ = absl::Now();
   absl::Time last_refresh_ = absl::InfinitePast();
 };

@@ -6,7 +6,9 @@
 #include <rte_eal.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
+#include <rte_malloc.h>
 #include <rte_mbuf.h>
+#include <rte_rcu_qsbr.h>
 
 #include <atomic>
 #include <chrono>
@@ -23,6 +25,7 @@
 #include "berth/config/loader.h"
 #include "berth/dataplane/counters.h"
 #include "berth/dataplane/port.h"
+#include "berth/dataplane/unmap_guard.h"
 #include "berth/gen/sink.h"
 #include "berth/util/heap.h"
 #include "berth/util/json_writer.h"
@@ -32,6 +35,11 @@ namespace berth {
 namespace {
 
 std::atomic<bool> interrupted{false};
+// How long a port may refuse every packet before berthgen gives up on it.
+constexpr uint32_t kTxStallSeconds = 1;
+// The sending and the receiving loop's ids on the unmap guard's QSBR variable.
+constexpr unsigned kSenderRcuId = 0;
+constexpr unsigned kReceiverRcuId = 1;
 
 // Classic pcap, microsecond stamps: what --pcap-out writes.
 class PcapWriter {
@@ -68,7 +76,9 @@ struct Sender {
   MacAddress source_mac;
   uint64_t end_tsc = 0;  // stop here (duration), or after options->count packets
   PcapWriter* pcap = nullptr;
+  rte_rcu_qsbr* rcu = nullptr;  // the unmap guard's: a quiescent state between bursts
   std::atomic<bool> done{false};
+  bool stalled = false;  // the port took nothing for kTxStallSeconds: the run stopped early
   uint64_t start_tsc = 0;
   uint64_t stop_tsc = 0;
   uint64_t flow_packets = 0;  // packets of flows sent: packet n is flow n % F's number n / F
@@ -80,6 +90,7 @@ struct Sender {
 struct Receiver {
   uint16_t port = 0;
   Sink* sink = nullptr;
+  rte_rcu_qsbr* rcu = nullptr;
   std::atomic<bool> stop{false};
   Counter frames;
   Counter verified;
@@ -105,7 +116,9 @@ void sendLoop(Sender& sender, Receiver* also_receive) {
   uint64_t n = 0;      // flow packets
   sender.start_tsc = rte_rdtsc();
   std::vector<rte_mbuf*> received(64);
+  rte_rcu_qsbr_thread_online(sender.rcu, kSenderRcuId);
   while (!interrupted.load(std::memory_order_relaxed)) {
+    rte_rcu_qsbr_quiescent(sender.rcu, kSenderRcuId);
     const uint64_t now = rte_rdtsc();
     if (options.count != 0 ? total >= options.count : now >= sender.end_tsc) break;
     if (also_receive != nullptr) {
@@ -155,18 +168,32 @@ void sendLoop(Sender& sender, Receiver* also_receive) {
       bytes += length;
       if (sender.pcap != nullptr) sender.pcap->write(data, length);
     }
-    // Everything built is sent: a full TX ring is waited out, as testpmd's txonly retries.
+    // Everything built is sent: a full TX ring is waited out, as testpmd's txonly retries, but
+    // not for ever: a port that takes nothing for a while has lost its link or its peer.
     uint16_t sent = 0;
+    uint64_t refused_since = 0;
     while (sent < want && !interrupted.load(std::memory_order_relaxed)) {
-      sent +=
+      const uint16_t taken =
           rte_eth_tx_burst(sender.port, 0, burst.data() + sent, static_cast<uint16_t>(want - sent));
+      sent += taken;
+      rte_rcu_qsbr_quiescent(sender.rcu, kSenderRcuId);
+      if (taken != 0) {
+        refused_since = 0;
+      } else if (refused_since == 0) {
+        refused_since = rte_rdtsc();
+      } else if (rte_rdtsc() - refused_since > kTxStallSeconds * hz) {
+        sender.stalled = true;
+        break;
+      }
     }
     if (sent < want) rte_pktmbuf_free_bulk(burst.data() + sent, static_cast<unsigned>(want - sent));
     total += want;
     sender.packets.add(want);
     sender.bytes.add(bytes);
     sender.malformed.add(malformed);
+    if (sender.stalled) break;
   }
+  rte_rcu_qsbr_thread_offline(sender.rcu, kSenderRcuId);
   sender.flow_packets = n;
   sender.stop_tsc = rte_rdtsc();
   sender.done.store(true, std::memory_order_release);
@@ -174,7 +201,9 @@ void sendLoop(Sender& sender, Receiver* also_receive) {
 
 void receiveLoop(Receiver& receiver) {
   rte_mbuf* mbufs[64];
+  rte_rcu_qsbr_thread_online(receiver.rcu, kReceiverRcuId);
   while (!receiver.stop.load(std::memory_order_acquire)) {
+    rte_rcu_qsbr_quiescent(receiver.rcu, kReceiverRcuId);
     const uint16_t got = rte_eth_rx_burst(receiver.port, 0, mbufs, 64);
     if (got == 0) continue;
     const uint64_t now = rte_rdtsc();
@@ -187,6 +216,7 @@ void receiveLoop(Receiver& receiver) {
     receiver.verified.set(receiver.sink->totals().verified);
     receiver.last_rx_tsc = now;
   }
+  rte_rcu_qsbr_thread_offline(receiver.rcu, kReceiverRcuId);
 }
 
 int senderMain(void* argument) {
@@ -348,6 +378,19 @@ int run(int argc, char** argv) {
   Receiver receiver;
   receiver.port = rx_port->port_id;
   receiver.sink = &sink;
+  // A memif peer that leaves mid-run has its memory unmapped under the loops: the unmap guard
+  // (dataplane/unmap_guard.h) makes the unmap wait for them, as in berthd.
+  const size_t rcu_size = rte_rcu_qsbr_get_memsize(2);
+  auto* rcu =
+      static_cast<rte_rcu_qsbr*>(rte_zmalloc("berthgen_rcu", rcu_size, RTE_CACHE_LINE_SIZE));
+  if (rcu == nullptr || rte_rcu_qsbr_init(rcu, 2) != 0 ||
+      rte_rcu_qsbr_thread_register(rcu, kSenderRcuId) != 0 ||
+      rte_rcu_qsbr_thread_register(rcu, kReceiverRcuId) != 0) {
+    return fail("no memory for the loops' RCU variable");
+  }
+  sender.rcu = rcu;
+  receiver.rcu = rcu;
+  guardInterruptThreadUnmaps(rcu);
   const bool shared_lcore = lcores.size() == 1;
   std::pair<Sender*, Receiver*> sender_argument{&sender, shared_lcore ? &receiver : nullptr};
   if (!shared_lcore) rte_eal_remote_launch(receiverMain, &receiver, lcores[1]);
@@ -388,6 +431,8 @@ int run(int argc, char** argv) {
   std::this_thread::sleep_for(std::chrono::duration<double>(options.drain_s));
   receiver.stop.store(true, std::memory_order_release);
   rte_eal_mp_wait_lcore();
+  guardInterruptThreadUnmaps(nullptr);
+  rte_free(rcu);
 
   // The books.
   const uint64_t sent_flow_packets = sender.flow_packets;
@@ -556,6 +601,12 @@ int run(int argc, char** argv) {
   if (rx_port != &*tx_port) closePort(rx_port_storage);
   closePort(*tx_port);
   rte_eal_cleanup();
+  if (sender.stalled) {
+    return fail(absl::StrFormat(
+        "the TX port took no packet for %u s (its link or its peer is gone); the run stopped "
+        "early, and the figures above are of what went out before",
+        kTxStallSeconds));
+  }
   return 0;
 }
 

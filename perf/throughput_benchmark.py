@@ -57,6 +57,13 @@ def config_text(mode):
     return CONFIG.format(gen_mac=GEN_MAC, mode=mode, backends=backends)
 
 
+def pinned(cpu):
+    """The whole process on one CPU, DPDK's control threads included: left to EAL, they go to
+    the CPUs its lcores do not use, which here is the other process's busy-polling core, and a
+    process exiting with a thread starved there takes seconds to minutes to reap."""
+    return ["taskset", "-c", str(cpu)]
+
+
 def eal(prefix, cpu, vdev):
     return MEMORY + ["--no-pci", "--file-prefix", prefix, "--lcores", "0@%d,1@%d" % (cpu, cpu),
                      "--log-level", "lib.eal:error", "--vdev", vdev]
@@ -70,11 +77,11 @@ class Forwarder:
                                                                                FORWARDER_MAC)
         self.prefix = "berth-tp-%s-%d" % (kind, PID)
         if kind == "testpmd":
-            command = ["dpdk-testpmd"] + eal(self.prefix, 0, vdev) + [
+            command = pinned(0) + ["dpdk-testpmd"] + eal(self.prefix, 0, vdev) + [
                 "--", "--forward-mode=io", "--port-topology=loop", "--no-flush-rx", "-a",
                 "--stats-period", "1"]
         else:
-            command = [berthd] + eal(self.prefix, 0, vdev) + [
+            command = pinned(0) + [berthd] + eal(self.prefix, 0, vdev) + [
                 "--", "--config", config_path, "--control_socket", config_path + ".sock"]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, text=True)
@@ -100,7 +107,7 @@ class Forwarder:
 def run_berthgen(berthgen, socket_path, flows, out_path):
     vdev = "net_memif0,role=client,socket=%s,socket-abstract=no,mac=%s" % (socket_path, GEN_MAC)
     prefix = "berth-tp-gen-%d" % PID
-    command = [berthgen] + eal(prefix, 1, vdev) + [
+    command = pinned(1) + [berthgen] + eal(prefix, 1, vdev) + [
         "--", "--tx-dev", "net_memif0", "--dst-mac", FORWARDER_MAC, "--vip", "198.18.100.1:80/tcp",
         "--flows", str(flows), "--duration", str(SECONDS), "--json", out_path, "--quiet"]
     try:

@@ -35,6 +35,11 @@ RATE = 1_000_000
 SECONDS = 4
 MAX_LOSS = 1e-4  # of the packets sent in a phase
 FAILED = "web-3"
+# Each process wholly on its own CPU, DPDK's control threads included: left to EAL, they go to
+# the CPU its lcores do not use, the other process's busy-polling one, and a process exiting with
+# a thread starved there can take minutes to reap.
+PIN_BERTHD = ["taskset", "-c", "0"]
+PIN_BERTHGEN = ["taskset", "-c", "1"]
 
 
 class HealthTarget:
@@ -81,8 +86,17 @@ class Demo:
         result = subprocess.run([self.args.berthctl, *command, "--json", "--socket", self.control],
                                 capture_output=True, text=True, timeout=30)
         if result.returncode != 0:
-            raise RuntimeError("berthctl %s: %s" % (" ".join(command), result.stderr))
+            raise RuntimeError("berthctl %s: %s%s" % (" ".join(command), result.stderr,
+                                                      self.berthd_exit()))
         return json.loads(result.stdout)
+
+    def berthd_exit(self):
+        """How berthd ended, with its last lines, when it is no longer running."""
+        if self.berthd is None or self.berthd.poll() is None:
+            return ""
+        code = self.berthd.returncode
+        how = ("killed by %s" % signal.Signals(-code).name) if code < 0 else "exit %d" % code
+        return "berthd ended (%s); its last lines:\n%s" % (how, "".join(self.lines[-30:]))
 
     def health(self):
         return {b["name"]: b["health"] for b in self.berthctl("backends")["backends"]
@@ -102,7 +116,7 @@ class Demo:
         vdev = "net_memif0,role=server,socket=%s,socket-abstract=no,mac=%s,rsize=12" % (
             self.memif, BERTHD_MAC)
         self.berthd = subprocess.Popen(
-            [self.args.berthd, "--vdev", vdev, "--", "--config", self.args.config,
+            PIN_BERTHD + [self.args.berthd, "--vdev", vdev, "--", "--config", self.args.config,
              "--control_socket", self.control],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         threading.Thread(target=lambda: self.lines.extend(self.berthd.stderr), daemon=True).start()
@@ -117,7 +131,7 @@ class Demo:
         backends = os.path.join(self.directory, phase + ".flows")
         vdev = "net_memif0,role=client,socket=%s,socket-abstract=no,mac=%s,rsize=12" % (
             self.memif, GEN_MAC)
-        command = [self.args.berthgen, "--no-huge", "-m", "512", "--no-pci", "--file-prefix",
+        command = PIN_BERTHGEN + [self.args.berthgen, "--no-huge", "-m", "512", "--no-pci", "--file-prefix",
                    "berth-demo-gen", "--lcores", "0@1,1@1", "--log-level", "lib.eal:error",
                    "--vdev", vdev, "--", "--tx-dev", "net_memif0", "--dst-mac", BERTHD_MAC,
                    "--flows", str(flows), "--rate", str(RATE), "--duration", str(SECONDS),

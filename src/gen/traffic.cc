@@ -4,6 +4,7 @@
 #include <rte_ether.h>
 #include <rte_ip.h>
 #include <rte_tcp.h>
+#include <rte_thash.h>
 #include <rte_udp.h>
 
 #include <algorithm>
@@ -265,6 +266,47 @@ size_t buildMalformedFrame(uint64_t kind, uint64_t random, const MacAddress& sou
       return 64;
     }
   }
+}
+
+namespace {
+
+// The 82599 datasheet's RSS verification key, the one RSS examples and drivers default to.
+constexpr uint8_t kStandardRssKey[40] = {
+    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3,
+    0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3,
+    0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa};
+
+uint32_t hostWord(const uint8_t* bytes) {
+  uint32_t word;
+  std::memcpy(&word, bytes, sizeof(word));
+  return rte_be_to_cpu_32(word);
+}
+
+}  // namespace
+
+uint32_t rssHashOf(const FlowKey& key) {
+  // rte_softrss takes the tuple as host-order 32-bit words: addresses, then the source port in
+  // the high half of the last word and the destination port in the low half.
+  const size_t address_words = key.family == IpFamily::kIpv4 ? 1 : 4;
+  uint32_t tuple[9];
+  size_t words = 0;
+  for (const auto* address : {&key.source, &key.destination}) {
+    for (size_t w = 0; w < address_words; ++w) tuple[words++] = hostWord(address->data() + 4 * w);
+  }
+  if (key.protocol == kProtocolTcp || key.protocol == kProtocolUdp) {
+    tuple[words++] = static_cast<uint32_t>(rte_be_to_cpu_16(key.source_port)) << 16 |
+                     rte_be_to_cpu_16(key.destination_port);
+  }
+  return rte_softrss(tuple, static_cast<uint32_t>(words), kStandardRssKey);
+}
+
+std::vector<std::vector<uint32_t>> spreadOverQueues(const std::vector<GenFlow>& flows,
+                                                    uint16_t queues) {
+  std::vector<std::vector<uint32_t>> spread(std::max<uint16_t>(queues, 1));
+  for (uint32_t f = 0; f < flows.size(); ++f) {
+    spread[rssHashOf(flows[f].key) % spread.size()].push_back(f);
+  }
+  return spread;
 }
 
 }  // namespace berth

@@ -56,6 +56,18 @@ struct GenFlow {
   uint32_t vip = 0;  // index into the VIP list
 };
 
+// The RSS hash a NIC configured with the standard 40-byte Toeplitz key (Microsoft's, the 82599
+// datasheet's verification key) gives the flow: over source and destination addresses and, for
+// TCP and UDP, ports, in that order. Through DPDK's rte_softrss.
+uint32_t rssHashOf(const FlowKey& key);
+
+// The flows' indices per TX queue: flow f goes to queue rssHashOf(f) % queues, as RSS with a
+// round-robin redirection table would place the flow's packets on a receiving NIC, so that
+// berthgen's queues (and its lcores) each carry their own share of the flows. Each queue's list
+// is in flow order.
+std::vector<std::vector<uint32_t>> spreadOverQueues(const std::vector<GenFlow>& flows,
+                                                    uint16_t queues);
+
 // `count` flows over `vips`, each VIP's flows from the source network of its IP version: IPv4
 // VIPs from `source_v4`, IPv6 VIPs from `source_v6`. InvalidArgument when a network has too few
 // addresses for the flows or is of the wrong version.

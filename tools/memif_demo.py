@@ -131,7 +131,8 @@ class Demo:
         backends = os.path.join(self.directory, phase + ".flows")
         vdev = "net_memif0,role=client,socket=%s,socket-abstract=no,mac=%s,rsize=12" % (
             self.memif, GEN_MAC)
-        command = PIN_BERTHGEN + [self.args.berthgen, "--no-huge", "-m", "512", "--no-pci", "--file-prefix",
+        command = PIN_BERTHGEN + [
+                   self.args.berthgen, "--no-huge", "-m", "512", "--no-pci", "--file-prefix",
                    "berth-demo-gen", "--lcores", "0@1,1@1", "--log-level", "lib.eal:error",
                    "--vdev", vdev, "--", "--tx-dev", "net_memif0", "--dst-mac", BERTHD_MAC,
                    "--flows", str(flows), "--rate", str(RATE), "--duration", str(SECONDS),

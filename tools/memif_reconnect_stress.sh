@@ -12,6 +12,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/berth-reconnect-XXXXXX)
 prefix=berth-reconnect-$$
 berthd_pid=
+memif_options=socket-abstract=no
+berthd_mac=02:00:00:00:00:01
+gen_mac=02:00:00:00:00:02
 cleanup() {
   if [ -n "$berthd_pid" ] && kill -0 "$berthd_pid" 2>/dev/null; then
     kill -INT "$berthd_pid"
@@ -25,7 +28,7 @@ sed "s/\"--file-prefix\", \"berth-demo\"/\"--file-prefix\", \"$prefix\"/" \
   "$root/config/demo.yaml" > "$work/berth.yaml"
 # Each process wholly on its own CPU (tools/memif_demo.py says why).
 taskset -c 0 "$build/src/berthd" \
-  --vdev "net_memif0,role=server,socket=$work/memif.sock,socket-abstract=no,mac=02:00:00:00:00:01" \
+  --vdev "net_memif0,role=server,socket=$work/memif.sock,$memif_options,mac=$berthd_mac" \
   -- --config "$work/berth.yaml" --control_socket "$work/berth.sock" > "$work/berthd.log" 2>&1 &
 berthd_pid=$!
 for _ in $(seq 1 300); do
@@ -36,10 +39,10 @@ done
 
 start=$(date +%s)
 for run in $(seq 1 "$reconnects"); do
-  timeout 60 taskset -c 1 "$build/tools/berthgen" --no-huge -m 512 --no-pci --file-prefix "$prefix-gen" \
-    --lcores 0@1,1@1 --log-level lib.eal:error \
-    --vdev "net_memif0,role=client,socket=$work/memif.sock,socket-abstract=no,mac=02:00:00:00:00:02" \
-    -- --tx-dev net_memif0 --dst-mac 02:00:00:00:00:01 --flows 1000 --rate 0 --count 20000 \
+  timeout 60 taskset -c 1 "$build/tools/berthgen" --no-huge -m 512 --no-pci \
+    --file-prefix "$prefix-gen" --lcores 0@1,1@1 --log-level lib.eal:error \
+    --vdev "net_memif0,role=client,socket=$work/memif.sock,$memif_options,mac=$gen_mac" \
+    -- --tx-dev net_memif0 --dst-mac "$berthd_mac" --flows 1000 --rate 0 --count 20000 \
     --vip 198.18.100.1:80/tcp --drain 0.05 --quiet > /dev/null 2>&1 || true
   if ! kill -0 "$berthd_pid" 2>/dev/null; then
     wait "$berthd_pid" || status=$?
@@ -48,5 +51,6 @@ for run in $(seq 1 "$reconnects"); do
     exit 1
   fi
 done
+downs=$(grep -c "Link down" "$work/berthd.log")
 echo "berthd stayed up through $reconnects memif reconnects under full-rate traffic" \
-  "($(( $(date +%s) - start )) s); link-down lines logged: $(grep -c "Link down" "$work/berthd.log")"
+  "($(( $(date +%s) - start )) s); link-down lines logged: $downs"

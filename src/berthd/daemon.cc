@@ -33,8 +33,10 @@ constexpr absl::Duration kManagementTick = absl::Milliseconds(1);
 // ARP/ND for next hops: ask every second while unknown, and refresh a known one now and then
 // so that a replaced gateway is noticed even if it never announces itself.
 constexpr absl::Duration kResolveRetry = absl::Seconds(1);
-constexpr absl::Duration kLinkCheckInterval = absl::Milliseconds(100);
 constexpr absl::Duration kResolveRefresh = absl::Seconds(60);
+// How often the ports' link states are read for the log: cheap, and a peer's coming and going
+// shows within a tenth of a second.
+constexpr absl::Duration kLinkCheckInterval = absl::Milliseconds(100);
 // How long a publish waits for every worker to move on before leaving it to the management loop.
 constexpr absl::Duration kRolloutWait = absl::Milliseconds(5);
 

@@ -5,6 +5,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 #include <atomic>
 #include <cstdio>
 
@@ -12,8 +14,6 @@ namespace berth {
 namespace {
 
 std::atomic<rte_rcu_qsbr*> guarded_workers{nullptr};
-std::atomic<uint64_t> unmaps_waited{0};
-std::atomic<uint64_t> unmaps_timed_out{0};
 
 // Workers pass a quiescent state every loop, microseconds apart. A worker silent for this long
 // is stuck; the unmap then goes ahead rather than also stopping the interrupt thread, which
@@ -24,16 +24,14 @@ constexpr unsigned kPollMicroseconds = 20;
 void waitForWorkersIfInterruptThread() {
   rte_rcu_qsbr* workers = guarded_workers.load(std::memory_order_acquire);
   if (workers == nullptr || !rte_thread_is_intr()) return;
-  unmaps_waited.fetch_add(1, std::memory_order_relaxed);
   const uint64_t token = rte_rcu_qsbr_start(workers);
   for (uint64_t waited = 0; rte_rcu_qsbr_check(workers, token, false) != 1;
        waited += kPollMicroseconds) {
     if (waited >= kGraceLimitMicroseconds) {
-      unmaps_timed_out.fetch_add(1, std::memory_order_relaxed);
-      std::fputs(
-          "berthd: warning: a port's peer disconnected and a worker passed no quiescent state "
-          "within 1 s; the port's shared memory is unmapped anyway\n",
-          stderr);
+      std::fprintf(stderr,
+                   "%s: warning: a port's peer disconnected and a worker passed no quiescent "
+                   "state within 1 s; the port's shared memory is unmapped anyway\n",
+                   program_invocation_short_name);
       return;
     }
     rte_delay_us_sleep(kPollMicroseconds);
@@ -44,11 +42,6 @@ void waitForWorkersIfInterruptThread() {
 
 void guardInterruptThreadUnmaps(rte_rcu_qsbr* workers) {
   guarded_workers.store(workers, std::memory_order_release);
-}
-
-UnmapGuardStats unmapGuardStats() {
-  return UnmapGuardStats{unmaps_waited.load(std::memory_order_relaxed),
-                         unmaps_timed_out.load(std::memory_order_relaxed)};
 }
 
 }  // namespace berth

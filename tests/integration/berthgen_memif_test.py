@@ -204,6 +204,7 @@ class BerthgenOverMemif(unittest.TestCase):
             self.assertIsNone(self.berthd.poll(), "berthd ended after %d reconnects:\n%s" % (
                 run + 1, "".join(self.lines[-20:])))
             self.assertEqual(results["corrupt"], 0, text)
+            self.assertGreater(results["verified"], 0, "berthd forwards after the reconnect")
         self.assertTrue(self.berthctl("status")["ok"])
         downs = [l for l in self.lines if "port 'p0': Link down" in l]
         self.assertGreaterEqual(len(downs), RECONNECTS - 1, "berthd logs each peer leaving")

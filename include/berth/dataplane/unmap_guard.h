@@ -2,8 +2,6 @@
 
 #include <rte_rcu_qsbr.h>
 
-#include <cstdint>
-
 namespace berth {
 
 // DPDK 22.11's memif PMD handles a peer's disconnect on the EAL interrupt thread: it clears the
@@ -12,19 +10,13 @@ namespace berth {
 // and reading the memory being unmapped. A peer that restarts (berthgen between runs, a
 // container's memif client) would crash berthd with SIGSEGV now and then.
 //
-// berthd closes the window the RCU way: it interposes munmap, and an unmap issued by the EAL
-// interrupt thread first waits for one grace period of the workers' QSBR variable. Workers
+// berthd and berthgen close the window the RCU way: each interposes munmap, and an unmap by the
+// EAL interrupt thread first waits for one grace period of the workers' QSBR variable. Workers
 // report a quiescent state only between bursts, so when the wait ends every burst that began
 // before the flag was cleared has returned, and every later one sees the flag and reads nothing.
 // Unmaps from any other thread, and all of them while no workers run, go straight through.
 
 // Arms the guard with the workers' QSBR variable; nullptr disarms it. Disarm before freeing it.
 void guardInterruptThreadUnmaps(rte_rcu_qsbr* workers);
-
-struct UnmapGuardStats {
-  uint64_t waited = 0;     // interrupt-thread unmaps that waited for a grace period
-  uint64_t timed_out = 0;  // of those, how many gave up waiting (a worker stalled)
-};
-UnmapGuardStats unmapGuardStats();
 
 }  // namespace berth

@@ -409,6 +409,13 @@ std::string Daemon::countersText() const {
     absl::StrAppendFormat(&text, "  %-42s %.0f (%u packets in %.6f s from first to last)\n",
                           "rx_pps", static_cast<double>(rx_packets) / window, rx_packets, window);
   }
+  if (workers_.size() > 1) {
+    for (size_t w = 0; w < workers_.size(); ++w) {
+      absl::StrAppendFormat(&text, "  worker %-35u rx_packets %u tx_packets %u\n", w,
+                            workers_[w]->counters.rx_packets.read(),
+                            workers_[w]->counters.tx_packets.read());
+    }
+  }
   auto traffic = [&](const char* kind, const std::vector<std::string>& names, bool backends) {
     for (size_t id = 0; id < names.size(); ++id) {
       const TrafficTotals totals = trafficOf(static_cast<uint32_t>(id), backends);
@@ -436,6 +443,17 @@ std::string Daemon::countersJson() const {
   json.key("counters").beginObject();
   for (const auto& [name, value] : sumCounters(counters)) json.key(name).value(value);
   json.endObject();
+  // How the load falls on the workers: RSS (or a memif peer) puts each flow on one of them.
+  json.key("per_worker").beginArray();
+  for (const Worker* worker : workers_) {
+    json.beginObject()
+        .key("rx_packets")
+        .value(worker->counters.rx_packets.read())
+        .key("tx_packets")
+        .value(worker->counters.tx_packets.read())
+        .endObject();
+  }
+  json.endArray();
   auto traffic = [&](const char* key, const std::vector<std::string>& names, bool backends) {
     json.key(key).beginObject();
     for (size_t id = 0; id < names.size(); ++id) {

@@ -16,7 +16,8 @@ namespace {
 
 bool samePort(const PortConfig& a, const PortConfig& b) {
   return a.name == b.name && a.device == b.device && a.ipv4 == b.ipv4 && a.ipv6 == b.ipv6 &&
-         a.gateway == b.gateway && a.gateway_mac == b.gateway_mac && a.mtu == b.mtu;
+         a.gateway == b.gateway && a.gateway_mac == b.gateway_mac && a.mtu == b.mtu &&
+         a.queues == b.queues;
 }
 
 // What of the dataplane section changed: berthd sets ports, lcores and per-core tables up once,

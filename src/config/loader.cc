@@ -222,9 +222,10 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
 
 absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string& path,
                                      const YAML::Node& node) {
-  BERTH_ASSIGN_OR_RETURN(const Fields fields, Fields::read(source, path, node,
-                                                           {"name", "device", "ipv4", "ipv6",
-                                                            "gateway", "gateway_mac", "mtu"}));
+  BERTH_ASSIGN_OR_RETURN(
+      const Fields fields,
+      Fields::read(source, path, node,
+                   {"name", "device", "ipv4", "ipv6", "gateway", "gateway_mac", "mtu", "queues"}));
   PortConfig port;
   port.line = fields.self().line();
   BERTH_ASSIGN_OR_RETURN(port.name, fields.requiredString("name"));
@@ -251,6 +252,8 @@ absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string
     return fields.site("mtu").error(
         absl::StrCat(port.mtu, " is below 1280, the least MTU IPv6 allows"));
   }
+  // RTE_MAX_QUEUES_PER_PORT in DPDK's default build.
+  BERTH_ASSIGN_OR_RETURN(port.queues, fields.integer("queues", 1, 1024, 0));
   return port;
 }
 

@@ -62,15 +62,41 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
   }
   port.driver = info.driver_name;
   const uint16_t queue_limit = std::min(info.max_rx_queues, info.max_tx_queues);
-  port.rss = info.flow_type_rss_offloads != 0 && queue_limit > 1;
-  port.queues = port.rss ? std::min<uint16_t>(workers, queue_limit) : 1;
-  if (!port.rss && workers > 1) {
+  const bool has_rss = info.flow_type_rss_offloads != 0 && queue_limit > 1;
+  if (config.queues != 0) {
+    if (config.queues > queue_limit) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("port '", config.name, "' (line ", config.line, "): queues ", config.queues,
+                       ", but ", port.driver, " offers at most ", queue_limit, " queue pair(s)"));
+    }
+    if (config.queues > workers) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "port '", config.name, "' (line ", config.line, "): queues ", config.queues, ", but ",
+          workers, " worker(s): every queue needs a worker to poll it (add lcores)"));
+    }
+    port.queues = config.queues;
+    port.rss = has_rss && port.queues > 1;
+    if (!port.rss && port.queues > 1) {
+      // DPDK 22.11's memif server serves a queue its client did not open from the client's
+      // first ring, which two workers would then share: the counts must match.
+      warnings.push_back(absl::StrCat(
+          "port '", config.name, "' (", port.driver, "): ", port.queues,
+          " queue pairs without RSS: whatever sends to it must keep each flow on one queue "
+          "(berthgen --txq does), and a memif peer must open exactly ",
+          port.queues, " queues"));
+    }
+  } else {
+    port.rss = has_rss;
+    port.queues = port.rss ? std::min<uint16_t>(workers, queue_limit) : 1;
+  }
+  if (config.queues == 0 && !port.rss && workers > 1) {
     warnings.push_back(absl::StrCat("port '", config.name, "' (", port.driver,
                                     "): no RSS, so one queue pair served by one worker; the other ",
                                     workers - 1, " worker(s) do not poll it"));
   } else if (port.queues < workers) {
-    warnings.push_back(absl::StrCat("port '", config.name, "': ", queue_limit, " queue pairs for ",
-                                    workers, " workers"));
+    warnings.push_back(absl::StrCat("port '", config.name, "': ", port.queues,
+                                    " queue pair(s) for ", workers, " workers; ",
+                                    workers - port.queues, " worker(s) do not poll it"));
   }
 
   rte_eth_conf conf;

@@ -40,6 +40,9 @@ struct PortConfig {
   std::optional<IpAddress> gateway;
   std::optional<MacAddress> gateway_mac;
   uint16_t mtu = 1500;
+  // Queue pairs, each polled by one worker. 0: one per worker where the PMD has RSS, one
+  // otherwise. Set it for a port whose peer spreads flows over the queues itself (memif).
+  uint16_t queues = 0;
   int line = 0;
 };
 

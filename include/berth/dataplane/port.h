@@ -14,8 +14,9 @@ namespace berth {
 
 // A started DPDK port, set up as berthd needs it (issue 3, queues and RSS): one RX and one TX
 // queue per worker, RSS with a symmetric Toeplitz key where the PMD has RSS, one queue pair
-// otherwise, the configured MTU, and a mempool on the port's NUMA socket whose mbufs hold a whole
-// frame with room in front for the largest encapsulation.
+// otherwise unless the config gives `queues` (a peer that spreads flows itself, as over memif), the
+// configured MTU, and a mempool on the port's NUMA socket whose mbufs hold a whole frame with room
+// in front for the largest encapsulation.
 struct OpenedPort {
   std::string name;
   std::string driver;
@@ -32,7 +33,8 @@ inline constexpr uint16_t kTxDescriptors = 1024;
 
 // Finds the port by its device name, attaching it first if EAL has not (a vdev string such as
 // "net_pcap0,rx_pcap=in.pcap" or a PCI address), then configures and starts it with up to
-// `workers` queue pairs. Advice an operator should see (no RSS, an MTU the PMD would not take)
+// `workers` queue pairs (exactly `config.queues` when set: more than `workers` or than the device
+// offers is an error). Advice an operator should see (no RSS, an MTU the PMD would not take)
 // is appended to `warnings`. Errors name the port and the DPDK call that failed.
 absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
                                     std::vector<std::string>& warnings);

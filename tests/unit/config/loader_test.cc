@@ -232,6 +232,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"MTU out of range",
                   PORT_HEAD "      ipv4: 198.18.0.10\n      mtu: 10000\nservices: []\n",
                   "bad.yaml:6:12: dataplane.ports[0].mtu", "must be an integer from 68 to 9600"},
+        BadConfig{"queues out of range",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n      queues: 0\nservices: []\n",
+                  "bad.yaml:6:15: dataplane.ports[0].queues", "must be an integer from 1 to 1024"},
         BadConfig{"IPv6 port MTU below 1280",
                   PORT_HEAD "      ipv6: 2001:db8::10\n      mtu: 1000\nservices: []\n",
                   "bad.yaml:6:12: dataplane.ports[0].mtu", "below 1280"},
@@ -311,6 +314,7 @@ TEST(ConfigLoaderTest, LoadsTheDataplaneAndForwardingSettings) {
       ipv6: 2001:db8::10
       gateway: 198.18.0.254
       mtu: 9000
+      queues: 4
     - { name: second, device: "0000:3b:00.0", ipv4: 198.18.0.11, gateway_mac: 02:00:00:00:00:fe }
 services:
   - name: web
@@ -342,10 +346,12 @@ services:
   EXPECT_EQ(uplink.gateway, IpAddress::v4(198, 18, 0, 254));
   EXPECT_FALSE(uplink.gateway_mac.has_value());
   EXPECT_EQ(uplink.mtu, 9000);
+  EXPECT_EQ(uplink.queues, 4);
   const PortConfig& second = config->dataplane.ports[1];
   EXPECT_EQ(second.gateway_mac->toString(), "02:00:00:00:00:fe");
   EXPECT_FALSE(second.ipv6.has_value());
   EXPECT_EQ(second.mtu, 1500);
+  EXPECT_EQ(second.queues, 0) << "unset: one per worker with RSS, decided when the port opens";
 
   const ServiceConfig& web = config->services[0];
   EXPECT_EQ(web.forwarding, Forwarding::kGue);

@@ -3,7 +3,8 @@
 comes back through all four forwarding modes intact, on the backend berth's table picks, with
 nothing lost at a modest rate, and berthd's per-backend counters agree with what berthgen saw. A
 malformed-packet mix is counted by berthd under its parse and drop counters and costs the good
-flows nothing. berthgen's option errors name the option.
+flows nothing. With two memif queues, berthgen spreads the flows over them by RSS hash and each
+berthd worker serves one. berthgen's option errors name the option.
 
 Usage: berthgen_memif_test.py BERTHD BERTHCTL BERTHGEN
 """
@@ -26,11 +27,11 @@ BERTHD_MAC = "02:00:00:00:00:01"
 GEN_MAC = "02:00:00:00:00:02"
 CONFIG = """dataplane:
   eal: ["--no-huge", "-m", "512", "--no-pci", "--file-prefix", "berth-gen-lb-{pid}",
-        "--lcores", "0@0,1@0", "--log-level", "lib.eal:error",
+        "--lcores", "{lcores}", "--log-level", "lib.eal:error",
         "--vdev", "net_memif0,role=server,socket={socket},socket-abstract=no,mac={berthd_mac}"]
   ports:
     - {{ name: p0, device: net_memif0, ipv4: 198.18.0.10, ipv6: "2001:db8:ff::10",
-        gateway_mac: "{gen_mac}" }}
+        gateway_mac: "{gen_mac}"{queues} }}
 services:
   - name: web
     vip: 198.18.100.1
@@ -71,14 +72,19 @@ VIPS = ["198.18.100.1:80/tcp", "198.18.100.2:53/udp", "[2001:db8::80]:443/tcp",
         "198.18.100.3:80/tcp"]
 
 
-class BerthgenOverMemif(unittest.TestCase):
+class BerthdOnMemif(unittest.TestCase):
+    """berthd on the server side of a memif, with QUEUES queue pairs and a worker for each."""
+    QUEUES = 1
+
     def setUp(self):
         self.directory = tempfile.mkdtemp(prefix="berthgen-memif-")
         self.socket = os.path.join(self.directory, "memif.sock")
         self.config = os.path.join(self.directory, "berth.yaml")
         with open(self.config, "w") as out:
+            lcores = ",".join("%d@0" % lcore for lcore in range(self.QUEUES + 1))
+            queues = ", queues: %d" % self.QUEUES if self.QUEUES > 1 else ""
             out.write(CONFIG.format(pid=PID, socket=self.socket, berthd_mac=BERTHD_MAC,
-                                    gen_mac=GEN_MAC))
+                                    gen_mac=GEN_MAC, lcores=lcores, queues=queues))
         self.control = os.path.join(self.directory, "berth.sock")
         self.berthd = subprocess.Popen(["taskset", "-c", "0", BERTHD, "--", "--config", self.config,
                                         "--control_socket", self.control],
@@ -100,14 +106,17 @@ class BerthgenOverMemif(unittest.TestCase):
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def berthgen_command(self, results):
-        # berthgen wholly on CPU 1, berthd on CPU 0 (tools/memif_demo.py says why).
+        # berthgen wholly on CPU 1, berthd on CPU 0 (tools/memif_demo.py says why): a main
+        # lcore, a sender per queue and, with more than one queue, a receiver of its own.
+        lcores = ",".join("%d@1" % lcore
+                          for lcore in range(2 if self.QUEUES == 1 else self.QUEUES + 2))
         command = ["taskset", "-c", "1", BERTHGEN, "--no-huge", "-m", "512", "--no-pci",
-                   "--file-prefix", "berth-gen-gen-%d" % PID, "--lcores", "0@1,1@1",
+                   "--file-prefix", "berth-gen-gen-%d" % PID, "--lcores", lcores,
                    "--log-level", "lib.eal:error",
                    "--vdev", "net_memif0,role=client,socket=%s,socket-abstract=no,mac=%s"
                    % (self.socket, GEN_MAC),
                    "--", "--tx-dev", "net_memif0", "--dst-mac", BERTHD_MAC, "--config", self.config,
-                   "--json", results, "--quiet"]
+                   "--json", results, "--quiet", "--txq", str(self.QUEUES)]
         for vip in VIPS:
             command += ["--vip", vip]
         return command
@@ -116,7 +125,10 @@ class BerthgenOverMemif(unittest.TestCase):
         results = os.path.join(self.directory, "results.json")
         result = subprocess.run(self.berthgen_command(results) + list(options),
                                 capture_output=True, text=True, timeout=120)
-        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        self.assertEqual(result.returncode, 0, "%s%s\nberthd (%s), its last lines:\n%s" % (
+            result.stdout, result.stderr,
+            "running" if self.berthd.poll() is None else "ended: %s" % self.berthd.returncode,
+            "".join(self.lines[-15:])))
         with open(results) as source:
             return json.load(source), result.stdout
 
@@ -125,6 +137,8 @@ class BerthgenOverMemif(unittest.TestCase):
                                          capture_output=True, text=True, timeout=30,
                                          check=True).stdout)
 
+
+class BerthgenOverMemif(BerthdOnMemif):
     def test_every_mode_comes_back_intact_on_the_tables_backend(self):
         results, text = self.berthgen("--flows", "20000", "--rate", "200000", "--duration", "2")
         drops = {k: v for k, v in self.berthctl("stats")["stats"]["counters"].items()
@@ -224,6 +238,59 @@ class BerthgenOverMemif(unittest.TestCase):
         self.assertIn("the TX port took no packet for 1 s", output)
 
 
+class BerthgenOverTwoMemifQueues(BerthdOnMemif):
+    QUEUES = 2
+
+    def test_flows_spread_over_both_queues_each_whole_on_one_berthd_worker(self):
+        """berthgen puts each flow on a queue by its RSS hash, as a NIC would; memif has no RSS,
+        so berthd's port takes `queues: 2` and worker w serves ring w. Every packet a queue
+        carried reaches that queue's worker, and no other (DPDK 22.11's memif server would read
+        a ring the client did not open through its first one, so the counts must match)."""
+        results, text = self.berthgen("--flows", "4000", "--rate", "20000", "--duration", "2")
+        for key in ("lost", "corrupt", "foreign", "duplicates", "reordered", "flows_moved",
+                    "flows_unseen"):
+            self.assertEqual(results[key], 0, "%s\n%s" % (key, text))
+        self.assertEqual(results["verified"], results["sent"], text)
+        self.assertEqual(results["table"]["match"], 4000, text)
+        queues = results["tx_queues"]
+        self.assertEqual([q["queue"] for q in queues], [0, 1])
+        self.assertEqual(sum(q["flows"] for q in queues), 4000)
+        for queue in queues:
+            self.assertAlmostEqual(queue["flows"] / 4000, 0.5, delta=0.05, msg=text)
+            self.assertAlmostEqual(queue["sent"] / results["sent"], queue["flows"] / 4000,
+                                   delta=0.01, msg="each flow at the same rate")
+        stats = self.berthctl("stats")["stats"]
+        self.assertEqual([w["rx_packets"] for w in stats["per_worker"]],
+                         [q["sent"] for q in queues], "queue w's packets, all on worker w")
+        connections = sum(b["connections"] for b in self.berthctl("backends")["backends"]
+                          if b["service"] != "dsr")
+        dsr_flows = sum(b["flows"] for b in results["backends"] if b["backend"].count(":") == 5)
+        self.assertEqual(connections, 4000 - dsr_flows, "each flow tracked once, by one worker")
+        self.assertTrue([l for l in self.lines if "2 queue pair(s)" in l], "".join(self.lines))
+
+
+class BerthdQueueErrors(unittest.TestCase):
+    def test_more_queues_than_workers_is_refused_naming_the_port_and_line(self):
+        with tempfile.TemporaryDirectory(prefix="berthd-queues-") as directory:
+            config = os.path.join(directory, "berth.yaml")
+            with open(config, "w") as out:
+                out.write("""dataplane:
+  eal: ["--no-huge", "-m", "256", "--no-pci", "--file-prefix", "berth-queues-%d",
+        "--lcores", "0@0,1@0", "--log-level", "lib.eal:error", "--vdev", "net_null0"]
+  ports:
+    - {name: p0, device: net_null0, ipv4: 198.18.0.10, gateway_mac: "02:00:00:00:00:02",
+       queues: 2}
+services: []
+""" % PID)
+            result = subprocess.run([BERTHD, "--", "--config", config, "--control_socket",
+                                     os.path.join(directory, "berth.sock")],
+                                    capture_output=True, text=True, timeout=60)
+        shutil.rmtree("/var/run/dpdk/berth-queues-%d" % PID, ignore_errors=True)
+        self.assertNotEqual(result.returncode, 0, result.stdout + result.stderr)
+        self.assertIn("port 'p0' (line 5): queues 2, but 1 worker(s)",
+                      result.stdout + result.stderr)
+
+
 class BerthgenOptions(unittest.TestCase):
     def test_bad_options_name_the_option(self):
         cases = [
@@ -239,6 +306,10 @@ class BerthgenOptions(unittest.TestCase):
               "--pkt-size", "64"], "--pkt-size 64 is below the 82 bytes"),
             (["--tx-dev", "x", "--dst-mac", BERTHD_MAC, "--vip", "198.18.100.1:80/tcp",
               "--ipv6"], "--ipv6, but --vip 198.18.100.1:80/tcp is IPv4"),
+            (["--tx-dev", "x", "--dst-mac", BERTHD_MAC, "--vip", "198.18.100.1:80/tcp",
+              "--txq", "2", "--pcap-out", "x.pcap"], "use it with --txq 1"),
+            (["--tx-dev", "x", "--dst-mac", BERTHD_MAC, "--vip", "198.18.100.1:80/tcp",
+              "--txq", "0"], "--txq '0': expected a number from 1 to 64"),
         ]
         for options, message in cases:
             result = subprocess.run([BERTHGEN, "--"] + options, capture_output=True, text=True,

@@ -1,6 +1,7 @@
 // berthgen: berth's traffic generator and verifying sink (tools/berthgen/options.cc has the
-// usage). One lcore sends, another receives and checks; with a single worker lcore, one loop does
-// both. The main lcore prints a progress line every second and the summary at the end.
+// usage). One lcore per TX queue sends its share of the flows, another receives on every RX queue
+// and checks; without a spare lcore, the first sender also receives. The main lcore prints a
+// progress line every second and the summary at the end.
 
 #include <rte_cycles.h>
 #include <rte_eal.h>
@@ -37,9 +38,6 @@ namespace {
 std::atomic<bool> interrupted{false};
 // How long a port may refuse every packet before berthgen gives up on it.
 constexpr uint32_t kTxStallSeconds = 1;
-// The sending and the receiving loop's ids on the unmap guard's QSBR variable.
-constexpr unsigned kSenderRcuId = 0;
-constexpr unsigned kReceiverRcuId = 1;
 
 // Classic pcap, microsecond stamps: what --pcap-out writes.
 class PcapWriter {
@@ -67,21 +65,28 @@ class PcapWriter {
   std::FILE* file_;
 };
 
-// What the sending side does; read by the main lcore while it runs (single-writer counters).
+// What one sending lcore does; read by the main lcore while it runs (single-writer counters).
 struct Sender {
   const GenOptions* options = nullptr;
   const std::vector<GenFlow>* flows = nullptr;
+  // The flows RSS puts on this sender's queue, in flow order: packet n is flow
+  // mine[n % size]'s number n / size.
+  const std::vector<uint32_t>* mine = nullptr;
   uint16_t port = 0;
+  uint16_t queue = 0;
+  unsigned rcu_id = 0;  // on the unmap guard's QSBR variable: q, and the receiver's is --txq
+  double rate = 0;      // this queue's share of --rate, in proportion to its flows
+  uint64_t count = 0;   // and of --count
   rte_mempool* pool = nullptr;
   MacAddress source_mac;
-  uint64_t end_tsc = 0;  // stop here (duration), or after options->count packets
+  uint64_t end_tsc = 0;  // stop here (duration), or after `count` packets
   PcapWriter* pcap = nullptr;
   rte_rcu_qsbr* rcu = nullptr;  // the unmap guard's: a quiescent state between bursts
   std::atomic<bool> done{false};
   bool stalled = false;  // the port took nothing for kTxStallSeconds: the run stopped early
   uint64_t start_tsc = 0;
   uint64_t stop_tsc = 0;
-  uint64_t flow_packets = 0;  // packets of flows sent: packet n is flow n % F's number n / F
+  uint64_t flow_packets = 0;  // packets of flows sent
   Counter packets;
   Counter bytes;
   Counter malformed;
@@ -89,8 +94,10 @@ struct Sender {
 
 struct Receiver {
   uint16_t port = 0;
+  uint16_t queues = 1;  // polls every RX queue of the port
   Sink* sink = nullptr;
   rte_rcu_qsbr* rcu = nullptr;
+  unsigned rcu_id = 0;
   std::atomic<bool> stop{false};
   Counter frames;
   Counter verified;
@@ -101,6 +108,7 @@ struct Receiver {
 void sendLoop(Sender& sender, Receiver* also_receive) {
   const GenOptions& options = *sender.options;
   const std::vector<GenFlow>& flows = *sender.flows;
+  const std::vector<uint32_t>& mine = *sender.mine;
   const uint64_t hz = rte_get_tsc_hz();
   uint64_t random = 0x9E3779B97F4A7C15ull ^ rte_rdtsc();
   auto next_random = [&random] {
@@ -116,31 +124,32 @@ void sendLoop(Sender& sender, Receiver* also_receive) {
   uint64_t n = 0;      // flow packets
   sender.start_tsc = rte_rdtsc();
   std::vector<rte_mbuf*> received(64);
-  rte_rcu_qsbr_thread_online(sender.rcu, kSenderRcuId);
+  rte_rcu_qsbr_thread_online(sender.rcu, sender.rcu_id);
   while (!interrupted.load(std::memory_order_relaxed)) {
-    rte_rcu_qsbr_quiescent(sender.rcu, kSenderRcuId);
+    rte_rcu_qsbr_quiescent(sender.rcu, sender.rcu_id);
     const uint64_t now = rte_rdtsc();
-    if (options.count != 0 ? total >= options.count : now >= sender.end_tsc) break;
+    if (options.count != 0 ? total >= sender.count : now >= sender.end_tsc) break;
     if (also_receive != nullptr) {
-      const uint16_t got = rte_eth_rx_burst(also_receive->port, 0, received.data(), 64);
-      for (uint16_t i = 0; i < got; ++i) {
-        also_receive->sink->receive(rte_pktmbuf_mtod(received[i], const uint8_t*),
-                                    rte_pktmbuf_data_len(received[i]), now);
-      }
-      if (got > 0) {
-        rte_pktmbuf_free_bulk(received.data(), got);
-        also_receive->frames.add(got);
-        also_receive->last_rx_tsc = now;
+      for (uint16_t queue = 0; queue < also_receive->queues; ++queue) {
+        const uint16_t got = rte_eth_rx_burst(also_receive->port, queue, received.data(), 64);
+        for (uint16_t i = 0; i < got; ++i) {
+          also_receive->sink->receive(rte_pktmbuf_mtod(received[i], const uint8_t*),
+                                      rte_pktmbuf_data_len(received[i]), now);
+        }
+        if (got > 0) {
+          rte_pktmbuf_free_bulk(received.data(), got);
+          also_receive->frames.add(got);
+          also_receive->last_rx_tsc = now;
+        }
       }
     }
     uint64_t want = options.burst;
     if (options.rate != 0) {
-      const auto allowed =
-          static_cast<uint64_t>(static_cast<double>(now - sender.start_tsc) /
-                                static_cast<double>(hz) * static_cast<double>(options.rate));
+      const auto allowed = static_cast<uint64_t>(static_cast<double>(now - sender.start_tsc) /
+                                                 static_cast<double>(hz) * sender.rate);
       want = allowed > total ? std::min<uint64_t>(allowed - total, options.burst) : 0;
     }
-    if (options.count != 0) want = std::min(want, options.count - total);
+    if (options.count != 0) want = std::min(want, sender.count - total);
     if (want == 0) continue;
     if (rte_pktmbuf_alloc_bulk(sender.pool, burst.data(), static_cast<unsigned>(want)) != 0) {
       continue;  // the pool is empty for now: the port still holds the last bursts
@@ -156,11 +165,10 @@ void sendLoop(Sender& sender, Receiver* also_receive) {
                                      *options.destination_mac, data);
         ++malformed;
       } else {
-        const size_t f = n % flows.size();
+        const uint32_t f = mine[n % mine.size()];
         const size_t size = options.imix ? kImixPattern[(total + i) % 12] : options.packet_size;
-        length =
-            buildFrame(flows[f], static_cast<uint32_t>(f), static_cast<uint32_t>(n / flows.size()),
-                       now, size, sender.source_mac, *options.destination_mac, data);
+        length = buildFrame(flows[f], f, static_cast<uint32_t>(n / mine.size()), now, size,
+                            sender.source_mac, *options.destination_mac, data);
         ++n;
       }
       mbuf->data_len = static_cast<uint16_t>(length);
@@ -173,10 +181,10 @@ void sendLoop(Sender& sender, Receiver* also_receive) {
     uint16_t sent = 0;
     uint64_t refused_since = 0;
     while (sent < want && !interrupted.load(std::memory_order_relaxed)) {
-      const uint16_t taken =
-          rte_eth_tx_burst(sender.port, 0, burst.data() + sent, static_cast<uint16_t>(want - sent));
+      const uint16_t taken = rte_eth_tx_burst(sender.port, sender.queue, burst.data() + sent,
+                                              static_cast<uint16_t>(want - sent));
       sent += taken;
-      rte_rcu_qsbr_quiescent(sender.rcu, kSenderRcuId);
+      rte_rcu_qsbr_quiescent(sender.rcu, sender.rcu_id);
       if (taken != 0) {
         refused_since = 0;
       } else if (refused_since == 0) {
@@ -193,7 +201,7 @@ void sendLoop(Sender& sender, Receiver* also_receive) {
     sender.malformed.add(malformed);
     if (sender.stalled) break;
   }
-  rte_rcu_qsbr_thread_offline(sender.rcu, kSenderRcuId);
+  rte_rcu_qsbr_thread_offline(sender.rcu, sender.rcu_id);
   sender.flow_packets = n;
   sender.stop_tsc = rte_rdtsc();
   sender.done.store(true, std::memory_order_release);
@@ -201,22 +209,24 @@ void sendLoop(Sender& sender, Receiver* also_receive) {
 
 void receiveLoop(Receiver& receiver) {
   rte_mbuf* mbufs[64];
-  rte_rcu_qsbr_thread_online(receiver.rcu, kReceiverRcuId);
+  rte_rcu_qsbr_thread_online(receiver.rcu, receiver.rcu_id);
   while (!receiver.stop.load(std::memory_order_acquire)) {
-    rte_rcu_qsbr_quiescent(receiver.rcu, kReceiverRcuId);
-    const uint16_t got = rte_eth_rx_burst(receiver.port, 0, mbufs, 64);
-    if (got == 0) continue;
-    const uint64_t now = rte_rdtsc();
-    for (uint16_t i = 0; i < got; ++i) {
-      receiver.sink->receive(rte_pktmbuf_mtod(mbufs[i], const uint8_t*),
-                             rte_pktmbuf_data_len(mbufs[i]), now);
+    rte_rcu_qsbr_quiescent(receiver.rcu, receiver.rcu_id);
+    for (uint16_t queue = 0; queue < receiver.queues; ++queue) {
+      const uint16_t got = rte_eth_rx_burst(receiver.port, queue, mbufs, 64);
+      if (got == 0) continue;
+      const uint64_t now = rte_rdtsc();
+      for (uint16_t i = 0; i < got; ++i) {
+        receiver.sink->receive(rte_pktmbuf_mtod(mbufs[i], const uint8_t*),
+                               rte_pktmbuf_data_len(mbufs[i]), now);
+      }
+      rte_pktmbuf_free_bulk(mbufs, got);
+      receiver.frames.add(got);
+      receiver.verified.set(receiver.sink->totals().verified);
+      receiver.last_rx_tsc = now;
     }
-    rte_pktmbuf_free_bulk(mbufs, got);
-    receiver.frames.add(got);
-    receiver.verified.set(receiver.sink->totals().verified);
-    receiver.last_rx_tsc = now;
   }
-  rte_rcu_qsbr_thread_offline(receiver.rcu, kReceiverRcuId);
+  rte_rcu_qsbr_thread_offline(receiver.rcu, receiver.rcu_id);
 }
 
 int senderMain(void* argument) {
@@ -230,7 +240,7 @@ int receiverMain(void* argument) {
   return 0;
 }
 
-// Packets of flow f when n flow packets went out round-robin over `flows` flows.
+// Packets of the f-th of `flows` flows when n flow packets went out round-robin over them.
 uint64_t sentOfFlow(uint64_t n, size_t flows, size_t f) {
   return n / flows + (f < n % flows ? 1 : 0);
 }
@@ -277,6 +287,7 @@ int run(int argc, char** argv) {
       makeFlows(options.vips, options.source_v4, options.source_v6, options.flows);
   if (!made.ok()) return fail(std::string(made.status().message()));
   const std::vector<GenFlow> flows = *std::move(made);
+  const std::vector<std::vector<uint32_t>> queue_flows = spreadOverQueues(flows, options.tx_queues);
   if (!options.imix && options.packet_size_given) {
     for (const GenFlow& flow : flows) {
       if (options.packet_size < minimumFrameSize(flow)) {
@@ -297,15 +308,19 @@ int run(int argc, char** argv) {
   std::vector<unsigned> lcores;
   unsigned lcore;
   RTE_LCORE_FOREACH_WORKER(lcore) { lcores.push_back(lcore); }
-  if (lcores.empty()) {
+  if (lcores.size() < options.tx_queues) {
     rte_eal_cleanup();
-    return fail("EAL: give at least one worker lcore (-l 0-1, or --lcores 0@0,1@0)");
+    return fail(absl::StrCat("EAL: --txq ", options.tx_queues, " needs ", options.tx_queues,
+                             " worker lcore(s), one per sender, and one more for a receiver of "
+                             "its own (-l 0-",
+                             options.tx_queues + 1, "); EAL gave ", lcores.size()));
   }
   std::vector<std::string> warnings;
   PortConfig tx_config;
   tx_config.name = "tx";
   tx_config.device = options.tx_device;
-  absl::StatusOr<OpenedPort> tx_port = openPort(tx_config, 1, warnings);
+  tx_config.queues = options.tx_queues;
+  absl::StatusOr<OpenedPort> tx_port = openPort(tx_config, options.tx_queues, warnings);
   if (!tx_port.ok()) {
     rte_eal_cleanup();
     return fail(std::string(tx_port.status().message()));
@@ -316,7 +331,8 @@ int run(int argc, char** argv) {
     PortConfig rx_config;
     rx_config.name = "rx";
     rx_config.device = options.rx_device;
-    absl::StatusOr<OpenedPort> opened = openPort(rx_config, 1, warnings);
+    rx_config.queues = options.tx_queues;
+    absl::StatusOr<OpenedPort> opened = openPort(rx_config, options.tx_queues, warnings);
     if (!opened.ok()) {
       closePort(*tx_port);
       rte_eal_cleanup();
@@ -366,51 +382,111 @@ int run(int argc, char** argv) {
   }
   const uint64_t hz = rte_get_tsc_hz();
   Sink sink(&flows, options.source_v4, options.source_v6, options.gue_port, hz);
-  Sender sender;
-  sender.options = &options;
-  sender.flows = &flows;
-  sender.port = tx_port->port_id;
-  sender.pool = tx_port->pool;
-  sender.source_mac = tx_port->mac;
-  sender.pcap = pcap.get();
-  sender.end_tsc =
+  const uint64_t end_tsc =
       rte_rdtsc() + static_cast<uint64_t>(options.duration_s * static_cast<double>(hz));
+  // Each queue's share of the rate and the count follows its share of the flows, so every flow
+  // is sent at the same rate whatever queue RSS put it on.
+  std::vector<std::unique_ptr<Sender>> senders;
+  uint64_t flows_before = 0;
+  for (uint16_t q = 0; q < options.tx_queues; ++q) {
+    auto sender = std::make_unique<Sender>();
+    sender->options = &options;
+    sender->flows = &flows;
+    sender->mine = &queue_flows[q];
+    sender->port = tx_port->port_id;
+    sender->queue = q;
+    sender->rcu_id = q;
+    sender->pool = tx_port->pool;
+    sender->source_mac = tx_port->mac;
+    sender->pcap = pcap.get();
+    sender->end_tsc = end_tsc;
+    const uint64_t flows_through = flows_before + queue_flows[q].size();
+    sender->rate = static_cast<double>(options.rate) * static_cast<double>(queue_flows[q].size()) /
+                   static_cast<double>(flows.size());
+    // Cumulative shares, so the counts add up to --count exactly.
+    const auto share = [&](uint64_t through) {
+      const uint64_t whole = options.count / flows.size();
+      const uint64_t rest = options.count % flows.size();  // rest * through stays below 2^64
+      return whole * through + rest * through / flows.size();
+    };
+    sender->count = share(flows_through) - share(flows_before);
+    flows_before = flows_through;
+    senders.push_back(std::move(sender));
+  }
   Receiver receiver;
   receiver.port = rx_port->port_id;
+  receiver.queues = rx_port->queues;
   receiver.sink = &sink;
+  receiver.rcu_id = options.tx_queues;
   // A memif peer that leaves mid-run has its memory unmapped under the loops: the unmap guard
   // (dataplane/unmap_guard.h) makes the unmap wait for them, as in berthd.
-  const size_t rcu_size = rte_rcu_qsbr_get_memsize(2);
+  const unsigned loops = options.tx_queues + 1u;
+  const size_t rcu_size = rte_rcu_qsbr_get_memsize(loops);
   auto* rcu =
       static_cast<rte_rcu_qsbr*>(rte_zmalloc("berthgen_rcu", rcu_size, RTE_CACHE_LINE_SIZE));
-  if (rcu == nullptr || rte_rcu_qsbr_init(rcu, 2) != 0 ||
-      rte_rcu_qsbr_thread_register(rcu, kSenderRcuId) != 0 ||
-      rte_rcu_qsbr_thread_register(rcu, kReceiverRcuId) != 0) {
+  if (rcu == nullptr || rte_rcu_qsbr_init(rcu, loops) != 0) {
     return fail("no memory for the loops' RCU variable");
   }
-  sender.rcu = rcu;
+  for (unsigned id = 0; id < loops; ++id) {
+    if (rte_rcu_qsbr_thread_register(rcu, id) != 0) return fail("cannot register an RCU reader");
+  }
+  for (auto& sender : senders) sender->rcu = rcu;
   receiver.rcu = rcu;
   guardInterruptThreadUnmaps(rcu);
-  const bool shared_lcore = lcores.size() == 1;
-  std::pair<Sender*, Receiver*> sender_argument{&sender, shared_lcore ? &receiver : nullptr};
-  if (!shared_lcore) rte_eal_remote_launch(receiverMain, &receiver, lcores[1]);
-  rte_eal_remote_launch(senderMain, &sender_argument, lcores[0]);
+  // Without a spare lcore the first sender with flows also receives. A queue RSS gave no flow
+  // has nothing to send, and its lcore stays idle.
+  const bool shared_lcore = lcores.size() == options.tx_queues;
+  std::vector<std::pair<Sender*, Receiver*>> sender_arguments;
+  std::vector<unsigned> sending_lcores;
+  unsigned receiving_lcore = shared_lcore ? RTE_MAX_LCORE : lcores[options.tx_queues];
+  for (uint16_t q = 0; q < options.tx_queues; ++q) {
+    const bool receives =
+        shared_lcore && receiving_lcore == RTE_MAX_LCORE && !queue_flows[q].empty();
+    sender_arguments.emplace_back(senders[q].get(), receives ? &receiver : nullptr);
+    if (receives) receiving_lcore = lcores[q];
+  }
+  if (!shared_lcore) rte_eal_remote_launch(receiverMain, &receiver, receiving_lcore);
+  for (uint16_t q = 0; q < options.tx_queues; ++q) {
+    if (queue_flows[q].empty()) {
+      senders[q]->done.store(true, std::memory_order_release);
+      continue;
+    }
+    rte_eal_remote_launch(senderMain, &sender_arguments[q], lcores[q]);
+    sending_lcores.push_back(lcores[q]);
+  }
+  auto all_sent = [&senders] {
+    for (const auto& sender : senders) {
+      if (!sender->done.load(std::memory_order_acquire)) return false;
+    }
+    return true;
+  };
+  auto packets_sent = [&senders] {
+    uint64_t packets = 0;
+    for (const auto& sender : senders) packets += sender->packets.read();
+    return packets;
+  };
 
-  std::printf("berthgen: %zu flows to %zu VIP(s), %s frames, %s, from %s to %s\n", flows.size(),
+  std::printf("berthgen: %zu flows to %zu VIP(s), %s frames, %s, from %s to %s", flows.size(),
               options.vips.size(),
               options.imix ? "IMIX" : absl::StrCat(options.packet_size, "-byte").c_str(),
               options.rate == 0 ? "as fast as the port takes them"
                                 : absl::StrCat(options.rate, " pps").c_str(),
               tx_port->mac.toString().c_str(), options.destination_mac->toString().c_str());
+  if (options.tx_queues > 1) {
+    std::printf(", over %u TX queues (flows per queue by RSS hash:", options.tx_queues);
+    for (const std::vector<uint32_t>& mine : queue_flows) std::printf(" %zu", mine.size());
+    std::printf(")");
+  }
+  std::printf("\n");
   uint64_t last_tx = 0;
   uint64_t last_rx = 0;
   auto last = std::chrono::steady_clock::now();
-  while (!sender.done.load(std::memory_order_acquire)) {
+  while (!all_sent()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     const auto now = std::chrono::steady_clock::now();
     if (now - last < std::chrono::seconds(1)) continue;
     const double seconds = std::chrono::duration<double>(now - last).count();
-    const uint64_t tx = sender.packets.read();
+    const uint64_t tx = packets_sent();
     const uint64_t rx = receiver.frames.read();
     if (!options.quiet) {
       std::printf("  tx %7.3f Mpps  rx %7.3f Mpps  sent %llu  received %llu\n",
@@ -423,10 +499,10 @@ int run(int argc, char** argv) {
     last_rx = rx;
     last = now;
   }
-  rte_eal_wait_lcore(lcores[0]);
+  for (const unsigned sending : sending_lcores) rte_eal_wait_lcore(sending);
   // The last packets are still on their way through berthd.
   if (shared_lcore) {
-    rte_eal_remote_launch(receiverMain, &receiver, lcores[0]);
+    rte_eal_remote_launch(receiverMain, &receiver, receiving_lcore);
   }
   std::this_thread::sleep_for(std::chrono::duration<double>(options.drain_s));
   receiver.stop.store(true, std::memory_order_release);
@@ -434,13 +510,34 @@ int run(int argc, char** argv) {
   guardInterruptThreadUnmaps(nullptr);
   rte_free(rcu);
 
-  // The books.
-  const uint64_t sent_flow_packets = sender.flow_packets;
+  // The books. Each sender went round its own flows, so each flow's packets follow from its
+  // queue's count and its place on that queue.
+  std::vector<uint64_t> flow_sent(flows.size(), 0);
+  uint64_t sent_flow_packets = 0;
+  uint64_t sent_packets = 0;
+  uint64_t sent_malformed = 0;
+  uint64_t start_tsc = UINT64_MAX;
+  uint64_t stop_tsc = 0;
+  bool stalled = false;
+  for (uint16_t q = 0; q < options.tx_queues; ++q) {
+    const Sender& sender = *senders[q];
+    const std::vector<uint32_t>& mine = queue_flows[q];
+    for (size_t i = 0; i < mine.size(); ++i) {
+      flow_sent[mine[i]] = sentOfFlow(sender.flow_packets, mine.size(), i);
+    }
+    sent_flow_packets += sender.flow_packets;
+    sent_packets += sender.packets.read();
+    sent_malformed += sender.malformed.read();
+    stalled = stalled || sender.stalled;
+    if (mine.empty()) continue;
+    start_tsc = std::min(start_tsc, sender.start_tsc);
+    stop_tsc = std::max(stop_tsc, sender.stop_tsc);
+  }
   uint64_t lost = 0;
   uint64_t flows_moved = 0;
   uint64_t flows_unseen = 0;
   for (size_t f = 0; f < flows.size(); ++f) {
-    const uint64_t expected = sentOfFlow(sent_flow_packets, flows.size(), f);
+    const uint64_t expected = flow_sent[f];
     const uint64_t got = sink.flowReceived(f);
     if (expected > got) lost += expected - got;
     if (sink.flowMoved(f)) ++flows_moved;
@@ -468,10 +565,8 @@ int run(int argc, char** argv) {
     }
   }
   const SinkTotals& totals = sink.totals();
-  const double tx_seconds =
-      static_cast<double>(sender.stop_tsc - sender.start_tsc) / static_cast<double>(hz);
-  const double tx_mpps =
-      tx_seconds > 0 ? static_cast<double>(sender.packets.read()) / tx_seconds / 1e6 : 0;
+  const double tx_seconds = static_cast<double>(stop_tsc - start_tsc) / static_cast<double>(hz);
+  const double tx_mpps = tx_seconds > 0 ? static_cast<double>(sent_packets) / tx_seconds / 1e6 : 0;
   const double rx_mpps =
       tx_seconds > 0 ? static_cast<double>(totals.verified) / tx_seconds / 1e6 : 0;
   const double loss_percent = sent_flow_packets > 0 ? 100.0 * static_cast<double>(lost) /
@@ -482,8 +577,14 @@ int run(int argc, char** argv) {
   auto row = [](const char* name, const std::string& value) {
     std::printf("%-28s %14s\n", name, value.c_str());
   };
-  row("sent", absl::StrCat(sender.packets.read()));
-  row("  of them malformed", absl::StrCat(sender.malformed.read()));
+  row("sent", absl::StrCat(sent_packets));
+  row("  of them malformed", absl::StrCat(sent_malformed));
+  if (options.tx_queues > 1) {
+    for (uint16_t q = 0; q < options.tx_queues; ++q) {
+      row(absl::StrCat("  on TX queue ", q).c_str(),
+          absl::StrFormat("%u (%u flows)", senders[q]->packets.read(), queue_flows[q].size()));
+    }
+  }
   row("received", absl::StrCat(totals.frames));
   row("  verified intact", absl::StrCat(totals.verified));
   row("  corrupt", absl::StrCat(totals.corrupt));
@@ -520,9 +621,9 @@ int run(int argc, char** argv) {
         .key("flows")
         .value(static_cast<uint64_t>(flows.size()))
         .key("sent")
-        .value(sender.packets.read())
+        .value(sent_packets)
         .key("sent_malformed")
-        .value(sender.malformed.read())
+        .value(sent_malformed)
         .key("received")
         .value(totals.frames)
         .key("verified")
@@ -567,6 +668,18 @@ int run(int argc, char** argv) {
           .value(table_differ);
       json.key("unknown").value(table_unknown).endObject();
     }
+    json.key("tx_queues").beginArray();
+    for (uint16_t q = 0; q < options.tx_queues; ++q) {
+      json.beginObject()
+          .key("queue")
+          .value(static_cast<uint64_t>(q))
+          .key("flows")
+          .value(static_cast<uint64_t>(queue_flows[q].size()))
+          .key("sent")
+          .value(senders[q]->packets.read())
+          .endObject();
+    }
+    json.endArray();
     json.key("backends").beginArray();
     for (size_t b = 0; b < sink.backends().size(); ++b) {
       json.beginObject()
@@ -601,7 +714,7 @@ int run(int argc, char** argv) {
   if (rx_port != &*tx_port) closePort(rx_port_storage);
   closePort(*tx_port);
   rte_eal_cleanup();
-  if (sender.stalled) {
+  if (stalled) {
     return fail(absl::StrFormat(
         "the TX port took no packet for %u s (its link or its peer is gone); the run stopped "
         "early, and the figures above are of what went out before",

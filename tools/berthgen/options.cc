@@ -28,6 +28,11 @@ packet, and reports shares per backend, loss, duplicates, reordering and latency
   --duration S           seconds to send (default 10)
   --count N              packets to send, instead of a duration
   --burst N              packets per TX burst (default 32)
+  --txq N                TX queues, each with its own sending lcore; flows are spread over them
+                         by their RSS hash (Toeplitz, standard key), as a NIC's RSS would spread
+                         them, and the rate and count are shared in proportion. The port gets as
+                         many RX queues, all polled by the receiving lcore. Give N+1 worker
+                         lcores (or N, and the first sender also receives). Default 1
   --malformed-ratio R    this fraction of packets truncated or garbage (default 0)
   --pcap-out FILE        write every frame sent to a pcap file
   --config FILE          berth's config: check each flow's backend against its Maglev table
@@ -54,6 +59,7 @@ enum Option {
   kDuration,
   kCount,
   kBurst,
+  kTxq,
   kMalformed,
   kPcapOut,
   kConfig,
@@ -78,6 +84,7 @@ const option kLongOptions[] = {
     {"duration", required_argument, nullptr, kDuration},
     {"count", required_argument, nullptr, kCount},
     {"burst", required_argument, nullptr, kBurst},
+    {"txq", required_argument, nullptr, kTxq},
     {"malformed-ratio", required_argument, nullptr, kMalformed},
     {"pcap-out", required_argument, nullptr, kPcapOut},
     {"config", required_argument, nullptr, kConfig},
@@ -176,6 +183,9 @@ absl::StatusOr<GenOptions> parseGenOptions(int argc, char** argv) {
       case kBurst:
         status = number<uint16_t>("burst", optarg, 1, 512, options.burst);
         break;
+      case kTxq:
+        status = number<uint16_t>("txq", optarg, 1, 64, options.tx_queues);
+        break;
       case kMalformed:
         status = real("malformed-ratio", optarg, 0, 1, options.malformed_ratio);
         break;
@@ -227,6 +237,10 @@ absl::StatusOr<GenOptions> parseGenOptions(int argc, char** argv) {
             absl::StrCat("--ipv6, but --vip ", vip.toString(), " is IPv4"));
       }
     }
+  }
+  if (!options.pcap_out.empty() && options.tx_queues > 1) {
+    return absl::InvalidArgumentError(
+        "--pcap-out is written by one sending lcore: use it with --txq 1");
   }
   if (options.rx_device.empty()) options.rx_device = options.tx_device;
   return options;

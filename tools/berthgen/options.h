@@ -25,6 +25,7 @@ struct GenOptions {
   double duration_s = 10;          // --duration S
   uint64_t count = 0;              // --count N: stop after N packets (instead of duration)
   uint16_t burst = 32;             // --burst N
+  uint16_t tx_queues = 1;          // --txq N: sending lcores, one TX queue (and RX queue) each
   double malformed_ratio = 0;      // --malformed-ratio R
   std::string pcap_out;            // --pcap-out FILE
   std::string tx_device;           // --tx-dev DEVICE (a vdev string or PCI address)

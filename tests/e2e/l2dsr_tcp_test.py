@@ -12,7 +12,8 @@ the bridge's own address, a kernel interface apart from berthd's port.
 The cases: shares and stickiness over many source ports; a 5 MB download byte for byte; a
 backend failing (found down in time, new flows to the others, a long download to a survivor
 intact across it, the backend rejoining); 20 reloads under a steady request loop with no request
-failing; drain; a bad reload refused while traffic carries on. Everything the test made is
+failing; drain; a bad reload refused while traffic carries on; every backend down (each packet
+counted as no_backend, berthd up, traffic back by itself once they return). Everything the test made is
 removed at the end, on failure too. Needs root.
 
 Usage: l2dsr_tcp_test.py BERTHD BERTHCTL
@@ -362,6 +363,32 @@ class L2dsrTcp(unittest.TestCase):
                 out.write(config_text(self.backends))
         seen = self.spread(range(48000, 48020))
         self.assertEqual(set(seen.values()), set(self.backends))
+
+    def test_7_with_every_backend_down_packets_are_counted_and_it_recovers_by_itself(self):
+        def no_backend_drops():
+            return self.berthctl("stats")["stats"]["counters"].get("drop_no_backend", 0)
+
+        before = no_backend_drops()
+        for backend in self.backends:
+            self.topology.stop_server(backend)
+        try:
+            deadline = time.monotonic() + 10
+            while any(state == "healthy" for state in self.health().values()):
+                self.assertLess(time.monotonic(), deadline, self.health())
+                time.sleep(0.05)
+            for port in range(49000, 49005):
+                status, _, _ = curl(local_port=port, max_time=2)
+                self.assertNotEqual(status, 0, "nothing can answer")
+            self.assertGreaterEqual(no_backend_drops() - before, 5, "each SYN counted")
+            self.assertIsNone(self.berthd.poll(), "berthd stays up")
+        finally:
+            for backend in self.backends:
+                self.topology.start_server(backend)
+        self.wait_healthy(self.backends)
+        seen = self.spread(range(49100, 49130))
+        self.assertEqual(set(seen.values()), set(self.backends), "recovered by itself")
+        print("\n  every backend down: %d packets counted as no_backend" % (
+            no_backend_drops() - before), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -194,6 +194,33 @@ class Live:
         self.assertEqual(other.returncode, 1)
         self.assertIn("permission denied on %s" % self.socket, other.stderr)
 
+    def test_malformed_requests_get_an_error_and_berthd_carries_on(self):
+        """Whatever a client writes to the socket, berthd answers with an error or closes, and
+        keeps serving: the request parser is fuzzed too (tests/fuzz), this is the live path."""
+        requests = [b"not json\n", b"{\n", b"[]\n", b"{\"command\": 7}\n",
+                    b"{\"command\": \"drain\"}\n", b"\x00\xff\xfe garbage\n",
+                    b"{\"command\": \"status\"" + b" " * 70000 + b"\n", b"{\"command\": \"st"]
+        for request in requests:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+                client.settimeout(10)
+                client.connect(self.socket)
+                try:
+                    client.sendall(request)
+                    client.shutdown(socket.SHUT_WR)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # berthd answered the oversized request at its limit and hung up
+                reply = b""
+                try:
+                    while chunk := client.recv(65536):
+                        reply += chunk
+                except ConnectionResetError:
+                    pass  # the unread rest of an oversized request resets the connection
+            answer = json.loads(reply)
+            self.assertFalse(answer["ok"], request[:40])
+            self.assertTrue(answer["error"], request[:40])
+        self.assertIsNone(self.process.poll())
+        self.assertEqual(self.berthctl("status").returncode, 0)
+
     def test_the_socket_is_owner_only(self):
         self.assertEqual(stat.S_IMODE(os.stat(self.socket).st_mode), 0o600)
 

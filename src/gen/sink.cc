@@ -236,7 +236,8 @@ void Sink::check(const uint8_t* ip, size_t length, const BackendKey& backend, ui
   const int64_t index =
       flowIndexOf(key, key.family == IpFamily::kIpv4 ? source_v4_ : source_v6_, *flows_);
   if (index < 0) {
-    ++totals_.foreign;
+    ++(tcp && rte_be_to_cpu_16(key.source_port) < kFirstSourcePort ? totals_.flood
+                                                                   : totals_.foreign);
     return;
   }
   uint32_t sequence;

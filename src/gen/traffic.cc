@@ -154,6 +154,15 @@ int64_t flowIndexOf(const FlowKey& key, const SourceNet& source,
   return static_cast<int64_t>(index);
 }
 
+GenFlow floodFlow(const VipTarget& vip, const SourceNet& source, uint64_t random) {
+  const uint64_t addresses = std::min(source.size(), kMaxSourceAddresses);
+  GenFlow flow;
+  flow.key = FlowKey::make(source.at(random % addresses), vip.address,
+                           static_cast<uint16_t>(1 + (random >> 32) % (kFirstSourcePort - 1)),
+                           vip.port, kProtocolTcp);
+  return flow;
+}
+
 size_t minimumFrameSize(const GenFlow& flow) {
   return std::max<size_t>(60, headersOf(flow) + stampOffset(flow) + kStampBytes);
 }

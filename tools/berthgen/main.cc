@@ -77,6 +77,10 @@ struct Sender {
   unsigned rcu_id = 0;  // on the unmap guard's QSBR variable: q, and the receiver's is --txq
   double rate = 0;      // this queue's share of --rate, in proportion to its flows
   uint64_t count = 0;   // and of --count
+  // --flood: connection attempts a second, each from a new flow (floodFlow), on top of the rest.
+  double flood_rate = 0;
+  const VipTarget* flood_vip = nullptr;
+  const SourceNet* flood_source = nullptr;
   rte_mempool* pool = nullptr;
   MacAddress source_mac;
   uint64_t end_tsc = 0;  // stop here (duration), or after `count` packets
@@ -90,6 +94,7 @@ struct Sender {
   Counter packets;
   Counter bytes;
   Counter malformed;
+  Counter flood;
 };
 
 struct Receiver {
@@ -122,6 +127,28 @@ void sendLoop(Sender& sender, Receiver* also_receive) {
   std::vector<rte_mbuf*> burst(options.burst);
   uint64_t total = 0;  // every packet sent, malformed included
   uint64_t n = 0;      // flow packets
+  uint64_t flood_total = 0;
+  // Everything built is sent: a full TX ring is waited out, as testpmd's txonly retries, but
+  // not for ever: a port that takes nothing for a while has lost its link or its peer.
+  auto transmit = [&sender, hz](rte_mbuf** mbufs, uint16_t count) {
+    uint16_t sent = 0;
+    uint64_t refused_since = 0;
+    while (sent < count && !interrupted.load(std::memory_order_relaxed)) {
+      const uint16_t taken = rte_eth_tx_burst(sender.port, sender.queue, mbufs + sent,
+                                              static_cast<uint16_t>(count - sent));
+      sent += taken;
+      rte_rcu_qsbr_quiescent(sender.rcu, sender.rcu_id);
+      if (taken != 0) {
+        refused_since = 0;
+      } else if (refused_since == 0) {
+        refused_since = rte_rdtsc();
+      } else if (rte_rdtsc() - refused_since > kTxStallSeconds * hz) {
+        sender.stalled = true;
+        break;
+      }
+    }
+    if (sent < count) rte_pktmbuf_free_bulk(mbufs + sent, static_cast<unsigned>(count - sent));
+  };
   sender.start_tsc = rte_rdtsc();
   std::vector<rte_mbuf*> received(64);
   rte_rcu_qsbr_thread_online(sender.rcu, sender.rcu_id);
@@ -141,6 +168,27 @@ void sendLoop(Sender& sender, Receiver* also_receive) {
           also_receive->frames.add(got);
           also_receive->last_rx_tsc = now;
         }
+      }
+    }
+    if (sender.flood_rate > 0) {
+      const auto allowed = static_cast<uint64_t>(static_cast<double>(now - sender.start_tsc) /
+                                                 static_cast<double>(hz) * sender.flood_rate);
+      const uint64_t flood_want =
+          allowed > flood_total ? std::min<uint64_t>(allowed - flood_total, options.burst) : 0;
+      if (flood_want > 0 && rte_pktmbuf_alloc_bulk(sender.pool, burst.data(),
+                                                   static_cast<unsigned>(flood_want)) == 0) {
+        for (uint64_t i = 0; i < flood_want; ++i) {
+          const GenFlow flow = floodFlow(*sender.flood_vip, *sender.flood_source, next_random());
+          const size_t length =
+              buildFrame(flow, 0, 0, now, 0, sender.source_mac, *options.destination_mac,
+                         rte_pktmbuf_mtod(burst[i], uint8_t*));
+          burst[i]->data_len = static_cast<uint16_t>(length);
+          burst[i]->pkt_len = static_cast<uint32_t>(length);
+        }
+        transmit(burst.data(), static_cast<uint16_t>(flood_want));
+        flood_total += flood_want;
+        sender.flood.add(flood_want);
+        if (sender.stalled) break;
       }
     }
     uint64_t want = options.burst;
@@ -176,25 +224,7 @@ void sendLoop(Sender& sender, Receiver* also_receive) {
       bytes += length;
       if (sender.pcap != nullptr) sender.pcap->write(data, length);
     }
-    // Everything built is sent: a full TX ring is waited out, as testpmd's txonly retries, but
-    // not for ever: a port that takes nothing for a while has lost its link or its peer.
-    uint16_t sent = 0;
-    uint64_t refused_since = 0;
-    while (sent < want && !interrupted.load(std::memory_order_relaxed)) {
-      const uint16_t taken = rte_eth_tx_burst(sender.port, sender.queue, burst.data() + sent,
-                                              static_cast<uint16_t>(want - sent));
-      sent += taken;
-      rte_rcu_qsbr_quiescent(sender.rcu, sender.rcu_id);
-      if (taken != 0) {
-        refused_since = 0;
-      } else if (refused_since == 0) {
-        refused_since = rte_rdtsc();
-      } else if (rte_rdtsc() - refused_since > kTxStallSeconds * hz) {
-        sender.stalled = true;
-        break;
-      }
-    }
-    if (sent < want) rte_pktmbuf_free_bulk(burst.data() + sent, static_cast<unsigned>(want - sent));
+    transmit(burst.data(), static_cast<uint16_t>(want));
     total += want;
     sender.packets.add(want);
     sender.bytes.add(bytes);
@@ -454,6 +484,19 @@ int run(int argc, char** argv) {
     rte_eal_remote_launch(senderMain, &sender_arguments[q], lcores[q]);
     sending_lcores.push_back(lcores[q]);
   }
+  // The flood goes out with the first sender that runs.
+  if (options.flood != 0) {
+    const auto tcp =
+        std::find_if(options.vips.begin(), options.vips.end(),
+                     [](const VipTarget& vip) { return vip.protocol == kProtocolTcp; });
+    for (auto& sender : senders) {
+      if (sender->mine->empty()) continue;
+      sender->flood_rate = static_cast<double>(options.flood);
+      sender->flood_vip = &*tcp;
+      sender->flood_source = tcp->address.isV4() ? &options.source_v4 : &options.source_v6;
+      break;
+    }
+  }
   auto all_sent = [&senders] {
     for (const auto& sender : senders) {
       if (!sender->done.load(std::memory_order_acquire)) return false;
@@ -516,6 +559,7 @@ int run(int argc, char** argv) {
   uint64_t sent_flow_packets = 0;
   uint64_t sent_packets = 0;
   uint64_t sent_malformed = 0;
+  uint64_t sent_flood = 0;
   uint64_t start_tsc = UINT64_MAX;
   uint64_t stop_tsc = 0;
   bool stalled = false;
@@ -528,6 +572,7 @@ int run(int argc, char** argv) {
     sent_flow_packets += sender.flow_packets;
     sent_packets += sender.packets.read();
     sent_malformed += sender.malformed.read();
+    sent_flood += sender.flood.read();
     stalled = stalled || sender.stalled;
     if (mine.empty()) continue;
     start_tsc = std::min(start_tsc, sender.start_tsc);
@@ -590,6 +635,10 @@ int run(int argc, char** argv) {
   row("  corrupt", absl::StrCat(totals.corrupt));
   row("  ICMP too-big replies", absl::StrCat(totals.too_big));
   row("  not berthgen's", absl::StrCat(totals.foreign));
+  if (options.flood != 0) {
+    row("flood SYNs sent", absl::StrCat(sent_flood));
+    row("  forwarded back", absl::StrCat(totals.flood));
+  }
   row("lost", absl::StrFormat("%u (%.4f%%)", lost, loss_percent));
   row("duplicates", absl::StrCat(totals.duplicates));
   row("reordered", absl::StrCat(totals.reordered));
@@ -632,6 +681,10 @@ int run(int argc, char** argv) {
         .value(totals.corrupt)
         .key("foreign")
         .value(totals.foreign)
+        .key("flood_sent")
+        .value(sent_flood)
+        .key("flood_received")
+        .value(totals.flood)
         .key("icmp_too_big")
         .value(totals.too_big)
         .key("lost")

@@ -2,6 +2,7 @@
 
 #include <getopt.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/numbers.h"
@@ -34,6 +35,10 @@ packet, and reports shares per backend, loss, duplicates, reordering and latency
                          many RX queues, all polled by the receiving lcore. Give N+1 worker
                          lcores (or N, and the first sender also receives). Default 1
   --malformed-ratio R    this fraction of packets truncated or garbage (default 0)
+  --flood PPS            also this many connection attempts a second (a TCP SYN each, from a
+                         new random client address and a port below 1024) to the first TCP
+                         VIP: a SYN flood, to fill berthd's connection tables while the flows
+                         carry on; counted apart from the flows (default 0)
   --pcap-out FILE        write every frame sent to a pcap file
   --config FILE          berth's config: check each flow's backend against its Maglev table
   --gue-port PORT        the outer UDP port that marks gue (default: from --config)
@@ -61,6 +66,7 @@ enum Option {
   kBurst,
   kTxq,
   kMalformed,
+  kFlood,
   kPcapOut,
   kConfig,
   kGuePort,
@@ -86,6 +92,7 @@ const option kLongOptions[] = {
     {"burst", required_argument, nullptr, kBurst},
     {"txq", required_argument, nullptr, kTxq},
     {"malformed-ratio", required_argument, nullptr, kMalformed},
+    {"flood", required_argument, nullptr, kFlood},
     {"pcap-out", required_argument, nullptr, kPcapOut},
     {"config", required_argument, nullptr, kConfig},
     {"gue-port", required_argument, nullptr, kGuePort},
@@ -189,6 +196,9 @@ absl::StatusOr<GenOptions> parseGenOptions(int argc, char** argv) {
       case kMalformed:
         status = real("malformed-ratio", optarg, 0, 1, options.malformed_ratio);
         break;
+      case kFlood:
+        status = number<uint64_t>("flood", optarg, 0, 1'000'000'000, options.flood);
+        break;
       case kPcapOut:
         options.pcap_out = optarg;
         break;
@@ -241,6 +251,11 @@ absl::StatusOr<GenOptions> parseGenOptions(int argc, char** argv) {
   if (!options.pcap_out.empty() && options.tx_queues > 1) {
     return absl::InvalidArgumentError(
         "--pcap-out is written by one sending lcore: use it with --txq 1");
+  }
+  if (options.flood != 0 &&
+      std::none_of(options.vips.begin(), options.vips.end(),
+                   [](const VipTarget& vip) { return vip.protocol == kProtocolTcp; })) {
+    return absl::InvalidArgumentError("--flood sends TCP SYNs: give a tcp --vip");
   }
   if (options.rx_device.empty()) options.rx_device = options.tx_device;
   return options;

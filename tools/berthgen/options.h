@@ -27,6 +27,7 @@ struct GenOptions {
   uint16_t burst = 32;             // --burst N
   uint16_t tx_queues = 1;          // --txq N: sending lcores, one TX queue (and RX queue) each
   double malformed_ratio = 0;      // --malformed-ratio R
+  uint64_t flood = 0;              // --flood PPS: new-connection attempts a second
   std::string pcap_out;            // --pcap-out FILE
   std::string tx_device;           // --tx-dev DEVICE (a vdev string or PCI address)
   std::string rx_device;           // --rx-dev DEVICE, default the TX device

@@ -56,6 +56,11 @@ struct GenFlow {
   uint32_t vip = 0;  // index into the VIP list
 };
 
+// A flood flow (berthgen --flood): a TCP connection attempt to `vip` from a random address of
+// `source` and a random port below kFirstSourcePort, so it is never one of the generated flows
+// and the sink tells its packets apart. `random` picks both.
+GenFlow floodFlow(const VipTarget& vip, const SourceNet& source, uint64_t random);
+
 // The RSS hash a NIC configured with the standard 40-byte Toeplitz key (Microsoft's, the 82599
 // datasheet's verification key) gives the flow: over source and destination addresses and, for
 // TCP and UDP, ports, in that order. Through DPDK's rte_softrss.

@@ -136,6 +136,22 @@ TEST_F(SinkTest, ACorruptedInnerByteIsCaughtAndAnUnknownFlowIsForeign) {
   EXPECT_EQ(sink.totals().verified, 0u);
 }
 
+TEST_F(SinkTest, FloodConnectionAttemptsAreCountedApartAndNeverTakenForAFlow) {
+  Sink sink = this->sink();
+  const VipTarget vip = *VipTarget::parse("198.18.100.1:80/tcp");
+  for (uint64_t random = 1; random < 2000; random += 7) {
+    const GenFlow flood = floodFlow(vip, v4_, random * 0x9E3779B97F4A7C15ull);
+    Bytes frame(2048);
+    frame.resize(buildFrame(flood, 0, 0, 1000, 0, kGenMac, kPortMac, frame.data()));
+    ReceivedFrame received(frame);
+    ASSERT_EQ(processFrame(*snapshot_, 0, received.frame, state_), Verdict::kTransmit);
+    const Bytes out = received.sent();
+    sink.receive(out.data(), out.size(), 2000);
+  }
+  EXPECT_EQ(sink.totals().flood, 286u);
+  EXPECT_EQ(sink.totals().foreign + sink.totals().verified + sink.totals().corrupt, 0u);
+}
+
 TEST_F(SinkTest, BerthdsTooBigRepliesAreCountedApart) {
   Sink sink = this->sink();
   // 1514 bytes from the client, 20 more once in IPv4-in-IPv4: over the port's 1500.

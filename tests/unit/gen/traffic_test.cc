@@ -171,5 +171,24 @@ TEST(SpreadOverQueuesTest, PutsEachFlowOnItsRssQueueOnceAndSharesThemEvenly) {
   EXPECT_EQ(spreadOverQueues(flows, 1)[0].size(), flows.size()) << "one queue carries them all";
 }
 
+TEST(FloodFlowTest, ASynFromARandomClientBelowTheFlowsPortsToTheVip) {
+  const VipTarget vip = *VipTarget::parse("198.18.100.1:80/tcp");
+  const SourceNet source = *SourceNet::parse("198.18.0.0/15");
+  const std::vector<GenFlow> flows =
+      *makeFlows({vip}, source, *SourceNet::parse("2001:db8:1::/64"), 1000);
+  std::set<std::string> seen;
+  for (uint64_t random = 0; random < 1000; ++random) {
+    const GenFlow flood = floodFlow(vip, source, random * 0x9E3779B97F4A7C15ull);
+    const uint16_t port = rte_be_to_cpu_16(flood.key.source_port);
+    EXPECT_GE(port, 1);
+    EXPECT_LT(port, kFirstSourcePort) << "never one of the generated flows' ports";
+    EXPECT_EQ(flowIndexOf(flood.key, source, flows), -1);
+    EXPECT_EQ(flood.key.protocol, kProtocolTcp);
+    EXPECT_EQ(flood.key.destination_port, rte_cpu_to_be_16(80));
+    seen.insert(flood.key.toString());
+  }
+  EXPECT_GE(seen.size(), 990u) << "each attempt a new flow";
+}
+
 }  // namespace
 }  // namespace berth

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "berth/maglev/consistent_hash.h"
 #include "berth/maglev/table.h"
 #include "berth/util/heap.h"
 #include "support/maglev_backends.h"
@@ -26,6 +27,42 @@ void BM_TableBuild(benchmark::State& state) {
 }
 BENCHMARK(BM_TableBuild)
     ->ArgsProduct({{10, 100, 1000}, {65537, 655373}})
+    ->Unit(benchmark::kMillisecond);
+
+// The ring (160 virtual nodes per backend) built and sampled into the M-slot table the datapath
+// reads (issue 8). Args: N, M.
+void BM_RingBuild(benchmark::State& state) {
+  const std::vector<Backend> backends = equalBackends(state.range(0));
+  const auto table_size = static_cast<uint32_t>(state.range(1));
+  for (auto _ : state) {
+    absl::StatusOr<HashRing> ring = HashRing::build(backends);
+    std::vector<uint16_t> entries = ring->slotTable(table_size);
+    benchmark::DoNotOptimize(entries.data());
+  }
+  state.counters["N"] = static_cast<double>(state.range(0));
+  state.counters["M"] = table_size;
+}
+BENCHMARK(BM_RingBuild)->ArgsProduct({{100, 1000}, {65537}})->Unit(benchmark::kMillisecond);
+
+// Rendezvous precomputed into the M-slot table: M x N draws, with equal weights (no logarithm)
+// and with unequal ones. Args: N, M, weighted.
+void BM_RendezvousBuild(benchmark::State& state) {
+  std::vector<Backend> backends = equalBackends(state.range(0));
+  if (state.range(2) != 0) {
+    for (size_t i = 0; i < backends.size(); ++i)
+      backends[i].weight = 1 + static_cast<int64_t>(i % 3);
+  }
+  const auto table_size = static_cast<uint32_t>(state.range(1));
+  for (auto _ : state) {
+    absl::StatusOr<Rendezvous> rendezvous = Rendezvous::build(backends);
+    std::vector<uint16_t> entries = rendezvous->slotTable(table_size);
+    benchmark::DoNotOptimize(entries.data());
+  }
+  state.counters["N"] = static_cast<double>(state.range(0));
+  state.counters["M"] = table_size;
+}
+BENCHMARK(BM_RendezvousBuild)
+    ->ArgsProduct({{100, 1000}, {65537}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
 
 // The paper's population loop as Katran and Envoy write it: one probe at a time, every backend

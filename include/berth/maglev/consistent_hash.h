@@ -1,0 +1,88 @@
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "berth/maglev/table.h"
+
+namespace berth {
+
+// The classic alternatives to Maglev (issue 8), each precomputed into the same M-slot lookup
+// table the datapath reads, so that a packet costs one array read whatever the algorithm. Pure:
+// no DPDK, no clock, no randomness but the stable name hash (name_hash.h), so every instance
+// builds the same table from the same backends. Backends are sorted by name, as in build(), and
+// entries index that order; weight 0 (drained) owns nothing.
+
+// The seed of the ring's and rendezvous' per-backend hashes: like the Maglev seeds, part of the
+// contract between instances.
+inline constexpr uint32_t kRingHashSeed = 0x72696e67;        // "ring"
+inline constexpr uint32_t kRendezvousHashSeed = 0x68727721;  // "hrw!"
+
+// Ring hashing with virtual nodes (Karger et al. 1997; Ketama). Backend b puts
+// replicas * weight(b) points on a 64-bit ring, point i at nameHash64("name#i", kRingHashSeed);
+// a key belongs to the first point at or after it, wrapping. Weight scales the point count
+// directly, never relative to the other backends, so adding or removing one backend leaves every
+// other backend's points, and so its keys, where they were.
+inline constexpr uint32_t kDefaultRingReplicas = 160;
+// Points on one ring at most (16 bytes each): 16 Mi points, 256 MiB.
+inline constexpr uint64_t kMaxRingPoints = uint64_t{1} << 24;
+
+class HashRing {
+ public:
+  struct Point {
+    uint64_t position;
+    uint16_t backend;  // index into backends()
+  };
+
+  // Errors: as validateBackends() with M = kMaxTableSize, a replica count of 0 or above 10,000,
+  // and more than kMaxRingPoints points in all.
+  static absl::StatusOr<HashRing> build(std::vector<Backend> backends,
+                                        uint32_t replicas = kDefaultRingReplicas);
+
+  const std::vector<Backend>& backends() const { return backends_; }
+  const std::vector<Point>& points() const { return points_; }
+
+  // The backend of a 64-bit key: the owner of the first point at or after it. Binary search,
+  // O(log points). kNoBackend on an empty ring.
+  uint16_t lookup(uint64_t key) const;
+
+  // Each backend's exact share of the ring: the arcs that end at its points, over 2^64. What a
+  // uniform key lands on, with no sampling.
+  std::vector<double> shares() const;
+
+  // The M-slot table: slot s belongs to the owner of the first point at or after
+  // s * 2^64 / M. One merge pass over the sorted points: O(M + points).
+  std::vector<uint16_t> slotTable(uint32_t table_size) const;
+
+ private:
+  std::vector<Backend> backends_;
+  std::vector<Point> points_;  // sorted by position
+};
+
+// Rendezvous, or highest random weight, hashing (Thaler and Ravishankar 1998), weighted by the
+// logarithmic method (Schindelhauer and Schomaker 2005): for key k, each backend b draws
+// u = h(b, k) in (0, 1) and scores weight(b) / -ln(u); the highest score wins. A key's backend
+// changes only when its own winner goes, and each backend wins its weight's share of keys.
+// With equal weights the winner is simply the largest h(b, k), and no logarithm is taken.
+class Rendezvous {
+ public:
+  // Errors: as validateBackends() with M = kMaxTableSize.
+  static absl::StatusOr<Rendezvous> build(std::vector<Backend> backends);
+
+  const std::vector<Backend>& backends() const { return backends_; }
+
+  // The winner for a 64-bit key, O(N). kNoBackend when no backend has a positive weight.
+  uint16_t lookup(uint64_t key) const;
+
+  // The M-slot table: slot s's backend is lookup(s). O(M * N): about 65 million draws for
+  // N = 1,000 and M = 65,537.
+  std::vector<uint16_t> slotTable(uint32_t table_size) const;
+
+ private:
+  std::vector<Backend> backends_;
+  std::vector<uint64_t> seeds_;  // per backend, from its name
+  bool equal_weights_ = true;
+};
+
+}  // namespace berth

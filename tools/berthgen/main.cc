@@ -416,6 +416,12 @@ int run(int argc, char** argv) {
       rte_rdtsc() + static_cast<uint64_t>(options.duration_s * static_cast<double>(hz));
   // Each queue's share of the rate and the count follows its share of the flows, so every flow
   // is sent at the same rate whatever queue RSS put it on.
+  // --count's share of the first `through` flows; cumulative, so the shares add up exactly.
+  const auto share = [&](uint64_t through) {
+    const uint64_t whole = options.count / flows.size();
+    const uint64_t rest = options.count % flows.size();  // rest * through stays below 2^64
+    return whole * through + rest * through / flows.size();
+  };
   std::vector<std::unique_ptr<Sender>> senders;
   uint64_t flows_before = 0;
   for (uint16_t q = 0; q < options.tx_queues; ++q) {
@@ -433,12 +439,6 @@ int run(int argc, char** argv) {
     const uint64_t flows_through = flows_before + queue_flows[q].size();
     sender->rate = static_cast<double>(options.rate) * static_cast<double>(queue_flows[q].size()) /
                    static_cast<double>(flows.size());
-    // Cumulative shares, so the counts add up to --count exactly.
-    const auto share = [&](uint64_t through) {
-      const uint64_t whole = options.count / flows.size();
-      const uint64_t rest = options.count % flows.size();  // rest * through stays below 2^64
-      return whole * through + rest * through / flows.size();
-    };
     sender->count = share(flows_through) - share(flows_before);
     flows_before = flows_through;
     senders.push_back(std::move(sender));

@@ -66,7 +66,7 @@ struct SinkTotals {
   uint64_t verified = 0;  // ours, decoded, inner packet intact
   uint64_t corrupt = 0;   // ours by their headers, but the bytes differ from what was sent
   uint64_t foreign = 0;   // not berthgen's traffic (ARP, another flow, undecodable)
-  uint64_t flood = 0;     // berthgen's --flood connection attempts (floodFlow), forwarded
+  uint64_t flood = 0;     // TCP from a port below the flows' (floodFlow: berthgen's --flood)
   uint64_t too_big = 0;   // ICMP "fragmentation needed" / "packet too big" sent back by berthd
   uint64_t duplicates = 0;
   uint64_t reordered = 0;  // arrived after a later packet of its flow

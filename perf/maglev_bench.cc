@@ -122,6 +122,37 @@ BENCHMARK(BM_FailoverOneBackend)
     ->ArgsProduct({{100, 1000}, {65537, 655373}})
     ->Unit(benchmark::kMillisecond);
 
+// withHealth() for one failed backend of a ring or rendezvous table (1 ring, 2 rendezvous,
+// weighted 1..4 for rendezvous so that the logarithm is taken): only the vacated slots are
+// recomputed. Args: algorithm, N.
+void BM_FailoverByAlgorithm(benchmark::State& state) {
+  const auto algorithm = static_cast<Algorithm>(state.range(0));
+  std::vector<Backend> backends = equalBackends(state.range(1));
+  if (algorithm == Algorithm::kRendezvous) {
+    for (size_t i = 0; i < backends.size(); ++i)
+      backends[i].weight = 1 + static_cast<int64_t>(i % 4);
+  }
+  absl::StatusOr<Table> full = buildTable(backends, {.algorithm = algorithm, .table_size = 65537});
+  if (!full.ok()) {
+    state.SkipWithError(std::string(full.status().message()).c_str());
+    return;
+  }
+  state.SetLabel(std::string(toString(algorithm)));
+  std::vector<bool> healthy(full->backends().size(), true);
+  size_t failed = 0;
+  for (auto _ : state) {
+    healthy[failed] = false;
+    absl::StatusOr<Table> failover = withHealth(*full, healthy);
+    benchmark::DoNotOptimize(failover);
+    healthy[failed] = true;
+    failed = (failed + 1) % healthy.size();
+  }
+  state.counters["N"] = static_cast<double>(state.range(1));
+}
+BENCHMARK(BM_FailoverByAlgorithm)
+    ->ArgsProduct({{1, 2}, {100, 1000}})
+    ->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace berth
 

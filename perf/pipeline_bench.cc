@@ -70,6 +70,8 @@ struct Bench {
   std::vector<Table> tables;
   CounterIds ids;
   std::unique_ptr<const Snapshot> snapshot;
+  // The same service under each algorithm, in Algorithm order, for BM_PipelineByAlgorithm.
+  std::vector<std::unique_ptr<const Snapshot>> algorithm_snapshots;
   OpenedPort port;
   rte_mempool* pool = nullptr;
   Worker* worker = nullptr;
@@ -102,8 +104,9 @@ inline void refill(rte_mbuf* mbuf, uint32_t flow) {
 enum class Mode { kPipeline, kRefillAndTransmit, kConntrackHits, kConntrackHalfNew };
 
 template <Mode kMode>
-void runBursts(benchmark::State& state) {
+void runBursts(benchmark::State& state, const Snapshot* snapshot = nullptr) {
   Bench& bench = *g_bench;
+  if (snapshot == nullptr) snapshot = bench.snapshot.get();
   constexpr bool kConntrack = kMode == Mode::kConntrackHits || kMode == Mode::kConntrackHalfNew;
   Worker& worker = kConntrack ? *bench.conntrack_worker : *bench.worker;
   WorkerQueue& queue = worker.queues[0];
@@ -129,7 +132,7 @@ void runBursts(benchmark::State& state) {
         rte_eth_tx_buffer(queue.port_id, queue.queue, queue.tx_buffer, mbuf);
       }
     } else {
-      worker.processBurst(*bench.snapshot, queue, mbufs, kBurstSize);
+      worker.processBurst(*snapshot, queue, mbufs, kBurstSize);
     }
   }
   const uint64_t cycles = rte_rdtsc() - start;
@@ -148,6 +151,15 @@ void BM_Pipeline(benchmark::State& state) {
       forwarded / std::max(1.0, static_cast<double>(g_bench->worker->counters.rx_packets.read()));
 }
 BENCHMARK(BM_Pipeline)->MinTime(1.0);
+
+// The pipeline with the service's table built by each algorithm (0 maglev, 1 ring,
+// 2 rendezvous): every one is the same M-slot array, so the cost per packet must not differ.
+void BM_PipelineByAlgorithm(benchmark::State& state) {
+  const auto algorithm = static_cast<Algorithm>(state.range(0));
+  state.SetLabel(std::string(toString(algorithm)));
+  runBursts<Mode::kPipeline>(state, g_bench->algorithm_snapshots[state.range(0)].get());
+}
+BENCHMARK(BM_PipelineByAlgorithm)->DenseRange(0, 2)->MinTime(1.0);
 
 void BM_RefillAndTransmitOnly(benchmark::State& state) {
   runBursts<Mode::kRefillAndTransmit>(state);
@@ -219,6 +231,12 @@ int setUp(int argc, char** argv) {
   bench.port = *port;
   const MacAddress macs[] = {bench.port.mac};
   bench.snapshot = *buildSnapshot(bench.config, bench.tables, macs, {}, bench.ids, 1);
+  for (Algorithm algorithm : {Algorithm::kMaglev, Algorithm::kRing, Algorithm::kRendezvous}) {
+    Config variant = bench.config;
+    variant.services[0].algorithm = algorithm;
+    const std::vector<Table> tables = *buildServiceTables(variant);
+    bench.algorithm_snapshots.push_back(*buildSnapshot(variant, tables, macs, {}, bench.ids, 1));
+  }
   bench.pool = rte_pktmbuf_pool_create("bench_rx", kPoolMbufs, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
                                        static_cast<int>(rte_socket_id()));
   if (bench.pool == nullptr) {

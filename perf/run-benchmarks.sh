@@ -31,6 +31,20 @@ for size in (65537, 655373):
     textbook = medians.get(f"BM_TableBuildTextbook/1000/{size}")
     if ours and textbook:
         print(f"build N=1000 M={size}: textbook / berth = {textbook['real_time'] / ours['real_time']:.2f}")
+# Issue 8: each algorithm's build of the M=65537 table, and the pipeline's cost with each one's
+# table (the same array read, so the same cost).
+for count in (100, 1000):
+    builds = {"maglev": f"BM_TableBuild/{count}/65537", "ring": f"BM_RingBuild/{count}/65537",
+              "rendezvous": f"BM_RendezvousBuild/{count}/65537/0",
+              "rendezvous weighted": f"BM_RendezvousBuild/{count}/65537/1"}
+    cells = [f"{name} {medians[run]['real_time']:.3g} {medians[run]['time_unit']}"
+             for name, run in builds.items() if run in medians]
+    print(f"build N={count} M=65537: " + ", ".join(cells))
+by_algorithm = [(b.get("label", ""), b["ns_per_packet"]) for name, b in medians.items()
+                if name.startswith("BM_PipelineByAlgorithm/")]
+if by_algorithm:
+    print("pipeline ns per packet by algorithm: " +
+          ", ".join(f"{label} {ns:.1f}" for label, ns in by_algorithm))
 for name, bench in medians.items():
     if "cycles_per_packet" in bench:
         print(f"{name}: {bench['items_per_second'] / 1e6:.2f} Mpps per core, "

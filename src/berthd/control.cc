@@ -149,6 +149,7 @@ std::vector<Daemon::ServiceRow> Daemon::serviceRows() const {
     row.name = service.name;
     row.listener = service.listener();
     row.forwarding = std::string(toString(service.forwarding));
+    row.algorithm = std::string(toString(service.algorithm));
     row.backends = service.backends.size();
     for (bool up : health_->healthy(s)) row.healthy += up;
     const std::optional<uint32_t> id = counter_ids_.findService(service.name);
@@ -200,17 +201,18 @@ std::string Daemon::poolReply(bool backends) const {
   json.key("conntrack_entries").value(connections);
   std::string text;
   if (!backends) {
-    text = absl::StrFormat("%-16s %-28s %-6s %9s %7s %14s %16s %11s\n", "service", "listener",
-                           "mode", "backends", "healthy", "packets", "bytes", "connections");
+    text = absl::StrFormat("%-16s %-28s %-6s %-10s %9s %7s %14s %16s %11s\n", "service", "listener",
+                           "mode", "algorithm", "backends", "healthy", "packets", "bytes",
+                           "connections");
     json.key("services").beginArray();
     for (const ServiceRow& row : serviceRows()) {
       json.beginObject().key("name").value(row.name).key("listener").value(row.listener);
-      json.key("forwarding").value(row.forwarding);
+      json.key("forwarding").value(row.forwarding).key("algorithm").value(row.algorithm);
       json.key("backends").value(row.backends).key("healthy").value(row.healthy);
       json.key("packets").value(row.traffic.packets).key("bytes").value(row.traffic.bytes);
       json.key("connections").value(row.traffic.connections).endObject();
-      absl::StrAppendFormat(&text, "%-16s %-28s %-6s %9u %7u %14u %16u %11u\n", row.name,
-                            row.listener, row.forwarding, row.backends, row.healthy,
+      absl::StrAppendFormat(&text, "%-16s %-28s %-6s %-10s %9u %7u %14u %16u %11u\n", row.name,
+                            row.listener, row.forwarding, row.algorithm, row.backends, row.healthy,
                             row.traffic.packets, row.traffic.bytes, row.traffic.connections);
     }
   } else {
@@ -277,7 +279,7 @@ std::string Daemon::drainReply(const ControlRequest& request, bool drain) {
       drained_.erase(it);
     }
     // A weight change is a config change: the service's table is built again in full.
-    absl::StatusOr<Table> full = build(service.maglevBackends(), service.table_size);
+    absl::StatusOr<Table> full = buildTable(service.hashingBackends(), service.tableOptions());
     if (!full.ok()) return errorReply(full.status().message());
     absl::StatusOr<Table> table = tableWithHealth(service, *full, health_->healthy(s));
     if (!table.ok()) return errorReply(table.status().message());

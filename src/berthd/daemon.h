@@ -98,6 +98,7 @@ class Daemon {
     std::string name;
     std::string listener;
     std::string forwarding;
+    std::string algorithm;
     uint64_t backends = 0;
     uint64_t healthy = 0;
     TrafficTotals traffic;

@@ -37,11 +37,15 @@ std::string ServiceConfig::listener() const {
   return absl::StrCat(toString(protocol), " ", address, ":", port);
 }
 
-std::vector<Backend> ServiceConfig::maglevBackends() const {
+std::vector<Backend> ServiceConfig::hashingBackends() const {
   std::vector<Backend> result;
   result.reserve(backends.size());
   for (const BackendConfig& backend : backends) result.push_back({backend.name, backend.weight});
   return result;
+}
+
+TableOptions ServiceConfig::tableOptions() const {
+  return {.algorithm = algorithm, .table_size = table_size, .ring_replicas = ring_replicas};
 }
 
 const ServiceConfig* Config::findService(absl::string_view name) const {

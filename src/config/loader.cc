@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "berth/maglev/consistent_hash.h"
 #include "berth/util/status_macros.h"
 #include "config/yaml_fields.h"
 
@@ -109,11 +110,11 @@ absl::StatusOr<BackendConfig> parseBackend(absl::string_view source, const std::
 absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::string& path,
                                            const YAML::Node& node,
                                            std::vector<std::string>& warnings) {
-  BERTH_ASSIGN_OR_RETURN(
-      const Fields fields,
-      Fields::read(source, path, node,
-                   {"name", "vip", "port", "protocol", "table_size", "hash_fields", "forwarding",
-                    "gue_port", "announce", "drain", "health", "backends"}));
+  BERTH_ASSIGN_OR_RETURN(const Fields fields,
+                         Fields::read(source, path, node,
+                                      {"name", "vip", "port", "protocol", "table_size", "algorithm",
+                                       "replicas", "hash_fields", "forwarding", "gue_port",
+                                       "announce", "drain", "health", "backends"}));
   ServiceConfig service;
   service.line = fields.self().line();
   BERTH_ASSIGN_OR_RETURN(service.name, fields.requiredString("name"));
@@ -136,6 +137,16 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
         .error(absl::StrCat(service.table_size,
                             " is not prime; Maglev needs a prime table size (65537 and 655373 are "
                             "common choices)"));
+  }
+
+  BERTH_ASSIGN_OR_RETURN(const std::string algorithm,
+                         fields.choice("algorithm", {"maglev", "ring", "rendezvous"}, "maglev"));
+  service.algorithm = *parseAlgorithm(algorithm);
+  if (service.algorithm == Algorithm::kRing) {
+    BERTH_ASSIGN_OR_RETURN(service.ring_replicas,
+                           fields.integer("replicas", 1, kMaxRingReplicas, kDefaultRingReplicas));
+  } else if (fields.has("replicas")) {
+    return fields.site("replicas").error("only applies with algorithm: ring");
   }
 
   if (fields.has("hash_fields")) {
@@ -205,9 +216,12 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
     service.backends.push_back(std::move(backend));
   }
 
-  const std::vector<Backend> maglev_backends = service.maglevBackends();
-  if (absl::Status status = validateBackends(maglev_backends, service.table_size); !status.ok()) {
+  const std::vector<Backend> hashing_backends = service.hashingBackends();
+  if (absl::Status status = validateBackends(hashing_backends, service.table_size); !status.ok()) {
     return fields.site("backends").error(status.message());
+  }
+  if (absl::Status status = validateTable(hashing_backends, service.tableOptions()); !status.ok()) {
+    return fields.site(fields.has("replicas") ? "replicas" : "algorithm").error(status.message());
   }
   if (uint64_t{service.table_size} < 100 * uint64_t{service.backends.size()}) {
     warnings.push_back(

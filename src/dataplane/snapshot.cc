@@ -64,7 +64,7 @@ absl::StatusOr<std::vector<Table>> buildServiceTables(const Config& config) {
   std::vector<Table> tables;
   tables.reserve(config.services.size());
   for (const ServiceConfig& service : config.services) {
-    absl::StatusOr<Table> table = build(service.maglevBackends(), service.table_size);
+    absl::StatusOr<Table> table = buildTable(service.hashingBackends(), service.tableOptions());
     if (!table.ok()) {
       return absl::Status(table.status().code(),
                           absl::StrCat("service '", service.name, "': ", table.status().message()));

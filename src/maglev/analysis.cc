@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/container/flat_hash_map.h"
+#include "berth/maglev/consistent_hash.h"
 #include "berth/util/status_macros.h"
 
 namespace berth {
@@ -62,8 +63,10 @@ absl::StatusOr<Table> rebuildWithout(const Table& full, const std::vector<bool>&
   for (size_t i = 0; i < full.backends().size(); ++i) {
     if (i < leave_out.size() && leave_out[i]) continue;
     backends.push_back(full.backends()[i]);
-    permutations.push_back(full.permutations()[i]);
+    if (full.algorithm() == Algorithm::kMaglev) permutations.push_back(full.permutations()[i]);
   }
+  if (full.algorithm() != Algorithm::kMaglev)
+    return buildTable(std::move(backends), optionsOf(full));
   return buildWithPermutations(std::move(backends), std::move(permutations), full.size());
 }
 

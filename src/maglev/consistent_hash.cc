@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "berth/maglev/name_hash.h"
+#include "berth/util/status_macros.h"
 
 namespace berth {
 namespace {
@@ -19,22 +20,11 @@ std::vector<Backend> sortedByName(std::vector<Backend> backends) {
   return backends;
 }
 
-// SplitMix64's finalizer (Steele, Lea and Flood 2014): a bijection whose output bits each depend
-// on every input bit, so consecutive keys give unrelated draws.
-uint64_t mix64(uint64_t x) {
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
-
-absl::StatusOr<HashRing> HashRing::build(std::vector<Backend> backends, uint32_t replicas) {
-  if (replicas == 0 || replicas > 10'000) {
+absl::Status ringLimits(absl::Span<const Backend> backends, uint32_t replicas) {
+  if (replicas == 0 || replicas > kMaxRingReplicas) {
     return absl::InvalidArgumentError(
-        absl::StrCat("replicas must be from 1 to 10000, got ", replicas));
+        absl::StrCat("replicas must be from 1 to ", kMaxRingReplicas, ", got ", replicas));
   }
-  if (absl::Status status = validateBackends(backends, kMaxTableSize); !status.ok()) return status;
   uint64_t total = 0;
   for (const Backend& backend : backends) total += replicas * static_cast<uint64_t>(backend.weight);
   if (total > kMaxRingPoints) {
@@ -42,6 +32,16 @@ absl::StatusOr<HashRing> HashRing::build(std::vector<Backend> backends, uint32_t
         absl::StrCat("replicas x weights make ", total, " ring points, more than the ",
                      kMaxRingPoints, " a ring may have; use smaller weights or fewer replicas"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<HashRing> HashRing::build(std::vector<Backend> backends, uint32_t replicas) {
+  if (absl::Status status = validateBackends(backends, kMaxTableSize); !status.ok()) return status;
+  if (absl::Status status = ringLimits(backends, replicas); !status.ok()) return status;
+  uint64_t total = 0;
+  for (const Backend& backend : backends) total += replicas * static_cast<uint64_t>(backend.weight);
   HashRing ring;
   ring.backends_ = sortedByName(std::move(backends));
   ring.points_.reserve(total);
@@ -86,13 +86,25 @@ std::vector<double> HashRing::shares() const {
 }
 
 std::vector<uint16_t> HashRing::slotTable(uint32_t table_size) const {
+  return slotTable(table_size, std::vector<bool>(backends_.size(), true));
+}
+
+std::vector<uint16_t> HashRing::slotTable(uint32_t table_size,
+                                          const std::vector<bool>& serving) const {
   std::vector<uint16_t> entries(table_size, kNoBackend);
-  if (points_.empty()) return entries;
-  size_t next = 0;
+  // The points of serving backends only; a flag per possible entry value keeps the filter
+  // free of bounds checks.
+  std::vector<uint8_t> keep(size_t{kNoBackend} + 1, 0);
+  for (size_t b = 0; b < backends_.size() && b < serving.size(); ++b) keep[b] = serving[b];
+  auto first_kept = std::find_if(points_.begin(), points_.end(),
+                                 [&](const Point& point) { return keep[point.backend]; });
+  if (first_kept == points_.end()) return entries;
+  const uint16_t wrap_owner = first_kept->backend;
+  auto next = first_kept;
   for (uint32_t slot = 0; slot < table_size; ++slot) {
     const auto position = static_cast<uint64_t>((Uint128{slot} << 64) / table_size);
-    while (next < points_.size() && points_[next].position < position) ++next;
-    entries[slot] = next < points_.size() ? points_[next].backend : points_.front().backend;
+    while (next != points_.end() && (next->position < position || !keep[next->backend])) ++next;
+    entries[slot] = next != points_.end() ? next->backend : wrap_owner;
   }
   return entries;
 }
@@ -111,13 +123,15 @@ absl::StatusOr<Rendezvous> Rendezvous::build(std::vector<Backend> backends) {
   return rendezvous;
 }
 
-uint16_t Rendezvous::lookup(uint64_t key) const {
+uint16_t Rendezvous::lookup(uint64_t key) const { return winner(key, nullptr); }
+
+uint16_t Rendezvous::winner(uint64_t key, const uint8_t* serving) const {
   const uint64_t spread = key * 0x9E3779B97F4A7C15ull;
   uint16_t winner = kNoBackend;
   uint64_t best_draw = 0;
   double best_score = 0;
   for (size_t b = 0; b < backends_.size(); ++b) {
-    if (backends_[b].weight == 0) continue;
+    if (backends_[b].weight == 0 || (serving != nullptr && !serving[b])) continue;
     const uint64_t draw = mix64(seeds_[b] ^ spread);
     if (equal_weights_) {
       // Ties (equal 64-bit draws) go to the earlier name.
@@ -140,8 +154,68 @@ uint16_t Rendezvous::lookup(uint64_t key) const {
 
 std::vector<uint16_t> Rendezvous::slotTable(uint32_t table_size) const {
   std::vector<uint16_t> entries(table_size);
-  for (uint32_t slot = 0; slot < table_size; ++slot) entries[slot] = lookup(slot);
+  for (uint32_t slot = 0; slot < table_size; ++slot) entries[slot] = winner(slot, nullptr);
   return entries;
+}
+
+std::vector<uint16_t> Rendezvous::slotTable(absl::Span<const uint16_t> full,
+                                            const std::vector<bool>& serving) const {
+  std::vector<uint8_t> keep(backends_.size(), 0);
+  for (size_t b = 0; b < backends_.size() && b < serving.size(); ++b) keep[b] = serving[b];
+  std::vector<uint16_t> entries(full.begin(), full.end());
+  for (uint32_t slot = 0; slot < entries.size(); ++slot) {
+    const uint16_t owner = entries[slot];
+    if (owner != kNoBackend && !keep[owner]) entries[slot] = winner(slot, keep.data());
+  }
+  return entries;
+}
+
+TableOptions optionsOf(const Table& table) {
+  TableOptions options;
+  options.algorithm = table.algorithm();
+  options.table_size = table.size();
+  if (table.algorithm() == Algorithm::kRing) options.ring_replicas = table.ringReplicas();
+  return options;
+}
+
+absl::Status validateTable(absl::Span<const Backend> backends, const TableOptions& options) {
+  if (absl::Status status = validateBackends(backends, options.table_size); !status.ok()) {
+    return status;
+  }
+  if (options.algorithm != Algorithm::kRing) return absl::OkStatus();
+  return ringLimits(backends, options.ring_replicas);
+}
+
+absl::StatusOr<Table> buildTable(std::vector<Backend> backends, const TableOptions& options) {
+  if (options.algorithm == Algorithm::kMaglev)
+    return build(std::move(backends), options.table_size);
+  if (absl::Status status = validateTable(backends, options); !status.ok()) return status;
+
+  auto layout = std::make_shared<Table::Layout>();
+  layout->algorithm = options.algorithm;
+  std::vector<uint16_t> entries;
+  if (options.algorithm == Algorithm::kRing) {
+    BERTH_ASSIGN_OR_RETURN(HashRing ring,
+                           HashRing::build(std::move(backends), options.ring_replicas));
+    entries = ring.slotTable(options.table_size);
+    layout->ring_replicas = options.ring_replicas;
+    layout->backends = ring.backends();
+    layout->ring = std::make_shared<const HashRing>(std::move(ring));
+  } else {
+    BERTH_ASSIGN_OR_RETURN(Rendezvous rendezvous, Rendezvous::build(std::move(backends)));
+    entries = rendezvous.slotTable(options.table_size);
+    layout->backends = rendezvous.backends();
+    layout->rendezvous = std::make_shared<const Rendezvous>(std::move(rendezvous));
+  }
+  layout->full_slot_counts.assign(layout->backends.size(), 0);
+  for (uint16_t entry : entries) {
+    if (entry != kNoBackend) ++layout->full_slot_counts[entry];
+  }
+  auto shared_entries = std::make_shared<const std::vector<uint16_t>>(std::move(entries));
+  layout->full_entries = shared_entries;
+  std::vector<bool> healthy(layout->backends.size(), true);
+  return Table(std::move(layout), std::move(shared_entries), std::move(healthy),
+               options.table_size);
 }
 
 }  // namespace berth

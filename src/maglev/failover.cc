@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "berth/maglev/consistent_hash.h"
 #include "berth/maglev/table.h"
 #include "maglev/slot_bitmap.h"
 
@@ -135,6 +136,18 @@ absl::StatusOr<Table> withHealth(const Table& table, const std::vector<bool>& he
   const uint32_t table_size = table.size();
   if (std::find(healthy.begin(), healthy.end(), false) == healthy.end()) {
     return Table(table.layout_, table.layout_->full_entries, healthy, table_size);
+  }
+  if (table.algorithm() == Algorithm::kRing) {
+    return Table(table.layout_,
+                 std::make_shared<const std::vector<uint16_t>>(
+                     table.layout_->ring->slotTable(table_size, healthy)),
+                 healthy, table_size);
+  }
+  if (table.algorithm() == Algorithm::kRendezvous) {
+    return Table(table.layout_,
+                 std::make_shared<const std::vector<uint16_t>>(
+                     table.layout_->rendezvous->slotTable(table.fullEntries(), healthy)),
+                 healthy, table_size);
   }
   auto entries_owner = std::make_shared<std::vector<uint16_t>>(table.fullEntries().begin(),
                                                                table.fullEntries().end());

@@ -15,6 +15,26 @@
 
 namespace berth {
 
+absl::string_view toString(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::kMaglev:
+      return "maglev";
+    case Algorithm::kRing:
+      return "ring";
+    case Algorithm::kRendezvous:
+      return "rendezvous";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<Algorithm> parseAlgorithm(absl::string_view text) {
+  for (Algorithm algorithm : {Algorithm::kMaglev, Algorithm::kRing, Algorithm::kRendezvous}) {
+    if (text == toString(algorithm)) return algorithm;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown algorithm '", text, "'; expected maglev, ring or rendezvous"));
+}
+
 Permutation permutationFor(absl::string_view name, uint32_t table_size) {
   const uint64_t h1 = nameHash64(name, kOffsetHashSeed);
   const uint64_t h2 = nameHash64(name, kSkipHashSeed);

@@ -1,5 +1,6 @@
 #include "berth/util/json_writer.h"
 
+#include <charconv>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -95,7 +96,10 @@ JsonWriter& JsonWriter::value(uint64_t number) {
 JsonWriter& JsonWriter::value(double number) {
   if (!std::isfinite(number)) return null();
   separate();
-  absl::StrAppend(&out_, absl::StrFormat("%.6g", number));
+  // The shortest text that reads back as the same double: analyses compare figures exactly.
+  char text[32];
+  const std::to_chars_result written = std::to_chars(text, text + sizeof(text), number);
+  out_.append(text, written.ptr);
   return *this;
 }
 

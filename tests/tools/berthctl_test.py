@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import xml.etree.ElementTree as ElementTree
 
 BERTHCTL = sys.argv.pop(1)
 SOURCE_ROOT = sys.argv.pop(1)
@@ -99,13 +100,172 @@ class AnalyzeCommand(unittest.TestCase):
 
     def test_text_report_names_each_service_and_its_figures(self):
         out = berthctl("analyze", "--config", DEMO).stdout
-        self.assertIn("service web (tcp 198.18.100.1:80, hash 5-tuple): M=65537, N=8", out)
+        self.assertIn("service web (tcp 198.18.100.1:80, hash 5-tuple): maglev, M=65537, N=8", out)
         self.assertIn("min-disruption failover: mean 1.00, worst 1.00", out)
 
     def test_unknown_fail_name_is_an_error(self):
         result = berthctl("analyze", "--config", DEMO, "--fail", "web-99", check=False)
         self.assertEqual(result.returncode, 1)
         self.assertIn("--fail: no backend named 'web-99'", result.stderr)
+
+
+# Two backends on seven slots: small enough to count by hand.
+SMALL = """services:
+  - name: tiny
+    vip: 198.18.100.9
+    port: 80
+    protocol: tcp
+    table_size: 7
+    algorithm: ring
+    replicas: 3
+    backends:
+      - { name: a, address: 198.18.1.2 }
+      - { name: b, address: 198.18.2.2 }
+"""
+
+MASK64 = (1 << 64) - 1
+
+
+def mix64(x):
+    """SplitMix64's finalizer, written out again from its published constants."""
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK64
+    return x ^ (x >> 31)
+
+
+def jump(key, buckets):
+    """Lamping and Veach's jump consistent hash, from the paper's listing."""
+    bucket, next_bucket = -1, 0
+    while next_bucket < buckets:
+        bucket = next_bucket
+        key = (key * 2862933555777941757 + 1) & MASK64
+        next_bucket = int((bucket + 1) * (float(1 << 31) / float((key >> 33) + 1)))
+    return bucket
+
+
+class AlgorithmComparison(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as config:
+            config.write(SMALL)
+        cls.small = config.name
+
+    @classmethod
+    def tearDownClass(cls):
+        os.unlink(cls.small)
+
+    def compare(self, config, algorithms, *extra):
+        out = berthctl("analyze", "--config", config, "--algorithms", algorithms, "--json",
+                       "--notiming", *extra).stdout
+        return json.loads(out)
+
+    def test_modulo_on_seven_slots_matches_the_hand_count(self):
+        # Slots 0 2 4 6 go to a, 1 3 5 to b; the ideal is 3.5 each. With c joining it is
+        # s mod 3, which changes slots 2, 3, 4 and 5: 4 moved where c's share is 7/3.
+        service = self.compare(self.small, "modulo")["services"][0]
+        self.assertEqual((service["name"], service["configured_algorithm"], service["backends"]),
+                         ("tiny", "ring", 2))
+        modulo = service["algorithms"][0]
+        self.assertEqual(modulo["algorithm"], "modulo")
+        self.assertFalse(modulo["in_datapath"])
+        self.assertIsNone(modulo["table_lookup_ns"])
+        self.assertAlmostEqual(modulo["max_over_ideal"], 4 / 3.5, places=12)
+        self.assertAlmostEqual(modulo["min_over_ideal"], 3 / 3.5, places=12)
+        self.assertAlmostEqual(modulo["coefficient_of_variation"], 1 / 7, places=12)
+        self.assertAlmostEqual(modulo["weighted_error"], 1 / 14, places=12)
+        self.assertAlmostEqual(modulo["add_one"], 12 / 7, places=12)
+        self.assertEqual(modulo["remove_one"], {"mean": 1.0, "worst": 1.0, "cases": 2})
+        self.assertEqual(modulo["table_bytes"], 14)
+        self.assertEqual(modulo["build_ms"], 0)
+
+    def test_jump_matches_an_independent_implementation(self):
+        jump_result = self.compare(self.small, "jump")["services"][0]["algorithms"][0]
+        owners = [jump(mix64(slot), 2) for slot in range(7)]
+        counts = [owners.count(0), owners.count(1)]
+        self.assertEqual([round(r * 3.5) for r in jump_result["slots_over_ideal"]], counts)
+        self.assertAlmostEqual(jump_result["max_over_ideal"], max(counts) / 3.5, places=12)
+        # A third backend is the last bucket: exactly the slots whose bucket becomes 2 move.
+        grown = [jump(mix64(slot), 3) for slot in range(7)]
+        moved = sum(1 for before, after in zip(owners, grown) if before != after)
+        self.assertTrue(all(after in (before, 2) for before, after in zip(owners, grown)))
+        self.assertAlmostEqual(jump_result["add_one"], moved / (7 / 3), places=12)
+
+    def test_every_algorithm_on_the_demo_config(self):
+        report = self.compare(DEMO, "maglev,ring,rendezvous,jump,modulo", "--service", "web")
+        self.assertEqual([s["name"] for s in report["services"]], ["web"])
+        results = {a["algorithm"]: a for a in report["services"][0]["algorithms"]}
+        self.assertEqual(list(results), ["maglev", "ring", "rendezvous", "jump", "modulo"])
+        self.assertEqual([results[a]["in_datapath"] for a in results],
+                         [True, True, True, False, False])
+        self.assertLess(results["maglev"]["max_over_ideal"], 1.001)
+        for name in ("ring", "rendezvous"):
+            self.assertEqual(results[name]["remove_one"]["mean"], 1.0, name)
+            self.assertEqual(results[name]["remove_one"]["worst"], 1.0, name)
+        self.assertAlmostEqual(results["modulo"]["remove_one"]["mean"], 7.0, delta=0.01)
+        self.assertGreater(results["jump"]["remove_one"]["worst"], 5)
+        for result in results.values():
+            self.assertEqual(len(result["slots_over_ideal"]), 8)
+            self.assertEqual([p["removed"] for p in result["movement"]], [0, 1, 2, 3, 4])
+
+    def test_text_report_has_a_row_per_algorithm_and_times_by_default(self):
+        out = berthctl("analyze", "--config", DEMO, "--algorithms", "ring,jump",
+                       "--service", "dns").stdout
+        self.assertIn("service dns (udp 198.18.100.2:53, M=65537, N=3, configured: maglev)", out)
+        ring_row = next(line for line in out.splitlines() if line.startswith("  ring *"))
+        self.assertGreater(float(ring_row.split()[2]), 0, "build ms measured")
+        self.assertIn("jump: ignores weights", out)
+
+    def test_plot_is_valid_svg_with_a_labelled_line_per_algorithm(self):
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "compare.svg")
+            report = self.compare(DEMO, "maglev,ring,rendezvous,jump,modulo", "--plot", path)
+            root = ElementTree.parse(path).getroot()
+        svg = "{http://www.w3.org/2000/svg}"
+        self.assertEqual(root.tag, svg + "svg")
+        charts = [g for g in root.iter(svg + "g") if g.get("class") == "chart"]
+        self.assertEqual([(c.get("data-service"), c.get("data-chart")) for c in charts],
+                         [("web", "balance"), ("web", "movement"),
+                          ("dns", "balance"), ("dns", "movement")])
+        for chart in charts:
+            service = next(s for s in report["services"] if s["name"] == chart.get("data-service"))
+            series = {g.get("data-series"): g for g in chart.iter(svg + "g")
+                      if g.get("class") == "series"}
+            expected = ["maglev", "ring", "rendezvous", "jump", "modulo"]
+            if chart.get("data-chart") == "movement":
+                expected.append("ideal")
+            self.assertEqual(list(series), expected)
+            for name, group in series.items():
+                # Each line is named at its end, in its own colour: no legend to hunt for.
+                label = next(t for t in group.iter(svg + "text") if t.get("class") == "label")
+                self.assertEqual(label.text, name)
+                line = group.find(svg + "polyline")
+                self.assertEqual(label.get("fill"), line.get("stroke"))
+                points = line.get("points").split()
+                if chart.get("data-chart") == "balance":
+                    self.assertEqual(len(points), service["backends"])
+                else:
+                    self.assertEqual(len(points), len(service["algorithms"][0]["movement"]))
+
+    def test_bad_options_are_named(self):
+        result = berthctl("analyze", "--config", DEMO, "--algorithms", "maglev,cuckoo",
+                          check=False)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("--algorithms: unknown algorithm 'cuckoo'", result.stderr)
+        self.assertIn("--plot needs --algorithms",
+                      berthctl("analyze", "--config", DEMO, "--plot", "/tmp/x.svg",
+                               check=False).stderr)
+        self.assertIn("--plot: cannot write /nonexistent/x.svg",
+                      berthctl("analyze", "--config", DEMO, "--algorithms", "ring", "--plot",
+                               "/nonexistent/x.svg", check=False).stderr)
+        self.assertIn("no service named 'nope'",
+                      berthctl("analyze", "--config", DEMO, "--algorithms", "ring", "--service",
+                               "nope", check=False).stderr)
+
+    def test_table_json_names_the_configured_algorithm(self):
+        table = json.loads(berthctl("table", "--config", self.small, "--service", "tiny",
+                                    "--json").stdout)
+        self.assertEqual(table["algorithm"], "ring")
+        self.assertEqual(len(table["entries"]), 7)
 
 
 class BadInput(unittest.TestCase):

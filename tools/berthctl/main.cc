@@ -24,6 +24,11 @@ ABSL_FLAG(std::vector<std::string>, fail, {},
 ABSL_FLAG(std::string, socket, "/run/berth/berth.sock", "berthd's control socket");
 ABSL_FLAG(int, max_failures, 100,
           "analyze: single failures to analyse per service, evenly spaced; 0 for every backend");
+ABSL_FLAG(std::string, algorithms, "",
+          "analyze: compare these algorithms, comma-separated: maglev, ring, rendezvous, jump, "
+          "modulo");
+ABSL_FLAG(std::string, plot, "", "analyze --algorithms: also write the charts to this SVG file");
+ABSL_FLAG(bool, timing, true, "analyze --algorithms: measure build and lookup times");
 
 namespace {
 
@@ -33,10 +38,16 @@ Commands that read a config file:
   table   --config FILE --service NAME [--fail A,B] [--json]
           the backend of every slot of one service's Maglev table, and slots per backend
           (without --config: berthd's live table, below)
-  analyze --config FILE [--fail A,B] [--max_failures N] [--json]
+  analyze --config FILE [--service NAME] [--fail A,B] [--max_failures N] [--json]
           per service: balance, and how many slots each single backend failure moves with
           min-disruption failover and with a full rebuild, against the ideal; with --fail,
           the same figures with those backends unhealthy
+  analyze --config FILE --algorithms maglev,ring,rendezvous,jump,modulo [--service NAME]
+          [--plot FILE.svg] [--max_failures N] [--notiming] [--json]
+          per service, each algorithm on its backends: build time, lookup cost, memory,
+          balance (max/ideal, min/ideal, coefficient of variation), weighted error, and the
+          slots moved when a backend joins, when each one leaves, and when a tenth leave;
+          --plot draws slots per backend and movement against backends removed
 
 Commands to a running berthd, over its control socket (--socket, default /run/berth/berth.sock):
   status    version, uptime, config file and its CRC32-C, snapshot generation, workers, drains
@@ -111,7 +122,30 @@ int main(int argc, char** argv) {
   if (command == "table") {
     if (absl::GetFlag(FLAGS_service).empty()) return fail("table needs --service NAME");
     report = berth::tableReport(*config, absl::GetFlag(FLAGS_service), options);
+  } else if (!absl::GetFlag(FLAGS_algorithms).empty()) {
+    absl::StatusOr<std::vector<berth::ComparedAlgorithm>> algorithms =
+        berth::parseComparedAlgorithms(absl::GetFlag(FLAGS_algorithms));
+    if (!algorithms.ok())
+      return fail(absl::StrCat("--algorithms: ", algorithms.status().message()));
+    options.algorithms = *std::move(algorithms);
+    options.service = absl::GetFlag(FLAGS_service);
+    options.plot = !absl::GetFlag(FLAGS_plot).empty();
+    options.measure_time = absl::GetFlag(FLAGS_timing);
+    absl::StatusOr<berth::ComparisonOutput> output = berth::comparisonReport(*config, options);
+    if (!output.ok()) return fail(std::string(output.status().message()));
+    if (options.plot) {
+      const std::string path = absl::GetFlag(FLAGS_plot);
+      std::FILE* file = std::fopen(path.c_str(), "w");
+      if (file == nullptr) return fail(absl::StrCat("--plot: cannot write ", path));
+      const bool written =
+          std::fwrite(output->svg.data(), 1, output->svg.size(), file) == output->svg.size();
+      if (std::fclose(file) != 0 || !written)
+        return fail(absl::StrCat("--plot: cannot write ", path));
+    }
+    report = output->report;
   } else {
+    if (!absl::GetFlag(FLAGS_plot).empty()) return fail("--plot needs --algorithms");
+    options.service = absl::GetFlag(FLAGS_service);
     report = berth::analyzeReport(*config, options);
   }
   if (!report.ok()) return fail(std::string(report.status().message()));

@@ -9,9 +9,11 @@
 #include "absl/strings/str_join.h"
 #include "berth/control/table_report.h"
 #include "berth/maglev/analysis.h"
+#include "berth/maglev/comparison.h"
 #include "berth/maglev/table.h"
 #include "berth/util/json_writer.h"
 #include "berth/util/status_macros.h"
+#include "comparison_plot.h"
 
 namespace berth {
 namespace {
@@ -25,7 +27,7 @@ struct ServiceTables {
 
 absl::StatusOr<ServiceTables> tablesFor(const ServiceConfig& service,
                                         const std::vector<std::string>& fail) {
-  BERTH_ASSIGN_OR_RETURN(Table full, build(service.maglevBackends(), service.table_size));
+  BERTH_ASSIGN_OR_RETURN(Table full, buildTable(service.hashingBackends(), service.tableOptions()));
   std::vector<bool> healthy(full.backends().size(), true);
   std::vector<std::string> failed;
   for (const std::string& name : fail) {
@@ -47,6 +49,21 @@ absl::Status checkFailNamesExist(const Config& config, const std::vector<std::st
     if (!found) return absl::NotFoundError(absl::StrCat("--fail: no backend named '", name, "'"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<const ServiceConfig*>> servicesToAnalyze(const Config& config,
+                                                                    const std::string& name) {
+  std::vector<const ServiceConfig*> services;
+  for (const ServiceConfig& service : config.services) {
+    if (name.empty() || service.name == name) services.push_back(&service);
+  }
+  if (!name.empty() && services.empty()) {
+    std::vector<std::string> names;
+    for (const ServiceConfig& service : config.services) names.push_back(service.name);
+    return absl::NotFoundError(absl::StrCat("no service named '", name,
+                                            "'; the config has: ", absl::StrJoin(names, ", ")));
+  }
+  return services;
 }
 
 std::string percent(double share) { return absl::StrFormat("%.3f%%", share * 100); }
@@ -97,11 +114,14 @@ absl::StatusOr<std::string> tableReport(const Config& config, const std::string&
 
 absl::StatusOr<std::string> analyzeReport(const Config& config, const OfflineOptions& options) {
   if (absl::Status status = checkFailNamesExist(config, options.fail); !status.ok()) return status;
+  BERTH_ASSIGN_OR_RETURN(const std::vector<const ServiceConfig*> services,
+                         servicesToAnalyze(config, options.service));
   JsonWriter json;
   json.beginObject().key("services").beginArray();
   std::string out;
 
-  for (const ServiceConfig& service : config.services) {
+  for (const ServiceConfig* service_pointer : services) {
+    const ServiceConfig& service = *service_pointer;
     BERTH_ASSIGN_OR_RETURN(const ServiceTables tables, tablesFor(service, options.fail));
     const Table& full = tables.full;
     const BalanceStats balance = balanceOf(full);
@@ -123,6 +143,8 @@ absl::StatusOr<std::string> analyzeReport(const Config& config, const OfflineOpt
         .value(service.listener())
         .key("hash_fields")
         .value(toString(service.hash_fields))
+        .key("algorithm")
+        .value(toString(full.algorithm()))
         .key("table_size")
         .value(full.size())
         .key("backends")
@@ -148,9 +170,9 @@ absl::StatusOr<std::string> analyzeReport(const Config& config, const OfflineOpt
     }
     json.endArray();
 
-    absl::StrAppendFormat(&out, "service %s (%s, hash %s): M=%u, N=%u\n", service.name,
-                          service.listener(), toString(service.hash_fields), full.size(),
-                          full.backends().size());
+    absl::StrAppendFormat(&out, "service %s (%s, hash %s): %s, M=%u, N=%u\n", service.name,
+                          service.listener(), toString(service.hash_fields),
+                          toString(full.algorithm()), full.size(), full.backends().size());
     absl::StrAppendFormat(&out, "  balance: %s\n", balanceLine(balance));
     if (!impacts.empty()) {
       size_t owners = 0;
@@ -220,6 +242,160 @@ absl::StatusOr<std::string> analyzeReport(const Config& config, const OfflineOpt
   }
   json.endArray().endObject();
   return options.json ? json.str() + "\n" : out;
+}
+
+absl::StatusOr<ComparisonOutput> comparisonReport(const Config& config,
+                                                  const OfflineOptions& options) {
+  if (!options.fail.empty()) {
+    return absl::InvalidArgumentError("--fail applies to analyze without --algorithms");
+  }
+  BERTH_ASSIGN_OR_RETURN(const std::vector<const ServiceConfig*> services,
+                         servicesToAnalyze(config, options.service));
+  JsonWriter json;
+  json.beginObject().key("services").beginArray();
+  std::string out;
+  std::vector<ServiceComparison> plotted;
+  for (const ServiceConfig* service : services) {
+    std::vector<Backend> serving;
+    for (const Backend& backend : service->hashingBackends()) {
+      if (backend.weight > 0) serving.push_back(backend);
+    }
+    if (serving.empty()) {
+      absl::StrAppendFormat(&out, "service %s (%s): no backend with a weight; nothing to compare\n",
+                            service->name, service->listener());
+      continue;
+    }
+    const ComparisonOptions comparison = {.max_removals = options.max_failures,
+                                          .measure_time = options.measure_time};
+    absl::StatusOr<std::vector<AlgorithmComparison>> results =
+        compareAlgorithms(serving, service->tableOptions(), options.algorithms, comparison);
+    if (!results.ok()) {
+      return absl::Status(results.status().code(), absl::StrCat("service '", service->name,
+                                                                "': ", results.status().message()));
+    }
+    const std::string subtitle =
+        absl::StrFormat("%s, M=%u, N=%u, configured: %s", service->listener(), service->table_size,
+                        serving.size(), toString(service->algorithm));
+    plotted.push_back({service->name, subtitle, *results});
+
+    json.beginObject()
+        .key("name")
+        .value(service->name)
+        .key("listener")
+        .value(service->listener())
+        .key("configured_algorithm")
+        .value(toString(service->algorithm))
+        .key("table_size")
+        .value(service->table_size)
+        .key("backends")
+        .value(static_cast<uint64_t>(serving.size()))
+        .key("algorithms")
+        .beginArray();
+    absl::StrAppendFormat(&out, "service %s (%s)\n", service->name, subtitle);
+    absl::StrAppendFormat(&out, "  %-12s %8s %8s %7s %8s %9s %9s %7s %8s %7s %13s %9s\n",
+                          "algorithm", "build", "lookup", "table", "memory", "max/", "min/", "CV",
+                          "weighted", "add", "remove one", "remove");
+    absl::StrAppendFormat(&out, "  %-12s %8s %8s %7s %8s %9s %9s %7s %8s %7s %13s %9s\n", "", "ms",
+                          "ns", "ns", "KiB", "ideal", "ideal", "", "error", "one", "mean  worst",
+                          absl::StrCat(results->front().tenth_removed, " of ", serving.size()));
+    std::vector<std::string> notes;
+    for (const AlgorithmComparison& result : *results) {
+      const std::string name =
+          absl::StrCat(toString(result.algorithm), result.in_datapath ? " *" : "");
+      const double memory_kib = static_cast<double>(result.table_bytes + result.state_bytes) / 1024;
+      absl::StrAppendFormat(
+          &out, "  %-12s %8.2f %8.1f %7s %8.0f %9.4f %9.4f %7.4f %8.4f %7.2f %6.2f %6.2f %9.2f\n",
+          name, result.build_ms, result.lookup_ns,
+          result.in_datapath ? absl::StrFormat("%.1f", result.table_lookup_ns) : "-", memory_kib,
+          result.max_over_ideal, result.min_over_ideal, result.coefficient_of_variation,
+          result.weighted_error, result.add_one, result.remove_one.mean, result.remove_one.worst,
+          result.remove_tenth);
+      for (const std::string& note : result.notes) {
+        notes.push_back(absl::StrCat(toString(result.algorithm), ": ", note));
+      }
+
+      json.beginObject()
+          .key("algorithm")
+          .value(toString(result.algorithm))
+          .key("in_datapath")
+          .value(result.in_datapath)
+          .key("build_ms")
+          .value(result.build_ms)
+          .key("lookup_ns")
+          .value(result.lookup_ns)
+          .key("table_lookup_ns");
+      if (result.in_datapath) {
+        json.value(result.table_lookup_ns);
+      } else {
+        json.null();
+      }
+      json.key("table_bytes")
+          .value(result.table_bytes)
+          .key("state_bytes")
+          .value(result.state_bytes)
+          .key("max_over_ideal")
+          .value(result.max_over_ideal)
+          .key("min_over_ideal")
+          .value(result.min_over_ideal)
+          .key("coefficient_of_variation")
+          .value(result.coefficient_of_variation)
+          .key("weighted_error")
+          .value(result.weighted_error)
+          .key("add_one")
+          .value(result.add_one)
+          .key("remove_one")
+          .beginObject()
+          .key("mean")
+          .value(result.remove_one.mean)
+          .key("worst")
+          .value(result.remove_one.worst)
+          .key("cases")
+          .value(result.remove_one.cases)
+          .endObject()
+          .key("remove_tenth")
+          .beginObject()
+          .key("removed")
+          .value(result.tenth_removed)
+          .key("moved_over_ideal")
+          .value(result.remove_tenth)
+          .endObject()
+          .key("slots_over_ideal")
+          .beginArray();
+      for (double ratio : result.slots_over_ideal) json.value(ratio);
+      json.endArray().key("movement").beginArray();
+      for (const MovementPoint& point : result.movement) {
+        json.beginObject()
+            .key("removed")
+            .value(point.removed)
+            .key("moved")
+            .value(point.moved)
+            .key("ideal")
+            .value(point.ideal)
+            .endObject();
+      }
+      json.endArray().key("notes").beginArray();
+      for (const std::string& note : result.notes) json.value(note);
+      json.endArray().endObject();
+    }
+    json.endArray().endObject();
+    absl::StrAppend(&out,
+                    "  * a service can choose it (algorithm:); every one of them is served from "
+                    "its M-slot table,\n"
+                    "    so the datapath's cost is the table column whatever the choice. Movement "
+                    "columns: slots\n"
+                    "    moved over the least that had to move, so 1.00 is ideal.\n");
+    for (const std::string& note : notes) absl::StrAppend(&out, "  ", note, "\n");
+  }
+  json.endArray().key("warnings").beginArray();
+  for (const std::string& warning : config.warnings) {
+    json.value(warning);
+    absl::StrAppend(&out, "warning: ", warning, "\n");
+  }
+  json.endArray().endObject();
+  ComparisonOutput output;
+  output.report = options.json ? json.str() + "\n" : out;
+  if (options.plot) output.svg = comparisonSvg(plotted);
+  return output;
 }
 
 }  // namespace berth

@@ -5,6 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "berth/config/config.h"
+#include "berth/maglev/comparison.h"
 
 namespace berth {
 
@@ -16,6 +17,12 @@ struct OfflineOptions {
   std::vector<std::string> fail;
   // analyze: at most this many single failures per service, evenly spaced; 0 for all.
   size_t max_failures = 100;
+  // analyze: only this service; empty for all.
+  std::string service;
+  // analyze: compare these algorithms instead of analysing the configured one.
+  std::vector<ComparedAlgorithm> algorithms;
+  bool plot = false;  // also render the comparison as SVG charts
+  bool measure_time = true;
 };
 
 // `berthctl table`: the backend per slot of one service's table, and slots per backend.
@@ -25,5 +32,15 @@ absl::StatusOr<std::string> tableReport(const Config& config, const std::string&
 // `berthctl analyze`: per service, balance and the disruption of each single backend failure,
 // by min-disruption failover and by full rebuild; with `fail`, the figures for that failure set.
 absl::StatusOr<std::string> analyzeReport(const Config& config, const OfflineOptions& options);
+
+// `berthctl analyze --algorithms A,B,...`: per service, each algorithm's build time, lookup
+// cost, memory, balance, weighted error and movement (comparison.h), as text or JSON, and with
+// `plot` the SVG charts of comparison_plot.h.
+struct ComparisonOutput {
+  std::string report;
+  std::string svg;  // empty unless options.plot
+};
+absl::StatusOr<ComparisonOutput> comparisonReport(const Config& config,
+                                                  const OfflineOptions& options);
 
 }  // namespace berth

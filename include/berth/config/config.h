@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "berth/maglev/consistent_hash.h"
 #include "berth/maglev/table.h"
 #include "berth/net/flow_hash.h"
 #include "berth/net/ip_address.h"
@@ -103,6 +104,8 @@ struct ServiceConfig {
   uint16_t port = 0;
   Protocol protocol = Protocol::kTcp;
   uint32_t table_size = kDefaultTableSize;
+  Algorithm algorithm = Algorithm::kMaglev;
+  uint32_t ring_replicas = kDefaultRingReplicas;  // algorithm: ring only
   HashFields hash_fields = HashFields::kFiveTuple;
   Forwarding forwarding = Forwarding::kIpip;
   uint16_t gue_port = 0;      // set exactly when forwarding is kGue
@@ -114,8 +117,9 @@ struct ServiceConfig {
   std::vector<BackendConfig> backends;
   int line = 0;
 
-  // The backends as the Maglev build takes them.
-  std::vector<Backend> maglevBackends() const;
+  // The backends as the table build takes them, and the build's options.
+  std::vector<Backend> hashingBackends() const;
+  TableOptions tableOptions() const;
   // "tcp 198.18.100.1:80", "udp [2001:db8::1]:53": what the service listens on.
   std::string listener() const;
 };

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "berth/maglev/table.h"
 
 namespace berth {
@@ -25,6 +26,7 @@ inline constexpr uint32_t kRendezvousHashSeed = 0x68727721;  // "hrw!"
 // directly, never relative to the other backends, so adding or removing one backend leaves every
 // other backend's points, and so its keys, where they were.
 inline constexpr uint32_t kDefaultRingReplicas = 160;
+inline constexpr uint32_t kMaxRingReplicas = 10'000;
 // Points on one ring at most (16 bytes each): 16 Mi points, 256 MiB.
 inline constexpr uint64_t kMaxRingPoints = uint64_t{1} << 24;
 
@@ -35,8 +37,8 @@ class HashRing {
     uint16_t backend;  // index into backends()
   };
 
-  // Errors: as validateBackends() with M = kMaxTableSize, a replica count of 0 or above 10,000,
-  // and more than kMaxRingPoints points in all.
+  // Errors: as validateBackends() with M = kMaxTableSize, a replica count of 0 or above
+  // kMaxRingReplicas, and more than kMaxRingPoints points in all.
   static absl::StatusOr<HashRing> build(std::vector<Backend> backends,
                                         uint32_t replicas = kDefaultRingReplicas);
 
@@ -54,6 +56,9 @@ class HashRing {
   // The M-slot table: slot s belongs to the owner of the first point at or after
   // s * 2^64 / M. One merge pass over the sorted points: O(M + points).
   std::vector<uint16_t> slotTable(uint32_t table_size) const;
+  // The same for the ring of only the backends flagged in `serving` (one flag per backend):
+  // every slot whose owner is serving keeps it, and the others go to the next serving point.
+  std::vector<uint16_t> slotTable(uint32_t table_size, const std::vector<bool>& serving) const;
 
  private:
   std::vector<Backend> backends_;
@@ -78,11 +83,39 @@ class Rendezvous {
   // The M-slot table: slot s's backend is lookup(s). O(M * N): about 65 million draws for
   // N = 1,000 and M = 65,537.
   std::vector<uint16_t> slotTable(uint32_t table_size) const;
+  // The slot table of only the backends flagged in `serving`, from the all-backends table
+  // `full`: a slot whose winner is serving keeps it, since it still has the highest score, and
+  // only the others are drawn again. O(V * N) for V vacated slots: one failure among N costs
+  // about M draws, whatever N is.
+  std::vector<uint16_t> slotTable(absl::Span<const uint16_t> full,
+                                  const std::vector<bool>& serving) const;
 
  private:
+  // The winner among backends whose `serving` flag is set; all of them when it is null.
+  uint16_t winner(uint64_t key, const uint8_t* serving) const;
+
   std::vector<Backend> backends_;
   std::vector<uint64_t> seeds_;  // per backend, from its name
   bool equal_weights_ = true;
 };
+
+// A service's choice of algorithm and its parameters.
+struct TableOptions {
+  Algorithm algorithm = Algorithm::kMaglev;
+  uint32_t table_size = kDefaultTableSize;
+  uint32_t ring_replicas = kDefaultRingReplicas;  // kRing only
+};
+
+// The options `table` was built with.
+TableOptions optionsOf(const Table& table);
+
+// Checks the inputs as buildTable() does, without building: validateBackends() at the table
+// size, and for a ring the replica count (1 to 10,000) and the total number of points.
+absl::Status validateTable(absl::Span<const Backend> backends, const TableOptions& options);
+
+// The all-healthy table of any algorithm, with the backends sorted by name as in build(). For
+// kMaglev it is build(). A ring or rendezvous table keeps its ring or scoring state, so that
+// withHealth() recomputes only the slots of unhealthy backends.
+absl::StatusOr<Table> buildTable(std::vector<Backend> backends, const TableOptions& options);
 
 }  // namespace berth

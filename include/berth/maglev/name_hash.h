@@ -24,4 +24,13 @@ struct Hash128 {
 };
 Hash128 murmur3x64_128(absl::string_view data, uint32_t seed);
 
+// SplitMix64's finalizer (Steele, Lea and Flood 2014): a bijection whose output bits each depend
+// on every input bit, so consecutive keys give unrelated draws. Part of the contract too:
+// rendezvous draws and the analyzer's keys for jump hashing go through it.
+inline uint64_t mix64(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
 }  // namespace berth

@@ -25,6 +25,18 @@ inline constexpr uint16_t kNoBackend = 0xFFFF;
 inline constexpr size_t kMaxBackends = 65535;  // indices 0..65534; 65535 is kNoBackend
 inline constexpr int64_t kMaxWeight = 1'000'000;
 
+// How a service's table is filled (issue 8). All of them fill the same M-slot table, so the
+// datapath's lookup is one array read whatever the choice; they differ in balance, in how many
+// slots a change of backends moves, and in build cost (consistent_hash.h).
+enum class Algorithm : uint8_t {
+  kMaglev,      // the default: Maglev's permutations and turns, min-disruption failover
+  kRing,        // ring hashing with virtual nodes (HashRing)
+  kRendezvous,  // weighted highest-random-weight hashing (Rendezvous)
+};
+absl::string_view toString(Algorithm algorithm);
+// "maglev", "ring" or "rendezvous"; InvalidArgument naming the choices otherwise.
+absl::StatusOr<Algorithm> parseAlgorithm(absl::string_view text);
+
 // A backend as the hashing sees it: only its name and weight matter. Weight 0 means drained:
 // the backend owns no slots but stays in the table's backend list, so its flows can finish.
 struct Backend {
@@ -51,6 +63,9 @@ bool isPrime(uint64_t n);
 absl::Status validateBackends(absl::Span<const Backend> backends, uint32_t table_size);
 
 class Table;
+class HashRing;
+class Rendezvous;
+struct TableOptions;
 
 // Builds the all-healthy table. Backends are sorted by name first, so the input order never
 // matters, and entry values index Table::backends() in that sorted order.
@@ -75,6 +90,11 @@ absl::StatusOr<Table> buildWithPermutations(std::vector<Backend> backends,
                                             uint32_t table_size);
 
 // The table to use while some backends are unhealthy.
+//
+// For ring and rendezvous tables, the table their algorithm gives for the healthy backends alone:
+// each slot of an unhealthy backend goes to the next healthy point on the ring, or to the healthy
+// backend with the next-highest score, and every other slot stays. Only the vacated slots are
+// recomputed (consistent_hash.h). The rest of this comment is about Maglev tables.
 //
 // Slots owned by a healthy backend in the all-healthy table never move. Each slot vacated by an
 // unhealthy backend goes to the healthy backend that ranks it earliest, where a backend's rank
@@ -124,8 +144,13 @@ class Table {
     return entries_data_ + slot;
   }
 
+  Algorithm algorithm() const { return layout_->algorithm; }
+  // Ring points per unit of weight; 0 unless algorithm() is kRing.
+  uint32_t ringReplicas() const { return layout_->ring_replicas; }
+
   // The configured backends, sorted by name. Entry values index this list.
   absl::Span<const Backend> backends() const { return layout_->backends; }
+  // Maglev's preference lists, in backends() order; empty for other algorithms.
   absl::Span<const Permutation> permutations() const { return layout_->permutations; }
   // The all-healthy table this one was derived from (itself when all are healthy).
   absl::Span<const uint16_t> fullEntries() const { return *layout_->full_entries; }
@@ -140,8 +165,14 @@ class Table {
   friend absl::StatusOr<Table> buildWithPermutations(std::vector<Backend>, std::vector<Permutation>,
                                                      uint32_t);
   friend absl::StatusOr<Table> withHealth(const Table&, const std::vector<bool>&, FailoverStrategy);
+  friend absl::StatusOr<Table> buildTable(std::vector<Backend>, const TableOptions&);
 
   struct Layout {
+    Algorithm algorithm = Algorithm::kMaglev;
+    uint32_t ring_replicas = 0;
+    // What ring and rendezvous failover recompute vacated slots from.
+    std::shared_ptr<const HashRing> ring;
+    std::shared_ptr<const Rendezvous> rendezvous;
     std::vector<Backend> backends;
     std::vector<Permutation> permutations;
     // Shared with the all-healthy Table itself: a build allocates the entries once.

@@ -61,7 +61,8 @@ TEST(ConfigLoaderTest, ShippedConfigsLoad) {
     ASSERT_TRUE(config.ok()) << config.status();
     EXPECT_FALSE(config->services.empty());
     for (const ServiceConfig& service : config->services) {
-      EXPECT_TRUE(build(service.maglevBackends(), service.table_size).ok()) << service.name;
+      EXPECT_TRUE(buildTable(service.hashingBackends(), service.tableOptions()).ok())
+          << service.name;
     }
   }
 }
@@ -299,6 +300,19 @@ INSTANTIATE_TEST_SUITE_P(
                                "health: { rise: 0 } }\n",
                   "bad.yaml:7:57: services[0].backends[0].health.rise",
                   "must be an integer from 1 to 100"},
+        BadConfig{"unknown algorithm", SERVICE_HEAD "    algorithm: jump\n" ONE_BACKEND,
+                  "bad.yaml:6:16: services[0].algorithm",
+                  "must be one of maglev, ring, rendezvous"},
+        BadConfig{"replicas without a ring", SERVICE_HEAD "    replicas: 100\n" ONE_BACKEND,
+                  "bad.yaml:6:15: services[0].replicas", "only applies with algorithm: ring"},
+        BadConfig{"replicas out of range",
+                  SERVICE_HEAD "    algorithm: ring\n    replicas: 0\n" ONE_BACKEND,
+                  "bad.yaml:7:15: services[0].replicas", "must be an integer from 1 to 10000"},
+        BadConfig{"too many ring points",
+                  SERVICE_HEAD "    algorithm: ring\n    replicas: 10000\n"
+                               "    backends:\n      - { name: a, address: 198.18.1.2, "
+                               "weight: 2000 }\n",
+                  "bad.yaml:7:15: services[0].replicas", "more than the 16777216 a ring may have"},
         BadConfig{"no port of the backend's IP version",
                   PORT_HEAD "      ipv6: 2001:db8::10\n" SERVICE_HEAD ONE_BACKEND,
                   "bad.yaml:12:9: services[0].backends[0]",
@@ -434,6 +448,31 @@ TEST(ConfigLoaderTest, MetricsAreOffUnlessConfiguredAndLoopbackByDefault) {
   EXPECT_EQ(wide->metrics.listen->port, 9100);
   ASSERT_EQ(wide->warnings.size(), 1u);
   EXPECT_THAT(wide->warnings[0], HasSubstr("test.yaml:2: metrics.listen: serves metrics beyond"));
+}
+
+TEST(ConfigLoaderTest, AlgorithmAndReplicasLoadAndDefaultToMaglev) {
+  absl::StatusOr<Config> config = parseConfig(
+      SERVICE_HEAD
+      "    algorithm: ring\n    replicas: 40\n" ONE_BACKEND
+      "  - name: dns\n    vip: 198.18.100.1\n    port: 53\n    protocol: udp\n"
+      "    algorithm: rendezvous\n" ONE_BACKEND
+      "  - name: ssh\n    vip: 198.18.100.1\n    port: 22\n    protocol: tcp\n"
+      "    algorithm: ring\n" ONE_BACKEND
+      "  - name: smtp\n    vip: 198.18.100.1\n    port: 25\n    protocol: tcp\n" ONE_BACKEND,
+      "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->services[0].algorithm, Algorithm::kRing);
+  EXPECT_EQ(config->services[0].ring_replicas, 40u);
+  EXPECT_EQ(config->services[0].tableOptions().ring_replicas, 40u);
+  EXPECT_EQ(config->services[1].algorithm, Algorithm::kRendezvous);
+  EXPECT_EQ(config->services[2].ring_replicas, kDefaultRingReplicas);
+  EXPECT_EQ(config->services[3].algorithm, Algorithm::kMaglev);
+  for (const ServiceConfig& service : config->services) {
+    const absl::StatusOr<Table> table =
+        buildTable(service.hashingBackends(), service.tableOptions());
+    ASSERT_TRUE(table.ok()) << service.name;
+    EXPECT_EQ(table->algorithm(), service.algorithm) << service.name;
+  }
 }
 
 TEST(ConfigLoaderTest, ServicesDefaultToIpipWithoutAnnouncing) {

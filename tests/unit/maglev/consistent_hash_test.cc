@@ -145,5 +145,133 @@ TEST(RendezvousTest, DrainedBackendsWinNothingAndNoneLeftMeansNoBackend) {
   EXPECT_EQ(Rendezvous::build({{"a", 0}})->lookup(1), kNoBackend);
 }
 
+// Each slot's backend name in a Table.
+std::vector<std::string> tableOwners(const Table& table) {
+  std::vector<std::string> names;
+  for (uint16_t entry : table.entries()) {
+    names.push_back(entry == kNoBackend ? "" : table.backends()[entry].name);
+  }
+  return names;
+}
+
+class AlgorithmTableTest : public testing::TestWithParam<Algorithm> {
+ protected:
+  TableOptions options(uint32_t table_size = 65537) const {
+    return {.algorithm = GetParam(), .table_size = table_size, .ring_replicas = 100};
+  }
+};
+
+TEST_P(AlgorithmTableTest, TheTableIsTheAlgorithmsOwnSlotTable) {
+  // Input order never matters: the table sorts backends by name, as Maglev's does.
+  std::vector<Backend> backends = {{"c", 3}, {"a", 1}, {"b", 2}};
+  const Table table = *buildTable(backends, options());
+  EXPECT_EQ(table.algorithm(), GetParam());
+  ASSERT_EQ(table.backends().size(), 3u);
+  EXPECT_EQ(table.backends()[0].name, "a");
+  std::vector<uint16_t> expected;
+  if (GetParam() == Algorithm::kRing) {
+    EXPECT_EQ(table.ringReplicas(), 100u);
+    expected = HashRing::build(backends, 100)->slotTable(65537);
+  } else if (GetParam() == Algorithm::kRendezvous) {
+    expected = Rendezvous::build(backends)->slotTable(65537);
+  } else {
+    const Table maglev = *build(backends, 65537);
+    expected.assign(maglev.entries().begin(), maglev.entries().end());
+  }
+  EXPECT_EQ(std::vector<uint16_t>(table.entries().begin(), table.entries().end()), expected);
+  EXPECT_EQ(optionsOf(table).algorithm, GetParam());
+  EXPECT_EQ(optionsOf(table).table_size, 65537u);
+}
+
+TEST_P(AlgorithmTableTest, FailoverMovesOnlyTheFailedBackendsSlotsAndRecoveryRestoresAll) {
+  const std::vector<Backend> backends = named(50);
+  const Table full = *buildTable(backends, options());
+  std::vector<bool> healthy(50, true);
+  healthy[*full.indexOf("be-7")] = healthy[*full.indexOf("be-31")] = false;
+  const Table failover = *withHealth(full, healthy);
+  const std::vector<std::string> before = tableOwners(full);
+  const std::vector<std::string> after = tableOwners(failover);
+  uint32_t vacated = 0;
+  for (size_t slot = 0; slot < before.size(); ++slot) {
+    const bool was_failed = before[slot] == "be-7" || before[slot] == "be-31";
+    vacated += was_failed;
+    if (!was_failed) {
+      EXPECT_EQ(after[slot], before[slot]) << slot;
+    } else {
+      EXPECT_NE(after[slot], before[slot]) << slot;
+      EXPECT_NE(after[slot], "") << slot;
+    }
+  }
+  EXPECT_GT(vacated, 0u);
+  EXPECT_EQ(failover.slotCounts()[*full.indexOf("be-7")], 0u);
+  EXPECT_EQ(failover.slotCounts()[*full.indexOf("be-31")], 0u);
+  const Table recovered = *withHealth(failover, std::vector<bool>(50, true));
+  EXPECT_EQ(tableOwners(recovered), before);
+}
+
+class StatelessAlgorithmTest : public AlgorithmTableTest {};
+
+TEST_P(StatelessAlgorithmTest, FailoverIsTheTableOfTheHealthyBackendsAlone) {
+  // What makes every instance agree, and a rebuild never move more than failover: the
+  // incremental recomputation gives exactly what a build without the failed backends gives.
+  // (Maglev's capped failover differs from its rebuild by design; table.h.)
+  std::vector<Backend> backends = named(40);
+  backends[3].weight = 3;
+  backends[9].weight = 2;
+  const Table full = *buildTable(backends, options());
+  std::vector<bool> healthy(40, true);
+  std::vector<Backend> survivors;
+  for (size_t b = 0; b < 40; ++b) {
+    healthy[b] = b % 7 != 2;
+    if (healthy[b]) survivors.push_back(full.backends()[b]);
+  }
+  const Table failover = *withHealth(full, healthy);
+  const Table rebuilt = *buildTable(survivors, options());
+  EXPECT_EQ(tableOwners(failover), tableOwners(rebuilt));
+}
+
+TEST_P(AlgorithmTableTest, AllBackendsDownLeavesEverySlotWithoutABackend) {
+  const Table full = *buildTable(named(4), options(101));
+  const Table down = *withHealth(full, std::vector<bool>(4, false));
+  for (uint16_t entry : down.entries()) EXPECT_EQ(entry, kNoBackend);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryAlgorithm, AlgorithmTableTest,
+                         testing::Values(Algorithm::kMaglev, Algorithm::kRing,
+                                         Algorithm::kRendezvous),
+                         [](const testing::TestParamInfo<Algorithm>& info) {
+                           return std::string(toString(info.param));
+                         });
+
+INSTANTIATE_TEST_SUITE_P(RingAndRendezvous, StatelessAlgorithmTest,
+                         testing::Values(Algorithm::kRing, Algorithm::kRendezvous),
+                         [](const testing::TestParamInfo<Algorithm>& info) {
+                           return std::string(toString(info.param));
+                         });
+
+TEST(BuildTableTest, RingLimitsAreCheckedBeforeBuilding) {
+  const TableOptions ring = {
+      .algorithm = Algorithm::kRing, .table_size = 65537, .ring_replicas = 0};
+  EXPECT_FALSE(validateTable(named(3), ring).ok());
+  EXPECT_FALSE(buildTable(named(3), ring).ok());
+  const TableOptions many = {
+      .algorithm = Algorithm::kRing, .table_size = 65537, .ring_replicas = 10'000};
+  const absl::Status status = validateTable({{"a", 10'000}}, many);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(status.message()).find("ring points"), std::string::npos) << status;
+  // The table-size rules are Maglev's for every algorithm: the loader checks one set.
+  EXPECT_FALSE(
+      validateTable(named(3), {.algorithm = Algorithm::kRendezvous, .table_size = 100}).ok());
+}
+
+TEST(BuildTableTest, AlgorithmNamesParseAndUnknownOnesAreNamed) {
+  EXPECT_EQ(*parseAlgorithm("ring"), Algorithm::kRing);
+  EXPECT_EQ(*parseAlgorithm("rendezvous"), Algorithm::kRendezvous);
+  EXPECT_EQ(*parseAlgorithm("maglev"), Algorithm::kMaglev);
+  const absl::StatusOr<Algorithm> bad = parseAlgorithm("jump");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.status().message()).find("'jump'"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace berth

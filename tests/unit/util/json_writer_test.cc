@@ -34,5 +34,11 @@ TEST(JsonWriterTest, NonFiniteNumbersBecomeNull) {
   EXPECT_EQ(json.str(), "[1.5,null,null]");
 }
 
+TEST(JsonWriterTest, DoublesReadBackExactlyInTheirShortestForm) {
+  JsonWriter json;
+  json.beginArray().value(4 / 3.5).value(0.1).value(100.0).value(1e-7).endArray();
+  EXPECT_EQ(json.str(), "[1.1428571428571428,0.1,100,1e-07]");
+}
+
 }  // namespace
 }  // namespace berth

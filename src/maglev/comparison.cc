@@ -1,0 +1,457 @@
+#include "berth/maglev/comparison.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "berth/maglev/name_hash.h"
+#include "berth/util/status_macros.h"
+
+namespace berth {
+namespace {
+
+constexpr ComparedAlgorithm kAllCompared[] = {ComparedAlgorithm::kMaglev, ComparedAlgorithm::kRing,
+                                              ComparedAlgorithm::kRendezvous,
+                                              ComparedAlgorithm::kJump, ComparedAlgorithm::kModulo};
+
+std::optional<Algorithm> datapathAlgorithm(ComparedAlgorithm algorithm) {
+  switch (algorithm) {
+    case ComparedAlgorithm::kMaglev:
+      return Algorithm::kMaglev;
+    case ComparedAlgorithm::kRing:
+      return Algorithm::kRing;
+    case ComparedAlgorithm::kRendezvous:
+      return Algorithm::kRendezvous;
+    case ComparedAlgorithm::kJump:
+    case ComparedAlgorithm::kModulo:
+      break;
+  }
+  return std::nullopt;
+}
+
+// Slot tables whose entries index one backend list: the service's, in name order, with a joining
+// backend (add_one) at index N.
+using Entries = std::vector<uint16_t>;
+
+uint32_t slotsChanged(const Entries& before, const Entries& after) {
+  uint32_t changed = 0;
+  for (size_t slot = 0; slot < before.size(); ++slot) changed += before[slot] != after[slot];
+  return changed;
+}
+
+// The algorithm on one backend list: its all-healthy table and its tables after changes.
+class Scheme {
+ public:
+  static absl::StatusOr<Scheme> make(ComparedAlgorithm algorithm,
+                                     const std::vector<Backend>& backends,
+                                     const TableOptions& options) {
+    Scheme scheme(algorithm, backends, options);
+    if (const std::optional<Algorithm> datapath = datapathAlgorithm(algorithm)) {
+      scheme.options_.algorithm = *datapath;
+      BERTH_ASSIGN_OR_RETURN(Table table, buildTable(backends, scheme.options_));
+      scheme.table_ = std::move(table);
+      scheme.full_.assign(scheme.table_->entries().begin(), scheme.table_->entries().end());
+    } else {
+      std::vector<uint16_t> everyone(backends.size());
+      std::iota(everyone.begin(), everyone.end(), 0);
+      scheme.full_ = scheme.numbered(everyone);
+    }
+    return scheme;
+  }
+
+  const Entries& full() const { return full_; }
+  const std::optional<Table>& table() const { return table_; }
+
+  // The table with only the backends flagged in `serving` (in the backends' order).
+  absl::StatusOr<Entries> withServing(const std::vector<bool>& serving) const {
+    if (table_) {
+      BERTH_ASSIGN_OR_RETURN(const Table table, withHealth(*table_, serving));
+      return Entries(table.entries().begin(), table.entries().end());
+    }
+    std::vector<uint16_t> list;
+    for (size_t b = 0; b < serving.size(); ++b) {
+      if (serving[b]) list.push_back(static_cast<uint16_t>(b));
+    }
+    return numbered(list);
+  }
+
+  // The table after `joining` joins, its slots at index backends.size().
+  absl::StatusOr<Entries> withJoining(const Backend& joining) const {
+    const auto joining_index = static_cast<uint16_t>(backends_.size());
+    if (table_) {
+      std::vector<Backend> grown = backends_;
+      grown.push_back(joining);
+      BERTH_ASSIGN_OR_RETURN(const Table table, buildTable(std::move(grown), options_));
+      absl::flat_hash_map<absl::string_view, uint16_t> index_of;
+      for (size_t b = 0; b < backends_.size(); ++b) {
+        index_of.emplace(backends_[b].name, static_cast<uint16_t>(b));
+      }
+      index_of.emplace(joining.name, joining_index);
+      std::vector<uint16_t> translate;
+      for (const Backend& backend : table.backends()) translate.push_back(index_of[backend.name]);
+      Entries entries;
+      entries.reserve(table.size());
+      for (uint16_t entry : table.entries()) {
+        entries.push_back(entry == kNoBackend ? kNoBackend : translate[entry]);
+      }
+      return entries;
+    }
+    std::vector<uint16_t> list(backends_.size());
+    std::iota(list.begin(), list.end(), 0);
+    list.push_back(joining_index);  // the last bucket: the only place jump can add one
+    return numbered(list);
+  }
+
+ private:
+  Scheme(ComparedAlgorithm algorithm, const std::vector<Backend>& backends,
+         const TableOptions& options)
+      : algorithm_(algorithm), backends_(backends), options_(options) {}
+
+  // jump or modulo over the backends in `list`: bucket i is list[i].
+  Entries numbered(const std::vector<uint16_t>& list) const {
+    Entries entries(options_.table_size, kNoBackend);
+    if (list.empty()) return entries;
+    const auto buckets = static_cast<int32_t>(list.size());
+    for (uint32_t slot = 0; slot < options_.table_size; ++slot) {
+      entries[slot] = algorithm_ == ComparedAlgorithm::kJump
+                          ? list[static_cast<size_t>(jumpHash(mix64(slot), buckets))]
+                          : list[slot % list.size()];
+    }
+    return entries;
+  }
+
+  ComparedAlgorithm algorithm_;
+  std::vector<Backend> backends_;
+  TableOptions options_;
+  std::optional<Table> table_;
+  Entries full_;
+};
+
+double medianOf3(const std::function<double()>& measure) {
+  double runs[3] = {measure(), measure(), measure()};
+  std::sort(runs, runs + 3);
+  return runs[1];
+}
+
+using Clock = std::chrono::steady_clock;
+
+double millisecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// Nanoseconds per call of `lookup`, over a fixed set of keys, run for at least 2 ms.
+double nanosecondsPerLookup(const std::function<uint32_t(uint64_t)>& lookup) {
+  constexpr size_t kKeys = 4096;
+  std::vector<uint64_t> keys(kKeys);
+  for (size_t i = 0; i < kKeys; ++i) keys[i] = mix64(i + 1);
+  return medianOf3([&] {
+    uint64_t calls = 0;
+    uint32_t sink = 0;
+    const Clock::time_point start = Clock::now();
+    do {
+      for (uint64_t key : keys) sink ^= lookup(key);
+      calls += kKeys;
+    } while (millisecondsSince(start) < 2.0);
+    const double elapsed_ns = millisecondsSince(start) * 1e6;
+    volatile uint32_t keep = sink;  // the lookups must not be optimised away
+    (void)keep;
+    return elapsed_ns / static_cast<double>(calls);
+  });
+}
+
+std::string uniqueJoiningName(const std::vector<Backend>& backends) {
+  std::string name = "joining-backend";
+  for (int suffix = 2;; ++suffix) {
+    const bool taken = std::any_of(backends.begin(), backends.end(),
+                                   [&](const Backend& backend) { return backend.name == name; });
+    if (!taken) return name;
+    name = absl::StrCat("joining-backend-", suffix);
+  }
+}
+
+void measureTimes(ComparedAlgorithm algorithm, const std::vector<Backend>& backends,
+                  const TableOptions& options, const Scheme& scheme, AlgorithmComparison& result) {
+  result.build_ms = medianOf3([&] {
+    const Clock::time_point start = Clock::now();
+    absl::StatusOr<Scheme> again = Scheme::make(algorithm, backends, options);
+    const double elapsed = millisecondsSince(start);
+    return again.ok() ? elapsed : 0.0;
+  });
+  const auto buckets = static_cast<int32_t>(backends.size());
+  switch (algorithm) {
+    case ComparedAlgorithm::kMaglev:
+      result.lookup_ns = nanosecondsPerLookup(
+          [&](uint64_t key) { return scheme.table()->lookup(static_cast<uint32_t>(key)); });
+      break;
+    case ComparedAlgorithm::kRing: {
+      const absl::StatusOr<HashRing> ring = HashRing::build(backends, options.ring_replicas);
+      if (ring.ok()) {
+        result.lookup_ns = nanosecondsPerLookup([&](uint64_t key) { return ring->lookup(key); });
+      }
+      break;
+    }
+    case ComparedAlgorithm::kRendezvous: {
+      const absl::StatusOr<Rendezvous> rendezvous = Rendezvous::build(backends);
+      if (rendezvous.ok()) {
+        result.lookup_ns =
+            nanosecondsPerLookup([&](uint64_t key) { return rendezvous->lookup(key); });
+      }
+      break;
+    }
+    case ComparedAlgorithm::kJump:
+      result.lookup_ns = nanosecondsPerLookup(
+          [&](uint64_t key) { return static_cast<uint32_t>(jumpHash(key, buckets)); });
+      break;
+    case ComparedAlgorithm::kModulo:
+      result.lookup_ns = nanosecondsPerLookup(
+          [&](uint64_t key) { return static_cast<uint32_t>(key % backends.size()); });
+      break;
+  }
+  if (scheme.table()) {
+    result.table_lookup_ns = nanosecondsPerLookup(
+        [&](uint64_t key) { return scheme.table()->lookup(static_cast<uint32_t>(key)); });
+  }
+}
+
+}  // namespace
+
+absl::string_view toString(ComparedAlgorithm algorithm) {
+  switch (algorithm) {
+    case ComparedAlgorithm::kMaglev:
+      return "maglev";
+    case ComparedAlgorithm::kRing:
+      return "ring";
+    case ComparedAlgorithm::kRendezvous:
+      return "rendezvous";
+    case ComparedAlgorithm::kJump:
+      return "jump";
+    case ComparedAlgorithm::kModulo:
+      return "modulo";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<std::vector<ComparedAlgorithm>> parseComparedAlgorithms(absl::string_view list) {
+  std::vector<ComparedAlgorithm> algorithms;
+  for (absl::string_view part : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+    const absl::string_view name = absl::StripAsciiWhitespace(part);
+    const auto* found = std::find_if(std::begin(kAllCompared), std::end(kAllCompared),
+                                     [&](ComparedAlgorithm a) { return toString(a) == name; });
+    if (found == std::end(kAllCompared)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown algorithm '", name,
+                       "'; expected some of maglev, ring, rendezvous, jump, modulo"));
+    }
+    if (std::find(algorithms.begin(), algorithms.end(), *found) == algorithms.end()) {
+      algorithms.push_back(*found);
+    }
+  }
+  if (algorithms.empty()) return absl::InvalidArgumentError("no algorithm named");
+  return algorithms;
+}
+
+int32_t jumpHash(uint64_t key, int32_t buckets) {
+  int64_t bucket = -1;
+  int64_t next = 0;
+  while (next < buckets) {
+    bucket = next;
+    key = key * 2862933555777941757ull + 1;
+    next = static_cast<int64_t>(
+        static_cast<double>(bucket + 1) *
+        (static_cast<double>(int64_t{1} << 31) / static_cast<double>((key >> 33) + 1)));
+  }
+  return static_cast<int32_t>(bucket);
+}
+
+absl::StatusOr<std::vector<AlgorithmComparison>> compareAlgorithms(
+    const std::vector<Backend>& configured, const TableOptions& options,
+    const std::vector<ComparedAlgorithm>& algorithms, const ComparisonOptions& comparison) {
+  if (absl::Status status = validateTable(configured, options); !status.ok()) return status;
+  std::vector<Backend> backends;
+  for (const Backend& backend : configured) {
+    if (backend.weight > 0) backends.push_back(backend);
+  }
+  if (backends.empty()) return absl::InvalidArgumentError("no backend with a weight to compare");
+  std::sort(backends.begin(), backends.end(),
+            [](const Backend& a, const Backend& b) { return a.name < b.name; });
+  const size_t count = backends.size();
+  const uint32_t table_size = options.table_size;
+  const double slots = table_size;
+  double total_weight = 0;
+  for (const Backend& backend : backends) total_weight += static_cast<double>(backend.weight);
+  const bool equal_weights =
+      std::all_of(backends.begin(), backends.end(),
+                  [&](const Backend& backend) { return backend.weight == backends[0].weight; });
+
+  // Backends leave in one fixed order, the same for every algorithm, so the curve's sets nest.
+  std::vector<size_t> removal_order(count);
+  std::iota(removal_order.begin(), removal_order.end(), 0);
+  std::sort(removal_order.begin(), removal_order.end(), [&](size_t a, size_t b) {
+    return nameHash64(backends[a].name, kRemovalOrderSeed) <
+           nameHash64(backends[b].name, kRemovalOrderSeed);
+  });
+  std::vector<uint32_t> curve_counts = {0};
+  for (int step = 1; step <= 10; ++step) {
+    const auto removed = static_cast<uint32_t>(std::max<long>(1, std::lround(count * step / 20.0)));
+    if (removed < count && removed != curve_counts.back()) curve_counts.push_back(removed);
+  }
+  const auto tenth = static_cast<uint32_t>(std::max<size_t>(1, count / 10));
+
+  std::vector<size_t> single_removals(count);
+  std::iota(single_removals.begin(), single_removals.end(), 0);
+  if (comparison.max_removals > 0 && count > comparison.max_removals) {
+    std::vector<size_t> sample;
+    for (size_t k = 0; k < comparison.max_removals; ++k) {
+      sample.push_back(k * count / comparison.max_removals);
+    }
+    single_removals = std::move(sample);
+  }
+
+  const Backend joining = {uniqueJoiningName(backends),
+                           std::max<int64_t>(1, std::llround(total_weight / count))};
+
+  std::vector<AlgorithmComparison> results;
+  for (ComparedAlgorithm algorithm : algorithms) {
+    BERTH_ASSIGN_OR_RETURN(const Scheme scheme, Scheme::make(algorithm, backends, options));
+    const Entries& full = scheme.full();
+    AlgorithmComparison result;
+    result.algorithm = algorithm;
+    result.in_datapath = datapathAlgorithm(algorithm).has_value();
+
+    std::vector<uint32_t> owned(count + 1, 0);
+    for (uint16_t entry : full) {
+      if (entry != kNoBackend) ++owned[entry];
+    }
+    double ratio_sum = 0;
+    result.min_over_ideal = std::numeric_limits<double>::max();
+    for (size_t b = 0; b < count; ++b) {
+      const double weight_share = static_cast<double>(backends[b].weight) / total_weight;
+      const double ratio = owned[b] / (slots * weight_share);
+      result.slots_over_ideal.push_back(ratio);
+      result.max_over_ideal = std::max(result.max_over_ideal, ratio);
+      result.min_over_ideal = std::min(result.min_over_ideal, ratio);
+      result.weighted_error += std::abs(owned[b] / slots - weight_share) / 2;
+      ratio_sum += ratio;
+    }
+    const double mean_ratio = ratio_sum / count;
+    double squares = 0;
+    for (double ratio : result.slots_over_ideal)
+      squares += (ratio - mean_ratio) * (ratio - mean_ratio);
+    result.coefficient_of_variation = std::sqrt(squares / count) / mean_ratio;
+
+    result.table_bytes = uint64_t{table_size} * sizeof(uint16_t);
+    switch (algorithm) {
+      case ComparedAlgorithm::kMaglev:
+        result.state_bytes = result.table_bytes + count * (sizeof(Permutation) + sizeof(uint32_t));
+        break;
+      case ComparedAlgorithm::kRing: {
+        uint64_t points = 0;
+        for (const Backend& backend : backends) {
+          points += uint64_t{options.ring_replicas} * static_cast<uint64_t>(backend.weight);
+        }
+        result.state_bytes = result.table_bytes + points * sizeof(HashRing::Point);
+        break;
+      }
+      case ComparedAlgorithm::kRendezvous:
+        result.state_bytes = result.table_bytes + count * sizeof(uint64_t);
+        break;
+      case ComparedAlgorithm::kJump:
+      case ComparedAlgorithm::kModulo:
+        break;
+    }
+
+    BERTH_ASSIGN_OR_RETURN(const Entries grown, scheme.withJoining(joining));
+    const double joining_ideal =
+        slots * static_cast<double>(joining.weight) / (total_weight + joining.weight);
+    result.add_one = slotsChanged(full, grown) / joining_ideal;
+
+    for (size_t b : single_removals) {
+      if (owned[b] == 0) continue;
+      std::vector<bool> serving(count, true);
+      serving[b] = false;
+      BERTH_ASSIGN_OR_RETURN(const Entries shrunk, scheme.withServing(serving));
+      const double ratio = static_cast<double>(slotsChanged(full, shrunk)) / owned[b];
+      result.remove_one.mean += ratio;
+      result.remove_one.worst = std::max(result.remove_one.worst, ratio);
+      ++result.remove_one.cases;
+    }
+    if (result.remove_one.cases > 0) result.remove_one.mean /= result.remove_one.cases;
+
+    std::vector<bool> serving(count, true);
+    uint32_t removed = 0;
+    uint64_t removed_owned = 0;
+    double removed_weight = 0;
+    auto removeUpTo = [&](uint32_t target) {
+      for (; removed < target; ++removed) {
+        const size_t b = removal_order[removed];
+        serving[b] = false;
+        removed_owned += owned[b];
+        removed_weight += static_cast<double>(backends[b].weight);
+      }
+    };
+    for (uint32_t target : curve_counts) {
+      removeUpTo(target);
+      BERTH_ASSIGN_OR_RETURN(const Entries shrunk, scheme.withServing(serving));
+      result.movement.push_back(
+          {target, slotsChanged(full, shrunk) / slots, removed_weight / total_weight});
+    }
+    serving.assign(count, true);
+    removed = 0;
+    removed_owned = 0;
+    removed_weight = 0;
+    removeUpTo(tenth);
+    BERTH_ASSIGN_OR_RETURN(const Entries without_tenth, scheme.withServing(serving));
+    result.tenth_removed = tenth;
+    result.remove_tenth = removed_owned == 0
+                              ? 0
+                              : static_cast<double>(slotsChanged(full, without_tenth)) /
+                                    static_cast<double>(removed_owned);
+
+    switch (algorithm) {
+      case ComparedAlgorithm::kMaglev:
+        if (result.remove_one.worst > 1.0) {
+          result.notes.push_back(
+              "failover caps each survivor at 1.02 x its share, so a failure moves a few slots "
+              "beyond the failed backend's own (table.h)");
+        }
+        break;
+      case ComparedAlgorithm::kRing:
+        result.notes.push_back(absl::StrCat(
+            options.ring_replicas,
+            " points per unit of weight; balance improves with more, at the cost of build time "
+            "and memory"));
+        break;
+      case ComparedAlgorithm::kRendezvous:
+        result.notes.push_back("the build costs M x N draws; failover redraws only vacated slots");
+        break;
+      case ComparedAlgorithm::kJump:
+        result.notes.push_back(
+            "analyzer only: only the last bucket can leave without renumbering, so removing any "
+            "other backend moves the slots of every backend after it; a joining backend is the "
+            "last bucket");
+        if (!equal_weights) result.notes.push_back("ignores weights");
+        break;
+      case ComparedAlgorithm::kModulo:
+        result.notes.push_back(
+            "analyzer only: any change in the number of backends moves about (N-1)/N of all "
+            "slots");
+        if (!equal_weights) result.notes.push_back("ignores weights");
+        break;
+    }
+    if (comparison.measure_time) measureTimes(algorithm, backends, options, scheme, result);
+    results.push_back(std::move(result));
+  }
+  return results;
+}
+
+}  // namespace berth

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "berth/dataplane/backend_loads.h"
 #include "berth/dataplane/unmap_guard.h"
 #include "berth/util/json_writer.h"
 #include "berth/util/status_macros.h"
@@ -171,6 +172,8 @@ absl::Status Daemon::start() {
       return absl::ResourceExhaustedError("workers: no memory for traffic counters");
     }
     worker->attach(traffic);
+    worker_loads_.push_back(std::make_unique<WorkerLoads>(backend_loads_.get()));
+    worker->state.loads = worker_loads_.back().get();
     if (rte_rcu_qsbr_thread_register(publisher_->rcu(), w) != 0) {
       return absl::InternalError("workers: rte_rcu_qsbr_thread_register failed");
     }
@@ -319,11 +322,44 @@ void Daemon::run() {
     if (metrics_) metrics_->serve([this] { return prometheusText(); });
     serveTelemetry();
     sampleRates();
+    publishLoads();
     watchLinks();
     reportRollouts();
     absl::SleepFor(kManagementTick);
   }
   stopWorkers();
+}
+
+void Daemon::publishLoads() {
+  const absl::Time now = absl::Now();
+  if (now - last_load_publish_ < absl::Milliseconds(kLoadPublishIntervalMs)) return;
+  last_load_publish_ = now;
+  bool any = false;
+  for (size_t s = 0; s < config_.services.size(); ++s) {
+    const ServiceConfig& service = config_.services[s];
+    if (service.bounded_load == 0) continue;
+    const std::optional<uint32_t> service_id = counter_ids_.findService(service.name);
+    if (!service_id) continue;
+    any = true;
+    const Table& table = tables_[s];
+    uint64_t serving_total = 0;
+    for (size_t b = 0; b < table.backends().size(); ++b) {
+      const std::optional<uint32_t> id =
+          counter_ids_.findBackend(service.name, table.backends()[b].name);
+      if (!id) continue;
+      uint64_t active = 0;
+      for (const Worker* worker : workers_) {
+        active += worker->state.traffic.backends[*id].connections.read();
+      }
+      const auto clamped = static_cast<uint32_t>(std::min<uint64_t>(active, UINT32_MAX));
+      backend_loads_->active[*id].store(clamped, std::memory_order_relaxed);
+      if (table.healthy()[b] && table.backends()[b].weight > 0) serving_total += clamped;
+    }
+    backend_loads_->serving_total[*service_id].store(
+        static_cast<uint32_t>(std::min<uint64_t>(serving_total, UINT32_MAX)),
+        std::memory_order_relaxed);
+  }
+  if (any) backend_loads_->generation.fetch_add(1, std::memory_order_release);
 }
 
 void Daemon::applyHealthChanges(const std::vector<BackendHealthChange>& changes) {

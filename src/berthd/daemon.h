@@ -15,6 +15,7 @@
 #include "berth/control/mailbox.h"
 #include "berth/control/metrics_server.h"
 #include "berth/control/publisher.h"
+#include "berth/dataplane/backend_loads.h"
 #include "berth/dataplane/explain.h"
 #include "berth/dataplane/neighbor_discovery.h"
 #include "berth/dataplane/port.h"
@@ -157,6 +158,9 @@ class Daemon {
     double drops_per_s = 0;
   };
   void sampleRates();
+  // Every kLoadPublishIntervalMs: each bounded-load service's per-backend active flows, summed
+  // over the workers' connection gauges, for the workers' new-flow choices.
+  void publishLoads();
   Rates rates() const;
   // Logs each port's link going up or down (a memif peer connecting or leaving, a cable).
   void watchLinks();
@@ -182,6 +186,9 @@ class Daemon {
   CounterIds counter_ids_;
   NeighborTable neighbors_;
   std::unique_ptr<SnapshotPublisher> publisher_;
+  std::unique_ptr<BackendLoads> backend_loads_ = std::make_unique<BackendLoads>();
+  std::vector<std::unique_ptr<WorkerLoads>> worker_loads_;  // one per worker
+  absl::Time last_load_publish_ = absl::InfinitePast();
   std::vector<Worker*> workers_;  // in rte_zmalloc'd memory on each worker's socket
   rte_ring* neighbor_news_ = nullptr;
   uint64_t generation_ = 0;

@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "berth/maglev/bounded_load.h"
 #include "berth/maglev/consistent_hash.h"
 #include "berth/util/status_macros.h"
 #include "config/yaml_fields.h"
@@ -113,8 +114,8 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
   BERTH_ASSIGN_OR_RETURN(const Fields fields,
                          Fields::read(source, path, node,
                                       {"name", "vip", "port", "protocol", "table_size", "algorithm",
-                                       "replicas", "hash_fields", "forwarding", "gue_port",
-                                       "announce", "drain", "health", "backends"}));
+                                       "replicas", "bounded_load", "hash_fields", "forwarding",
+                                       "gue_port", "announce", "drain", "health", "backends"}));
   ServiceConfig service;
   service.line = fields.self().line();
   BERTH_ASSIGN_OR_RETURN(service.name, fields.requiredString("name"));
@@ -148,6 +149,10 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
   } else if (fields.has("replicas")) {
     return fields.site("replicas").error("only applies with algorithm: ring");
   }
+  BERTH_ASSIGN_OR_RETURN(
+      const std::optional<double> bounded_load,
+      fields.optionalNumberAbove("bounded_load", kMinBoundedLoad, kMaxBoundedLoad));
+  service.bounded_load = bounded_load.value_or(0);
 
   if (fields.has("hash_fields")) {
     BERTH_ASSIGN_OR_RETURN(const std::string text, fields.requiredString("hash_fields"));

@@ -183,6 +183,21 @@ class Fields {
     return static_cast<uint32_t>(seconds * 1000 + 0.5);
   }
 
+  // A number above `above` and at most `high`, or nullopt when the key is absent.
+  absl::StatusOr<std::optional<double>> optionalNumberAbove(absl::string_view key, double above,
+                                                            double high) const {
+    const YAML::Node* node = find(key);
+    if (node == nullptr) return std::optional<double>();
+    double value = 0;
+    if (!node->IsScalar() || !absl::SimpleAtod(node->Scalar(), &value) || !(value > above) ||
+        !(value <= high)) {
+      return site(key).error(absl::StrCat("must be a number above ", above, " and at most ", high,
+                                          ", got '",
+                                          node->IsScalar() ? node->Scalar() : "a non-scalar", "'"));
+    }
+    return std::optional<double>(value);
+  }
+
   // A list of strings, empty when the key is absent.
   absl::StatusOr<std::vector<std::string>> stringList(absl::string_view key) const {
     std::vector<std::string> result;

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "berth/dataplane/backend_loads.h"
 #include "berth/dataplane/icmp_reply.h"
 #include "berth/dataplane/neighbor_reply.h"
+#include "berth/maglev/bounded_load.h"
 #include "berth/net/flow_hash.h"
 
 namespace berth {
@@ -158,7 +160,31 @@ void remember(const Snapshot& snapshot, Connection& connection, uint32_t backend
   connection.generation = static_cast<uint16_t>(snapshot.generation());
 }
 
-// The backend for a classified packet: its connection's, or the table's pick (recorded).
+// Where a new connection of a bounded-load service starts (maglev/bounded_load.h): the first
+// backend under its bound in the table's order from the flow's slot.
+uint32_t boundedLoadPick(const Snapshot& snapshot, WorkerState& worker,
+                         const Classified& classified, uint32_t generation) {
+  const SnapshotService& service = *classified.service;
+  const WorkerLoads& loads = *worker.loads;
+  const uint16_t* entries = service.table.entries().data();
+  const auto slot = static_cast<uint32_t>(classified.entry - entries);
+  const double total_and_this_one =
+      static_cast<double>(loads.servingTotal(service.counter_id, generation)) + 1;
+  const uint16_t pick = boundedLoadChoice(entries, service.table.size(), slot, [&](uint16_t entry) {
+    const SnapshotBackend& backend = snapshot.backend(service.first_backend + entry);
+    return static_cast<double>(loads.backend(backend.counter_id, generation)) <
+           backend.load_share * total_and_this_one;
+  });
+  if (pick != *classified.entry) {
+    worker.counters->conntrack.values[static_cast<size_t>(ConntrackEvent::kBoundedLoadFallback)]
+        .add(1);
+  }
+  return pick == kNoBackend ? kNoBackendIndex : service.first_backend + pick;
+}
+
+// The backend for a classified packet: its connection's, or the table's pick (recorded). A new
+// connection of a bounded-load service may start further along the table instead; a tracked
+// one never moves because of load.
 uint32_t chooseBackend(const Snapshot& snapshot, WorkerState& worker,
                        const Classified& classified) {
   const SnapshotService& service = *classified.service;
@@ -169,18 +195,35 @@ uint32_t chooseBackend(const Snapshot& snapshot, WorkerState& worker,
   };
   ConnectionTable* table = worker.conntrack;
   if (table == nullptr) return tablePick();
+  const bool bounded = service.bounded_load > 0 && worker.loads != nullptr;
+  const uint32_t generation = bounded ? worker.loads->generation() : 0;
+  auto newConnectionPick = [&]() -> uint32_t {
+    return bounded ? boundedLoadPick(snapshot, worker, classified, generation) : tablePick();
+  };
+  auto countNewConnection = [&](uint32_t backend) {
+    if (bounded) {
+      worker.loads->add(service.counter_id, snapshot.backend(backend).counter_id, generation);
+    }
+  };
 
   const ConnectionKey key = ConnectionKey::of(packet.flow, service.hash_fields,
                                               static_cast<uint16_t>(service.counter_id));
   Connection* connection = table->find(key, classified.hash, worker.now_ms);
   const uint8_t flags = packet.tcp_flags;
   if (connection == nullptr) {
-    const uint32_t backend = tablePick();
-    if (backend == kNoBackendIndex || packet.icmp_error) return backend;
+    if (packet.icmp_error) return tablePick();
+    uint32_t backend = newConnectionPick();
+    if (backend == kNoBackendIndex) return backend;
     connection = table->insert(key, classified.hash,
                                static_cast<uint16_t>(snapshot.backend(backend).counter_id),
                                initialState(packet.flow.protocol, flags), worker.now_ms);
-    if (connection != nullptr) remember(snapshot, *connection, backend);
+    if (connection == nullptr) {
+      // Not recorded (the insert limit): the table's plain pick, which does not depend on load,
+      // keeps the flow's later packets together.
+      return tablePick();
+    }
+    remember(snapshot, *connection, backend);
+    countNewConnection(backend);
     return backend;
   }
 
@@ -194,10 +237,11 @@ uint32_t chooseBackend(const Snapshot& snapshot, WorkerState& worker,
   if (backend == kNoBackendIndex) {
     if (!reopened)
       worker.counters->conntrack.values[static_cast<size_t>(ConntrackEvent::kRepick)].add(1);
-    backend = tablePick();
+    backend = newConnectionPick();
     if (backend == kNoBackendIndex) return backend;
     table->reassign(*connection, static_cast<uint16_t>(snapshot.backend(backend).counter_id));
     remember(snapshot, *connection, backend);
+    countNewConnection(backend);
     if (reopened) connection->state = initialState(packet.flow.protocol, flags);
   }
   if (!packet.icmp_error) ConnectionTable::touch(*connection, flags, worker.now_ms);

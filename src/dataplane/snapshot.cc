@@ -136,7 +136,11 @@ absl::StatusOr<std::unique_ptr<const Snapshot>> buildSnapshot(
         SnapshotService{config_service.name, config_service.hash_fields, kDefaultFlowHashSeed,
                         config_service.forwarding, forwardFunctionFor(config_service.forwarding),
                         table, static_cast<uint32_t>(snapshot->backends_.size()), service_counter,
-                        config_service.drain_keeps_established});
+                        config_service.drain_keeps_established, config_service.bounded_load});
+    double serving_weight = 0;
+    for (size_t b = 0; b < table.backends().size(); ++b) {
+      if (table.healthy()[b]) serving_weight += static_cast<double>(table.backends()[b].weight);
+    }
     // The table indexes its backends sorted by name; the config may list them in any order.
     absl::flat_hash_map<absl::string_view, const BackendConfig*> by_name;
     for (const BackendConfig& backend : config_service.backends) by_name[backend.name] = &backend;
@@ -150,9 +154,13 @@ absl::StatusOr<std::unique_ptr<const Snapshot>> buildSnapshot(
       }
       BERTH_ASSIGN_OR_RETURN(const uint32_t backend_counter,
                              counter_ids.backend(config_service.name, backend.name));
+      const bool serving = table.healthy()[b] && backend.weight > 0;
+      const double load_share = serving ? config_service.bounded_load *
+                                              static_cast<double>(backend.weight) / serving_weight
+                                        : 0.0;
       snapshot->backends_.push_back(SnapshotBackend{backend.name, it->second->address,
                                                     backend_counter, table.healthy()[b],
-                                                    backend.weight == 0});
+                                                    backend.weight == 0, load_share});
       if (snapshot->backend_by_counter_id_.size() <= backend_counter) {
         snapshot->backend_by_counter_id_.resize(backend_counter + 1, kNoBackendIndex);
       }

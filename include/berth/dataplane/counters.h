@@ -69,7 +69,8 @@ class Counter {
   X(kExpiry, "expiries")               /* a connection reclaimed after its timeout */            \
   X(kRepick, "repicks")                /* its backend gone or unhealthy: picked again */         \
   X(kInsertSkipped, "inserts_skipped") /* over the insert rate limit: forwarded, not recorded */ \
-  X(kTableFull, "table_full")          /* an insert while every way of the table was taken */
+  X(kTableFull, "table_full")          /* an insert while every way of the table was taken */    \
+  X(kBoundedLoadFallback, "bounded_load_fallbacks") /* new, past its pick at its load bound */
 
 enum class ConntrackEvent : uint8_t {
 #define BERTH_CONNTRACK_EVENT_ENUM(name, text) name,

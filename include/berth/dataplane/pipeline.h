@@ -40,12 +40,16 @@ class NeighborSink {
 
 // What one worker brings to the pipeline: its counters, where neighbour news goes, and its
 // connection table with the time the table ages connections by.
+class WorkerLoads;
+
 struct WorkerState {
   WorkerCounters* counters = nullptr;
   TrafficCounters traffic;
   NeighborSink* neighbors = nullptr;
   ConnectionTable* conntrack = nullptr;  // null: every packet goes to the table's pick
-  uint32_t now_ms = 0;                   // a millisecond clock, set once per worker loop
+  // Active-flow counts for bounded-load services; null: they take the table's pick too.
+  WorkerLoads* loads = nullptr;
+  uint32_t now_ms = 0;  // a millisecond clock, set once per worker loop
 };
 
 // Decides `frame`, received on `port` (an index into the snapshot's ports). Counts the frame's

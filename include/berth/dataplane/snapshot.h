@@ -73,6 +73,9 @@ struct SnapshotBackend {
   uint32_t counter_id = 0;  // also the stable id connections remember it by
   bool healthy = true;      // false: no packet goes here, tracked connections move
   bool drained = false;     // weight 0: no new flows; tracked ones per the service's drain policy
+  // Bounded load: C * weight / (the serving backends' total weight) while serving, else 0, so a
+  // new flow may come here while its active flows < load_share * (serving total + 1).
+  double load_share = 0;
 };
 
 struct SnapshotService {
@@ -86,6 +89,7 @@ struct SnapshotService {
   uint32_t first_backend = 0;
   uint32_t counter_id = 0;
   bool drain_keeps_established = true;
+  double bounded_load = 0;  // C of maglev/bounded_load.h; 0: new flows take the table's pick
 };
 
 inline constexpr uint32_t kNoBackendIndex = UINT32_MAX;

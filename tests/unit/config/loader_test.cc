@@ -308,6 +308,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"replicas out of range",
                   SERVICE_HEAD "    algorithm: ring\n    replicas: 0\n" ONE_BACKEND,
                   "bad.yaml:7:15: services[0].replicas", "must be an integer from 1 to 10000"},
+        BadConfig{"bounded load of 1", SERVICE_HEAD "    bounded_load: 1\n" ONE_BACKEND,
+                  "bad.yaml:6:19: services[0].bounded_load",
+                  "must be a number above 1 and at most 100, got '1'"},
+        BadConfig{"bounded load not a number", SERVICE_HEAD "    bounded_load: lots\n" ONE_BACKEND,
+                  "bad.yaml:6:19: services[0].bounded_load", "got 'lots'"},
         BadConfig{"too many ring points",
                   SERVICE_HEAD "    algorithm: ring\n    replicas: 10000\n"
                                "    backends:\n      - { name: a, address: 198.18.1.2, "
@@ -455,7 +460,7 @@ TEST(ConfigLoaderTest, AlgorithmAndReplicasLoadAndDefaultToMaglev) {
       SERVICE_HEAD
       "    algorithm: ring\n    replicas: 40\n" ONE_BACKEND
       "  - name: dns\n    vip: 198.18.100.1\n    port: 53\n    protocol: udp\n"
-      "    algorithm: rendezvous\n" ONE_BACKEND
+      "    algorithm: rendezvous\n    bounded_load: 1.25\n" ONE_BACKEND
       "  - name: ssh\n    vip: 198.18.100.1\n    port: 22\n    protocol: tcp\n"
       "    algorithm: ring\n" ONE_BACKEND
       "  - name: smtp\n    vip: 198.18.100.1\n    port: 25\n    protocol: tcp\n" ONE_BACKEND,
@@ -465,8 +470,10 @@ TEST(ConfigLoaderTest, AlgorithmAndReplicasLoadAndDefaultToMaglev) {
   EXPECT_EQ(config->services[0].ring_replicas, 40u);
   EXPECT_EQ(config->services[0].tableOptions().ring_replicas, 40u);
   EXPECT_EQ(config->services[1].algorithm, Algorithm::kRendezvous);
+  EXPECT_EQ(config->services[1].bounded_load, 1.25);
   EXPECT_EQ(config->services[2].ring_replicas, kDefaultRingReplicas);
   EXPECT_EQ(config->services[3].algorithm, Algorithm::kMaglev);
+  EXPECT_EQ(config->services[3].bounded_load, 0) << "off unless set";
   for (const ServiceConfig& service : config->services) {
     const absl::StatusOr<Table> table =
         buildTable(service.hashingBackends(), service.tableOptions());

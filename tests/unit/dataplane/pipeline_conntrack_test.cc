@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "berth/config/loader.h"
+#include "berth/dataplane/backend_loads.h"
 #include "berth/dataplane/explain.h"
 #include "berth/dataplane/pipeline.h"
 #include "support/frames.h"
@@ -55,7 +56,20 @@ class Harness {
     state.traffic = {services_.data(), backends_.data()};
     state.conntrack = &table_;
     state.now_ms = 1'000;
+    state.loads = &worker_loads_;
     table_.countConnectionsIn(state.traffic);
+  }
+
+  // What the management thread publishes: `active` flows on each named backend of "web" from
+  // every worker, this one's included, and their total over the serving ones.
+  void publishLoads(const std::map<std::string, uint32_t>& active) {
+    uint32_t total = 0;
+    for (const auto& [name, count] : active) {
+      loads_.active[*ids_.findBackend("web", name)] = count;
+      total += count;
+    }
+    loads_.serving_total[*ids_.findService("web")] = total;
+    loads_.generation.fetch_add(1);
   }
 
   // A snapshot of `yaml`, with the named backends unhealthy.
@@ -140,6 +154,8 @@ class Harness {
   std::vector<TrafficCounter> services_;
   std::vector<TrafficCounter> backends_;
   CounterIds ids_;
+  BackendLoads loads_;
+  WorkerLoads worker_loads_{&loads_};
   Config config_;
   std::vector<Table> tables_;
   std::unique_ptr<const Snapshot> snapshot_;
@@ -317,6 +333,73 @@ TEST(PipelineConntrackTest, IcmpErrorsFollowTheConnectionAndCreateNone) {
   const uint64_t inserts = harness.count(ConntrackEvent::kInsert);
   harness.deliver(icmpAbout(9));
   EXPECT_EQ(harness.count(ConntrackEvent::kInsert), inserts) << "an untracked flow's error";
+}
+
+// Four equal backends under bounded_load: 1.25.
+std::string boundedConfig() {
+  std::string yaml = configWith({{1, 1}, {2, 1}, {3, 1}, {4, 1}});
+  const std::string marker = "    backends:\n";
+  yaml.insert(yaml.find(marker), "    bounded_load: 1.25\n");
+  return yaml;
+}
+
+TEST(PipelineBoundedLoadTest, NewFlowsPassABackendAtItsBoundAndTrackedOnesStay) {
+  Harness harness;
+  harness.use(boundedConfig());
+  // 400 connections before any load is published, about a quarter of them on web-1.
+  std::map<uint16_t, std::string> tracked;
+  uint32_t tracked_on_web_1 = 0;
+  for (uint16_t port = kFirstPort; port < kFirstPort + 400; ++port) {
+    tracked[port] = harness.send(port, kTcpSyn);
+    tracked_on_web_1 += tracked[port] == "198.18.1.2";
+  }
+  EXPECT_GT(tracked_on_web_1, 80u);
+  const uint64_t fallbacks_before = harness.count(ConntrackEvent::kBoundedLoadFallback);
+  // Other workers have loaded web-1 far past 1.25 x the mean.
+  harness.publishLoads({{"web-1", 3000}, {"web-2", 100}, {"web-3", 100}, {"web-4", 100}});
+  uint32_t picked_web_1 = 0;
+  for (uint16_t port = kFirstPort + 400; port < kFirstPort + 2400; ++port) {
+    const std::string backend = harness.send(port, kTcpSyn);
+    EXPECT_NE(backend, "198.18.1.2") << port;
+    picked_web_1 += harness.tablePick(port) == "198.18.1.2";
+  }
+  EXPECT_GT(picked_web_1, 400u);
+  EXPECT_GE(harness.count(ConntrackEvent::kBoundedLoadFallback) - fallbacks_before, picked_web_1);
+  // Load never moves a tracked connection, web-1's included.
+  for (const auto& [port, backend] : tracked) EXPECT_EQ(harness.send(port), backend) << port;
+}
+
+TEST(PipelineBoundedLoadTest, OneWorkerCountsItsOwnNewFlowsAndNeverPassesTheBound) {
+  // Nothing published: the worker's own counts alone keep every backend within
+  // 1.25 x mean + 1 as the connections arrive, whatever the table's picks.
+  Harness harness;
+  harness.use(boundedConfig());
+  std::map<std::string, uint32_t> load;
+  uint32_t total = 0;
+  for (uint16_t port = kFirstPort; port < kFirstPort + 4000; ++port) {
+    const std::string backend = harness.send(port, kTcpSyn);
+    ASSERT_NE(backend, "");
+    ++total;
+    ASSERT_LE(++load[backend], 1.25 * total / 4 + 1) << backend << " after " << total;
+  }
+  EXPECT_EQ(harness.connectionsOf("web-1") + harness.connectionsOf("web-2") +
+                harness.connectionsOf("web-3") + harness.connectionsOf("web-4"),
+            4000u);
+}
+
+TEST(PipelineBoundedLoadTest, WorkersThatSeeTheSameLoadsMakeTheSameChoices) {
+  Harness first;
+  Harness second;
+  const std::map<std::string, uint32_t> loads = {
+      {"web-1", 900}, {"web-2", 20}, {"web-3", 700}, {"web-4", 380}};
+  for (Harness* harness : {&first, &second}) {
+    harness->use(boundedConfig());
+    harness->publishLoads(loads);
+  }
+  for (uint16_t port = kFirstPort; port < kFirstPort + 500; ++port) {
+    EXPECT_EQ(first.send(port, kTcpSyn), second.send(port, kTcpSyn)) << port;
+  }
+  EXPECT_GT(first.count(ConntrackEvent::kBoundedLoadFallback), 0u);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev clang
   python3 python3-scapy
   iproute2 ethtool tcpdump iputils-ping curl
+  bird2
 )
 
 missing=()

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "berth/control/table_report.h"
+#include "berth/maglev/analysis.h"
 #include "berth/net/crc32c.h"
 #include "berth/net/packet_parser.h"
 #include "berth/util/json_writer.h"
@@ -22,7 +23,7 @@ namespace berth {
 namespace {
 
 constexpr char kCommands[] =
-    "status, stats, services, backends, reload, drain, undrain, explain, table";
+    "status, stats, services, backends, reload, drain, undrain, explain, table, announce";
 // How long explain waits for workers to look in their connection tables: they look between
 // bursts, every 1024 loops, which is well under a millisecond while they run.
 constexpr absl::Duration kQueryPatience = absl::Milliseconds(200);
@@ -37,6 +38,7 @@ std::string okReply(absl::string_view text) {
 
 std::string Daemon::handleControl(const ControlRequest& request) {
   if (request.command == "status") return statusReply();
+  if (request.command == "announce") return announceReply();
   if (request.command == "stats") {
     std::string counters = countersJson();
     if (!counters.empty() && counters.back() == '\n') counters.pop_back();
@@ -119,13 +121,99 @@ std::string Daemon::statusReply() const {
     drained.push_back(name);
   }
   json.endArray();
+  // Per service, the fingerprint of the table in use: instances behind one ECMP group send a
+  // flow to the same backend exactly when these agree.
+  json.key("tables").beginArray();
+  std::string tables_text;
+  for (size_t s = 0; s < config_.services.size(); ++s) {
+    const std::string fingerprint = absl::StrFormat("%016x", fingerprintOf(tables_[s]));
+    json.beginObject()
+        .key("service")
+        .value(config_.services[s].name)
+        .key("algorithm")
+        .value(toString(tables_[s].algorithm()))
+        .key("fingerprint")
+        .value(fingerprint)
+        .endObject();
+    absl::StrAppendFormat(&tables_text, "table %s: %s, fingerprint %s\n", config_.services[s].name,
+                          toString(tables_[s].algorithm()), fingerprint);
+  }
+  json.endArray();
   json.key("text").value(absl::StrFormat(
       "berthd %s, up %.0f s\nconfig %s (crc32c %08x)\nsnapshot %u, %u worker(s), %u service(s), "
-      "%u backend(s)\ndrained: %s\n",
+      "%u backend(s)\ndrained: %s\n%s",
       kBerthVersion, absl::ToDoubleSeconds(absl::Now() - started_), config_path_, config_crc,
       generation_, workers_.size(), config_.services.size(), backends,
-      drained.empty() ? "none" : absl::StrJoin(drained, ", ")));
+      drained.empty() ? "none" : absl::StrJoin(drained, ", "), tables_text));
   json.endObject();
+  return json.str();
+}
+
+std::string Daemon::announceReply() const {
+  // What berth-announcer hands to BIRD: a route per `announce: bgp` service while this instance
+  // forwards and the service has a healthy backend, and why the others are held back.
+  std::string not_forwarding;
+  if (!launched_) {
+    not_forwarding = "workers not running";
+  } else if (shutting_down_) {
+    not_forwarding = "stopping";
+  } else if (stall_watch_.stalled()) {
+    not_forwarding =
+        absl::StrFormat("datapath stalled: a worker passed no quiescent state for %d ms",
+                        absl::ToInt64Milliseconds(kDatapathStallThreshold));
+  } else if (config_.bgp) {
+    for (size_t p = 0; p < ports_.size() && p < link_up_.size(); ++p) {
+      if (ports_[p].name == config_.bgp->port && link_up_[p] == 0) {
+        not_forwarding = absl::StrCat("port '", ports_[p].name, "' is down");
+      }
+    }
+  }
+  JsonWriter json;
+  json.beginObject().key("ok").value(true).key("forwarding").value(not_forwarding.empty());
+  if (!not_forwarding.empty()) json.key("reason").value(not_forwarding);
+  std::string text = not_forwarding.empty() ? std::string("forwarding\n")
+                                            : absl::StrCat("not forwarding: ", not_forwarding,
+                                                           "; nothing announced\n");
+  json.key("routes").beginArray();
+  std::string route_list;
+  std::vector<std::pair<std::string, std::string>> withheld;
+  for (size_t s = 0; s < config_.services.size(); ++s) {
+    const ServiceConfig& service = config_.services[s];
+    if (!service.announce_bgp || !config_.bgp) continue;
+    const std::vector<bool>& healthy = health_->healthy(s);
+    bool serving = false;
+    for (size_t b = 0; b < service.backends.size(); ++b) {
+      serving |= healthy[b] && service.backends[b].weight > 0 &&
+                 !drained_.contains(absl::StrCat(service.name, "/", service.backends[b].name));
+    }
+    if (!not_forwarding.empty()) continue;
+    if (!serving) {
+      withheld.emplace_back(service.name, "no healthy backend with a weight");
+      continue;
+    }
+    const std::optional<IpAddress> next_hop =
+        config_.bgp->nextHopFor(service.vip.family, config_.dataplane);
+    const std::string prefix =
+        absl::StrCat(service.vip.toString(), service.vip.isV4() ? "/32" : "/128");
+    json.beginObject()
+        .key("service")
+        .value(service.name)
+        .key("prefix")
+        .value(prefix)
+        .key("next_hop")
+        .value(next_hop ? next_hop->toString() : "")
+        .endObject();
+    absl::StrAppend(&route_list, prefix, " ", next_hop ? next_hop->toString() : "", "\n");
+    absl::StrAppendFormat(&text, "announce %-20s via %-16s (%s)\n", prefix,
+                          next_hop ? next_hop->toString() : "?", service.name);
+  }
+  // The routes again as "PREFIX NEXT_HOP" lines: what berth-announcer reads.
+  json.endArray().key("route_list").value(route_list).key("withheld").beginArray();
+  for (const auto& [name, reason] : withheld) {
+    json.beginObject().key("service").value(name).key("reason").value(reason).endObject();
+    absl::StrAppendFormat(&text, "withhold %s: %s\n", name, reason);
+  }
+  json.endArray().key("text").value(text).endObject();
   return json.str();
 }
 

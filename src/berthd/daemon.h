@@ -20,6 +20,7 @@
 #include "berth/dataplane/neighbor_discovery.h"
 #include "berth/dataplane/port.h"
 #include "berth/dataplane/snapshot.h"
+#include "berth/dataplane/stall_watch.h"
 #include "berth/dataplane/worker.h"
 #include "berth/health/monitor.h"
 #include "berthd/telemetry.h"
@@ -39,6 +40,12 @@ struct DaemonSignals {
   std::atomic<bool>& print_counters;  // SIGUSR1
   std::atomic<bool>& reload;          // SIGHUP
 };
+
+// How long the workers may go without all passing a quiescent state before berthd calls the
+// datapath stalled and withdraws its BGP routes: far beyond any loop (microseconds), short
+// beside BGP's hold time.
+inline constexpr absl::Duration kDatapathStallThreshold = absl::Milliseconds(500);
+inline constexpr absl::Duration kStallProbeInterval = absl::Milliseconds(100);
 
 class Daemon {
  public:
@@ -161,6 +168,13 @@ class Daemon {
   // Every kLoadPublishIntervalMs: each bounded-load service's per-backend active flows, summed
   // over the workers' connection gauges, for the workers' new-flow choices.
   void publishLoads();
+  // Whether the workers still pass RCU quiescent states: a grace period started every
+  // kStallProbeInterval must end within kDatapathStallThreshold, or the datapath is stalled and
+  // `announce` withdraws every route until it ends.
+  void watchWorkers();
+  // Whether this instance has BGP announcements to withdraw before it stops.
+  bool announcesOverBgp() const;
+  std::string announceReply() const;
   Rates rates() const;
   // Logs each port's link going up or down (a memif peer connecting or leaving, a cable).
   void watchLinks();
@@ -189,6 +203,8 @@ class Daemon {
   std::unique_ptr<BackendLoads> backend_loads_ = std::make_unique<BackendLoads>();
   std::vector<std::unique_ptr<WorkerLoads>> worker_loads_;  // one per worker
   absl::Time last_load_publish_ = absl::InfinitePast();
+  StallWatch stall_watch_{kStallProbeInterval, kDatapathStallThreshold};
+  bool shutting_down_ = false;    // stop requested: routes withdrawn, still forwarding a moment
   std::vector<Worker*> workers_;  // in rte_zmalloc'd memory on each worker's socket
   rte_ring* neighbor_news_ = nullptr;
   uint64_t generation_ = 0;

@@ -48,6 +48,15 @@ TableOptions ServiceConfig::tableOptions() const {
   return {.algorithm = algorithm, .table_size = table_size, .ring_replicas = ring_replicas};
 }
 
+std::optional<IpAddress> BgpConfig::nextHopFor(IpFamily family,
+                                               const DataplaneConfig& dataplane) const {
+  for (const PortConfig& candidate : dataplane.ports) {
+    if (candidate.name != port) continue;
+    return family == IpFamily::kIpv4 ? candidate.ipv4 : candidate.ipv6;
+  }
+  return std::nullopt;
+}
+
 const ServiceConfig* Config::findService(absl::string_view name) const {
   for (const ServiceConfig& service : services) {
     if (service.name == name) return &service;

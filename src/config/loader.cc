@@ -173,8 +173,9 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
     return fields.site("gue_port").error("only applies with forwarding: gue");
   }
   BERTH_ASSIGN_OR_RETURN(const std::string announce,
-                         fields.choice("announce", {"arp", "none"}, "none"));
+                         fields.choice("announce", {"arp", "bgp", "none"}, "none"));
   service.announce_arp = announce == "arp";
+  service.announce_bgp = announce == "bgp";
   BERTH_ASSIGN_OR_RETURN(
       const std::string drain,
       fields.choice("drain", {"keep_established", "repick"}, "keep_established"));
@@ -355,6 +356,61 @@ absl::StatusOr<MetricsConfig> parseMetrics(absl::string_view source, const YAML:
   return metrics;
 }
 
+absl::StatusOr<BgpConfig> parseBgp(absl::string_view source, const YAML::Node& node,
+                                   const DataplaneConfig& dataplane) {
+  BERTH_ASSIGN_OR_RETURN(
+      const Fields fields,
+      Fields::read(source, "bgp", node, {"asn", "router_id", "port", "neighbors", "hold_time"}));
+  BgpConfig bgp;
+  bgp.line = fields.self().line();
+  BERTH_ASSIGN_OR_RETURN(bgp.asn, fields.integer("asn", 1, UINT32_MAX, std::nullopt));
+  BERTH_ASSIGN_OR_RETURN(bgp.router_id, fields.address("router_id"));
+  if (!bgp.router_id.isV4()) return fields.site("router_id").error("must be an IPv4 address");
+  BERTH_ASSIGN_OR_RETURN(bgp.port, fields.requiredString("port"));
+  if (std::none_of(dataplane.ports.begin(), dataplane.ports.end(),
+                   [&](const PortConfig& port) { return port.name == bgp.port; })) {
+    return fields.site("port").error(
+        absl::StrCat("no port named '", bgp.port, "' in dataplane.ports"));
+  }
+  // BGP allows 0 (no keepalives at all) or 3 s and more; berth needs a hold time to be safe.
+  BERTH_ASSIGN_OR_RETURN(bgp.hold_time_s, fields.integer("hold_time", 3, 65535, 9));
+  const YAML::Node* neighbors = fields.find("neighbors");
+  if (neighbors == nullptr || !neighbors->IsSequence() || neighbors->size() == 0) {
+    return (neighbors == nullptr ? fields.self() : fields.site("neighbors"))
+        .error("needs a list of neighbors, each { address, asn }");
+  }
+  for (size_t i = 0; i < neighbors->size(); ++i) {
+    const std::string path = absl::StrCat(fields.pathOf("neighbors"), "[", i, "]");
+    BERTH_ASSIGN_OR_RETURN(const Fields neighbor_fields,
+                           Fields::read(source, path, (*neighbors)[i], {"address", "asn"}));
+    BgpNeighbor neighbor;
+    neighbor.line = neighbor_fields.self().line();
+    BERTH_ASSIGN_OR_RETURN(neighbor.address, neighbor_fields.address("address"));
+    BERTH_ASSIGN_OR_RETURN(neighbor.asn,
+                           neighbor_fields.integer("asn", 1, UINT32_MAX, std::nullopt));
+    bgp.neighbors.push_back(neighbor);
+  }
+  return bgp;
+}
+
+// A service announced over BGP needs the bgp section, and a next hop of its VIP's IP version.
+absl::Status checkBgpAnnouncements(absl::string_view source, const Config& config,
+                                   const YAML::Node& services) {
+  for (size_t i = 0; i < config.services.size(); ++i) {
+    const ServiceConfig& service = config.services[i];
+    if (!service.announce_bgp) continue;
+    const ErrorSite site(source, absl::StrCat("services[", i, "].announce"),
+                         services[i]["announce"].Mark());
+    if (!config.bgp) return site.error("announce: bgp needs a top-level bgp section");
+    if (!config.bgp->nextHopFor(service.vip.family, config.dataplane)) {
+      return site.error(absl::StrCat("bgp.port '", config.bgp->port, "' has no IPv",
+                                     service.vip.isV4() ? 4 : 6, " address to be the next hop of ",
+                                     service.vip.toString()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // An encapsulated packet leaves from a port address of the backend's IP version, so some port
 // must have one. Checked only when ports are configured (berthctl reads configs without them).
 absl::Status checkServicesReachable(absl::string_view source, const Config& config,
@@ -396,13 +452,17 @@ absl::StatusOr<Config> parseConfig(absl::string_view yaml_text, absl::string_vie
 
   Config config;
   try {
-    BERTH_ASSIGN_OR_RETURN(const Fields fields, Fields::read(source_name, "", root,
-                                                             {"dataplane", "services", "metrics"}));
+    BERTH_ASSIGN_OR_RETURN(
+        const Fields fields,
+        Fields::read(source_name, "", root, {"dataplane", "services", "metrics", "bgp"}));
     if (const YAML::Node* dataplane = fields.find("dataplane"); dataplane != nullptr) {
       BERTH_ASSIGN_OR_RETURN(config.dataplane, parseDataplane(source_name, *dataplane));
     }
     if (const YAML::Node* metrics = fields.find("metrics"); metrics != nullptr) {
       BERTH_ASSIGN_OR_RETURN(config.metrics, parseMetrics(source_name, *metrics, config.warnings));
+    }
+    if (const YAML::Node* bgp = fields.find("bgp"); bgp != nullptr) {
+      BERTH_ASSIGN_OR_RETURN(config.bgp, parseBgp(source_name, *bgp, config.dataplane));
     }
     const YAML::Node* services = fields.find("services");
     if (services == nullptr) return fields.self().error("missing required key 'services'");
@@ -431,6 +491,9 @@ absl::StatusOr<Config> parseConfig(absl::string_view yaml_text, absl::string_vie
     }
     if (absl::Status status = checkServicesReachable(source_name, config, *services);
         !status.ok()) {
+      return status;
+    }
+    if (absl::Status status = checkBgpAnnouncements(source_name, config, *services); !status.ok()) {
       return status;
     }
   } catch (const YAML::Exception& e) {

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "berth/maglev/analysis.h"
 
 namespace berth {
 namespace {
@@ -17,9 +18,10 @@ std::string addressOf(const ServiceConfig& service, const std::string& backend_n
 
 std::string tableText(const ServiceConfig& service, const Table& table, absl::string_view note) {
   const std::vector<uint32_t> counts = table.slotCounts();
-  std::string out = absl::StrFormat("service %s (%s): %s, M=%u, %u backends%s\n", service.name,
-                                    service.listener(), toString(table.algorithm()), table.size(),
-                                    table.backends().size(), note);
+  std::string out =
+      absl::StrFormat("service %s (%s): %s, M=%u, %u backends%s, fingerprint %016x\n", service.name,
+                      service.listener(), toString(table.algorithm()), table.size(),
+                      table.backends().size(), note, fingerprintOf(table));
   absl::StrAppend(&out, "backend slots per backend:\n");
   for (size_t i = 0; i < table.backends().size(); ++i) {
     absl::StrAppendFormat(&out, "  %-24s %8u  %7.3f%%  weight %d%s\n", table.backends()[i].name,
@@ -41,6 +43,7 @@ void writeTableJson(JsonWriter& json, const ServiceConfig& service, const Table&
   json.key("listener").value(service.listener());
   json.key("forwarding").value(toString(service.forwarding));
   json.key("algorithm").value(toString(table.algorithm()));
+  json.key("fingerprint").value(absl::StrFormat("%016x", fingerprintOf(table)));
   json.key("hash_fields").value(toString(service.hash_fields));
   json.key("backends").beginArray();
   for (size_t i = 0; i < table.backends().size(); ++i) {

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <limits>
+#include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "berth/maglev/consistent_hash.h"
+#include "berth/maglev/name_hash.h"
 #include "berth/util/status_macros.h"
 
 namespace berth {
@@ -55,6 +58,33 @@ uint32_t slotsChanged(const Table& before, const Table& after) {
     changed += translated != before.entries()[slot];
   }
   return changed;
+}
+
+namespace {
+
+void appendLittleEndian(std::string& out, uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xFF));
+}
+
+}  // namespace
+
+uint64_t fingerprintOf(const Table& table) {
+  std::string layout = "berth-table-v1";
+  layout.push_back('\0');
+  absl::StrAppend(&layout, toString(table.algorithm()));
+  layout.push_back('\0');
+  appendLittleEndian(layout, table.size(), 4);
+  appendLittleEndian(layout, table.ringReplicas(), 4);
+  appendLittleEndian(layout, table.backends().size(), 4);
+  for (size_t b = 0; b < table.backends().size(); ++b) {
+    layout.append(table.backends()[b].name);
+    layout.push_back('\0');
+    appendLittleEndian(layout, static_cast<uint64_t>(table.backends()[b].weight), 8);
+    layout.push_back(table.healthy()[b] ? 1 : 0);
+  }
+  layout.reserve(layout.size() + 2 * table.size());
+  for (uint16_t entry : table.entries()) appendLittleEndian(layout, entry, 2);
+  return nameHash64(layout, kFingerprintSeed);
 }
 
 absl::StatusOr<Table> rebuildWithout(const Table& full, const std::vector<bool>& leave_out) {

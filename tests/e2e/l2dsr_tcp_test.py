@@ -20,31 +20,26 @@ Usage: l2dsr_tcp_test.py BERTHD BERTHCTL
 """
 import atexit
 import hashlib
-import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 import unittest
 
+import e2e_support
+from e2e_support import BIG_BYTES, BIG_SHA256, TAG, run
+
 BERTHD, BERTHCTL = sys.argv.pop(1), sys.argv.pop(1)
-HERE = os.path.dirname(os.path.abspath(__file__))
-TAG = "%d" % (os.getpid() % 100000)
 CLIENT = "berth-cl-" + TAG
 BACKENDS = ["bk%d" % i for i in range(1, 5)]
 NAMESPACES = [CLIENT] + ["berth-%s-%s" % (name, TAG) for name in BACKENDS]
 BRIDGE = "bbr" + TAG
 PORT = "blb" + TAG          # berthd's af_packet port; its peer is on the bridge
 VIP = "198.18.100.1"
-HTTP_PORT = 8080
 PREFIX = "berth-e2e-" + TAG
 INTERVAL, RISE, FALL = 0.5, 2, 3
-BIG_BYTES = 5 * 1024 * 1024
-BIG_SHA256 = hashlib.sha256((bytes(range(251)) * (BIG_BYTES // 251 + 1))[:BIG_BYTES]).hexdigest()
 
 
 def namespace_of(backend):
@@ -59,10 +54,6 @@ def backend_address(backend):
     return "198.18.0.%d" % (10 + int(backend[2:]))
 
 
-def run(*command, check=True):
-    return subprocess.run(command, check=check, capture_output=True, text=True, timeout=30)
-
-
 def config_text(backends, weights=None, broken=False):
     weights = weights or {}
     lines = ["dataplane:",
@@ -71,16 +62,8 @@ def config_text(backends, weights=None, broken=False):
              '        "--vdev", "net_af_packet0,iface=%s"]' % PORT,
              "  ports:",
              "    - { name: p0, device: net_af_packet0, ipv4: 198.18.0.10 }",
-             "services:",
-             "  - name: web",
-             "    vip: %s" % VIP,
-             "    port: %d" % HTTP_PORT,
-             "    protocol: tcp",
-             "    forwarding: l2dsr",
-             "    announce: arp",
-             "    health: { type: http, path: /healthz, interval: %s, timeout: 0.4, rise: %d, "
-             "fall: %d }" % (INTERVAL, RISE, FALL),
-             "    backends:"]
+             "services:"] + e2e_support.l2dsr_service_lines("web", VIP, "arp", INTERVAL, RISE,
+                                                             FALL)
     for backend in backends:
         lines.append('      - { name: %s, address: %s, mac: "%s", weight: %d }' % (
             backend, backend_address(backend), backend_mac(backend), weights.get(backend, 1)))
@@ -93,63 +76,26 @@ class Topology:
     """The namespaces, veths and bridge, made once and removed by name at exit."""
 
     def __init__(self):
-        self.servers = {}
+        self.servers = e2e_support.BackendServers()
         atexit.register(self.remove)
-        run("ip", "link", "add", BRIDGE, "type", "bridge")
-        run("ip", "addr", "add", "198.18.0.254/24", "dev", BRIDGE)
-        run("ip", "link", "set", BRIDGE, "up")
-        run("ip", "link", "add", PORT, "type", "veth", "peer", "name", PORT + "p")
-        for link in (PORT, PORT + "p"):
-            run("sysctl", "-qw", "net.ipv6.conf.%s.disable_ipv6=1" % link)
-        run("ip", "link", "set", PORT + "p", "master", BRIDGE, "up")
-        run("ip", "link", "set", PORT, "up")
-        self.add_host(CLIENT, "c" + TAG, "198.18.0.1", None)
+        e2e_support.make_bridge(BRIDGE, "198.18.0.254/24")
+        e2e_support.make_af_packet_port(PORT, BRIDGE)
+        e2e_support.add_host(CLIENT, "c" + TAG, BRIDGE, "198.18.0.1/24")
         run("ip", "-n", CLIENT, "route", "add", VIP + "/32", "dev", "e0")
         for backend in BACKENDS:
-            self.add_host(namespace_of(backend), backend + TAG, backend_address(backend),
-                          backend_mac(backend))
-            namespace = namespace_of(backend)
-            run("ip", "-n", namespace, "addr", "add", VIP + "/32", "dev", "lo")
-            for key in ("all.arp_ignore=1", "all.arp_announce=2", "all.rp_filter=0",
-                        "e0.rp_filter=0", "default.rp_filter=0"):
-                run("ip", "netns", "exec", namespace, "sysctl", "-qw", "net.ipv4.conf." + key)
+            e2e_support.add_host(namespace_of(backend), backend + TAG, BRIDGE,
+                                 backend_address(backend) + "/24", backend_mac(backend))
+            e2e_support.make_dsr_backend(namespace_of(backend), VIP)
             self.start_server(backend)
 
-    def add_host(self, namespace, peer, address, mac):
-        run("ip", "netns", "add", namespace)
-        run("ip", "link", "add", peer, "type", "veth", "peer", "name", "e0", "netns", namespace)
-        run("ip", "link", "set", peer, "master", BRIDGE, "up")
-        if mac:
-            run("ip", "-n", namespace, "link", "set", "e0", "address", mac)
-        run("ip", "-n", namespace, "addr", "add", address + "/24", "dev", "e0")
-        run("ip", "-n", namespace, "link", "set", "e0", "up")
-        run("ip", "-n", namespace, "link", "set", "lo", "up")
-        # Kernel senders on veth through af_packet need their checksums filled in
-        # (shared/RECIPES.md).
-        run("ip", "netns", "exec", namespace, "ethtool", "-K", "e0", "tx", "off")
-
     def start_server(self, backend):
-        self.servers[backend] = subprocess.Popen(
-            ["ip", "netns", "exec", namespace_of(backend), "/usr/bin/python3",
-             os.path.join(HERE, "backend_server.py"), backend, str(HTTP_PORT)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while run("ip", "netns", "exec", namespace_of(backend), "curl", "-s", "--max-time", "1",
-                  "http://127.0.0.1:%d/healthz" % HTTP_PORT, check=False).returncode != 0:
-            if time.monotonic() > deadline:
-                raise RuntimeError("%s's server did not start" % backend)
-            time.sleep(0.1)
+        self.servers.start(backend, namespace_of(backend))
 
     def stop_server(self, backend):
-        server = self.servers.pop(backend)
-        server.kill()
-        server.wait(timeout=10)
+        self.servers.stop(backend)
 
     def remove(self):
-        for server in self.servers.values():
-            server.kill()
-            server.wait(timeout=10)
-        self.servers = {}
+        self.servers.stop_all()
         for namespace in NAMESPACES:
             run("ip", "netns", "del", namespace, check=False)
         for link in (PORT, BRIDGE):
@@ -158,16 +104,7 @@ class Topology:
 
 def curl(path="/", local_port=None, max_time=10):
     """A request from the client namespace: (curl's status, body, the X-Backend header)."""
-    command = ["ip", "netns", "exec", CLIENT, "curl", "-sS", "--max-time", str(max_time),
-               "-w", "\n--berth-headers--%{header_json}", "http://%s:%d%s" % (VIP, HTTP_PORT, path)]
-    if local_port:
-        command[5:5] = ["--local-port", str(local_port)]
-    result = subprocess.run(command, capture_output=True, timeout=max_time + 10)
-    if result.returncode != 0:
-        return result.returncode, result.stderr, None
-    body, _, headers = result.stdout.rpartition(b"\n--berth-headers--")
-    backend = json.loads(headers).get("x-backend", [None])[0]
-    return 0, body, backend
+    return e2e_support.curl(CLIENT, VIP, path, local_port, max_time)
 
 
 class L2dsrTcp(unittest.TestCase):
@@ -175,62 +112,33 @@ class L2dsrTcp(unittest.TestCase):
     def setUpClass(cls):
         cls.directory = tempfile.mkdtemp(prefix="berth-e2e-")
         cls.config = os.path.join(cls.directory, "berth.yaml")
-        cls.control = os.path.join(cls.directory, "berth.sock")
         cls.backends = BACKENDS[:3]
         with open(cls.config, "w") as out:
             out.write(config_text(cls.backends))
-        cls.berthd = None
         cls.topology = Topology()
-        cls.berthd = subprocess.Popen(
-            [BERTHD, "--", "--config", cls.config, "--control_socket", cls.control],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        atexit.register(cls.stop_berthd)
-        cls.lines = []
-        threading.Thread(target=lambda: cls.lines.extend(cls.berthd.stdout), daemon=True).start()
-        deadline = time.monotonic() + 30
-        while not any("forwarding:" in line for line in list(cls.lines)):
-            if time.monotonic() > deadline or cls.berthd.poll() is not None:
-                raise RuntimeError("berthd did not start:\n" + "".join(cls.lines))
-            time.sleep(0.05)
+        cls.instance = e2e_support.Berthd(BERTHD, BERTHCTL, cls.config,
+                                          os.path.join(cls.directory, "berth.sock"), PREFIX)
+        cls.instance.start()
+        cls.berthd = cls.instance.process
         cls.wait_healthy(cls.backends)
 
     @classmethod
-    def stop_berthd(cls):
-        if cls.berthd is not None and cls.berthd.poll() is None:
-            cls.berthd.send_signal(signal.SIGINT)
-            try:
-                cls.berthd.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                cls.berthd.kill()
-        shutil.rmtree("/var/run/dpdk/" + PREFIX, ignore_errors=True)
-
-    @classmethod
     def tearDownClass(cls):
-        cls.stop_berthd()
+        cls.instance.stop()
         cls.topology.remove()
         shutil.rmtree(cls.directory, ignore_errors=True)
 
     @classmethod
     def berthctl(cls, *command):
-        """berthd's JSON reply; a refusal raises, with berthctl's message."""
-        result = subprocess.run([BERTHCTL] + list(command) + ["--json", "--socket", cls.control],
-                                capture_output=True, text=True, timeout=30)
-        if result.returncode != 0:
-            raise RuntimeError(result.stderr.strip())
-        return json.loads(result.stdout)
+        return cls.instance.berthctl(*command)
 
     @classmethod
     def health(cls):
-        reply = cls.berthctl("backends")
-        return {b["name"]: b["health"] for b in reply["backends"]}
+        return cls.instance.health()
 
     @classmethod
     def wait_healthy(cls, backends, timeout=15):
-        deadline = time.monotonic() + timeout
-        while not all(cls.health().get(b) == "healthy" for b in backends):
-            if time.monotonic() > deadline:
-                raise AssertionError("not all of %s healthy: %s" % (backends, cls.health()))
-            time.sleep(0.1)
+        cls.instance.wait_healthy(backends, timeout)
 
     def spread(self, ports):
         """Each source port's backend, by a request from that port."""
@@ -392,9 +300,4 @@ class L2dsrTcp(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    if os.geteuid() != 0:
-        print("needs root (network namespaces)")
-        sys.exit(77)
-    # A timeout's SIGTERM still removes the namespaces, links and berthd (atexit).
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    unittest.main(verbosity=2)
+    e2e_support.main()

@@ -117,6 +117,16 @@ class Live:
         self.assertTrue(reply["ok"])
         self.assertEqual((reply["services"], reply["backends"], reply["workers"]), (2, 3, 1))
         self.assertRegex(reply["config_crc32c"], "^[0-9a-f]{8}$")
+        # Each table's fingerprint, the same as berthctl computes offline from the file: what
+        # lets instances behind one ECMP group be compared (docs/scale-out.md).
+        for table in reply["tables"]:
+            offline = json.loads(subprocess.run(
+                [BERTHCTL, "table", "--config", self.config, "--service", table["service"],
+                 "--json"], capture_output=True, text=True, check=True, timeout=60).stdout)
+            self.assertRegex(table["fingerprint"], "^[0-9a-f]{16}$")
+            self.assertEqual(table["fingerprint"], offline["fingerprint"], table["service"])
+            self.assertIn("table %s: maglev, fingerprint %s" % (table["service"],
+                                                                table["fingerprint"]), out)
 
     def test_stats(self):
         reply = json.loads(self.berthctl("stats", "--json").stdout)

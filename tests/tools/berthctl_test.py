@@ -268,6 +268,27 @@ class AlgorithmComparison(unittest.TestCase):
         self.assertEqual(len(table["entries"]), 7)
 
 
+class BirdConfigCommand(unittest.TestCase):
+    def test_prints_birds_config_for_the_bgp_section_and_refuses_a_config_without_one(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as config:
+            config.write("dataplane:\n  ports: [ { name: p0, device: net_null0, "
+                         "ipv4: 198.18.0.11 } ]\n"
+                         "bgp: { asn: 64601, router_id: 198.18.0.21, port: p0, "
+                         "neighbors: [ { address: 198.18.0.1, asn: 64600 } ] }\n"
+                         "services: []\n")
+        try:
+            out = berthctl("bird-config", "--config", config.name, "--routes_dir",
+                           "/tmp/routes").stdout
+        finally:
+            os.unlink(config.name)
+        self.assertIn("router id 198.18.0.21;", out)
+        self.assertIn('include "/tmp/routes/bird-routes4.conf";', out)
+        self.assertIn("neighbor 198.18.0.1 as 64600;", out)
+        refused = berthctl("bird-config", "--config", DEMO, check=False)
+        self.assertEqual(refused.returncode, 1)
+        self.assertIn("has no bgp section", refused.stderr)
+
+
 class BadInput(unittest.TestCase):
     def test_bad_config_names_file_line_and_field(self):
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as config:

@@ -9,6 +9,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "berth/config/loader.h"
+#include "berth/control/announcer.h"
 #include "berth/util/heap.h"
 #include "live_commands.h"
 #include "offline_commands.h"
@@ -29,6 +30,8 @@ ABSL_FLAG(std::string, algorithms, "",
           "modulo");
 ABSL_FLAG(std::string, plot, "", "analyze --algorithms: also write the charts to this SVG file");
 ABSL_FLAG(bool, timing, true, "analyze --algorithms: measure build and lookup times");
+ABSL_FLAG(std::string, routes_dir, "/run/berth",
+          "bird-config: where berth-announcer writes the VIP routes BIRD includes");
 
 namespace {
 
@@ -49,8 +52,13 @@ Commands that read a config file:
           slots moved when a backend joins, when each one leaves, and when a tenth leave;
           --plot draws slots per backend and movement against backends removed
 
+  bird-config --config FILE [--routes_dir DIR]
+          the BIRD 2 config that announces this instance's VIPs over BGP (the config's bgp
+          section), with the route files berth-announcer keeps up to date
+
 Commands to a running berthd, over its control socket (--socket, default /run/berth/berth.sock):
-  status    version, uptime, config file and its CRC32-C, snapshot generation, workers, drains
+  status    version, uptime, config file and its CRC32-C, snapshot generation, workers, drains,
+            and each service's table fingerprint (instances that agree send flows alike)
   stats     the workers' counters summed: packets, drops by reason, connection tracking,
             per service and per backend
   services  per service: listener, forwarding mode, backends, healthy ones, packets, bytes
@@ -62,6 +70,9 @@ Commands to a running berthd, over its control socket (--socket, default /run/be
             the flow's service, hash, slot and the table's backend, the connection-table entry
             of the worker holding it, and where its next packet goes and why
   table --service NAME        the live table: slots per backend and the backend of every slot
+  announce  the VIP routes this instance wants announced over BGP (berth-announcer's input):
+            none while its datapath is stalled or its port is down, and none for a service
+            without a healthy backend
 Each takes --json for berthd's JSON reply.)";
 
 int fail(const std::string& message) {
@@ -80,7 +91,7 @@ int main(int argc, char** argv) {
   const bool live_table = command == "table" && absl::GetFlag(FLAGS_config).empty();
   if (command == "status" || command == "stats" || command == "services" || command == "backends" ||
       command == "reload" || command == "drain" || command == "undrain" || command == "explain" ||
-      live_table) {
+      command == "announce" || live_table) {
     const bool takes_name = command == "drain" || command == "undrain";
     if (positional.size() != (takes_name ? 3u : 2u)) {
       return fail(takes_name ? absl::StrCat(command, " needs the backend's name: berthctl ",
@@ -103,7 +114,7 @@ int main(int argc, char** argv) {
                                  absl::GetFlag(FLAGS_json));
   }
   if (positional.size() != 2) return fail(absl::StrCat("expected one command\n\nusage: ", kUsage));
-  if (command != "table" && command != "analyze") {
+  if (command != "table" && command != "analyze" && command != "bird-config") {
     return fail(absl::StrCat("unknown command '", command, "'\n\nusage: ", kUsage));
   }
 
@@ -119,7 +130,9 @@ int main(int argc, char** argv) {
   options.max_failures = static_cast<size_t>(absl::GetFlag(FLAGS_max_failures));
 
   absl::StatusOr<std::string> report;
-  if (command == "table") {
+  if (command == "bird-config") {
+    report = berth::birdConfig(*config, config_path, absl::GetFlag(FLAGS_routes_dir));
+  } else if (command == "table") {
     if (absl::GetFlag(FLAGS_service).empty()) return fail("table needs --service NAME");
     report = berth::tableReport(*config, absl::GetFlag(FLAGS_service), options);
   } else if (!absl::GetFlag(FLAGS_algorithms).empty()) {

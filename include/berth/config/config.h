@@ -110,6 +110,7 @@ struct ServiceConfig {
   Forwarding forwarding = Forwarding::kIpip;
   uint16_t gue_port = 0;      // set exactly when forwarding is kGue
   bool announce_arp = false;  // answer ARP (IPv4) or ND (IPv6) for the VIP
+  bool announce_bgp = false;  // a route for the VIP over BGP, through BIRD (BgpConfig)
   // What a drained backend's (weight 0) established connections do: stay until they end (the
   // default, keep_established), or move to the table's pick with their next packet (repick).
   bool drain_keeps_established = true;
@@ -135,9 +136,31 @@ struct MetricsConfig {
   friend bool operator==(const MetricsConfig&, const MetricsConfig&) = default;
 };
 
+// Announcing VIPs over BGP (issue 9): berth drives BIRD, which speaks BGP to the routers that
+// spread VIP traffic over berth instances by ECMP (docs/scale-out.md).
+struct BgpNeighbor {
+  IpAddress address;
+  uint32_t asn = 0;
+  int line = 0;
+};
+
+struct BgpConfig {
+  uint32_t asn = 0;     // this instance's
+  IpAddress router_id;  // an IPv4 address, unique among BGP speakers
+  // The DPDK port whose addresses are the routes' next hops: where routers send VIP traffic.
+  std::string port;
+  std::vector<BgpNeighbor> neighbors;
+  uint32_t hold_time_s = 9;  // BGP hold time: how long a silent instance keeps its routes
+  int line = 0;
+
+  // The next hop for a VIP of `family`: the port's address of that family.
+  std::optional<IpAddress> nextHopFor(IpFamily family, const DataplaneConfig& dataplane) const;
+};
+
 struct Config {
   DataplaneConfig dataplane;
   MetricsConfig metrics;
+  std::optional<BgpConfig> bgp;
   std::vector<ServiceConfig> services;
   // Advice that does not stop the config from loading, each naming its field and line.
   std::vector<std::string> warnings;

@@ -43,6 +43,14 @@ struct FailureImpact {
 absl::StatusOr<std::vector<FailureImpact>> singleFailureImpacts(const Table& full,
                                                                 size_t max_backends = 0);
 
+// A 64-bit fingerprint of everything that decides where a flow goes: the algorithm and its
+// parameters, M, each backend's name, weight and health, and every entry. Two instances agree on
+// every flow's backend exactly when their fingerprints agree (but for a 2^-64 chance), so
+// comparing fingerprints across an ECMP group shows whether a flow may land anywhere. Computed
+// with MurmurHash3 over a fixed little-endian layout, so it is the same on every machine.
+inline constexpr uint32_t kFingerprintSeed = 0x66707274;  // "fprt"
+uint64_t fingerprintOf(const Table& table);
+
 // A full build from `full`'s backend list and permutations, leaving out the named backends.
 absl::StatusOr<Table> rebuildWithout(const Table& full, const std::vector<bool>& leave_out);
 

@@ -117,7 +117,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"yaml syntax", "services: [\n  - {name: x\n", "bad.yaml:", "yaml:"},
         BadConfig{"top level not a map", "- a\n- b\n", "bad.yaml:1:1: ", "expected a map"},
         BadConfig{"unknown top-level key", "services: []\nlisten: 1\n", "bad.yaml:2:1: listen",
-                  "unknown key; expected one of: dataplane, services, metrics"},
+                  "unknown key; expected one of: dataplane, services, metrics, bgp"},
         BadConfig{"metrics listen without a port", "services: []\nmetrics: { listen: 127.0.0.1 }\n",
                   "bad.yaml:2:20: metrics.listen", "'127.0.0.1' is not an ADDRESS:PORT"},
         BadConfig{"unknown metrics key", "services: []\nmetrics: { path: /metrics }\n",
@@ -259,8 +259,9 @@ INSTANTIATE_TEST_SUITE_P(
                   "bad.yaml:2:5: services[0]", "missing required key 'gue_port'"},
         BadConfig{"gue_port without gue", SERVICE_HEAD "    gue_port: 6080\n" ONE_BACKEND,
                   "bad.yaml:6:15: services[0].gue_port", "only applies with forwarding: gue"},
-        BadConfig{"unknown announce", SERVICE_HEAD "    announce: bgp\n" ONE_BACKEND,
-                  "bad.yaml:6:15: services[0].announce", "must be one of arp, none, got 'bgp'"},
+        BadConfig{"unknown announce", SERVICE_HEAD "    announce: ospf\n" ONE_BACKEND,
+                  "bad.yaml:6:15: services[0].announce",
+                  "must be one of arp, bgp, none, got 'ospf'"},
         BadConfig{"IPv6 backend behind an IPv4 VIP with ipip",
                   SERVICE_HEAD "    backends:\n      - { name: a, address: 2001:db8::2 }\n",
                   "bad.yaml:7:9: services[0].backends[0]",
@@ -313,6 +314,48 @@ INSTANTIATE_TEST_SUITE_P(
                   "must be a number above 1 and at most 100, got '1'"},
         BadConfig{"bounded load not a number", SERVICE_HEAD "    bounded_load: lots\n" ONE_BACKEND,
                   "bad.yaml:6:19: services[0].bounded_load", "got 'lots'"},
+        BadConfig{
+            "announce bgp without a bgp section",
+            PORT_HEAD "      ipv4: 198.18.0.10\n" SERVICE_HEAD "    announce: bgp\n" ONE_BACKEND,
+            "bad.yaml:11:15: services[0].announce", "announce: bgp needs a top-level bgp section"},
+        BadConfig{"bgp port that does not exist",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n"
+                            "bgp: { asn: 64601, router_id: 198.18.0.21, port: p9, "
+                            "neighbors: [ { address: 198.18.0.1, asn: 64600 } ] }\n"
+                            "services: []\n",
+                  "bad.yaml:6:50: bgp.port", "no port named 'p9' in dataplane.ports"},
+        BadConfig{"bgp router id of IPv6",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n"
+                            "bgp: { asn: 64601, router_id: \"2001:db8::1\", port: p0, "
+                            "neighbors: [ { address: 198.18.0.1, asn: 64600 } ] }\n"
+                            "services: []\n",
+                  "bad.yaml:6:31: bgp.router_id", "must be an IPv4 address"},
+        BadConfig{"bgp without neighbors",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n"
+                            "bgp: { asn: 64601, router_id: 198.18.0.21, port: p0 }\n"
+                            "services: []\n",
+                  "bad.yaml:6:6: bgp", "needs a list of neighbors"},
+        BadConfig{"bgp hold time below 3",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n"
+                            "bgp: { asn: 64601, router_id: 198.18.0.21, port: p0, hold_time: 1, "
+                            "neighbors: [ { address: 198.18.0.1, asn: 64600 } ] }\n"
+                            "services: []\n",
+                  "bad.yaml:6:65: bgp.hold_time", "must be an integer from 3 to 65535"},
+        BadConfig{"bgp neighbor without an asn",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n"
+                            "bgp: { asn: 64601, router_id: 198.18.0.21, port: p0, "
+                            "neighbors: [ { address: 198.18.0.1 } ] }\n"
+                            "services: []\n",
+                  "bad.yaml:6:67: bgp.neighbors[0]", "missing required key 'asn'"},
+        BadConfig{"bgp next hop of the wrong IP version",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n"
+                            "bgp: { asn: 64601, router_id: 198.18.0.21, port: p0, "
+                            "neighbors: [ { address: 198.18.0.1, asn: 64600 } ] }\n"
+                            "services:\n  - name: web6\n    vip: \"2001:db8::80\"\n"
+                            "    port: 80\n    protocol: tcp\n    forwarding: gre\n"
+                            "    announce: bgp\n    backends: []\n",
+                  "bad.yaml:13:15: services[0].announce",
+                  "bgp.port 'p0' has no IPv6 address to be the next hop of 2001:db8::80"},
         BadConfig{"too many ring points",
                   SERVICE_HEAD "    algorithm: ring\n    replicas: 10000\n"
                                "    backends:\n      - { name: a, address: 198.18.1.2, "
@@ -453,6 +496,29 @@ TEST(ConfigLoaderTest, MetricsAreOffUnlessConfiguredAndLoopbackByDefault) {
   EXPECT_EQ(wide->metrics.listen->port, 9100);
   ASSERT_EQ(wide->warnings.size(), 1u);
   EXPECT_THAT(wide->warnings[0], HasSubstr("test.yaml:2: metrics.listen: serves metrics beyond"));
+}
+
+TEST(ConfigLoaderTest, BgpSettingsLoadAndServicesChooseToBeAnnounced) {
+  absl::StatusOr<Config> config =
+      parseConfig(PORT_HEAD
+                  "      ipv4: 198.18.0.11\n"
+                  "bgp:\n  asn: 64601\n  router_id: 198.18.0.21\n  port: p0\n"
+                  "  neighbors:\n    - { address: 198.18.0.1, asn: 64600 }\n" SERVICE_HEAD
+                  "    announce: bgp\n" ONE_BACKEND,
+                  "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_TRUE(config->bgp.has_value());
+  EXPECT_EQ(config->bgp->asn, 64601u);
+  EXPECT_EQ(config->bgp->router_id, IpAddress::v4(198, 18, 0, 21));
+  EXPECT_EQ(config->bgp->hold_time_s, 9u);
+  ASSERT_EQ(config->bgp->neighbors.size(), 1u);
+  EXPECT_EQ(config->bgp->neighbors[0].asn, 64600u);
+  EXPECT_EQ(config->bgp->neighbors[0].line, 11);
+  EXPECT_TRUE(config->services[0].announce_bgp);
+  EXPECT_FALSE(config->services[0].announce_arp);
+  EXPECT_EQ(config->bgp->nextHopFor(IpFamily::kIpv4, config->dataplane),
+            IpAddress::v4(198, 18, 0, 11));
+  EXPECT_EQ(config->bgp->nextHopFor(IpFamily::kIpv6, config->dataplane), std::nullopt);
 }
 
 TEST(ConfigLoaderTest, AlgorithmAndReplicasLoadAndDefaultToMaglev) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "berth/maglev/consistent_hash.h"
 #include "support/maglev_backends.h"
 
 namespace berth {
@@ -72,6 +73,38 @@ TEST(MaglevAnalysisTest, FailureImpactNeedsTheAllHealthyTable) {
   absl::StatusOr<Table> degraded = withHealth(*full, {true, false, true});
   ASSERT_TRUE(degraded.ok());
   EXPECT_EQ(singleFailureImpacts(*degraded).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(TableFingerprintTest, IsPinnedSoEveryMachineAndBuildAgrees) {
+  // The value is part of the contract between instances (issue 9): a change here means that
+  // instances of two berth versions would send flows to different backends.
+  const Table maglev = *build(equalBackends(10), 65537);
+  EXPECT_EQ(absl::StrFormat("%016x", fingerprintOf(maglev)), "bf8ca95685e3712e");
+  const Table ring =
+      *buildTable(equalBackends(10), {.algorithm = Algorithm::kRing, .table_size = 65537});
+  EXPECT_EQ(absl::StrFormat("%016x", fingerprintOf(ring)), "4bf58a118ad91199");
+}
+
+TEST(TableFingerprintTest, SameInputsAgreeAndEveryDecidingInputChangesIt) {
+  std::vector<Backend> backends = equalBackends(6);
+  const Table table = *build(backends, 65537);
+  std::vector<Backend> reversed(backends.rbegin(), backends.rend());
+  EXPECT_EQ(fingerprintOf(*build(reversed, 65537)), fingerprintOf(table)) << "input order";
+
+  std::vector<bool> healthy(6, true);
+  healthy[2] = false;
+  const Table failed = *withHealth(table, healthy);
+  EXPECT_NE(fingerprintOf(failed), fingerprintOf(table)) << "health";
+  EXPECT_EQ(fingerprintOf(*withHealth(table, healthy)), fingerprintOf(failed));
+  EXPECT_EQ(fingerprintOf(*withHealth(failed, std::vector<bool>(6, true))), fingerprintOf(table))
+      << "recovery restores the table, and so the fingerprint";
+
+  backends[0].weight = 2;
+  EXPECT_NE(fingerprintOf(*build(backends, 65537)), fingerprintOf(table)) << "weight";
+  EXPECT_NE(fingerprintOf(*build(equalBackends(6), 65539)), fingerprintOf(table)) << "M";
+  EXPECT_NE(fingerprintOf(*buildTable(equalBackends(6), {.algorithm = Algorithm::kRendezvous})),
+            fingerprintOf(table))
+      << "algorithm";
 }
 
 }  // namespace

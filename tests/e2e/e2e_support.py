@@ -1,0 +1,212 @@
+"""What the end-to-end tests share: hosts in network namespaces on a bridge, the HTTP backends,
+curl from a client namespace, and berthd run as a process with berthctl beside it.
+
+Every name a test makes carries its PID (TAG), and everything is removed by name at exit, from
+atexit, so a failing or timed-out test leaves nothing behind.
+"""
+import atexit
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TAG = "%d" % (os.getpid() % 100000)
+HTTP_PORT = 8080
+BIG_BYTES = 5 * 1024 * 1024
+BIG_SHA256 = hashlib.sha256((bytes(range(251)) * (BIG_BYTES // 251 + 1))[:BIG_BYTES]).hexdigest()
+
+
+def run(*command, check=True, timeout=30):
+    return subprocess.run(command, check=check, capture_output=True, text=True, timeout=timeout)
+
+
+def stop_process(process, stop_signal=signal.SIGINT, timeout=30):
+    """Asks a process to stop, and kills it if it has not within `timeout` seconds."""
+    if process.poll() is not None:
+        return
+    process.send_signal(stop_signal)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
+def main():
+    """Runs the test module's cases as root, cleaning up even after a timeout's SIGTERM."""
+    if os.geteuid() != 0:
+        print("needs root (network namespaces)")
+        sys.exit(77)
+    # A timeout's SIGTERM still removes the namespaces, links and processes (atexit).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    unittest.main(module="__main__", verbosity=2)
+
+
+def l2dsr_service_lines(name, vip, announce, interval=0.5, rise=2, fall=3):
+    """A config's lines for an L2 DSR HTTP service with health checks, up to its backends."""
+    return ["  - name: %s" % name,
+            "    vip: %s" % vip,
+            "    port: %d" % HTTP_PORT,
+            "    protocol: tcp",
+            "    forwarding: l2dsr",
+            "    announce: %s" % announce,
+            "    health: { type: http, path: /healthz, interval: %s, timeout: 0.4, rise: %d, "
+            "fall: %d }" % (interval, rise, fall),
+            "    backends:"]
+
+
+def make_bridge(name, address_cidr):
+    """A bridge in the host namespace, holding the host's own address on it."""
+    run("ip", "link", "add", name, "type", "bridge")
+    run("ip", "addr", "add", address_cidr, "dev", name)
+    run("ip", "link", "set", name, "up")
+
+
+def make_af_packet_port(name, bridge):
+    """A veth for berthd's net_af_packet, its peer on the bridge; IPv6 off to keep it quiet."""
+    run("ip", "link", "add", name, "type", "veth", "peer", "name", name + "p")
+    for link in (name, name + "p"):
+        run("sysctl", "-qw", "net.ipv6.conf.%s.disable_ipv6=1" % link)
+    run("ip", "link", "set", name + "p", "master", bridge, "up")
+    run("ip", "link", "set", name, "up")
+
+
+def add_host(namespace, peer, bridge, address_cidr, mac=None, interface="e0"):
+    """A namespace whose `interface` is a veth to `bridge`, with that address."""
+    run("ip", "netns", "add", namespace)
+    run("ip", "link", "add", peer, "type", "veth", "peer", "name", interface, "netns", namespace)
+    run("ip", "link", "set", peer, "master", bridge, "up")
+    if mac:
+        run("ip", "-n", namespace, "link", "set", interface, "address", mac)
+    run("ip", "-n", namespace, "addr", "add", address_cidr, "dev", interface)
+    run("ip", "-n", namespace, "link", "set", interface, "up")
+    run("ip", "-n", namespace, "link", "set", "lo", "up")
+    # Kernel senders on veth through af_packet need their checksums filled in
+    # (shared/RECIPES.md).
+    run("ip", "netns", "exec", namespace, "ethtool", "-K", interface, "tx", "off")
+
+
+def make_dsr_backend(namespace, vip):
+    """A backend for L2 direct server return: the VIP on its loopback, ARP for it ignored."""
+    run("ip", "-n", namespace, "addr", "add", vip + "/32", "dev", "lo")
+    for key in ("all.arp_ignore=1", "all.arp_announce=2", "all.rp_filter=0", "e0.rp_filter=0",
+                "default.rp_filter=0"):
+        run("ip", "netns", "exec", namespace, "sysctl", "-qw", "net.ipv4.conf." + key)
+
+
+class BackendServers:
+    """backend_server.py in each backend's namespace, answering with the backend's name."""
+
+    def __init__(self):
+        self.servers = {}
+        atexit.register(self.stop_all)
+
+    def start(self, name, namespace):
+        self.servers[name] = subprocess.Popen(
+            ["ip", "netns", "exec", namespace, "/usr/bin/python3",
+             os.path.join(HERE, "backend_server.py"), name, str(HTTP_PORT)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while run("ip", "netns", "exec", namespace, "curl", "-s", "--max-time", "1",
+                  "http://127.0.0.1:%d/healthz" % HTTP_PORT, check=False).returncode != 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError("%s's server did not start" % name)
+            time.sleep(0.1)
+
+    def stop(self, name):
+        server = self.servers.pop(name)
+        server.kill()
+        server.wait(timeout=10)
+
+    def stop_all(self):
+        for name in list(self.servers):
+            self.stop(name)
+
+
+def curl(namespace, vip, path="/", local_port=None, max_time=10):
+    """A request from `namespace`: (curl's status, body, the X-Backend header)."""
+    command = ["ip", "netns", "exec", namespace, "curl", "-sS", "--max-time", str(max_time),
+               "-w", "\n--berth-headers--%{header_json}", "http://%s:%d%s" % (vip, HTTP_PORT, path)]
+    if local_port:
+        command[5:5] = ["--local-port", str(local_port)]
+    result = subprocess.run(command, capture_output=True, timeout=max_time + 10)
+    if result.returncode != 0:
+        return result.returncode, result.stderr, None
+    body, _, headers = result.stdout.rpartition(b"\n--berth-headers--")
+    backend = json.loads(headers).get("x-backend", [None])[0]
+    return 0, body, backend
+
+
+class Berthd:
+    """berthd as a process on `config`, its output kept in `lines`, and berthctl beside it."""
+
+    def __init__(self, berthd, berthctl, config, control, file_prefix, netns=None):
+        self.berthd, self.berthctl_path = berthd, berthctl
+        self.config, self.control, self.file_prefix = config, control, file_prefix
+        self.netns = netns
+        self.process = None
+        self.reader = None
+        self.lines = []
+        atexit.register(self.stop)
+
+    def start(self, timeout=30):
+        self.lines = []
+        command = [self.berthd, "--", "--config", self.config, "--control_socket", self.control]
+        if self.netns:
+            command = ["ip", "netns", "exec", self.netns] + command
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True)
+        lines, process = self.lines, self.process
+        self.reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)
+        self.reader.start()
+        deadline = time.monotonic() + timeout
+        while not any("forwarding:" in line for line in list(self.lines)):
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError("berthd did not start:\n" + "".join(self.lines))
+            time.sleep(0.05)
+
+    def running(self):
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self):
+        if self.running():
+            stop_process(self.process)
+        self.release()
+
+    def kill(self):
+        """SIGKILL: no cleanup of its own, as when the process or its machine dies."""
+        self.process.kill()
+        self.process.wait(timeout=10)
+        self.release()
+
+    def release(self):
+        if self.process is not None and self.process.poll() is not None:
+            self.reader.join(timeout=10)  # the output ends with the process
+            self.process.stdout.close()
+        shutil.rmtree("/var/run/dpdk/" + self.file_prefix, ignore_errors=True)
+
+    def berthctl(self, *command):
+        """berthd's JSON reply; a refusal raises, with berthctl's message."""
+        result = subprocess.run([self.berthctl_path] + list(command) +
+                                ["--json", "--socket", self.control],
+                                capture_output=True, text=True, timeout=30)
+        if result.returncode != 0:
+            raise RuntimeError(result.stderr.strip())
+        return json.loads(result.stdout)
+
+    def health(self):
+        return {b["name"]: b["health"] for b in self.berthctl("backends")["backends"]}
+
+    def wait_healthy(self, backends, timeout=15):
+        deadline = time.monotonic() + timeout
+        while not all(self.health().get(b) == "healthy" for b in backends):
+            if time.monotonic() > deadline:
+                raise AssertionError("not all of %s healthy: %s" % (backends, self.health()))
+            time.sleep(0.1)

@@ -1,0 +1,373 @@
+#!/usr/bin/python3
+"""Scale-out end to end (issue 9): two berthd instances behind a router that spreads VIP traffic
+over them by ECMP, each announcing its VIPs over BGP through its own BIRD, driven by its own
+berth-announcer. The backends answer the client directly (L2 DSR) through the router.
+
+  client 198.18.1.2 -- router 198.18.1.1 | 198.18.0.1 (BIRD, ECMP, L4 multipath hash)
+                                          |
+        bridge 198.18.0.0/24 (host .254, which health-checks the backends) ----+
+          berthd 1 port 198.18.0.11, its BIRD 198.18.0.21 (AS 64601)           |
+          berthd 2 port 198.18.0.12, its BIRD 198.18.0.22 (AS 64602)           |
+          bk1..bk3 198.18.0.101-103, the VIP on lo, default route via the router
+
+The cases: both instances announce and the router installs a two-way multipath route; their
+table fingerprints agree; curl flows spread over both instances and every backend; SIGKILL of
+one instance during long downloads (its route withdrawn within seconds, every download intact,
+new connections served); the instance restarted (announced again, traffic over both); a service
+with every backend down announced by neither; a stopped instance withdrawing its route before it
+stops forwarding. Everything the test made is removed at the end.
+Needs root and BIRD 2 (Debian bird2).
+
+Usage: ecmp_bgp_test.py BERTHD BERTHCTL BERTH_ANNOUNCER
+"""
+import atexit
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+import e2e_support
+from e2e_support import BIG_SHA256, HTTP_PORT, TAG, run
+
+BERTHD, BERTHCTL, ANNOUNCER = sys.argv.pop(1), sys.argv.pop(1), sys.argv.pop(1)
+ROUTER = "berth-rt-" + TAG
+CLIENT = "berth-ec-" + TAG
+INSTANCES = [1, 2]
+BACKENDS = ["bk1", "bk2", "bk3"]
+BRIDGE = "bgb" + TAG
+VIP = "198.18.100.1"
+DOWN_VIP = "198.18.100.2"  # a service whose only backend never answers
+ROUTER_ASN = 64600
+
+
+def instance_namespace(instance):
+    return "berth-bird%d-%s" % (instance, TAG)
+
+
+def backend_namespace(backend):
+    return "berth-e%s-%s" % (backend, TAG)
+
+
+def port_of(instance):
+    return "bgp%d%s" % (instance, TAG)
+
+
+def port_address(instance):
+    return "198.18.0.%d" % (10 + instance)
+
+
+def backend_address(backend):
+    return "198.18.0.%d" % (100 + int(backend[2:]))
+
+
+def backend_mac(backend):
+    return "02:b1:00:00:00:%02x" % int(backend[2:])
+
+
+def config_text(instance, directory):
+    lines = ["dataplane:",
+             '  eal: ["--no-huge", "-m", "512", "--no-pci", "--file-prefix", "berth-ecmp%d-%s",'
+             % (instance, TAG),
+             '        "--lcores", "0@%d,1@%d", "--log-level", "lib.eal:error",'
+             % (instance - 1, instance - 1),
+             '        "--vdev", "net_af_packet0,iface=%s"]' % port_of(instance),
+             "  ports:",
+             "    - { name: p0, device: net_af_packet0, ipv4: %s }" % port_address(instance),
+             "bgp:",
+             "  asn: %d" % (ROUTER_ASN + instance),
+             "  router_id: 198.18.0.%d" % (20 + instance),
+             "  port: p0",
+             "  hold_time: 3",
+             "  neighbors:",
+             "    - { address: 198.18.0.1, asn: %d }" % ROUTER_ASN,
+             "services:"] + e2e_support.l2dsr_service_lines("web", VIP, "bgp")
+    for backend in BACKENDS:
+        lines.append('      - { name: %s, address: %s, mac: "%s" }' % (
+            backend, backend_address(backend), backend_mac(backend)))
+    lines += ["  - name: down",
+              "    vip: %s" % DOWN_VIP,
+              "    port: %d" % HTTP_PORT,
+              "    protocol: tcp",
+              "    forwarding: l2dsr",
+              "    announce: bgp",
+              "    health: { type: tcp, interval: 0.5, timeout: 0.4, rise: 2, fall: 2 }",
+              '    backends: [ { name: ghost, address: 198.18.0.199, mac: "02:b1:00:00:00:99" } ]']
+    path = os.path.join(directory, "berth%d.yaml" % instance)
+    with open(path, "w") as out:
+        out.write("\n".join(lines) + "\n")
+    return path
+
+
+ROUTER_BIRD = """router id 198.18.0.1;
+protocol device {}
+protocol kernel { ipv4 { import none; export all; }; merge paths yes; }
+template bgp berth { local as %d; hold time 3; keepalive time 1; ipv4 { import all; export none; }; }
+protocol bgp instance1 from berth { neighbor 198.18.0.21 as %d; }
+protocol bgp instance2 from berth { neighbor 198.18.0.22 as %d; }
+""" % (ROUTER_ASN, ROUTER_ASN + 1, ROUTER_ASN + 2)
+
+
+class Topology:
+    """The namespaces, links, BIRDs and backend servers, removed by name at exit."""
+
+    def __init__(self, directory):
+        self.directory = directory
+        self.birds = []
+        self.servers = e2e_support.BackendServers()
+        atexit.register(self.remove)
+        e2e_support.make_bridge(BRIDGE, "198.18.0.254/24")
+        # The router: one leg on the bridge, one to the client.
+        e2e_support.add_host(ROUTER, "r" + TAG, BRIDGE, "198.18.0.1/24")
+        run("ip", "netns", "add", CLIENT)
+        run("ip", "link", "add", "e1", "netns", ROUTER, "type", "veth", "peer", "name", "e0",
+            "netns", CLIENT)
+        run("ip", "-n", ROUTER, "addr", "add", "198.18.1.1/24", "dev", "e1")
+        run("ip", "-n", ROUTER, "link", "set", "e1", "up")
+        run("ip", "-n", CLIENT, "addr", "add", "198.18.1.2/24", "dev", "e0")
+        run("ip", "-n", CLIENT, "link", "set", "e0", "up")
+        run("ip", "-n", CLIENT, "link", "set", "lo", "up")
+        run("ip", "-n", CLIENT, "route", "add", "default", "via", "198.18.1.1")
+        for key in ("net.ipv4.ip_forward=1", "net.ipv4.fib_multipath_hash_policy=1",
+                    "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
+                    "net.ipv4.conf.e0.rp_filter=0", "net.ipv4.conf.e1.rp_filter=0"):
+            run("ip", "netns", "exec", ROUTER, "sysctl", "-qw", key)
+        for instance in INSTANCES:
+            e2e_support.make_af_packet_port(port_of(instance), BRIDGE)
+            e2e_support.add_host(instance_namespace(instance), "i%d%s" % (instance, TAG), BRIDGE,
+                                 "198.18.0.%d/24" % (20 + instance))
+        for backend in BACKENDS:
+            namespace = backend_namespace(backend)
+            e2e_support.add_host(namespace, "e%s%s" % (backend, TAG), BRIDGE,
+                                 backend_address(backend) + "/24", backend_mac(backend))
+            e2e_support.make_dsr_backend(namespace, VIP)
+            run("ip", "-n", namespace, "route", "add", "default", "via", "198.18.0.1")
+            self.servers.start(backend, namespace)
+        router_config = os.path.join(directory, "router-bird.conf")
+        with open(router_config, "w") as out:
+            out.write(ROUTER_BIRD)
+        self.start_bird(ROUTER, router_config, os.path.join(directory, "router-bird.ctl"))
+
+    def start_bird(self, namespace, config, socket):
+        log = socket + ".log"
+        with open(log, "w") as out:
+            bird = subprocess.Popen(["ip", "netns", "exec", namespace, "bird", "-f", "-c", config,
+                                     "-s", socket], stdout=out, stderr=subprocess.STDOUT)
+        self.birds.append(bird)
+        deadline = time.monotonic() + 10
+        while not os.path.exists(socket):
+            if time.monotonic() > deadline or bird.poll() is not None:
+                with open(log) as written:
+                    raise RuntimeError("BIRD did not start in %s: %s" % (namespace, written.read()))
+            time.sleep(0.05)
+
+    def remove(self):
+        self.servers.stop_all()
+        for bird in self.birds:
+            bird.kill()
+            bird.wait(timeout=10)
+        self.birds = []
+        namespaces = [ROUTER, CLIENT] + [instance_namespace(i) for i in INSTANCES] + [
+            backend_namespace(b) for b in BACKENDS]
+        for namespace in namespaces:
+            run("ip", "netns", "del", namespace, check=False)
+        for link in [port_of(i) for i in INSTANCES] + [BRIDGE]:
+            run("ip", "link", "del", link, check=False)
+
+
+def router_next_hops(prefix):
+    """The next hops the router's kernel has for `prefix`."""
+    route = run("ip", "-n", ROUTER, "route", "show", prefix, check=False).stdout
+    return sorted(word for line in route.splitlines() for i, word in enumerate(line.split())
+                  if i > 0 and line.split()[i - 1] == "via")
+
+
+def wait_for_next_hops(prefix, wanted, timeout=30):
+    started = time.monotonic()
+    while router_next_hops(prefix) != sorted(wanted):
+        if time.monotonic() - started > timeout:
+            raise AssertionError("the router has %s for %s, not %s" % (
+                router_next_hops(prefix), prefix, sorted(wanted)))
+        time.sleep(0.02)
+    return time.monotonic() - started
+
+
+class Instance:
+    """One berth instance: berthd, BIRD in its own namespace, and berth-announcer."""
+
+    def __init__(self, number, directory, topology):
+        self.number = number
+        self.directory = os.path.join(directory, "instance%d" % number)
+        os.makedirs(self.directory)
+        self.config = config_text(number, self.directory)
+        self.berthd = e2e_support.Berthd(BERTHD, BERTHCTL, self.config,
+                                         os.path.join(self.directory, "berth.sock"),
+                                         "berth-ecmp%d-%s" % (number, TAG))
+        self.bird_socket = os.path.join(self.directory, "bird.ctl")
+        bird_config = os.path.join(self.directory, "bird.conf")
+        generated = run(BERTHCTL, "bird-config", "--config", self.config, "--routes_dir",
+                        self.directory)
+        with open(bird_config, "w") as out:
+            out.write(generated.stdout)
+        for version in ("4", "6"):
+            open(os.path.join(self.directory, "bird-routes%s.conf" % version), "w").close()
+        topology.start_bird(instance_namespace(number), bird_config, self.bird_socket)
+        self.berthd.start()
+        self.announcer_log = os.path.join(self.directory, "announcer.log")
+        with open(self.announcer_log, "w") as log:
+            self.announcer = subprocess.Popen(
+                [ANNOUNCER, "--socket", self.berthd.control, "--bird_socket", self.bird_socket,
+                 "--routes_dir", self.directory, "--interval_ms", "200",
+                 "--berthd_timeout_ms", "1000"],
+                stdout=log, stderr=subprocess.STDOUT)
+        atexit.register(self.stop)
+
+    def rx_packets(self):
+        return self.berthd.berthctl("stats")["stats"]["counters"]["rx_packets"]
+
+    def announcer_lines(self):
+        with open(self.announcer_log) as log:
+            return log.read()
+
+    def stop(self):
+        e2e_support.stop_process(self.announcer, signal.SIGTERM, timeout=10)
+        self.berthd.stop()
+
+
+class EcmpBgp(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if shutil.which("bird") is None:
+            raise unittest.SkipTest("BIRD 2 is not installed (Debian bird2)")
+        cls.directory = tempfile.mkdtemp(prefix="berth-ecmp-")
+        cls.topology = Topology(cls.directory)
+        cls.instances = {n: Instance(n, cls.directory, cls.topology) for n in INSTANCES}
+        for instance in cls.instances.values():
+            instance.berthd.wait_healthy(BACKENDS)
+        wait_for_next_hops(VIP, [port_address(n) for n in INSTANCES])
+
+    @classmethod
+    def tearDownClass(cls):
+        for instance in cls.instances.values():
+            instance.stop()
+        cls.topology.remove()
+        shutil.rmtree(cls.directory, ignore_errors=True)
+
+    def spread(self, ports):
+        seen = {}
+        for port in ports:
+            status, body, backend = e2e_support.curl(CLIENT, VIP, local_port=port)
+            self.assertEqual(status, 0, "port %d: %s" % (port, body))
+            seen[port] = backend
+        return seen
+
+    def test_1_both_instances_announce_and_the_router_has_a_multipath_route(self):
+        self.assertEqual(router_next_hops(VIP), ["198.18.0.11", "198.18.0.12"])
+        route = run("ip", "-n", ROUTER, "route", "show", VIP).stdout
+        self.assertIn("nexthop", route, "one route, two next hops: ECMP")
+
+    def test_2_the_instances_table_fingerprints_agree(self):
+        tables = [{t["service"]: t["fingerprint"] for t in i.berthd.berthctl("status")["tables"]}
+                  for i in self.instances.values()]
+        self.assertEqual(tables[0], tables[1])
+        self.assertEqual(set(tables[0]), {"web", "down"})
+
+    def test_3_flows_spread_over_both_instances_and_every_backend(self):
+        before = {n: i.rx_packets() for n, i in self.instances.items()}
+        seen = self.spread(range(41000, 41060))
+        after = {n: i.rx_packets() for n, i in self.instances.items()}
+        for n in INSTANCES:
+            self.assertGreater(after[n] - before[n], 20, "instance %d carries flows" % n)
+        self.assertEqual(set(seen.values()), set(BACKENDS))
+        self.assertEqual(self.spread(range(41000, 41060)), seen, "the same port, the same backend")
+        print("\n  60 flows: instance 1 received %d packets, instance 2 %d" % (
+            after[1] - before[1], after[2] - before[2]), file=sys.stderr)
+
+    def test_4_an_instance_killed_mid_download_is_withdrawn_and_every_download_completes(self):
+        ports = list(range(42000, 42012))
+        downloads = {}
+
+        def download(port):
+            downloads[port] = e2e_support.curl(CLIENT, VIP, "/slow?s=8", local_port=port,
+                                               max_time=60)
+
+        threads = [threading.Thread(target=download, args=(port,)) for port in ports]
+        victim = self.instances[1]
+        for thread in threads:
+            thread.start()
+        time.sleep(2)
+        carried = victim.rx_packets()
+        time.sleep(0.5)
+        self.assertGreater(victim.rx_packets() - carried, 0,
+                           "some of the downloads run through the instance about to die")
+        victim.berthd.kill()
+        killed = time.monotonic()
+        withdrawn = wait_for_next_hops(VIP, [port_address(2)], timeout=15)
+        for thread in threads:
+            thread.join(timeout=90)
+        intact = sum(1 for port in ports if downloads[port][0] == 0 and
+                     hashlib.sha256(downloads[port][1]).hexdigest() == BIG_SHA256)
+        self.assertEqual(intact, len(ports), {p: downloads[p][0] for p in ports})
+        after = self.spread(range(42100, 42120))
+        self.assertEqual(set(after.values()), set(BACKENDS), "new connections served")
+        self.assertIn("withdrawing every route", victim.announcer_lines())
+        print("\n  instance 1 killed: route withdrawn %.2f s later; %d of %d established "
+              "downloads completed intact" % (withdrawn, intact, len(ports)), file=sys.stderr)
+        self.assertLess(time.monotonic() - killed, 120)
+
+    def test_5_a_restarted_instance_announces_again_and_traffic_spreads(self):
+        victim = self.instances[1]
+        if not victim.berthd.running():
+            victim.berthd.start()
+        victim.berthd.wait_healthy(BACKENDS)
+        took = wait_for_next_hops(VIP, [port_address(n) for n in INSTANCES])
+        before = victim.rx_packets()
+        self.spread(range(43000, 43060))
+        self.assertGreater(victim.rx_packets() - before, 20, "traffic spreads over both again")
+        print("\n  instance 1 restarted: announced again %.2f s after it was healthy" % took,
+              file=sys.stderr)
+
+    def test_7_a_stopped_instance_withdraws_its_route_before_it_stops_forwarding(self):
+        ports = list(range(44000, 44008))
+        downloads = {}
+        threads = [threading.Thread(target=lambda port=port: downloads.update(
+            {port: e2e_support.curl(CLIENT, VIP, "/slow?s=6", local_port=port, max_time=60)}))
+            for port in ports]
+        for thread in threads:
+            thread.start()
+        time.sleep(1.5)
+        leaving = self.instances[2].berthd
+        leaving.process.send_signal(signal.SIGINT)
+        withdrawn = wait_for_next_hops(VIP, [port_address(1)], timeout=10)
+        self.assertTrue(leaving.running(), "withdrawn while it still forwards")
+        leaving.process.wait(timeout=30)
+        leaving.release()
+        for thread in threads:
+            thread.join(timeout=90)
+        intact = sum(1 for port in ports if downloads[port][0] == 0 and
+                     hashlib.sha256(downloads[port][1]).hexdigest() == BIG_SHA256)
+        self.assertEqual(intact, len(ports))
+        self.assertTrue(any("BGP routes withdrawn, forwarding" in line for line in leaving.lines),
+                        "".join(leaving.lines))
+        leaving.start()
+        leaving.wait_healthy(BACKENDS)
+        wait_for_next_hops(VIP, [port_address(n) for n in INSTANCES])
+        print("\n  instance 2 stopped: route withdrawn %.2f s after SIGINT, before it exited; "
+              "%d of %d downloads intact" % (withdrawn, intact, len(ports)), file=sys.stderr)
+
+    def test_6_a_service_with_every_backend_down_is_announced_by_neither(self):
+        for instance in self.instances.values():
+            reply = instance.berthd.berthctl("announce")
+            self.assertTrue(reply["forwarding"])
+            self.assertEqual([r["service"] for r in reply["routes"]], ["web"])
+            self.assertEqual([w["service"] for w in reply["withheld"]], ["down"])
+        self.assertEqual(router_next_hops(DOWN_VIP), [])
+
+
+if __name__ == "__main__":
+    e2e_support.main()

@@ -1,0 +1,192 @@
+// berth-announcer: keeps BIRD announcing exactly the VIPs that berthd serves now.
+//
+// Every --interval it asks berthd (`announce` on its control socket) which VIP routes it wants
+// announced: none while its datapath is stalled or its BGP port is down, and none for a service
+// without a healthy backend. It writes them as BIRD static routes into the files the config from
+// `berthctl bird-config` includes, and runs `birdc configure` when they change. When berthd stops
+// answering for --berthd_timeout (killed, hung, gone), and when berth-announcer itself is stopped,
+// it withdraws every route. It runs apart from berthd so that a berthd killed outright still has
+// its routes withdrawn.
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "berth/control/announcer.h"
+#include "berth/control/control_client.h"
+#include "berth/control/request.h"
+
+ABSL_FLAG(std::string, socket, "/run/berth/berth.sock", "berthd's control socket");
+ABSL_FLAG(std::string, bird_socket, "/run/bird/bird.ctl", "BIRD's control socket (birdc -s)");
+ABSL_FLAG(std::string, birdc, "birdc", "the birdc program");
+ABSL_FLAG(std::string, routes_dir, "/run/berth",
+          "where to write bird-routes4.conf and bird-routes6.conf (as in berthctl bird-config)");
+ABSL_FLAG(int, interval_ms, 200, "how often to ask berthd, in milliseconds");
+ABSL_FLAG(int, berthd_timeout_ms, 1000,
+          "withdraw every route when berthd has not answered for this long, in milliseconds");
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void onSignal(int) { g_stop.store(true); }
+
+void log(const std::string& line) {
+  std::fprintf(stderr, "berth-announcer: %s %s\n",
+               absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::UTCTimeZone()).c_str(),
+               line.c_str());
+  std::fflush(stderr);
+}
+
+// Writes `contents` to `path` whole: a temporary file renamed over it, so BIRD never reads half.
+absl::Status writeWhole(const std::string& path, const std::string& contents) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << contents;
+    if (!out.flush()) return absl::UnavailableError(absl::StrCat("cannot write ", temporary));
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot rename ", temporary, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+// `birdc -s SOCKET configure`; BIRD answers "Reconfigured" (or "Reconfiguration in progress")
+// when the new routes are in. Anything else is an error, with BIRD's words.
+absl::Status birdConfigure() {
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
+  const std::string birdc = absl::GetFlag(FLAGS_birdc);
+  const std::string bird_socket = absl::GetFlag(FLAGS_bird_socket);
+  const pid_t child = fork();
+  if (child < 0) return absl::InternalError("fork failed");
+  if (child == 0) {
+    dup2(pipe_fds[1], STDOUT_FILENO);
+    dup2(pipe_fds[1], STDERR_FILENO);
+    execlp(birdc.c_str(), birdc.c_str(), "-s", bird_socket.c_str(), "configure",
+           static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  std::string output;
+  char buffer[1024];
+  ssize_t got;
+  while ((got = read(pipe_fds[0], buffer, sizeof(buffer))) > 0) {
+    output.append(buffer, static_cast<size_t>(got));
+  }
+  close(pipe_fds[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (output.find("Reconfigured") != std::string::npos ||
+      output.find("Reconfiguration in progress") != std::string::npos) {
+    return absl::OkStatus();
+  }
+  while (!output.empty() && (output.back() == '\n' || output.back() == ' ')) output.pop_back();
+  return absl::UnavailableError(absl::StrCat(
+      birdc, " -s ", bird_socket, " configure: ", output.empty() ? "no answer" : output));
+}
+
+absl::Status apply(const std::vector<berth::VipRoute>& routes) {
+  const std::string directory = absl::GetFlag(FLAGS_routes_dir);
+  for (berth::IpFamily family : {berth::IpFamily::kIpv4, berth::IpFamily::kIpv6}) {
+    absl::Status written =
+        writeWhole(berth::routesFile(directory, family), berth::birdStaticRoutes(routes, family));
+    if (!written.ok()) return written;
+  }
+  return birdConfigure();
+}
+
+std::string describe(const std::vector<berth::VipRoute>& routes) {
+  if (routes.empty()) return "none";
+  std::vector<std::string> parts;
+  for (const berth::VipRoute& route : routes) {
+    parts.push_back(absl::StrCat(route.vip.toString(), " via ", route.next_hop.toString()));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "berth-announcer [--socket PATH] [--bird_socket PATH] [--routes_dir DIR]: keeps BIRD "
+      "announcing the VIPs berthd serves (docs/scale-out.md)");
+  absl::ParseCommandLine(argc, argv);
+  const absl::Duration interval = absl::Milliseconds(absl::GetFlag(FLAGS_interval_ms));
+  const absl::Duration berthd_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_berthd_timeout_ms));
+  if (interval <= absl::ZeroDuration() || berthd_timeout < interval) {
+    std::fprintf(stderr,
+                 "berth-announcer: --interval_ms must be positive and --berthd_timeout_ms at "
+                 "least as long\n");
+    return 1;
+  }
+  std::signal(SIGTERM, onSignal);
+  std::signal(SIGINT, onSignal);
+  const std::string socket = absl::GetFlag(FLAGS_socket);
+  const std::string request = berth::controlRequestJson("announce", {});
+
+  std::vector<berth::VipRoute> wanted;
+  std::vector<berth::VipRoute> applied;
+  bool applied_once = false;
+  absl::Time last_answer = absl::Now();
+  std::string last_problem;
+  std::string last_apply_error;
+  while (!g_stop.load()) {
+    const absl::Time round = absl::Now();
+    absl::StatusOr<std::string> reply = berth::sendControlRequest(socket, request, interval);
+    absl::StatusOr<berth::ControlReply> parsed =
+        reply.ok() ? berth::parseControlReply(*reply) : reply.status();
+    absl::StatusOr<std::vector<berth::VipRoute>> routes =
+        parsed.ok() && parsed->ok ? berth::parseRouteList(parsed->strings["route_list"])
+        : parsed.ok()             ? absl::UnavailableError(parsed->strings["error"])
+                                  : parsed.status();
+    if (routes.ok()) {
+      last_answer = round;
+      wanted = *std::move(routes);
+      last_problem.clear();
+    } else {
+      const std::string problem(routes.status().message());
+      if (problem != last_problem) log(absl::StrCat("berthd: ", problem));
+      last_problem = problem;
+      if (round - last_answer >= berthd_timeout && !wanted.empty()) {
+        log(absl::StrFormat("berthd has not answered for %d ms: withdrawing every route",
+                            absl::ToInt64Milliseconds(round - last_answer)));
+        wanted.clear();
+      }
+    }
+    if (!applied_once || wanted != applied) {
+      const absl::Status status = apply(wanted);
+      if (status.ok()) {
+        log(absl::StrCat("announcing: ", describe(wanted)));
+        applied = wanted;
+        applied_once = true;
+        last_apply_error.clear();
+      } else if (std::string(status.message()) != last_apply_error) {
+        last_apply_error = std::string(status.message());
+        log(last_apply_error);
+      }
+    }
+    absl::SleepFor(interval - (absl::Now() - round));
+  }
+  const absl::Status status = apply({});
+  log(status.ok() ? "stopped: every route withdrawn"
+                  : absl::StrCat("stopping, but the withdrawal failed: ", status.message()));
+  return status.ok() ? 0 : 1;
+}

@@ -97,6 +97,20 @@ BENCHMARK(BM_TableBuildTextbook)
     ->ArgsProduct({{1000}, {65537, 655373}})
     ->Unit(benchmark::kMillisecond);
 
+// Times withHealth() with one backend down, from the cached all-healthy table. The failed
+// backend rotates, so no single backend's luck decides the figure.
+void timeOneFailureAtATime(benchmark::State& state, const Table& full) {
+  std::vector<bool> healthy(full.backends().size(), true);
+  size_t failed = 0;
+  for (auto _ : state) {
+    healthy[failed] = false;
+    absl::StatusOr<Table> failover = withHealth(full, healthy);
+    benchmark::DoNotOptimize(failover);
+    healthy[failed] = true;
+    failed = (failed + 1) % healthy.size();
+  }
+}
+
 // withHealth() for one failed backend, from the cached all-healthy table. Args: N, M.
 void BM_FailoverOneBackend(benchmark::State& state) {
   const auto table_size = static_cast<uint32_t>(state.range(1));
@@ -105,16 +119,7 @@ void BM_FailoverOneBackend(benchmark::State& state) {
     state.SkipWithError(std::string(full.status().message()).c_str());
     return;
   }
-  std::vector<bool> healthy(full->backends().size(), true);
-  size_t failed = 0;
-  for (auto _ : state) {
-    // Rotate the failed backend so no single permutation's luck decides the figure.
-    healthy[failed] = false;
-    absl::StatusOr<Table> failover = withHealth(*full, healthy);
-    benchmark::DoNotOptimize(failover);
-    healthy[failed] = true;
-    failed = (failed + 1) % healthy.size();
-  }
+  timeOneFailureAtATime(state, *full);
   state.counters["N"] = static_cast<double>(state.range(0));
   state.counters["M"] = table_size;
 }
@@ -138,15 +143,7 @@ void BM_FailoverByAlgorithm(benchmark::State& state) {
     return;
   }
   state.SetLabel(std::string(toString(algorithm)));
-  std::vector<bool> healthy(full->backends().size(), true);
-  size_t failed = 0;
-  for (auto _ : state) {
-    healthy[failed] = false;
-    absl::StatusOr<Table> failover = withHealth(*full, healthy);
-    benchmark::DoNotOptimize(failover);
-    healthy[failed] = true;
-    failed = (failed + 1) % healthy.size();
-  }
+  timeOneFailureAtATime(state, *full);
   state.counters["N"] = static_cast<double>(state.range(1));
 }
 BENCHMARK(BM_FailoverByAlgorithm)

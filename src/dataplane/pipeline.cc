@@ -196,9 +196,12 @@ uint32_t chooseBackend(const Snapshot& snapshot, WorkerState& worker,
   ConnectionTable* table = worker.conntrack;
   if (table == nullptr) return tablePick();
   const bool bounded = service.bounded_load > 0 && worker.loads != nullptr;
-  const uint32_t generation = bounded ? worker.loads->generation() : 0;
+  // The load publication a new connection's choice saw, read only for new connections.
+  uint32_t generation = 0;
   auto newConnectionPick = [&]() -> uint32_t {
-    return bounded ? boundedLoadPick(snapshot, worker, classified, generation) : tablePick();
+    if (!bounded) return tablePick();
+    generation = worker.loads->generation();
+    return boundedLoadPick(snapshot, worker, classified, generation);
   };
   auto countNewConnection = [&](uint32_t backend) {
     if (bounded) {

@@ -69,13 +69,26 @@ def make_bridge(name, address_cidr):
     run("ip", "link", "set", name, "up")
 
 
-def make_af_packet_port(name, bridge):
-    """A veth for berthd's net_af_packet, its peer on the bridge; IPv6 off to keep it quiet."""
-    run("ip", "link", "add", name, "type", "veth", "peer", "name", name + "p")
-    for link in (name, name + "p"):
-        run("sysctl", "-qw", "net.ipv6.conf.%s.disable_ipv6=1" % link)
+def make_af_packet_port(name, bridge, netns=None):
+    """A veth for berthd's net_af_packet, its peer on the bridge; IPv6 off to keep it quiet.
+
+    With `netns`, the port lies in that namespace, where its berthd must run. Two berthd
+    processes with af_packet ports in one namespace can collide: the PMD names its PACKET_FANOUT
+    group (pid ^ ifindex) & 0xffff, groups are per namespace, and the second to join a group
+    bound to another interface gets EINVAL."""
+    in_namespace = ["ip", "netns", "exec", netns] if netns else []
+    if netns:
+        run("ip", "link", "add", name, "netns", netns, "type", "veth", "peer", "name", name + "p")
+    else:
+        run("ip", "link", "add", name, "type", "veth", "peer", "name", name + "p")
+    run(*in_namespace, "sysctl", "-qw", "net.ipv6.conf.%s.disable_ipv6=1" % name)
+    run("sysctl", "-qw", "net.ipv6.conf.%sp.disable_ipv6=1" % name)
+    if netns:
+        # The namespace's kernel sees the port's packets too; it must not answer ARP on the port
+        # for the namespace's own addresses.
+        run(*in_namespace, "sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1")
     run("ip", "link", "set", name + "p", "master", bridge, "up")
-    run("ip", "link", "set", name, "up")
+    run(*in_namespace, "ip", "link", "set", name, "up")
 
 
 def add_host(namespace, peer, bridge, address_cidr, mac=None, interface="e0"):

@@ -5,9 +5,9 @@ berth-announcer. The backends answer the client directly (L2 DSR) through the ro
 
   client 198.18.1.2 -- router 198.18.1.1 | 198.18.0.1 (BIRD, ECMP, L4 multipath hash)
                                           |
-        bridge 198.18.0.0/24 (host .254, which health-checks the backends) ----+
-          berthd 1 port 198.18.0.11, its BIRD 198.18.0.21 (AS 64601)           |
-          berthd 2 port 198.18.0.12, its BIRD 198.18.0.22 (AS 64602)           |
+        bridge 198.18.0.0/24 (host .254) --------------------------------------+
+          namespace 1: berthd 1 port 198.18.0.11, BIRD 198.18.0.21 (AS 64601)  |
+          namespace 2: berthd 2 port 198.18.0.12, BIRD 198.18.0.22 (AS 64602)  |
           bk1..bk3 198.18.0.101-103, the VIP on lo, default route via the router
 
 The cases: both instances announce and the router installs a two-way multipath route; their
@@ -137,10 +137,13 @@ class Topology:
                     "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
                     "net.ipv4.conf.e0.rp_filter=0", "net.ipv4.conf.e1.rp_filter=0"):
             run("ip", "netns", "exec", ROUTER, "sysctl", "-qw", key)
+        # Each instance is a machine of its own: berthd, its af_packet port and its BIRD share
+        # a namespace.
         for instance in INSTANCES:
-            e2e_support.make_af_packet_port(port_of(instance), BRIDGE)
             e2e_support.add_host(instance_namespace(instance), "i%d%s" % (instance, TAG), BRIDGE,
                                  "198.18.0.%d/24" % (20 + instance))
+            e2e_support.make_af_packet_port(port_of(instance), BRIDGE,
+                                            instance_namespace(instance))
         for backend in BACKENDS:
             namespace = backend_namespace(backend)
             e2e_support.add_host(namespace, "e%s%s" % (backend, TAG), BRIDGE,
@@ -176,7 +179,7 @@ class Topology:
             backend_namespace(b) for b in BACKENDS]
         for namespace in namespaces:
             run("ip", "netns", "del", namespace, check=False)
-        for link in [port_of(i) for i in INSTANCES] + [BRIDGE]:
+        for link in [port_of(i) + "p" for i in INSTANCES] + [BRIDGE]:
             run("ip", "link", "del", link, check=False)
 
 
@@ -207,7 +210,8 @@ class Instance:
         self.config = config_text(number, self.directory)
         self.berthd = e2e_support.Berthd(BERTHD, BERTHCTL, self.config,
                                          os.path.join(self.directory, "berth.sock"),
-                                         "berth-ecmp%d-%s" % (number, TAG))
+                                         "berth-ecmp%d-%s" % (number, TAG),
+                                         instance_namespace(number))
         self.bird_socket = os.path.join(self.directory, "bird.ctl")
         bird_config = os.path.join(self.directory, "bird.conf")
         generated = run(BERTHCTL, "bird-config", "--config", self.config, "--routes_dir",

@@ -226,19 +226,11 @@ void measureTimes(ComparedAlgorithm algorithm, const std::vector<Backend>& backe
 }  // namespace
 
 absl::string_view toString(ComparedAlgorithm algorithm) {
-  switch (algorithm) {
-    case ComparedAlgorithm::kMaglev:
-      return "maglev";
-    case ComparedAlgorithm::kRing:
-      return "ring";
-    case ComparedAlgorithm::kRendezvous:
-      return "rendezvous";
-    case ComparedAlgorithm::kJump:
-      return "jump";
-    case ComparedAlgorithm::kModulo:
-      return "modulo";
+  // The datapath's algorithms keep the names the config spells them by.
+  if (const std::optional<Algorithm> datapath = datapathAlgorithm(algorithm)) {
+    return toString(*datapath);
   }
-  return "unknown";
+  return algorithm == ComparedAlgorithm::kJump ? "jump" : "modulo";
 }
 
 absl::StatusOr<std::vector<ComparedAlgorithm>> parseComparedAlgorithms(absl::string_view list) {

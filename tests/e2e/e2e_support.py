@@ -62,10 +62,11 @@ def l2dsr_service_lines(name, vip, announce, interval=0.5, rise=2, fall=3):
             "    backends:"]
 
 
-def make_bridge(name, address_cidr):
-    """A bridge in the host namespace, holding the host's own address on it."""
+def make_bridge(name, address_cidr=None):
+    """A bridge in the host namespace, holding the host's own address on it if one is given."""
     run("ip", "link", "add", name, "type", "bridge")
-    run("ip", "addr", "add", address_cidr, "dev", name)
+    if address_cidr:
+        run("ip", "addr", "add", address_cidr, "dev", name)
     run("ip", "link", "set", name, "up")
 
 
@@ -77,10 +78,8 @@ def make_af_packet_port(name, bridge, netns=None):
     group (pid ^ ifindex) & 0xffff, groups are per namespace, and the second to join a group
     bound to another interface gets EINVAL."""
     in_namespace = ["ip", "netns", "exec", netns] if netns else []
-    if netns:
-        run("ip", "link", "add", name, "netns", netns, "type", "veth", "peer", "name", name + "p")
-    else:
-        run("ip", "link", "add", name, "type", "veth", "peer", "name", name + "p")
+    into_namespace = ["netns", netns] if netns else []
+    run("ip", "link", "add", name, *into_namespace, "type", "veth", "peer", "name", name + "p")
     run(*in_namespace, "sysctl", "-qw", "net.ipv6.conf.%s.disable_ipv6=1" % name)
     run("sysctl", "-qw", "net.ipv6.conf.%sp.disable_ipv6=1" % name)
     if netns:

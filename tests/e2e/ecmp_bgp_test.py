@@ -5,7 +5,7 @@ berth-announcer. The backends answer the client directly (L2 DSR) through the ro
 
   client 198.18.1.2 -- router 198.18.1.1 | 198.18.0.1 (BIRD, ECMP, L4 multipath hash)
                                           |
-        bridge 198.18.0.0/24 (host .254) --------------------------------------+
+        bridge 198.18.0.0/24 --------------------------------------------------+
           namespace 1: berthd 1 port 198.18.0.11, BIRD 198.18.0.21 (AS 64601)  |
           namespace 2: berthd 2 port 198.18.0.12, BIRD 198.18.0.22 (AS 64602)  |
           bk1..bk3 198.18.0.101-103, the VIP on lo, default route via the router
@@ -121,7 +121,7 @@ class Topology:
         self.birds = []
         self.servers = e2e_support.BackendServers()
         atexit.register(self.remove)
-        e2e_support.make_bridge(BRIDGE, "198.18.0.254/24")
+        e2e_support.make_bridge(BRIDGE)
         # The router: one leg on the bridge, one to the client.
         e2e_support.add_host(ROUTER, "r" + TAG, BRIDGE, "198.18.0.1/24")
         run("ip", "netns", "add", CLIENT)

@@ -165,7 +165,8 @@ absl::Status Daemon::start() {
       if (buffer == nullptr)
         return absl::ResourceExhaustedError("workers: no memory for TX buffers");
       rte_eth_tx_buffer_init(buffer, kBurstSize);
-      worker->queues.push_back(WorkerQueue{ports_[p].port_id, w, p, buffer});
+      worker->queues.push_back(
+          WorkerQueue{ports_[p].port_id, w, p, buffer, ports_[p].poll_only_while_link_up});
     }
     TrafficCounters traffic;
     traffic.services = allocateOnSocket<TrafficCounter>("berth_service_counters",

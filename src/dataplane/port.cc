@@ -61,6 +61,7 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
     return portError(config, "rte_eth_dev_info_get", result);
   }
   port.driver = info.driver_name;
+  port.poll_only_while_link_up = port.driver == "net_memif";
   const uint16_t queue_limit = std::min(info.max_rx_queues, info.max_tx_queues);
   const bool has_rss = info.flow_type_rss_offloads != 0 && queue_limit > 1;
   if (config.queues != 0) {

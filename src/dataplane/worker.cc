@@ -12,16 +12,20 @@ namespace {
 // every this many loops.
 constexpr uint32_t kControlCheckMask = 1023;
 
-// Called by rte_eth_tx_buffer when the NIC's TX ring refuses part of a burst. The frames were
-// counted as sent when buffered, so take them back and count them as dropped.
-void countRefused(rte_mbuf** mbufs, uint16_t unsent, void* userdata) {
-  auto* counters = static_cast<WorkerCounters*>(userdata);
+// Frames counted as sent when buffered that never left: takes them back, counts them as dropped
+// for `reason`, and frees them.
+void takeBack(WorkerCounters& counters, rte_mbuf** mbufs, uint16_t unsent, DropReason reason) {
   uint64_t bytes = 0;
   for (uint16_t i = 0; i < unsent; ++i) bytes += rte_pktmbuf_pkt_len(mbufs[i]);
-  counters->tx_packets.subtract(unsent);
-  counters->tx_bytes.subtract(bytes);
-  counters->drops[static_cast<size_t>(DropReason::kTxRingFull)].add(unsent);
+  counters.tx_packets.subtract(unsent);
+  counters.tx_bytes.subtract(bytes);
+  counters.drops[static_cast<size_t>(reason)].add(unsent);
   rte_pktmbuf_free_bulk(mbufs, unsent);
+}
+
+// Called by rte_eth_tx_buffer when the NIC's TX ring refuses part of a burst.
+void countRefused(rte_mbuf** mbufs, uint16_t unsent, void* userdata) {
+  takeBack(*static_cast<WorkerCounters*>(userdata), mbufs, unsent, DropReason::kTxRingFull);
 }
 
 }  // namespace
@@ -78,9 +82,23 @@ void Worker::processBurst(const Snapshot& snapshot, WorkerQueue& queue, rte_mbuf
   if (drop_count > 0) rte_pktmbuf_free_bulk(dropped, drop_count);
 }
 
+void Worker::refreshLinks() {
+  for (WorkerQueue& queue : queues) {
+    if (!queue.poll_only_while_link_up) continue;
+    rte_eth_link link;
+    queue.link_up =
+        rte_eth_link_get_nowait(queue.port_id, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
+  }
+}
+
 void Worker::flush() {
   for (WorkerQueue& queue : queues) {
-    rte_eth_tx_buffer_flush(queue.port_id, queue.queue, queue.tx_buffer);
+    if (queue.link_up) {
+      rte_eth_tx_buffer_flush(queue.port_id, queue.queue, queue.tx_buffer);
+    } else if (queue.tx_buffer->length > 0) {
+      takeBack(counters, queue.tx_buffer->pkts, queue.tx_buffer->length, DropReason::kPortDown);
+      queue.tx_buffer->length = 0;
+    }
   }
 }
 
@@ -100,7 +118,8 @@ void Worker::sendControlFrames() {
     for (WorkerQueue& queue : queues) {
       if (queue.port_index == frames[i]->port) out = &queue;
     }
-    if (out == nullptr) {
+    if (out == nullptr || !out->link_up) {
+      if (out != nullptr) counters.count(DropReason::kPortDown);
       rte_pktmbuf_free(frames[i]);
       continue;
     }
@@ -132,8 +151,12 @@ int runWorker(void* argument) {
     // The connection table's clock: milliseconds, wrapping after 49 days, which its
     // wrap-aware ageing allows.
     worker.state.now_ms = static_cast<uint32_t>(loop_start / worker.tsc_per_ms);
+    // A memif port is touched only in a loop that began with its link up: until then its PMD
+    // may read a ring it has not mapped yet (OpenedPort::poll_only_while_link_up).
+    worker.refreshLinks();
     bool received = false;
     for (WorkerQueue& queue : worker.queues) {
+      if (!queue.link_up) continue;
       const uint16_t count = rte_eth_rx_burst(queue.port_id, queue.queue, mbufs, kBurstSize);
       if (count == 0) continue;
       received = true;
@@ -159,6 +182,8 @@ int runWorker(void* argument) {
     if (worker.connections) worker.connections->sweep(worker.state.now_ms);
     rte_rcu_qsbr_quiescent(worker.rcu, worker.rcu_thread_id);
   }
+  // This flush comes after the loop's last quiescent state, so it reads the links afresh.
+  worker.refreshLinks();
   worker.flush();
   rte_rcu_qsbr_thread_offline(worker.rcu, worker.rcu_thread_id);
   return 0;

@@ -29,7 +29,8 @@ namespace berth {
   X(kNextHopUnresolved, "next_hop_unresolved") /* gateway or backend MAC not known yet */         \
   X(kNeighborNotAnswered, "arp_nd_not_answered") /* ARP or ND that asks nothing of berth */       \
   X(kTxRingFull, "tx_ring_full")                 /* the NIC's TX queue refused the burst */       \
-  X(kMultiSegment, "multi_segment")              /* a chained mbuf; berth's pools never chain */
+  X(kMultiSegment, "multi_segment")              /* a chained mbuf; berth's pools never chain */  \
+  X(kPortDown, "port_down")                      /* its memif port was down or still connecting */
 
 enum class DropReason : uint8_t {
 #define BERTH_DROP_REASON_ENUM(name, text) name,

@@ -23,6 +23,21 @@ struct OpenedPort {
   uint16_t port_id = 0;
   uint16_t queues = 0;  // RX/TX queue pairs; queue q is served by worker q
   bool rss = false;
+  // The port's PMD may be polled only while its link is up (WorkerQueue says how workers obey).
+  // True for net_memif: DPDK 22.11's eth_memif_rx and eth_memif_tx compute their ring's address,
+  // regions[region]->addr + ring_offset, before they check the port's CONNECTED flag. A memif
+  // server is sent the peer's region in one control message (regions[0] set, addr still null)
+  // and maps it only at the CONNECT message, which then sets CONNECTED and the link up, all on
+  // the EAL interrupt thread. A worker that read the address in between and lost its CPU until
+  // after CONNECTED dereferences null + ring_offset: the PMD's null check catches ring 0's offset
+  // of 0, not ring 1's. berthd died so now and then in the two-queue memif test, always in its
+  // second worker at `testb $0x1,0x4(%r9)` (ring->flags), r9 = 0x20080: null plus ring 1's
+  // offset with 8192 slots. A memif client has the same window with rings' offsets not yet set.
+  // memif_connect stores the mapping, then CONNECTED, then the link state, so a loop that reads
+  // the link up (an opaque call, and x86-64 keeps stores in order) also reads the mapping; a
+  // disconnect during that loop cannot unmap it before the loop's quiescent state
+  // (dataplane/unmap_guard.h), nor start the next connect before the unmap.
+  bool poll_only_while_link_up = false;
   MacAddress mac;
   rte_mempool* pool = nullptr;
 };

@@ -32,6 +32,13 @@ struct WorkerQueue {
   uint16_t queue = 0;       // RX and TX queue number
   uint32_t port_index = 0;  // the port's index in the config and the snapshot
   rte_eth_dev_tx_buffer* tx_buffer = nullptr;
+  // Set for a port whose PMD must not be polled while its link is down
+  // (OpenedPort::poll_only_while_link_up says which, and why). The worker then reads the link
+  // once at the top of every loop, into link_up, and only in a loop that found it up does it
+  // call rx_burst or tx_burst on the queue; frames meant for it in a loop that found it down are
+  // dropped as port_down. Other ports are never asked, and link_up stays true.
+  bool poll_only_while_link_up = false;
+  bool link_up = true;
 };
 
 // What a worker reports to the management thread: news about a next hop's MAC.
@@ -89,10 +96,16 @@ class alignas(64) Worker final : public NeighborSink {
   // queue's TX buffer, dropped ones freed in bulk. Public for the pipeline benchmark.
   void processBurst(const Snapshot& snapshot, WorkerQueue& queue, rte_mbuf** mbufs, uint16_t count);
 
-  // Flushes every TX buffer now.
+  // Reads the link of each queue that is polled only while up (WorkerQueue), once per loop:
+  // one rte_eth_link_get_nowait per such queue, which for memif copies eight bytes.
+  void refreshLinks();
+
+  // Flushes every TX buffer now; a queue whose link this loop found down has its buffered frames
+  // dropped as port_down instead.
   void flush();
 
-  // Sends what the management thread queued on control_frames.
+  // Sends what the management thread queued on control_frames (port_down where the port's link
+  // this loop found down).
   void sendControlFrames();
 
   // Answers the management thread's connection-table question, if there is a new one.

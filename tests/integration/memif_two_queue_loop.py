@@ -50,9 +50,15 @@ def phase(name, runs, loaded):
             passed = ended is None and link_ups == 1 and berthgen_ok
         if not passed:
             failed += 1
-            reason = "berthd ended (%s)" % ended if ended is not None else (
-                "link came up %d times" % link_ups if link_ups != 1 else (
-                    "berthgen failed" if not berthgen_ok else text.strip().splitlines()[-1]))
+            if ended is not None:
+                reason = "berthd ended (%s)" % ended
+            elif link_ups != 1:
+                reason = "its link came up %d times" % link_ups
+            elif not berthgen_ok:
+                reason = "berthgen failed"
+            else:
+                reason = next((line for line in text.splitlines()
+                               if line.startswith("AssertionError")), text)[:120]
             print("%s run %d: FAILED: %s" % (name, run, reason), flush=True)
     lost_runs = sum(1 for n in lost if n)
     print("%s: %d of %d runs passed; packets lost in %d run(s), at most %d" % (

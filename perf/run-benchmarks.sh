@@ -46,6 +46,9 @@ if by_algorithm:
     print("pipeline ns per packet by algorithm: " +
           ", ".join(f"{label} {ns:.1f}" for label, ns in by_algorithm))
 for name, bench in medians.items():
+    if "cycles_per_loop" in bench:
+        print(f"{name}: {bench['cycles_per_loop']:.0f} cycles and {bench['ns_per_loop']:.1f} ns "
+              "per worker loop")
     if "cycles_per_packet" in bench:
         print(f"{name}: {bench['items_per_second'] / 1e6:.2f} Mpps per core, "
               f"{bench['cycles_per_packet']:.0f} cycles and {bench['ns_per_packet']:.1f} ns per packet")

@@ -97,7 +97,8 @@ class alignas(64) Worker final : public NeighborSink {
   void processBurst(const Snapshot& snapshot, WorkerQueue& queue, rte_mbuf** mbufs, uint16_t count);
 
   // Reads the link of each queue that is polled only while up (WorkerQueue), once per loop:
-  // one rte_eth_link_get_nowait per such queue, which for memif copies eight bytes.
+  // one rte_eth_link_get_nowait per such queue, about 20 cycles for memif
+  // (perf/pipeline_bench.cc, BM_MemifLinkCheckPerLoop).
   void refreshLinks();
 
   // Flushes every TX buffer now; a queue whose link this loop found down has its buffered frames

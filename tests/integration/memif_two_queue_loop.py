@@ -7,6 +7,15 @@ a starved CPU are reported, not failed. Prints one line per failure and a summar
 non-zero if any run failed. Opt-in, not part of the suite: about four minutes with the defaults.
 
 Usage: memif_two_queue_loop.py [BUILD_DIR] [RUNS] [LOADED]   (default: build 50 20)
+
+Against a build whose workers poll a memif port whatever its link (before
+OpenedPort::poll_only_while_link_up), this is how the fault was caught, with core dumps on:
+  ulimit -c unlimited; mkdir -p /tmp/cores
+  echo '/tmp/cores/core.%e.%p' > /proc/sys/kernel/core_pattern
+  tests/integration/memif_two_queue_loop.py OLD_BUILD 50 0
+  gdb -batch -ex bt -ex 'info registers r9' -ex 'x/i $pc' OLD_BUILD/src/berthd /tmp/cores/core.*
+Each core was in rte-worker-2, in librte_net_memif's eth_memif_rx at `testb $0x1,0x4(%r9)`
+with r9 = 0x20080.
 """
 import os
 import subprocess

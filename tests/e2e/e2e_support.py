@@ -217,8 +217,11 @@ class Berthd:
         return {b["name"]: b["health"] for b in self.berthctl("backends")["backends"]}
 
     def wait_healthy(self, backends, timeout=15):
+        self.wait_health(backends, "healthy", timeout)
+
+    def wait_health(self, backends, state, timeout=15):
         deadline = time.monotonic() + timeout
-        while not all(self.health().get(b) == "healthy" for b in backends):
+        while not all(self.health().get(b) == state for b in backends):
             if time.monotonic() > deadline:
-                raise AssertionError("not all of %s healthy: %s" % (backends, self.health()))
+                raise AssertionError("not all of %s %s: %s" % (backends, state, self.health()))
             time.sleep(0.1)

@@ -8,7 +8,7 @@ packages=(
   build-essential pkg-config meson ninja-build
   dpdk dpdk-dev libdpdk-dev
   libabsl-dev libyaml-cpp-dev
-  libgtest-dev libgmock-dev libbenchmark-dev clang
+  libgtest-dev libgmock-dev libbenchmark-dev clang clang-format
   python3 python3-scapy
   iproute2 ethtool tcpdump iputils-ping curl
   bird2

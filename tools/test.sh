@@ -4,14 +4,17 @@
 # UBSan build (build-asan) runs the unit and integration suites again, the DPDK processes the
 # integration tests start included, so that a read past a buffer, a use after free, a leak or
 # undefined behaviour fails the run. Ends with one line, "N passed, N failed, N skipped",
-# counted per test case from meson's JUnit logs, and exits non-zero if anything failed.
+# counted per test case from meson's JUnit logs, and exits non-zero if anything failed or a C++
+# source differs from clang-format (tools/check-format.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash tools/install-deps.sh
+status=0
+# Formatting drift fails the run, after every test has still run.
+bash tools/check-format.sh || status=1
 bash tools/build.sh
 
-status=0
 meson test -C build --print-errorlogs --num-processes "$(nproc)" || status=$?
 
 bash tools/build.sh --sanitize

@@ -12,30 +12,6 @@
 #include "berthd/daemon.h"
 
 namespace berth {
-namespace {
-
-bool samePort(const PortConfig& a, const PortConfig& b) {
-  return a.name == b.name && a.device == b.device && a.ipv4 == b.ipv4 && a.ipv6 == b.ipv6 &&
-         a.gateway == b.gateway && a.gateway_mac == b.gateway_mac && a.mtu == b.mtu &&
-         a.queues == b.queues;
-}
-
-// What of the dataplane section changed: berthd sets ports, lcores and per-core tables up once,
-// at start.
-std::vector<std::string> layoutChanges(const DataplaneConfig& running,
-                                       const DataplaneConfig& next) {
-  std::vector<std::string> changes;
-  if (running.eal != next.eal) changes.push_back("dataplane.eal");
-  bool ports_same = running.ports.size() == next.ports.size();
-  for (size_t p = 0; ports_same && p < running.ports.size(); ++p) {
-    ports_same = samePort(running.ports[p], next.ports[p]);
-  }
-  if (!ports_same) changes.push_back("dataplane.ports");
-  if (running.conntrack != next.conntrack) changes.push_back("dataplane.conntrack");
-  return changes;
-}
-
-}  // namespace
 
 absl::Status Daemon::reload() {
   const absl::Time start = absl::Now();
@@ -47,16 +23,12 @@ absl::Status Daemon::reload() {
   };
   absl::StatusOr<Config> next = loadConfigFile(config_path_);
   if (!next.ok()) return refuse(next.status().message());
-  if (const std::vector<std::string> changed = layoutChanges(config_.dataplane, next->dataplane);
+  if (const std::vector<std::string> changed = sectionsNeedingRestart(config_, *next);
       !changed.empty()) {
     return refuse(absl::StrCat(absl::StrJoin(changed, ", "),
-                               " changed: ports, lcores and connection tables are set up at start, "
-                               "so this change needs a restart of berthd"));
-  }
-  if (next->metrics != config_.metrics) {
-    return refuse(
-        "metrics changed: the metrics endpoint is opened at start, so this change needs a "
-        "restart of berthd");
+                               " changed: ports, lcores, connection tables and the metrics "
+                               "endpoint are set up at start, so this change needs a restart of "
+                               "berthd"));
   }
   for (const std::string& warning : next->warnings) logLine(absl::StrCat("warning: ", warning));
   applyDrains(*next);

@@ -64,4 +64,15 @@ const ServiceConfig* Config::findService(absl::string_view name) const {
   return nullptr;
 }
 
+std::vector<std::string> sectionsNeedingRestart(const Config& running, const Config& next) {
+  std::vector<std::string> sections;
+  if (running.dataplane.eal != next.dataplane.eal) sections.push_back("dataplane.eal");
+  if (running.dataplane.ports != next.dataplane.ports) sections.push_back("dataplane.ports");
+  if (running.dataplane.conntrack != next.dataplane.conntrack) {
+    sections.push_back("dataplane.conntrack");
+  }
+  if (running.metrics != next.metrics) sections.push_back("metrics");
+  return sections;
+}
+
 }  // namespace berth

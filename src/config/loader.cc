@@ -93,7 +93,7 @@ absl::StatusOr<BackendConfig> parseBackend(absl::string_view source, const std::
       const Fields fields,
       Fields::read(source, path, node, {"name", "address", "weight", "mac", "health"}));
   BackendConfig backend;
-  backend.line = fields.self().line();
+  backend.line.number = fields.self().line();
   BERTH_ASSIGN_OR_RETURN(backend.name, fields.requiredString("name"));
   BERTH_ASSIGN_OR_RETURN(backend.address, fields.address("address"));
   BERTH_ASSIGN_OR_RETURN(backend.weight, fields.integer("weight", 0, kMaxWeight, 1));
@@ -117,7 +117,7 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
                                        "replicas", "bounded_load", "hash_fields", "forwarding",
                                        "gue_port", "announce", "drain", "health", "backends"}));
   ServiceConfig service;
-  service.line = fields.self().line();
+  service.line.number = fields.self().line();
   BERTH_ASSIGN_OR_RETURN(service.name, fields.requiredString("name"));
   BERTH_ASSIGN_OR_RETURN(service.vip, fields.address("vip"));
   BERTH_ASSIGN_OR_RETURN(service.port, fields.integer("port", 1, 65535, std::nullopt));
@@ -247,7 +247,7 @@ absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string
       Fields::read(source, path, node,
                    {"name", "device", "ipv4", "ipv6", "gateway", "gateway_mac", "mtu", "queues"}));
   PortConfig port;
-  port.line = fields.self().line();
+  port.line.number = fields.self().line();
   BERTH_ASSIGN_OR_RETURN(port.name, fields.requiredString("name"));
   BERTH_ASSIGN_OR_RETURN(port.device, fields.requiredString("device"));
   BERTH_ASSIGN_OR_RETURN(port.ipv4, fields.optionalAddress("ipv4", IpFamily::kIpv4));
@@ -362,7 +362,7 @@ absl::StatusOr<BgpConfig> parseBgp(absl::string_view source, const YAML::Node& n
       const Fields fields,
       Fields::read(source, "bgp", node, {"asn", "router_id", "port", "neighbors", "hold_time"}));
   BgpConfig bgp;
-  bgp.line = fields.self().line();
+  bgp.line.number = fields.self().line();
   BERTH_ASSIGN_OR_RETURN(bgp.asn, fields.integer("asn", 1, UINT32_MAX, std::nullopt));
   BERTH_ASSIGN_OR_RETURN(bgp.router_id, fields.address("router_id"));
   if (!bgp.router_id.isV4()) return fields.site("router_id").error("must be an IPv4 address");
@@ -384,7 +384,7 @@ absl::StatusOr<BgpConfig> parseBgp(absl::string_view source, const YAML::Node& n
     BERTH_ASSIGN_OR_RETURN(const Fields neighbor_fields,
                            Fields::read(source, path, (*neighbors)[i], {"address", "asn"}));
     BgpNeighbor neighbor;
-    neighbor.line = neighbor_fields.self().line();
+    neighbor.line.number = neighbor_fields.self().line();
     BERTH_ASSIGN_OR_RETURN(neighbor.address, neighbor_fields.address("address"));
     BERTH_ASSIGN_OR_RETURN(neighbor.asn,
                            neighbor_fields.integer("asn", 1, UINT32_MAX, std::nullopt));

@@ -66,14 +66,14 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
   const bool has_rss = info.flow_type_rss_offloads != 0 && queue_limit > 1;
   if (config.queues != 0) {
     if (config.queues > queue_limit) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("port '", config.name, "' (line ", config.line, "): queues ", config.queues,
-                       ", but ", port.driver, " offers at most ", queue_limit, " queue pair(s)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "port '", config.name, "' (line ", config.line.number, "): queues ", config.queues,
+          ", but ", port.driver, " offers at most ", queue_limit, " queue pair(s)"));
     }
     if (config.queues > workers) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "port '", config.name, "' (line ", config.line, "): queues ", config.queues, ", but ",
-          workers, " worker(s): every queue needs a worker to poll it (add lcores)"));
+          "port '", config.name, "' (line ", config.line.number, "): queues ", config.queues,
+          ", but ", workers, " worker(s): every queue needs a worker to poll it (add lcores)"));
     }
     port.queues = config.queues;
     port.rss = has_rss && port.queues > 1;

@@ -187,8 +187,8 @@ TEST_F(WorkerLinkTest, OpenPortGatesMemifPortsAndNoOthers) {
   std::filesystem::create_directories(directory);
   PortConfig memif;
   memif.name = "m0";
-  memif.device = absl::StrCat("net_memif0,role=server,socket=", directory,
-                              "/memif.sock,socket-abstract=no");
+  memif.device =
+      absl::StrCat("net_memif0,role=server,socket=", directory, "/memif.sock,socket-abstract=no");
   std::vector<std::string> warnings;
   absl::StatusOr<OpenedPort> opened = openPort(memif, 1, warnings);
   ASSERT_TRUE(opened.ok()) << opened.status();

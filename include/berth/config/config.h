@@ -30,6 +30,15 @@ enum class Forwarding : uint8_t {
 };
 absl::string_view toString(Forwarding forwarding);
 
+// Where a setting was written: its YAML line, for messages the control plane emits later. Two
+// settings written on different lines are still the same settings, so the structs below compare
+// equal whatever their lines (a reload that only moves text around changes nothing).
+struct SourceLine {
+  int number = 0;
+
+  friend bool operator==(const SourceLine&, const SourceLine&) { return true; }
+};
+
 // A DPDK port berth receives VIP traffic on and sends to backends from.
 struct PortConfig {
   std::string name;
@@ -44,7 +53,9 @@ struct PortConfig {
   // Queue pairs, each polled by one worker. 0: one per worker where the PMD has RSS, one
   // otherwise. Set it for a port whose peer spreads flows over the queues itself (memif).
   uint16_t queues = 0;
-  int line = 0;
+  SourceLine line;
+
+  friend bool operator==(const PortConfig&, const PortConfig&) = default;
 };
 
 // The per-core connection table (dataplane/conntrack.h).
@@ -63,9 +74,11 @@ struct DataplaneConfig {
   std::vector<std::string> eal;  // EAL arguments, as on berthd's command line before "--"
   std::vector<PortConfig> ports;
   ConntrackConfig conntrack;
+
+  friend bool operator==(const DataplaneConfig&, const DataplaneConfig&) = default;
 };
 
-// How a backend's health is checked (issue 5): by the management thread, over kernel sockets.
+// How a backend's health is checked by the management thread, over kernel sockets.
 enum class HealthCheckType : uint8_t {
   kNone,  // always healthy
   kTcp,   // healthy while a TCP connect succeeds
@@ -86,6 +99,8 @@ struct HealthCheckConfig {
   std::string http_path = "/";
   uint16_t expect_low = 200;
   uint16_t expect_high = 399;
+
+  friend bool operator==(const HealthCheckConfig&, const HealthCheckConfig&) = default;
 };
 
 struct BackendConfig {
@@ -95,7 +110,9 @@ struct BackendConfig {
   std::optional<MacAddress> mac;  // l2dsr: fixed instead of resolved by ARP or ND
   // The service's health settings with this backend's overrides, address and port filled in.
   HealthCheckConfig health;
-  int line = 0;
+  SourceLine line;
+
+  friend bool operator==(const BackendConfig&, const BackendConfig&) = default;
 };
 
 struct ServiceConfig {
@@ -119,16 +136,18 @@ struct ServiceConfig {
   double bounded_load = 0;
   HealthCheckConfig health;  // the service's settings, before per-backend overrides
   std::vector<BackendConfig> backends;
-  int line = 0;
+  SourceLine line;
 
   // The backends as the table build takes them, and the build's options.
   std::vector<Backend> hashingBackends() const;
   TableOptions tableOptions() const;
   // "tcp 198.18.100.1:80", "udp [2001:db8::1]:53": what the service listens on.
   std::string listener() const;
+
+  friend bool operator==(const ServiceConfig&, const ServiceConfig&) = default;
 };
 
-// berthd's Prometheus text endpoint (issue 5): off unless the config has a `metrics` section.
+// berthd's Prometheus text endpoint: off unless the config has a `metrics` section.
 inline constexpr char kDefaultMetricsListen[] = "127.0.0.1:9464";
 struct MetricsConfig {
   std::optional<Endpoint> listen;  // none: no endpoint
@@ -136,12 +155,14 @@ struct MetricsConfig {
   friend bool operator==(const MetricsConfig&, const MetricsConfig&) = default;
 };
 
-// Announcing VIPs over BGP (issue 9): berth drives BIRD, which speaks BGP to the routers that
+// Announcing VIPs over BGP: berth drives BIRD, which speaks BGP to the routers that
 // spread VIP traffic over berth instances by ECMP (docs/scale-out.md).
 struct BgpNeighbor {
   IpAddress address;
   uint32_t asn = 0;
-  int line = 0;
+  SourceLine line;
+
+  friend bool operator==(const BgpNeighbor&, const BgpNeighbor&) = default;
 };
 
 struct BgpConfig {
@@ -151,10 +172,12 @@ struct BgpConfig {
   std::string port;
   std::vector<BgpNeighbor> neighbors;
   uint32_t hold_time_s = 9;  // BGP hold time: how long a silent instance keeps its routes
-  int line = 0;
+  SourceLine line;
 
   // The next hop for a VIP of `family`: the port's address of that family.
   std::optional<IpAddress> nextHopFor(IpFamily family, const DataplaneConfig& dataplane) const;
+
+  friend bool operator==(const BgpConfig&, const BgpConfig&) = default;
 };
 
 struct Config {
@@ -168,5 +191,10 @@ struct Config {
   // The service with this name, or nullptr.
   const ServiceConfig* findService(absl::string_view name) const;
 };
+
+// The sections of `next` that differ from `running` in what berthd sets up once, at start: the
+// EAL, the ports, the per-core connection tables and the metrics endpoint. A reload that changes
+// one of them needs a restart. Empty when `next` can be applied in place.
+std::vector<std::string> sectionsNeedingRestart(const Config& running, const Config& next);
 
 }  // namespace berth

@@ -40,11 +40,11 @@ TEST(ConfigLoaderTest, LoadsAValidConfigWithDefaults) {
   EXPECT_EQ(web.port, 80);
   EXPECT_EQ(web.protocol, Protocol::kTcp);
   EXPECT_EQ(web.hash_fields, HashFields::kThreeTuple);
-  EXPECT_EQ(web.line, 2);
+  EXPECT_EQ(web.line.number, 2);
   ASSERT_EQ(web.backends.size(), 2u);
   EXPECT_EQ(web.backends[0].weight, 2);
   EXPECT_EQ(web.backends[1].weight, 1);
-  EXPECT_EQ(web.backends[1].line, 10);
+  EXPECT_EQ(web.backends[1].line.number, 10);
   const ServiceConfig& dns = config->services[1];
   EXPECT_EQ(dns.vip.family, IpFamily::kIpv6);
   EXPECT_EQ(dns.table_size, kDefaultTableSize);
@@ -513,7 +513,7 @@ TEST(ConfigLoaderTest, BgpSettingsLoadAndServicesChooseToBeAnnounced) {
   EXPECT_EQ(config->bgp->hold_time_s, 9u);
   ASSERT_EQ(config->bgp->neighbors.size(), 1u);
   EXPECT_EQ(config->bgp->neighbors[0].asn, 64600u);
-  EXPECT_EQ(config->bgp->neighbors[0].line, 11);
+  EXPECT_EQ(config->bgp->neighbors[0].line.number, 11);
   EXPECT_TRUE(config->services[0].announce_bgp);
   EXPECT_FALSE(config->services[0].announce_arp);
   EXPECT_EQ(config->bgp->nextHopFor(IpFamily::kIpv4, config->dataplane),

@@ -116,27 +116,30 @@ std::string Daemon::statusReply() const {
       .key("drained")
       .beginArray();
   std::vector<std::string> drained;
-  for (const auto& [name, weight] : drained_) {
-    json.value(name);
-    drained.push_back(name);
+  for (const ServiceState& service : services_) {
+    for (const std::string& backend : service.drainedBackends()) {
+      drained.push_back(absl::StrCat(service.name(), "/", backend));
+      json.value(drained.back());
+    }
   }
   json.endArray();
   // Per service, the fingerprint of the table in use: instances behind one ECMP group send a
   // flow to the same backend exactly when these agree.
   json.key("tables").beginArray();
   std::string tables_text;
-  for (size_t s = 0; s < config_.services.size(); ++s) {
-    const std::string fingerprint = absl::StrFormat("%016x", fingerprintOf(tables_[s]));
+  for (const ServiceState& service : services_) {
+    const Table& table = service.liveTable();
+    const std::string fingerprint = absl::StrFormat("%016x", fingerprintOf(table));
     json.beginObject()
         .key("service")
-        .value(config_.services[s].name)
+        .value(service.name())
         .key("algorithm")
-        .value(toString(tables_[s].algorithm()))
+        .value(toString(table.algorithm()))
         .key("fingerprint")
         .value(fingerprint)
         .endObject();
-    absl::StrAppendFormat(&tables_text, "table %s: %s, fingerprint %s\n", config_.services[s].name,
-                          toString(tables_[s].algorithm()), fingerprint);
+    absl::StrAppendFormat(&tables_text, "table %s: %s, fingerprint %s\n", service.name(),
+                          toString(table.algorithm()), fingerprint);
   }
   json.endArray();
   json.key("text").value(absl::StrFormat(
@@ -177,17 +180,11 @@ std::string Daemon::announceReply() const {
   json.key("routes").beginArray();
   std::string route_list;
   std::vector<std::pair<std::string, std::string>> withheld;
-  for (size_t s = 0; s < config_.services.size(); ++s) {
-    const ServiceConfig& service = config_.services[s];
+  for (const ServiceState& state : services_) {
+    const ServiceConfig& service = state.config();
     if (!service.announce_bgp || !config_.bgp) continue;
-    const std::vector<bool>& healthy = health_->healthy(s);
-    bool serving = false;
-    for (size_t b = 0; b < service.backends.size(); ++b) {
-      serving |= healthy[b] && service.backends[b].weight > 0 &&
-                 !drained_.contains(absl::StrCat(service.name, "/", service.backends[b].name));
-    }
     if (!not_forwarding.empty()) continue;
-    if (!serving) {
+    if (!state.serving()) {
       withheld.emplace_back(service.name, "no healthy backend with a weight");
       continue;
     }
@@ -231,15 +228,15 @@ Daemon::TrafficTotals Daemon::trafficOf(uint32_t id, bool backend) const {
 
 std::vector<Daemon::ServiceRow> Daemon::serviceRows() const {
   std::vector<ServiceRow> rows;
-  for (size_t s = 0; s < config_.services.size(); ++s) {
-    const ServiceConfig& service = config_.services[s];
+  for (const ServiceState& state : services_) {
+    const ServiceConfig& service = state.config();
     ServiceRow row;
     row.name = service.name;
     row.listener = service.listener();
     row.forwarding = std::string(toString(service.forwarding));
     row.algorithm = std::string(toString(service.algorithm));
     row.backends = service.backends.size();
-    for (bool up : health_->healthy(s)) row.healthy += up;
+    row.healthy = state.healthyCount();
     const std::optional<uint32_t> id = counter_ids_.findService(service.name);
     if (id) row.traffic = trafficOf(*id, false);
     rows.push_back(std::move(row));
@@ -249,11 +246,10 @@ std::vector<Daemon::ServiceRow> Daemon::serviceRows() const {
 
 std::vector<Daemon::BackendRow> Daemon::backendRows() const {
   std::vector<BackendRow> rows;
-  for (size_t s = 0; s < config_.services.size(); ++s) {
-    const ServiceConfig& service = config_.services[s];
-    const Table& table = tables_[s];
+  for (const ServiceState& state : services_) {
+    const ServiceConfig& service = state.config();
+    const Table& table = state.liveTable();
     const std::vector<uint32_t> slots = table.slotCounts();
-    const std::vector<bool>& healthy = health_->healthy(s);
     for (size_t b = 0; b < service.backends.size(); ++b) {
       const BackendConfig& backend = service.backends[b];
       BackendRow row;
@@ -261,8 +257,8 @@ std::vector<Daemon::BackendRow> Daemon::backendRows() const {
       row.name = backend.name;
       row.address = backend.address.toString();
       row.weight = backend.weight;
-      row.healthy = healthy[b];
-      row.drained = drained_.contains(absl::StrCat(service.name, "/", backend.name));
+      row.healthy = state.healthy()[b];
+      row.drained = state.drained(backend.name);
       row.health_check = std::string(toString(backend.health.type));
       const absl::StatusOr<uint16_t> index = table.indexOf(backend.name);
       row.slots = index.ok() ? slots[*index] : 0;
@@ -327,58 +323,46 @@ std::string Daemon::poolReply(bool backends) const {
   return json.str();
 }
 
-void Daemon::applyDrains(Config& config) const {
-  for (ServiceConfig& service : config.services) {
-    for (BackendConfig& backend : service.backends) {
-      if (drained_.contains(absl::StrCat(service.name, "/", backend.name))) backend.weight = 0;
-    }
-  }
-}
-
 std::string Daemon::drainReply(const ControlRequest& request, bool drain) {
   const std::string& backend_name = request.field("backend");
   const std::string& service_name = request.field("service");
   if (backend_name.empty()) return errorReply("give the backend's name");
-  std::vector<std::pair<size_t, size_t>> matches;
-  for (size_t s = 0; s < config_.services.size(); ++s) {
-    if (!service_name.empty() && config_.services[s].name != service_name) continue;
-    for (size_t b = 0; b < config_.services[s].backends.size(); ++b) {
-      if (config_.services[s].backends[b].name == backend_name) matches.emplace_back(s, b);
-    }
+  std::vector<ServiceState*> matches;
+  for (ServiceState& state : services_) {
+    if (!service_name.empty() && state.name() != service_name) continue;
+    if (state.hasBackend(backend_name)) matches.push_back(&state);
   }
   if (matches.empty()) {
     return errorReply(service_name.empty() ? absl::StrCat("no backend named '", backend_name, "'")
                                            : absl::StrCat("no backend named '", backend_name,
                                                           "' in service '", service_name, "'"));
   }
+  // Every match is changed on a copy first, so that a failed build changes none of them.
+  std::vector<ServiceState> changed_states;
   std::vector<std::string> changed;
-  for (const auto& [s, b] : matches) {
-    ServiceConfig& service = config_.services[s];
-    BackendConfig& backend = service.backends[b];
-    const std::string key = absl::StrCat(service.name, "/", backend.name);
-    if (drain) {
-      if (drained_.contains(key)) continue;
-      drained_[key] = backend.weight;
-      backend.weight = 0;
-    } else {
-      auto it = drained_.find(key);
-      if (it == drained_.end()) continue;
-      backend.weight = it->second;
-      drained_.erase(it);
-    }
-    // A weight change is a config change: the service's table is built again in full.
-    absl::StatusOr<Table> full = buildTable(service.hashingBackends(), service.tableOptions());
-    if (!full.ok()) return errorReply(full.status().message());
-    absl::StatusOr<Table> table = tableWithHealth(service, *full, health_->healthy(s));
-    if (!table.ok()) return errorReply(table.status().message());
-    full_tables_[s] = *std::move(full);
-    tables_[s] = *std::move(table);
-    changed.push_back(key);
+  std::vector<std::string> moved;
+  for (ServiceState* state : matches) {
+    ServiceState next = *state;
+    absl::StatusOr<std::optional<SlotChange>> change = next.setDrained(backend_name, drain);
+    if (!change.ok()) return errorReply(change.status().message());
+    if (!change->has_value()) continue;
+    changed.push_back(absl::StrCat(state->name(), "/", backend_name));
+    moved.push_back(absl::StrCat(changed.back(), " ", describe(**change)));
+    changed_states.push_back(std::move(next));
   }
   if (!changed.empty()) {
-    if (absl::Status status = publishSnapshot(); !status.ok()) return errorReply(status.message());
+    std::vector<ServiceState> before = services_;
+    for (ServiceState& next : changed_states) {
+      for (ServiceState& state : services_) {
+        if (state.name() == next.name()) state = next;
+      }
+    }
+    if (absl::Status status = publishSnapshot(); !status.ok()) {
+      services_ = std::move(before);
+      return errorReply(status.message());
+    }
     logLine(absl::StrFormat("%s %s; snapshot %u published", drain ? "drained" : "undrained",
-                            absl::StrJoin(changed, ", "), generation_));
+                            absl::StrJoin(moved, ", "), generation_));
   }
   JsonWriter json;
   json.beginObject().key("ok").value(true).key("changed").beginArray();
@@ -551,20 +535,20 @@ std::string Daemon::explainReply(const ControlRequest& request) {
 std::string Daemon::tableReply(const ControlRequest& request) const {
   const std::string& name = request.field("service");
   std::vector<std::string> names;
-  for (size_t s = 0; s < config_.services.size(); ++s) {
-    const ServiceConfig& service = config_.services[s];
-    names.push_back(service.name);
-    if (service.name != name) continue;
+  for (const ServiceState& state : services_) {
+    names.push_back(state.name());
+    if (state.name() != name) continue;
+    const Table& table = state.liveTable();
     std::vector<std::string> unhealthy;
-    for (size_t b = 0; b < tables_[s].backends().size(); ++b) {
-      if (!tables_[s].healthy()[b]) unhealthy.push_back(tables_[s].backends()[b].name);
+    for (size_t b = 0; b < table.backends().size(); ++b) {
+      if (!table.healthy()[b]) unhealthy.push_back(table.backends()[b].name);
     }
     JsonWriter json;
     json.beginObject().key("ok").value(true).key("snapshot_generation").value(generation_);
     json.key("table");
-    writeTableJson(json, service, tables_[s]);
+    writeTableJson(json, state.config(), table);
     json.key("text").value(tableText(
-        service, tables_[s],
+        state.config(), table,
         absl::StrCat(
             unhealthy.empty() ? "" : absl::StrCat(", unhealthy: ", absl::StrJoin(unhealthy, ", ")),
             "; live in snapshot ", generation_)));

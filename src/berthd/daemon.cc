@@ -184,12 +184,6 @@ absl::Status Daemon::start() {
     }
   }
 
-  absl::StatusOr<std::vector<Table>> tables = buildServiceTables(config_);
-  if (!tables.ok()) return tables.status();
-  full_tables_ = *std::move(tables);
-  tables_ = full_tables_;
-  BERTH_RETURN_IF_ERROR(publishSnapshot());
-
   absl::StatusOr<std::unique_ptr<HealthMonitor>> monitor =
       HealthMonitor::create(config_, healthClock(), healthJitter());
   if (!monitor.ok()) {
@@ -197,6 +191,10 @@ absl::Status Daemon::start() {
                         absl::StrCat("health: ", monitor.status().message()));
   }
   health_ = *std::move(monitor);
+  BERTH_ASSIGN_OR_RETURN(services_, createServiceStates(config_.services, [&](size_t s) {
+                           return health_->healthy(s);
+                         }));
+  BERTH_RETURN_IF_ERROR(publishSnapshot());
   absl::StatusOr<std::unique_ptr<ControlSocket>> control =
       ControlSocket::open(control_socket_path_);
   if (!control.ok()) return control.status();
@@ -229,9 +227,20 @@ absl::Status Daemon::start() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::unique_ptr<const Snapshot>> Daemon::snapshotFor(
+    const DataplaneConfig& dataplane, const std::vector<ServiceState>& services,
+    uint64_t generation) {
+  std::vector<ServiceInput> inputs;
+  inputs.reserve(services.size());
+  for (const ServiceState& service : services) {
+    inputs.push_back({service.config(), service.liveTable()});
+  }
+  return buildSnapshot(dataplane, inputs, port_macs_, neighbors_, counter_ids_, generation);
+}
+
 absl::Status Daemon::publishSnapshot() {
   absl::StatusOr<std::unique_ptr<const Snapshot>> snapshot =
-      buildSnapshot(config_, tables_, port_macs_, neighbors_, counter_ids_, generation_ + 1);
+      snapshotFor(config_.dataplane, services_, generation_ + 1);
   if (!snapshot.ok()) return snapshot.status();
   ++generation_;
   published_token_ = publisher_->publish(*std::move(snapshot));
@@ -259,14 +268,9 @@ void Daemon::reportRollouts() {
   rollouts_.erase(std::remove_if(rollouts_.begin(), rollouts_.end(), in_force), rollouts_.end());
 }
 
-absl::StatusOr<Table> tableWithHealth(const ServiceConfig& service, const Table& full,
-                                      const std::vector<bool>& healthy_in_config_order) {
-  std::vector<bool> healthy(full.backends().size(), true);
-  for (size_t b = 0; b < service.backends.size(); ++b) {
-    absl::StatusOr<uint16_t> index = full.indexOf(service.backends[b].name);
-    if (index.ok()) healthy[*index] = healthy_in_config_order[b];
-  }
-  return withHealth(full, healthy);
+std::string describe(const SlotChange& change) {
+  return absl::StrFormat("moved %u of %u slots (%.2f%%)", change.moved.size(), change.table_size,
+                         100.0 * change.movedShare());
 }
 
 void Daemon::drainNeighborNews() {
@@ -352,13 +356,13 @@ void Daemon::publishLoads() {
   if (now - last_load_publish_ < absl::Milliseconds(kLoadPublishIntervalMs)) return;
   last_load_publish_ = now;
   bool any = false;
-  for (size_t s = 0; s < config_.services.size(); ++s) {
-    const ServiceConfig& service = config_.services[s];
+  for (const ServiceState& state : services_) {
+    const ServiceConfig& service = state.config();
     if (service.bounded_load == 0) continue;
     const std::optional<uint32_t> service_id = counter_ids_.findService(service.name);
     if (!service_id) continue;
     any = true;
-    const Table& table = tables_[s];
+    const Table& table = state.liveTable();
     uint64_t serving_total = 0;
     for (size_t b = 0; b < table.backends().size(); ++b) {
       const std::optional<uint32_t> id =
@@ -427,18 +431,15 @@ void Daemon::applyHealthChanges(const std::vector<BackendHealthChange>& changes)
                             change.transition.reason));
     services.insert(change.service);
   }
-  // Min-disruption failover from each service's all-healthy table: healthy backends keep their
-  // slots, and the table is a pure function of the healthy set.
+  // Min-disruption failover from each service's all-healthy table (ServiceState::setHealth).
   for (size_t s : services) {
-    const ServiceConfig& service = config_.services[s];
-    absl::StatusOr<Table> table = tableWithHealth(service, full_tables_[s], health_->healthy(s));
-    if (!table.ok()) {
-      logLine(absl::StrCat(
-          "health: service '", service.name,
-          "': table not rebuilt, the previous one keeps serving: ", table.status().message()));
+    absl::StatusOr<SlotChange> change = services_[s].setHealth(health_->healthy(s));
+    if (!change.ok()) {
+      logLine(absl::StrCat("health: table not rebuilt, the previous one keeps serving: ",
+                           change.status().message()));
       continue;
     }
-    tables_[s] = *std::move(table);
+    logLine(absl::StrCat("health: service '", services_[s].name(), "': ", describe(*change)));
   }
   if (absl::Status status = publishSnapshot(); !status.ok()) {
     logLine(

@@ -15,6 +15,7 @@
 #include "berth/control/mailbox.h"
 #include "berth/control/metrics_server.h"
 #include "berth/control/publisher.h"
+#include "berth/control/service_state.h"
 #include "berth/dataplane/backend_loads.h"
 #include "berth/dataplane/explain.h"
 #include "berth/dataplane/neighbor_discovery.h"
@@ -71,6 +72,10 @@ class Daemon {
   std::string prometheusText() const;
 
  private:
+  // The snapshot of `services` on `dataplane`'s ports, with the MACs learned so far.
+  absl::StatusOr<std::unique_ptr<const Snapshot>> snapshotFor(
+      const DataplaneConfig& dataplane, const std::vector<ServiceState>& services,
+      uint64_t generation);
   absl::Status publishSnapshot();
   // Logs "snapshot N in use by every worker T ms after <event>" once every worker has passed a
   // quiescent state since the latest publish: at once if that takes under a few milliseconds (as
@@ -137,8 +142,6 @@ class Daemon {
                                               std::string& note);
   // `table`: one service's live table, as `berthctl table --config` renders one from a file.
   std::string tableReply(const ControlRequest& request) const;
-  // Sets the weight of every backend drained at run time to 0 in `config` (a reload keeps drains).
-  void applyDrains(Config& config) const;
 
   // Telemetry (metrics.cc): the /berth/... commands answer through a mailbox the management
   // loop serves.
@@ -185,17 +188,16 @@ class Daemon {
   std::unique_ptr<MetricsServer> metrics_;  // when the config has `metrics`
   RateSample rates_previous_;
   RateSample rates_latest_;
-  // Backends drained at run time ("service/backend") and the weight undrain gives back.
-  absl::flat_hash_map<std::string, int64_t> drained_;
-  Config config_;
+  Config config_;  // as the config file gives it; what is in force is in services_
+  // Every service's settings in force, tables, health and drains, in config order (the health
+  // monitor's order).
+  std::vector<ServiceState> services_;
   std::atomic<bool>& stop_;
   std::atomic<bool>& print_counters_;
   std::atomic<bool>& reload_;
   std::atomic<bool> workers_stop_{false};
   std::vector<OpenedPort> ports_;
   std::vector<MacAddress> port_macs_;
-  std::vector<Table> full_tables_;  // every backend healthy, per service
-  std::vector<Table> tables_;       // as published: full_tables_ with health applied
   std::unique_ptr<HealthMonitor> health_;
   CounterIds counter_ids_;
   NeighborTable neighbors_;
@@ -229,9 +231,7 @@ void logLine(absl::string_view line);
 // Milliseconds of wall time, and uniform jitter in [0, 1), for the health monitor.
 std::function<uint64_t()> healthClock();
 std::function<double()> healthJitter();
-// `full` (all backends healthy) with min-disruption failover for the unhealthy ones; `healthy`
-// is in the order of the service's backends in the config.
-absl::StatusOr<Table> tableWithHealth(const ServiceConfig& service, const Table& full,
-                                      const std::vector<bool>& healthy);
+// "moved 66 of 65537 slots (0.10%)": how much a table change moved, for the log.
+std::string describe(const SlotChange& change);
 
 }  // namespace berth

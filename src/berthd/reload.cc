@@ -31,30 +31,23 @@ absl::Status Daemon::reload() {
                                "berthd"));
   }
   for (const std::string& warning : next->warnings) logLine(absl::StrCat("warning: ", warning));
-  applyDrains(*next);
 
-  absl::StatusOr<std::vector<Table>> full = buildServiceTables(*next);
-  if (!full.ok()) return refuse(full.status().message());
   absl::StatusOr<std::unique_ptr<HealthMonitor>> monitor =
       HealthMonitor::create(*next, healthClock(), healthJitter(), health_.get());
   if (!monitor.ok()) return refuse(absl::StrCat("health: ", monitor.status().message()));
-  std::vector<Table> tables;
-  for (size_t s = 0; s < next->services.size(); ++s) {
-    absl::StatusOr<Table> table =
-        tableWithHealth(next->services[s], (*full)[s], (*monitor)->healthy(s));
-    if (!table.ok()) return refuse(table.status().message());
-    tables.push_back(*std::move(table));
-  }
+  // Drains made at run time stay, for the backends the new file still has.
+  absl::StatusOr<std::vector<ServiceState>> services = createServiceStates(
+      next->services, [&](size_t s) { return (*monitor)->healthy(s); }, services_);
+  if (!services.ok()) return refuse(services.status().message());
   absl::StatusOr<std::unique_ptr<const Snapshot>> snapshot =
-      buildSnapshot(*next, tables, port_macs_, neighbors_, counter_ids_, generation_ + 1);
+      snapshotFor(next->dataplane, *services, generation_ + 1);
   if (!snapshot.ok()) return refuse(snapshot.status().message());
 
   // Everything is built: switch over. Connections keep their backends by stable id.
   size_t backends = 0;
   for (const ServiceConfig& service : next->services) backends += service.backends.size();
   config_ = *std::move(next);
-  full_tables_ = *std::move(full);
-  tables_ = std::move(tables);
+  services_ = *std::move(services);
   health_ = *std::move(monitor);
   ++generation_;
   published_token_ = publisher_->publish(*std::move(snapshot));

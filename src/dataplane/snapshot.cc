@@ -74,171 +74,23 @@ absl::StatusOr<std::vector<Table>> buildServiceTables(const Config& config) {
   return tables;
 }
 
-absl::StatusOr<std::unique_ptr<const Snapshot>> buildSnapshot(
-    const Config& config, absl::Span<const Table> tables, absl::Span<const MacAddress> port_macs,
-    const NeighborTable& neighbors, CounterIds& counter_ids, uint64_t generation) {
-  if (tables.size() != config.services.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(tables.size(), " tables for ", config.services.size(), " services"));
-  }
-  if (port_macs.size() != config.dataplane.ports.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(port_macs.size(), " port MACs for ", config.dataplane.ports.size(), " ports"));
-  }
-  auto snapshot = std::make_unique<Snapshot>();
-  snapshot->generation_ = generation;
+namespace {
 
-  for (size_t p = 0; p < config.dataplane.ports.size(); ++p) {
-    const PortConfig& port = config.dataplane.ports[p];
-    SnapshotPort view;
-    view.mac = port_macs[p];
-    view.ipv4 = port.ipv4;
-    view.ipv6 = port.ipv6;
-    view.mtu = port.mtu;
-    if (port.ipv4) view.answered.push_back(*port.ipv4);
-    if (port.ipv6) view.answered.push_back(*port.ipv6);
-    snapshot->ports_.push_back(std::move(view));
-  }
-  for (const NextHopToResolve& hop : nextHopsToResolve(config)) {
-    snapshot->ports_[hop.port].resolving.emplace(hop.address, neighbors.find(hop.address));
-  }
-
-  // Fragment lookup: (VIP, protocol) to the one service there that hashes without ports. A
-  // 5-tuple service beside it on the same VIP drops its own later fragments anyway, so handing
-  // those to the portless service's backend costs a stray fragment there, never a flow.
-  absl::flat_hash_map<ServiceKey, int> portless_services;
-  for (size_t s = 0; s < config.services.size(); ++s) {
-    const ServiceConfig& config_service = config.services[s];
-    const Table& table = tables[s];
-    if (table.backends().size() != config_service.backends.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "service '", config_service.name, "': the table has ", table.backends().size(),
-          " backends, the config ", config_service.backends.size()));
-    }
-    ServiceKey key;
-    key.family = config_service.vip.family;
-    key.address = config_service.vip.bytes;
-    key.protocol = static_cast<uint8_t>(config_service.protocol);
-    if (config_service.hash_fields != HashFields::kFiveTuple) {
-      ServiceKey fragment_key = key;
-      auto [it, inserted] = portless_services.try_emplace(fragment_key, static_cast<int>(s));
-      if (!inserted) it->second = -1;  // ambiguous: fragments of this VIP go nowhere
-    }
-    key.port = static_cast<uint16_t>((config_service.port >> 8) | (config_service.port << 8));
-    if (!snapshot->services_.insert(key, static_cast<uint32_t>(s))) {
-      return absl::InvalidArgumentError(absl::StrCat("service '", config_service.name,
-                                                     "' repeats another's VIP, port and protocol"));
-    }
-
-    BERTH_ASSIGN_OR_RETURN(const uint32_t service_counter,
-                           counter_ids.service(config_service.name));
-    snapshot->services_list_.push_back(
-        SnapshotService{config_service.name, config_service.hash_fields, kDefaultFlowHashSeed,
-                        config_service.forwarding, forwardFunctionFor(config_service.forwarding),
-                        table, static_cast<uint32_t>(snapshot->backends_.size()), service_counter,
-                        config_service.drain_keeps_established, config_service.bounded_load});
-    double serving_weight = 0;
-    for (size_t b = 0; b < table.backends().size(); ++b) {
-      if (table.healthy()[b]) serving_weight += static_cast<double>(table.backends()[b].weight);
-    }
-    // The table indexes its backends sorted by name; the config may list them in any order.
-    absl::flat_hash_map<absl::string_view, const BackendConfig*> by_name;
-    for (const BackendConfig& backend : config_service.backends) by_name[backend.name] = &backend;
-    for (size_t b = 0; b < table.backends().size(); ++b) {
-      const Backend& backend = table.backends()[b];
-      auto it = by_name.find(backend.name);
-      if (it == by_name.end()) {
-        return absl::InvalidArgumentError(absl::StrCat("service '", config_service.name,
-                                                       "': the table's backend '", backend.name,
-                                                       "' is not in the config"));
-      }
-      BERTH_ASSIGN_OR_RETURN(const uint32_t backend_counter,
-                             counter_ids.backend(config_service.name, backend.name));
-      const bool serving = table.healthy()[b] && backend.weight > 0;
-      const double load_share = serving ? config_service.bounded_load *
-                                              static_cast<double>(backend.weight) / serving_weight
-                                        : 0.0;
-      snapshot->backends_.push_back(SnapshotBackend{backend.name, it->second->address,
-                                                    backend_counter, table.healthy()[b],
-                                                    backend.weight == 0, load_share});
-      if (snapshot->backend_by_counter_id_.size() <= backend_counter) {
-        snapshot->backend_by_counter_id_.resize(backend_counter + 1, kNoBackendIndex);
-      }
-      snapshot->backend_by_counter_id_[backend_counter] =
-          static_cast<uint32_t>(snapshot->backends_.size() - 1);
-    }
-  }
-  for (const auto& [key, service] : portless_services) {
-    if (service >= 0) snapshot->fragment_services_.insert(key, static_cast<uint32_t>(service));
-  }
-
-  // One target per (port, backend): what the rewrite needs, resolved once here so that a worker
-  // reads one struct per packet.
-  const size_t backend_count = snapshot->backends_.size();
-  snapshot->targets_.resize(config.dataplane.ports.size() * backend_count);
-  snapshot->target_ready_.assign(snapshot->targets_.size(), 0);
-  for (size_t p = 0; p < config.dataplane.ports.size(); ++p) {
-    const PortConfig& port = config.dataplane.ports[p];
-    std::optional<MacAddress> gateway_mac = port.gateway_mac;
-    if (!gateway_mac && port.gateway) gateway_mac = neighbors.find(*port.gateway);
-    for (size_t s = 0; s < config.services.size(); ++s) {
-      const ServiceConfig& config_service = config.services[s];
-      const SnapshotService& service = snapshot->services_list_[s];
-      for (size_t b = 0; b < service.table.backends().size(); ++b) {
-        const size_t index = service.first_backend + b;
-        const SnapshotBackend& backend = snapshot->backends_[index];
-        ForwardingTarget& target = snapshot->targets_[p * backend_count + index];
-        target.backend = backend.address;
-        target.source_mac = port_macs[p];
-        target.gue_port = config_service.gue_port;
-        target.mtu = port.mtu;
-        const std::optional<IpAddress>& source = portAddress(port, backend.address.family);
-        if (source) target.outer_source = *source;
-        std::optional<MacAddress> next_hop;
-        if (config_service.forwarding == Forwarding::kL2Dsr) {
-          // The backend must sit on this port's L2; its MAC is configured or learned here.
-          const BackendConfig* backend_config = nullptr;
-          for (const BackendConfig& candidate : config_service.backends) {
-            if (candidate.name == backend.name) backend_config = &candidate;
-          }
-          next_hop = backend_config->mac ? backend_config->mac : neighbors.find(backend.address);
-        } else {
-          next_hop = source ? gateway_mac : std::nullopt;
-        }
-        if (next_hop) {
-          target.destination_mac = *next_hop;
-          snapshot->target_ready_[p * backend_count + index] = 1;
-        }
-      }
-    }
-  }
-
-  for (const ServiceConfig& service : config.services) {
-    if (!service.announce_arp) continue;
-    for (size_t p = 0; p < snapshot->ports_.size(); ++p) {
-      if (portAddress(config.dataplane.ports[p], service.vip.family)) {
-        std::vector<IpAddress>& answered = snapshot->ports_[p].answered;
-        if (std::find(answered.begin(), answered.end(), service.vip) == answered.end()) {
-          answered.push_back(service.vip);
-        }
-      }
-    }
-  }
-  return std::unique_ptr<const Snapshot>(std::move(snapshot));
-}
-
-std::vector<NextHopToResolve> nextHopsToResolve(const Config& config) {
+// The next hops of `services` (anything with size() and operator[] giving a ServiceConfig).
+template <typename ServiceAt>
+std::vector<NextHopToResolve> nextHopsOf(const DataplaneConfig& dataplane, size_t service_count,
+                                         ServiceAt service_at) {
   std::vector<NextHopToResolve> hops;
   absl::flat_hash_set<std::pair<uint16_t, IpAddress>> seen;
   auto add = [&](uint16_t port, const IpAddress& address) {
-    const std::optional<IpAddress>& source =
-        portAddress(config.dataplane.ports[port], address.family);
+    const std::optional<IpAddress>& source = portAddress(dataplane.ports[port], address.family);
     if (source && seen.insert({port, address}).second) hops.push_back({port, address, *source});
   };
-  for (uint16_t p = 0; p < config.dataplane.ports.size(); ++p) {
-    const PortConfig& port = config.dataplane.ports[p];
+  for (uint16_t p = 0; p < dataplane.ports.size(); ++p) {
+    const PortConfig& port = dataplane.ports[p];
     if (port.gateway && !port.gateway_mac) add(p, *port.gateway);
-    for (const ServiceConfig& service : config.services) {
+    for (size_t s = 0; s < service_count; ++s) {
+      const ServiceConfig& service = service_at(s);
       if (service.forwarding != Forwarding::kL2Dsr) continue;
       for (const BackendConfig& backend : service.backends) {
         if (!backend.mac) add(p, backend.address);
@@ -246,6 +98,222 @@ std::vector<NextHopToResolve> nextHopsToResolve(const Config& config) {
     }
   }
   return hops;
+}
+
+}  // namespace
+
+// Fills one Snapshot in four steps: ports, services (lookup, backends, counter ids), forwarding
+// targets, and the addresses each port answers for. Each step reads what the earlier ones
+// filled.
+class SnapshotBuilder {
+ public:
+  SnapshotBuilder(const DataplaneConfig& dataplane, absl::Span<const ServiceInput> services,
+                  absl::Span<const MacAddress> port_macs, const NeighborTable& neighbors,
+                  uint64_t generation)
+      : dataplane_(dataplane),
+        services_(services),
+        port_macs_(port_macs),
+        neighbors_(neighbors),
+        snapshot_(std::make_unique<Snapshot>()) {
+    snapshot_->generation_ = generation;
+  }
+
+  absl::StatusOr<std::unique_ptr<const Snapshot>> build(CounterIds& counter_ids) {
+    if (port_macs_.size() != dataplane_.ports.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(port_macs_.size(), " port MACs for ", dataplane_.ports.size(), " ports"));
+    }
+    addPorts();
+    BERTH_RETURN_IF_ERROR(addServices(counter_ids));
+    addTargets();
+    addAnsweredVips();
+    return std::unique_ptr<const Snapshot>(std::move(snapshot_));
+  }
+
+ private:
+  // Each port's MAC, addresses and MTU, the addresses it answers for itself, and the next hops
+  // it resolves with what is known of them.
+  void addPorts() {
+    for (size_t p = 0; p < dataplane_.ports.size(); ++p) {
+      const PortConfig& port = dataplane_.ports[p];
+      SnapshotPort view;
+      view.mac = port_macs_[p];
+      view.ipv4 = port.ipv4;
+      view.ipv6 = port.ipv6;
+      view.mtu = port.mtu;
+      if (port.ipv4) view.answered.push_back(*port.ipv4);
+      if (port.ipv6) view.answered.push_back(*port.ipv6);
+      snapshot_->ports_.push_back(std::move(view));
+    }
+    const auto service_at = [&](size_t s) -> const ServiceConfig& { return services_[s].config; };
+    for (const NextHopToResolve& hop : nextHopsOf(dataplane_, services_.size(), service_at)) {
+      snapshot_->ports_[hop.port].resolving.emplace(hop.address, neighbors_.find(hop.address));
+    }
+  }
+
+  // The (VIP, port, protocol) lookup, the fragment lookup, and each service's backends.
+  absl::Status addServices(CounterIds& counter_ids) {
+    // Fragment lookup: (VIP, protocol) to the one service there that hashes without ports. A
+    // 5-tuple service beside it on the same VIP drops its own later fragments anyway, so handing
+    // those to the portless service's backend costs a stray fragment there, never a flow.
+    absl::flat_hash_map<ServiceKey, int> portless_services;
+    for (size_t s = 0; s < services_.size(); ++s) {
+      const ServiceConfig& config = services_[s].config;
+      ServiceKey key;
+      key.family = config.vip.family;
+      key.address = config.vip.bytes;
+      key.protocol = static_cast<uint8_t>(config.protocol);
+      if (config.hash_fields != HashFields::kFiveTuple) {
+        auto [it, inserted] = portless_services.try_emplace(key, static_cast<int>(s));
+        if (!inserted) it->second = -1;  // ambiguous: fragments of this VIP go nowhere
+      }
+      key.port = static_cast<uint16_t>((config.port >> 8) | (config.port << 8));
+      if (!snapshot_->services_.insert(key, static_cast<uint32_t>(s))) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("service '", config.name, "' repeats another's VIP, port and protocol"));
+      }
+      BERTH_RETURN_IF_ERROR(addService(services_[s], counter_ids));
+    }
+    for (const auto& [key, service] : portless_services) {
+      if (service >= 0) snapshot_->fragment_services_.insert(key, static_cast<uint32_t>(service));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status addService(const ServiceInput& input, CounterIds& counter_ids) {
+    const ServiceConfig& config = input.config;
+    const Table& table = input.table;
+    if (table.backends().size() != config.backends.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("service '", config.name, "': the table has ", table.backends().size(),
+                       " backends, the config ", config.backends.size()));
+    }
+    BERTH_ASSIGN_OR_RETURN(const uint32_t service_counter, counter_ids.service(config.name));
+    snapshot_->services_list_.push_back(
+        SnapshotService{config.name, config.hash_fields, kDefaultFlowHashSeed, config.forwarding,
+                        forwardFunctionFor(config.forwarding), table,
+                        static_cast<uint32_t>(snapshot_->backends_.size()), service_counter,
+                        config.drain_keeps_established, config.bounded_load});
+    double serving_weight = 0;
+    for (size_t b = 0; b < table.backends().size(); ++b) {
+      if (table.healthy()[b]) serving_weight += static_cast<double>(table.backends()[b].weight);
+    }
+    // The table indexes its backends sorted by name; the config may list them in any order.
+    absl::flat_hash_map<absl::string_view, const BackendConfig*> by_name;
+    for (const BackendConfig& backend : config.backends) by_name[backend.name] = &backend;
+    for (size_t b = 0; b < table.backends().size(); ++b) {
+      const Backend& backend = table.backends()[b];
+      auto it = by_name.find(backend.name);
+      if (it == by_name.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("service '", config.name,
+                                                       "': the table's backend '", backend.name,
+                                                       "' is not in the config"));
+      }
+      BERTH_ASSIGN_OR_RETURN(const uint32_t backend_counter,
+                             counter_ids.backend(config.name, backend.name));
+      const bool serving = table.healthy()[b] && backend.weight > 0;
+      const double load_share =
+          serving ? config.bounded_load * static_cast<double>(backend.weight) / serving_weight
+                  : 0.0;
+      snapshot_->backends_.push_back(SnapshotBackend{backend.name, it->second->address,
+                                                     backend_counter, table.healthy()[b],
+                                                     backend.weight == 0, load_share});
+      backend_configs_.push_back(it->second);
+      std::vector<uint32_t>& by_counter = snapshot_->backend_by_counter_id_;
+      if (by_counter.size() <= backend_counter)
+        by_counter.resize(backend_counter + 1, kNoBackendIndex);
+      by_counter[backend_counter] = static_cast<uint32_t>(snapshot_->backends_.size() - 1);
+    }
+    return absl::OkStatus();
+  }
+
+  // One target per (port, backend): what the rewrite needs, resolved once here so that a worker
+  // reads one struct per packet.
+  void addTargets() {
+    const size_t backend_count = snapshot_->backends_.size();
+    snapshot_->targets_.resize(dataplane_.ports.size() * backend_count);
+    snapshot_->target_ready_.assign(snapshot_->targets_.size(), 0);
+    for (size_t p = 0; p < dataplane_.ports.size(); ++p) {
+      const PortConfig& port = dataplane_.ports[p];
+      std::optional<MacAddress> gateway_mac = port.gateway_mac;
+      if (!gateway_mac && port.gateway) gateway_mac = neighbors_.find(*port.gateway);
+      for (size_t s = 0; s < services_.size(); ++s) {
+        const ServiceConfig& config = services_[s].config;
+        const SnapshotService& service = snapshot_->services_list_[s];
+        for (size_t b = 0; b < service.table.backends().size(); ++b) {
+          const size_t index = service.first_backend + b;
+          const SnapshotBackend& backend = snapshot_->backends_[index];
+          ForwardingTarget& target = snapshot_->targets_[p * backend_count + index];
+          target.backend = backend.address;
+          target.source_mac = port_macs_[p];
+          target.gue_port = config.gue_port;
+          target.mtu = port.mtu;
+          const std::optional<IpAddress>& source = portAddress(port, backend.address.family);
+          if (source) target.outer_source = *source;
+          std::optional<MacAddress> next_hop;
+          if (config.forwarding == Forwarding::kL2Dsr) {
+            // The backend must sit on this port's L2; its MAC is configured or learned here.
+            const std::optional<MacAddress>& fixed = backend_configs_[index]->mac;
+            next_hop = fixed ? fixed : neighbors_.find(backend.address);
+          } else {
+            next_hop = source ? gateway_mac : std::nullopt;
+          }
+          if (next_hop) {
+            target.destination_mac = *next_hop;
+            snapshot_->target_ready_[p * backend_count + index] = 1;
+          }
+        }
+      }
+    }
+  }
+
+  // `announce: arp` VIPs, answered on each port with an address of the VIP's family.
+  void addAnsweredVips() {
+    for (const ServiceInput& input : services_) {
+      const ServiceConfig& service = input.config;
+      if (!service.announce_arp) continue;
+      for (size_t p = 0; p < snapshot_->ports_.size(); ++p) {
+        if (!portAddress(dataplane_.ports[p], service.vip.family)) continue;
+        std::vector<IpAddress>& answered = snapshot_->ports_[p].answered;
+        if (std::find(answered.begin(), answered.end(), service.vip) == answered.end()) {
+          answered.push_back(service.vip);
+        }
+      }
+    }
+  }
+
+  const DataplaneConfig& dataplane_;
+  absl::Span<const ServiceInput> services_;
+  absl::Span<const MacAddress> port_macs_;
+  const NeighborTable& neighbors_;
+  std::unique_ptr<Snapshot> snapshot_;
+  std::vector<const BackendConfig*> backend_configs_;  // parallel to snapshot_->backends_
+};
+
+absl::StatusOr<std::unique_ptr<const Snapshot>> buildSnapshot(
+    const DataplaneConfig& dataplane, absl::Span<const ServiceInput> services,
+    absl::Span<const MacAddress> port_macs, const NeighborTable& neighbors, CounterIds& counter_ids,
+    uint64_t generation) {
+  return SnapshotBuilder(dataplane, services, port_macs, neighbors, generation).build(counter_ids);
+}
+
+absl::StatusOr<std::unique_ptr<const Snapshot>> buildSnapshot(
+    const Config& config, absl::Span<const Table> tables, absl::Span<const MacAddress> port_macs,
+    const NeighborTable& neighbors, CounterIds& counter_ids, uint64_t generation) {
+  if (tables.size() != config.services.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(tables.size(), " tables for ", config.services.size(), " services"));
+  }
+  std::vector<ServiceInput> services;
+  services.reserve(tables.size());
+  for (size_t s = 0; s < tables.size(); ++s) services.push_back({config.services[s], tables[s]});
+  return buildSnapshot(config.dataplane, services, port_macs, neighbors, counter_ids, generation);
+}
+
+std::vector<NextHopToResolve> nextHopsToResolve(const DataplaneConfig& dataplane,
+                                                absl::Span<const ServiceConfig> services) {
+  return nextHopsOf(dataplane, services.size(),
+                    [&](size_t s) -> const ServiceConfig& { return services[s]; });
 }
 
 }  // namespace berth

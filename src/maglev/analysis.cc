@@ -38,7 +38,12 @@ BalanceStats balanceOf(const Table& table) {
   return stats;
 }
 
-uint32_t slotsChanged(const Table& before, const Table& after) {
+namespace {
+
+// Calls `moved(slot)` for each slot whose backend differs between the two tables, comparing
+// backends by name.
+template <typename Moved>
+void forEachMovedSlot(const Table& before, const Table& after, Moved moved) {
   // Map each of `after`'s backend indices to `before`'s index for the same name.
   absl::flat_hash_map<absl::string_view, uint16_t> before_index;
   for (size_t i = 0; i < before.backends().size(); ++i) {
@@ -51,13 +56,25 @@ uint32_t slotsChanged(const Table& before, const Table& after) {
     translate[i] = it == before_index.end() ? static_cast<uint16_t>(kNoBackend - 1) : it->second;
   }
   const size_t slots = std::min(before.entries().size(), after.entries().size());
-  uint32_t changed = 0;
   for (size_t slot = 0; slot < slots; ++slot) {
     const uint16_t entry = after.entries()[slot];
     const uint16_t translated = entry == kNoBackend ? kNoBackend : translate[entry];
-    changed += translated != before.entries()[slot];
+    if (translated != before.entries()[slot]) moved(static_cast<uint32_t>(slot));
   }
+}
+
+}  // namespace
+
+uint32_t slotsChanged(const Table& before, const Table& after) {
+  uint32_t changed = 0;
+  forEachMovedSlot(before, after, [&](uint32_t) { ++changed; });
   return changed;
+}
+
+std::vector<uint32_t> movedSlots(const Table& before, const Table& after) {
+  std::vector<uint32_t> moved;
+  forEachMovedSlot(before, after, [&](uint32_t slot) { moved.push_back(slot); });
+  return moved;
 }
 
 namespace {

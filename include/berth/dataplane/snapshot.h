@@ -133,11 +133,7 @@ class Snapshot {
   uint64_t generation() const { return generation_; }
 
  private:
-  friend absl::StatusOr<std::unique_ptr<const Snapshot>> buildSnapshot(const Config&,
-                                                                       absl::Span<const Table>,
-                                                                       absl::Span<const MacAddress>,
-                                                                       const NeighborTable&,
-                                                                       CounterIds&, uint64_t);
+  friend class SnapshotBuilder;  // snapshot.cc: the only code that fills one
 
   ServiceMap services_;
   ServiceMap fragment_services_;  // keyed with both ports zero
@@ -156,9 +152,22 @@ class Snapshot {
 // from its table.
 absl::StatusOr<std::vector<Table>> buildServiceTables(const Config& config);
 
-// A snapshot for `config`, given its services' tables (in config order), each port's MAC (in
-// config order) and the MACs learned so far. Targets whose next hop is neither configured nor
-// learned are left unready; the datapath drops their packets as next_hop_unresolved.
+// One service as a snapshot takes it: its settings in force (a drained backend's weight 0) and
+// its live table, which gives each backend's health.
+struct ServiceInput {
+  const ServiceConfig& config;
+  const Table& table;
+};
+
+// The snapshot for the ports of `dataplane`, the `services` in order, each port's MAC (in config
+// order) and the MACs learned so far. Pure: the same inputs give the same snapshot. Targets whose
+// next hop is neither configured nor learned are left unready; the datapath drops their packets
+// as next_hop_unresolved. Errors name the service.
+absl::StatusOr<std::unique_ptr<const Snapshot>> buildSnapshot(
+    const DataplaneConfig& dataplane, absl::Span<const ServiceInput> services,
+    absl::Span<const MacAddress> port_macs, const NeighborTable& neighbors, CounterIds& counter_ids,
+    uint64_t generation);
+// The same for `config`'s services with `tables` (in config order), for tests and benchmarks.
 absl::StatusOr<std::unique_ptr<const Snapshot>> buildSnapshot(
     const Config& config, absl::Span<const Table> tables, absl::Span<const MacAddress> port_macs,
     const NeighborTable& neighbors, CounterIds& counter_ids, uint64_t generation);
@@ -170,6 +179,10 @@ struct NextHopToResolve {
   IpAddress address;
   IpAddress source;  // the port's address of the same family, to ask from
 };
-std::vector<NextHopToResolve> nextHopsToResolve(const Config& config);
+std::vector<NextHopToResolve> nextHopsToResolve(const DataplaneConfig& dataplane,
+                                                absl::Span<const ServiceConfig> services);
+inline std::vector<NextHopToResolve> nextHopsToResolve(const Config& config) {
+  return nextHopsToResolve(config.dataplane, config.services);
+}
 
 }  // namespace berth

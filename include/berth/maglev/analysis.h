@@ -25,6 +25,8 @@ BalanceStats balanceOf(const Table& table);
 // Slots whose backend differs between two tables of one size. Backends compare by name, so a
 // table rebuilt from a different backend list compares correctly.
 uint32_t slotsChanged(const Table& before, const Table& after);
+// The same slots, listed in ascending order.
+std::vector<uint32_t> movedSlots(const Table& before, const Table& after);
 
 struct FailureImpact {
   std::string backend;

@@ -228,7 +228,8 @@ class BerthgenOverMemif(BerthdOnMemif):
         berthd reads a port's link every 100 ms for its log, so each peer stays connected for
         well over that (--drain 0.3): with --drain 0.05 a peer's whole connection (20,000
         packets at full rate, then the drain) took about 100 ms, and a connection that fell
-        between two reads was never logged, up or down (8 downs logged for 10 peers, once; 6 and 7 with --drain 0, 10 of 10 with 0.3)."""
+        between two reads was never logged, up or down (8 downs logged for 10 peers, once;
+        6 and 7 with --drain 0, 10 of 10 with 0.3)."""
         for run in range(RECONNECTS):
             results, text = self.berthgen("--flows", "1000", "--rate", "0", "--count", "20000",
                                           "--drain", "0.3")

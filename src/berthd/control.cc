@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "berth/control/commands.h"
 #include "berth/control/table_report.h"
 #include "berth/maglev/analysis.h"
 #include "berth/net/crc32c.h"
@@ -22,8 +23,6 @@
 namespace berth {
 namespace {
 
-constexpr char kCommands[] =
-    "status, stats, services, backends, reload, drain, undrain, explain, table, announce";
 // How long explain waits for workers to look in their connection tables: they look between
 // bursts, every 1024 loops, which is well under a millisecond while they run.
 constexpr absl::Duration kQueryPatience = absl::Milliseconds(200);
@@ -36,52 +35,80 @@ std::string okReply(absl::string_view text) {
 
 }  // namespace
 
+std::string Daemon::statsReply() const {
+  std::string counters = countersJson();
+  if (!counters.empty() && counters.back() == '\n') counters.pop_back();
+  const Rates now = rates();
+  JsonWriter rates;
+  rates.beginObject()
+      .key("interval_s")
+      .value(now.interval_s)
+      .key("rx_pps")
+      .value(now.rx_pps)
+      .key("tx_pps")
+      .value(now.tx_pps)
+      .key("rx_bps")
+      .value(now.rx_bps)
+      .key("tx_bps")
+      .value(now.tx_bps)
+      .key("drops_per_s")
+      .value(now.drops_per_s)
+      .endObject();
+  JsonWriter text;
+  text.value(absl::StrCat(
+      absl::StrFormat("rates over the last %.1f s: rx %.0f pps (%.0f bit/s), tx %.0f pps (%.0f "
+                      "bit/s), drops %.0f/s\n",
+                      now.interval_s, now.rx_pps, now.rx_bps, now.tx_pps, now.tx_bps,
+                      now.drops_per_s),
+      countersText()));
+  return absl::StrCat("{\"ok\":true,\"text\":", text.str(), ",\"rates\":", rates.str(),
+                      ",\"stats\":", counters, "}");
+}
+
+std::string Daemon::reloadReply() {
+  absl::Status status = reload();
+  return status.ok()
+             ? okReply(absl::StrCat("reloaded ", config_path_, " (snapshot ", generation_, ")\n"))
+             : errorReply(status.message());
+}
+
+// Each command of the command table (control/commands.h) and its handler.
+const absl::flat_hash_map<std::string, Daemon::CommandHandler>& Daemon::commandHandlers() {
+  static const auto* handlers = new absl::flat_hash_map<std::string, CommandHandler>{
+      {"status", [](Daemon& d, const ControlRequest&) { return d.statusReply(); }},
+      {"stats", [](Daemon& d, const ControlRequest&) { return d.statsReply(); }},
+      {"services", [](Daemon& d, const ControlRequest&) { return d.poolReply(false); }},
+      {"backends", [](Daemon& d, const ControlRequest&) { return d.poolReply(true); }},
+      {"reload", [](Daemon& d, const ControlRequest&) { return d.reloadReply(); }},
+      {"drain", [](Daemon& d, const ControlRequest& r) { return d.drainReply(r, true); }},
+      {"undrain", [](Daemon& d, const ControlRequest& r) { return d.drainReply(r, false); }},
+      {"explain", [](Daemon& d, const ControlRequest& r) { return d.explainReply(r); }},
+      {"table", [](Daemon& d, const ControlRequest& r) { return d.tableReply(r); }},
+      {"announce", [](Daemon& d, const ControlRequest&) { return d.announceReply(); }},
+  };
+  return *handlers;
+}
+
+absl::Status Daemon::checkCommandHandlers() {
+  for (const CommandSpec& command : controlCommands()) {
+    if (!commandHandlers().contains(command.name)) {
+      return absl::InternalError(
+          absl::StrCat("control: command '", command.name, "' has no handler"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::string Daemon::handleControl(const ControlRequest& request) {
-  if (request.command == "status") return statusReply();
-  if (request.command == "announce") return announceReply();
-  if (request.command == "stats") {
-    std::string counters = countersJson();
-    if (!counters.empty() && counters.back() == '\n') counters.pop_back();
-    const Rates now = rates();
-    JsonWriter rates;
-    rates.beginObject()
-        .key("interval_s")
-        .value(now.interval_s)
-        .key("rx_pps")
-        .value(now.rx_pps)
-        .key("tx_pps")
-        .value(now.tx_pps)
-        .key("rx_bps")
-        .value(now.rx_bps)
-        .key("tx_bps")
-        .value(now.tx_bps)
-        .key("drops_per_s")
-        .value(now.drops_per_s)
-        .endObject();
-    JsonWriter text;
-    text.value(absl::StrCat(
-        absl::StrFormat("rates over the last %.1f s: rx %.0f pps (%.0f bit/s), tx %.0f pps (%.0f "
-                        "bit/s), drops %.0f/s\n",
-                        now.interval_s, now.rx_pps, now.rx_bps, now.tx_pps, now.tx_bps,
-                        now.drops_per_s),
-        countersText()));
-    return absl::StrCat("{\"ok\":true,\"text\":", text.str(), ",\"rates\":", rates.str(),
-                        ",\"stats\":", counters, "}");
+  const CommandSpec* command = findControlCommand(request.command);
+  if (command == nullptr) {
+    return errorReply(
+        absl::StrCat("unknown command '", request.command, "'; commands: ", controlCommandNames()));
   }
-  if (request.command == "services" || request.command == "backends") {
-    return poolReply(request.command == "backends");
+  if (absl::Status status = checkCommandFields(*command, request.fields); !status.ok()) {
+    return errorReply(status.message());
   }
-  if (request.command == "reload") {
-    absl::Status status = reload();
-    return status.ok()
-               ? okReply(absl::StrCat("reloaded ", config_path_, " (snapshot ", generation_, ")\n"))
-               : errorReply(status.message());
-  }
-  if (request.command == "drain") return drainReply(request, true);
-  if (request.command == "undrain") return drainReply(request, false);
-  if (request.command == "explain") return explainReply(request);
-  if (request.command == "table") return tableReply(request);
-  return errorReply(absl::StrCat("unknown command '", request.command, "'; commands: ", kCommands));
+  return commandHandlers().at(command->name)(*this, request);
 }
 
 std::string Daemon::statusReply() const {

@@ -84,6 +84,7 @@ Daemon::Daemon(std::string config_path, std::string control_socket, Config confi
       reload_(signals.reload) {}
 
 absl::Status Daemon::start() {
+  BERTH_RETURN_IF_ERROR(checkCommandHandlers());
   if (config_.dataplane.ports.empty()) {
     return absl::InvalidArgumentError("dataplane.ports: berthd needs at least one port");
   }

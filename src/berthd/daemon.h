@@ -94,7 +94,13 @@ class Daemon {
   absl::Status reload();
   // The control socket's commands (control.cc): the reply to one request.
   std::string handleControl(const ControlRequest& request);
+  using CommandHandler = std::string (*)(Daemon&, const ControlRequest&);
+  static const absl::flat_hash_map<std::string, CommandHandler>& commandHandlers();
+  // InternalError naming a command of the table that has no handler.
+  static absl::Status checkCommandHandlers();
   std::string statusReply() const;
+  std::string statsReply() const;
+  std::string reloadReply();
   // `services` or `backends`: per service or per backend, health, weight, slots and traffic.
   std::string poolReply(bool backends) const;
   // Packets, bytes and tracked connections summed over workers for a service's or a backend's

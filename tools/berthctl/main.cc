@@ -4,12 +4,15 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "berth/config/loader.h"
 #include "berth/control/announcer.h"
+#include "berth/control/commands.h"
 #include "berth/util/heap.h"
 #include "live_commands.h"
 #include "offline_commands.h"
@@ -35,7 +38,7 @@ ABSL_FLAG(std::string, routes_dir, "/run/berth",
 
 namespace {
 
-constexpr char kUsage[] = R"(berthctl COMMAND [flags]
+constexpr char kUsageHead[] = R"(berthctl COMMAND [flags]
 
 Commands that read a config file:
   table   --config FILE --service NAME [--fail A,B] [--json]
@@ -56,72 +59,70 @@ Commands that read a config file:
           the BIRD 2 config that announces this instance's VIPs over BGP (the config's bgp
           section), with the route files berth-announcer keeps up to date
 
-Commands to a running berthd, over its control socket (--socket, default /run/berth/berth.sock):
-  status    version, uptime, config file and its CRC32-C, snapshot generation, workers, drains,
-            and each service's table fingerprint (instances that agree send flows alike)
-  stats     the workers' counters summed: packets, drops by reason, connection tracking,
-            per service and per backend
-  services  per service: listener, forwarding mode, backends, healthy ones, packets, bytes
-  backends  per backend: address, weight, health (or drained), slots owned, packets, bytes
-  reload    re-read the config file; a bad file is refused and the running config stays
-  drain NAME [--service S]    no new flows to backend NAME; established ones finish
-  undrain NAME [--service S]  give backend NAME its weight back
-  explain --src IP:PORT --dst VIP:PORT [--proto tcp|udp]
-            the flow's service, hash, slot and the table's backend, the connection-table entry
-            of the worker holding it, and where its next packet goes and why
-  table --service NAME        the live table: slots per backend and the backend of every slot
-  announce  the VIP routes this instance wants announced over BGP (berth-announcer's input):
-            none while its datapath is stalled or its port is down, and none for a service
-            without a healthy backend
-Each takes --json for berthd's JSON reply.)";
+Commands to a running berthd, over its control socket (--socket, default /run/berth/berth.sock);
+each takes --json for berthd's JSON reply:
+)";
 
-int fail(const std::string& message) {
-  std::fprintf(stderr, "berthctl: %s\n", message.c_str());
+int fail(absl::string_view message) {
+  std::fprintf(stderr, "berthctl: %.*s\n", static_cast<int>(message.size()), message.data());
   return 1;
+}
+
+const std::string& usage() {
+  static const std::string text = absl::StrCat(kUsageHead, berth::controlCommandsUsage());
+  return text;
+}
+
+// A command to berthd: its words and flags become the request's fields, as the command table
+// (control/commands.h) says, and berthd's reply is printed.
+int runLive(const berth::CommandSpec& command, const std::vector<char*>& positional) {
+  berth::ControlFields fields;
+  size_t next_word = 2;
+  for (const berth::CommandArgument& argument : command.arguments) {
+    std::string value;
+    if (argument.positional) {
+      if (next_word < positional.size()) value = positional[next_word++];
+    } else {
+      const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(argument.field);
+      if (flag == nullptr) return fail(absl::StrCat("no flag --", argument.field));
+      value = flag->CurrentValue();
+    }
+    if (!value.empty()) fields.emplace_back(std::string(argument.field), std::move(value));
+  }
+  if (next_word < positional.size()) {
+    return fail(absl::StrCat("unexpected argument '", positional[next_word], "': berthctl ",
+                             command.synopsis()));
+  }
+  const absl::flat_hash_map<std::string, std::string> by_field(fields.begin(), fields.end());
+  if (absl::Status status = berth::checkCommandFields(command, by_field); !status.ok()) {
+    return fail(status.message());
+  }
+  return berth::runLiveCommand(absl::GetFlag(FLAGS_socket), std::string(command.name), fields,
+                               absl::GetFlag(FLAGS_json));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   berth::retainFreedHeapMemory();
-  absl::SetProgramUsageMessage(kUsage);
+  absl::SetProgramUsageMessage(usage());
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  if (positional.size() < 2) return fail(absl::StrCat("expected a command\n\nusage: ", kUsage));
+  if (positional.size() < 2) return fail(absl::StrCat("expected a command\n\nusage: ", usage()));
   const std::string command = positional[1];
-  const bool live_table = command == "table" && absl::GetFlag(FLAGS_config).empty();
-  if (command == "status" || command == "stats" || command == "services" || command == "backends" ||
-      command == "reload" || command == "drain" || command == "undrain" || command == "explain" ||
-      command == "announce" || live_table) {
-    const bool takes_name = command == "drain" || command == "undrain";
-    if (positional.size() != (takes_name ? 3u : 2u)) {
-      return fail(takes_name ? absl::StrCat(command, " needs the backend's name: berthctl ",
-                                            command, " NAME [--service S]")
-                             : absl::StrCat(command, " takes no arguments, only flags"));
-    }
-    berth::ControlFields fields = {{"service", absl::GetFlag(FLAGS_service)}};
-    if (takes_name) fields.emplace_back("backend", positional[2]);
-    if (command == "explain") {
-      if (absl::GetFlag(FLAGS_src).empty() || absl::GetFlag(FLAGS_dst).empty()) {
-        return fail("explain needs --src IP:PORT and --dst VIP:PORT");
-      }
-      fields = {{"proto", absl::GetFlag(FLAGS_proto)},
-                {"src", absl::GetFlag(FLAGS_src)},
-                {"dst", absl::GetFlag(FLAGS_dst)}};
-    }
-    if (live_table && absl::GetFlag(FLAGS_service).empty())
-      return fail("table needs --service NAME");
-    return berth::runLiveCommand(absl::GetFlag(FLAGS_socket), command, fields,
-                                 absl::GetFlag(FLAGS_json));
+  // `table` with --config reads a file; without, it asks berthd for the live table.
+  const berth::CommandSpec* live = berth::findControlCommand(command);
+  if (live != nullptr && !(command == "table" && !absl::GetFlag(FLAGS_config).empty())) {
+    return runLive(*live, positional);
   }
-  if (positional.size() != 2) return fail(absl::StrCat("expected one command\n\nusage: ", kUsage));
+  if (positional.size() != 2) return fail(absl::StrCat("expected one command\n\nusage: ", usage()));
   if (command != "table" && command != "analyze" && command != "bird-config") {
-    return fail(absl::StrCat("unknown command '", command, "'\n\nusage: ", kUsage));
+    return fail(absl::StrCat("unknown command '", command, "'\n\nusage: ", usage()));
   }
 
   const std::string config_path = absl::GetFlag(FLAGS_config);
   if (config_path.empty()) return fail("--config FILE is required");
   absl::StatusOr<berth::Config> config = berth::loadConfigFile(config_path);
-  if (!config.ok()) return fail(std::string(config.status().message()));
+  if (!config.ok()) return fail(config.status().message());
 
   berth::OfflineOptions options;
   options.json = absl::GetFlag(FLAGS_json);

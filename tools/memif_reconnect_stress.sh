@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A memif peer restarting N times under full-rate traffic, against one berthd: each berthgen run
 # ends with a disconnect that DPDK handles on its interrupt thread while berthd's worker polls
-# the port (see include/berth/dataplane/unmap_guard.h). Reports how many reconnects berthd took
+# the port (see include/berth/runtime/unmap_guard.h). Reports how many reconnects berthd took
 # and whether it stayed up; exits non-zero if it did not.
 #
 # Usage: tools/memif_reconnect_stress.sh [BUILD_DIR] [RECONNECTS]   (default: build 100)

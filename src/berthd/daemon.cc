@@ -21,7 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "berth/dataplane/backend_loads.h"
-#include "berth/dataplane/unmap_guard.h"
+#include "berth/runtime/unmap_guard.h"
 #include "berth/util/json_writer.h"
 #include "berth/util/status_macros.h"
 

@@ -219,7 +219,7 @@ class BerthgenOverMemif(BerthdOnMemif):
 
     def test_a_peer_that_keeps_reconnecting_under_traffic_never_takes_berthd_down(self):
         """A memif peer leaving has its rings unmapped by DPDK's interrupt thread while berthd's
-        worker may be inside a burst on them; berthd's unmap guard (dataplane/unmap_guard.h)
+        worker may be inside a burst on them; berthd's unmap guard (runtime/unmap_guard.h)
         holds the unmap until the workers pass a quiescent state. Unguarded, berthd crashed
         within 11 to 72 reconnects here, so ten are a check of the path (peer gone, link down
         logged, peer back, serving) that catches a regression only some of the time;
@@ -299,7 +299,7 @@ class MemifPeerConnectingToFourQueues(BerthdOnMemif):
     DPDK 22.11's memif PMD reads a ring before it checks that the port is connected, and a
     server maps the peer's rings only at the end of the connect: a worker that lost its CPU in
     between dereferenced null plus its ring's offset, which only ring 0's is not
-    (dataplane/port.h, OpenedPort::poll_only_while_link_up). With three of berthd's four workers
+    (runtime/port.h, OpenedPort::poll_only_while_link_up). With three of berthd's four workers
     exposed and all of them on one CPU, about one connect in six crashed berthd before workers
     polled only ports whose link they had seen up: 11 of 12 runs of this test failed, at connect
     2 to 13. With 25 connects, a regression fails it about 99 times in 100."""

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "berth/dataplane/forwarding.h"
-#include "berth/dataplane/mbuf_frame.h"
+#include "berth/runtime/mbuf_frame.h"
 #include "support/eal_environment.h"
 #include "support/frames.h"
 #include "support/packet_builder.h"

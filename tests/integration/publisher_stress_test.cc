@@ -14,8 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "berth/config/loader.h"
-#include "berth/control/publisher.h"
 #include "berth/dataplane/pipeline.h"
+#include "berth/runtime/publisher.h"
 #include "support/eal_environment.h"
 #include "support/frames.h"
 #include "support/packet_builder.h"

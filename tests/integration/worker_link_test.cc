@@ -29,9 +29,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "berth/config/loader.h"
-#include "berth/dataplane/port.h"
 #include "berth/dataplane/snapshot.h"
-#include "berth/dataplane/worker.h"
+#include "berth/runtime/port.h"
+#include "berth/runtime/worker.h"
 #include "support/eal_environment.h"
 
 namespace berth {

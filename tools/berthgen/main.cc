@@ -25,9 +25,9 @@
 #include "absl/strings/str_format.h"
 #include "berth/config/loader.h"
 #include "berth/dataplane/counters.h"
-#include "berth/dataplane/port.h"
-#include "berth/dataplane/unmap_guard.h"
 #include "berth/gen/sink.h"
+#include "berth/runtime/port.h"
+#include "berth/runtime/unmap_guard.h"
 #include "berth/util/heap.h"
 #include "berth/util/json_writer.h"
 #include "options.h"
@@ -442,7 +442,7 @@ int run(int argc, char** argv) {
   receiver.sink = &sink;
   receiver.rcu_id = options.tx_queues;
   // A memif peer that leaves mid-run has its memory unmapped under the loops: the unmap guard
-  // (dataplane/unmap_guard.h) makes the unmap wait for them, as in berthd.
+  // (runtime/unmap_guard.h) makes the unmap wait for them, as in berthd.
   const unsigned loops = options.tx_queues + 1u;
   const size_t rcu_size = rte_rcu_qsbr_get_memsize(loops);
   auto* rcu =

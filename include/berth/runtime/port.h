@@ -36,7 +36,7 @@ struct OpenedPort {
   // memif_connect stores the mapping, then CONNECTED, then the link state, so a loop that reads
   // the link up (an opaque call, and x86-64 keeps stores in order) also reads the mapping; a
   // disconnect during that loop cannot unmap it before the loop's quiescent state
-  // (dataplane/unmap_guard.h), nor start the next connect before the unmap.
+  // (runtime/unmap_guard.h), nor start the next connect before the unmap.
   bool poll_only_while_link_up = false;
   MacAddress mac;
   rte_mempool* pool = nullptr;

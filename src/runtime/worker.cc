@@ -1,9 +1,9 @@
-#include "berth/dataplane/worker.h"
+#include "berth/runtime/worker.h"
 
 #include <rte_cycles.h>
 #include <rte_prefetch.h>
 
-#include "berth/dataplane/mbuf_frame.h"
+#include "berth/runtime/mbuf_frame.h"
 
 namespace berth {
 namespace {

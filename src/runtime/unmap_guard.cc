@@ -1,4 +1,4 @@
-#include "berth/dataplane/unmap_guard.h"
+#include "berth/runtime/unmap_guard.h"
 
 #include <rte_cycles.h>
 #include <rte_interrupts.h>

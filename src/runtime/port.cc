@@ -1,4 +1,4 @@
-#include "berth/dataplane/port.h"
+#include "berth/runtime/port.h"
 
 #include <rte_dev.h>
 #include <rte_errno.h>

@@ -1,4 +1,4 @@
-#include "berth/control/publisher.h"
+#include "berth/runtime/publisher.h"
 
 #include <rte_errno.h>
 #include <rte_malloc.h>

@@ -19,7 +19,6 @@
 #include <rte_ethdev.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -74,14 +73,12 @@ struct Bench {
   std::vector<std::unique_ptr<const Snapshot>> algorithm_snapshots;
   OpenedPort port;
   rte_mempool* pool = nullptr;
-  Worker* worker = nullptr;
-  Worker* conntrack_worker = nullptr;
+  WorkerPtr worker;
+  WorkerPtr conntrack_worker;
   // A memif server port with no peer, whose link the worker reads before it touches the port.
   OpenedPort memif_port;
   std::string memif_socket;
-  Worker* link_worker = nullptr;
-  std::vector<TrafficCounter> service_traffic{CounterIds::kMaxServices};
-  std::vector<TrafficCounter> backend_traffic{CounterIds::kMaxBackends};
+  WorkerPtr link_worker;
   std::array<uint8_t, kFrameLength> frame{};
   uint32_t next_flow = 0;
 };
@@ -113,7 +110,7 @@ void runBursts(benchmark::State& state, const Snapshot* snapshot = nullptr) {
   if (snapshot == nullptr) snapshot = bench.snapshot.get();
   constexpr bool kConntrack = kMode == Mode::kConntrackHits || kMode == Mode::kConntrackHalfNew;
   Worker& worker = kConntrack ? *bench.conntrack_worker : *bench.worker;
-  WorkerQueue& queue = worker.queues[0];
+  WorkerQueue& queue = worker.queue(0);
   uint32_t fresh_flow = kFlows;
   rte_mbuf* mbufs[kBurstSize];
   const uint64_t start = rte_rdtsc();
@@ -178,7 +175,7 @@ void BM_MemifLinkCheckPerLoop(benchmark::State& state) {
   const uint64_t start = rte_rdtsc();
   for (auto _ : state) {
     worker.refreshLinks();
-    benchmark::DoNotOptimize(worker.queues[0].link_up);
+    benchmark::DoNotOptimize(worker.queue(0).link_up);
   }
   const auto loops = static_cast<double>(state.iterations());
   const auto cycles = static_cast<double>(rte_rdtsc() - start);
@@ -264,31 +261,14 @@ int setUp(int argc, char** argv) {
     std::fprintf(stderr, "mbuf pool: %s\n", rte_strerror(rte_errno));
     return 1;
   }
-  bench.worker = new Worker();
-  auto* buffer = static_cast<rte_eth_dev_tx_buffer*>(
-      rte_zmalloc("bench_tx", RTE_ETH_TX_BUFFER_SIZE(kBurstSize), 0));
-  rte_eth_tx_buffer_init(buffer, kBurstSize);
-  bench.worker->queues.push_back(WorkerQueue{bench.port.port_id, 0, 0, buffer});
-  bench.worker->attach({bench.service_traffic.data(), bench.backend_traffic.data()});
-
-  bench.conntrack_worker = new Worker();
-  auto* conntrack_buffer = static_cast<rte_eth_dev_tx_buffer*>(
-      rte_zmalloc("bench_tx_conntrack", RTE_ETH_TX_BUFFER_SIZE(kBurstSize), 0));
-  rte_eth_tx_buffer_init(conntrack_buffer, kBurstSize);
-  bench.conntrack_worker->queues.push_back(WorkerQueue{bench.port.port_id, 0, 0, conntrack_buffer});
-  // berthd's tables live in hugepage memory (rte_zmalloc); here, ask for transparent huge pages,
-  // without which every bucket is a TLB miss as well as a cache miss.
-  const size_t buckets = ConnectionTable::bucketsFor(2 * kFlows);
-  const size_t bytes = buckets * sizeof(ConnectionBucket);
-  void* memory = std::aligned_alloc(size_t{2} << 20, bytes);
-  if (memory == nullptr) return 1;
-  madvise(memory, bytes, MADV_HUGEPAGE);
-  std::memset(memory, 0, bytes);
-  bench.conntrack_worker->connections.emplace(static_cast<ConnectionBucket*>(memory), buckets,
-                                              ConntrackTimeouts{}, 0,
-                                              &bench.conntrack_worker->counters.conntrack);
-  bench.conntrack_worker->attach({bench.service_traffic.data(), bench.backend_traffic.data()});
-  bench.conntrack_worker->state.now_ms = 1000;
+  // The workers as berthd makes them (Worker::create), serving queue 0 of the port. Without
+  // hugepages (--no-huge) the connection table asks for transparent huge pages, as berthd's does.
+  WorkerSetup setup;
+  setup.lcore = rte_lcore_id();
+  setup.queues = {{bench.port.port_id, 0, 0, false}};
+  absl::StatusOr<WorkerPtr> worker = Worker::create(setup);
+  setup.conntrack = ConntrackConfig{.entries_per_core = 2 * kFlows};
+  absl::StatusOr<WorkerPtr> conntrack_worker = Worker::create(setup);
 
   PortConfig memif;
   memif.name = "memif";
@@ -301,9 +281,20 @@ int setUp(int argc, char** argv) {
     return 1;
   }
   bench.memif_port = *memif_port;
-  bench.link_worker = new Worker();
-  bench.link_worker->queues.push_back(WorkerQueue{bench.memif_port.port_id, 0, 1, nullptr,
-                                                  bench.memif_port.poll_only_while_link_up});
+  WorkerSetup link_setup;
+  link_setup.lcore = rte_lcore_id();
+  link_setup.queues = {{bench.memif_port.port_id, 0, 1, bench.memif_port.poll_only_while_link_up}};
+  absl::StatusOr<WorkerPtr> link_worker = Worker::create(link_setup);
+  for (const absl::StatusOr<WorkerPtr>* made : {&worker, &conntrack_worker, &link_worker}) {
+    if (!made->ok()) {
+      std::fprintf(stderr, "%s\n", std::string(made->status().message()).c_str());
+      return 1;
+    }
+  }
+  bench.worker = *std::move(worker);
+  bench.conntrack_worker = *std::move(conntrack_worker);
+  bench.conntrack_worker->state.now_ms = 1000;
+  bench.link_worker = *std::move(link_worker);
 
   // TCP SYN to the VIP's port 80 from the port's own L2 peer; source address and port vary.
   Bytes frame =
@@ -318,7 +309,7 @@ int setUp(int argc, char** argv) {
   for (uint32_t flow = 0; flow < kFlows; flow += kBurstSize) {
     if (rte_pktmbuf_alloc_bulk(bench.pool, mbufs, kBurstSize) != 0) return 1;
     for (uint16_t i = 0; i < kBurstSize; ++i) refill(mbufs[i], flow + i);
-    bench.conntrack_worker->processBurst(*bench.snapshot, bench.conntrack_worker->queues[0], mbufs,
+    bench.conntrack_worker->processBurst(*bench.snapshot, bench.conntrack_worker->queue(0), mbufs,
                                          kBurstSize);
   }
   bench.conntrack_worker->flush();
@@ -333,6 +324,9 @@ int main(int argc, char** argv) {
   if (berth::setUp(argc, argv) != 0) return 1;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
+  berth::g_bench->worker.reset();
+  berth::g_bench->conntrack_worker.reset();
+  berth::g_bench->link_worker.reset();
   berth::closePort(berth::g_bench->memif_port);
   std::filesystem::remove(berth::g_bench->memif_socket);
   rte_eal_cleanup();

@@ -243,7 +243,7 @@ std::string Daemon::announceReply() const {
 
 Daemon::TrafficTotals Daemon::trafficOf(uint32_t id, bool backend) const {
   TrafficTotals totals;
-  for (const Worker* worker : workers_) {
+  for (const WorkerPtr& worker : workers_) {
     const TrafficCounter* array =
         backend ? worker->state.traffic.backends : worker->state.traffic.services;
     totals.packets += array[id].packets.read();
@@ -299,8 +299,8 @@ std::vector<Daemon::BackendRow> Daemon::backendRows() const {
 
 uint64_t Daemon::connectionsTracked() const {
   uint64_t connections = 0;
-  for (const Worker* worker : workers_) {
-    if (worker->connections) connections += worker->connections->occupied();
+  for (const WorkerPtr& worker : workers_) {
+    if (worker->connections() != nullptr) connections += worker->connections()->occupied();
   }
   return connections;
 }
@@ -431,7 +431,7 @@ std::optional<TrackedConnection> Daemon::askWorkers(const ConnectionKey& key, ui
       continue;
     }
     if (!query.found || tracked) continue;
-    const ConnectionTable& table = *workers_[w]->connections;
+    const ConnectionTable& table = *workers_[w]->connections();
     tracked = TrackedConnection{static_cast<unsigned>(w), query.connection,
                                 table.expired(query.connection, query.now_ms),
                                 query.now_ms - query.connection.last_seen_ms};
@@ -460,7 +460,7 @@ std::string Daemon::explainReply(const ControlRequest& request) {
       FlowKey::make(source->address, destination->address, source->port, destination->port,
                     proto == "tcp" ? kProtocolTcp : kProtocolUdp);
   const Snapshot& snapshot = *publisher_->snapshot();
-  const bool conntrack = !workers_.empty() && workers_[0]->connections.has_value();
+  const bool conntrack = !workers_.empty() && workers_[0]->connections() != nullptr;
   std::optional<TrackedConnection> tracked;
   std::string note;
   if (const std::optional<uint32_t> service = snapshot.findService(flow); service && conntrack) {

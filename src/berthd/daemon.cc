@@ -29,7 +29,6 @@ namespace berth {
 namespace {
 
 constexpr unsigned kNeighborRingSize = 1024;
-constexpr unsigned kControlRingSize = 256;
 // How often the management loop wakes: the latency of a stop, a counter print or a learned MAC.
 constexpr absl::Duration kManagementTick = absl::Milliseconds(1);
 // berth-announcer asks every 200 ms by default, BIRD's withdrawal reaches a router in about
@@ -44,15 +43,6 @@ constexpr absl::Duration kResolveRefresh = absl::Seconds(60);
 constexpr absl::Duration kLinkCheckInterval = absl::Milliseconds(100);
 // How long a publish waits for every worker to move on before leaving it to the management loop.
 constexpr absl::Duration kRolloutWait = absl::Milliseconds(5);
-
-template <typename T>
-T* allocateOnSocket(const char* what, size_t count, unsigned socket) {
-  void* memory =
-      rte_zmalloc_socket(what, sizeof(T) * count, RTE_CACHE_LINE_SIZE, static_cast<int>(socket));
-  if (memory == nullptr) return nullptr;
-  std::uninitialized_default_construct_n(static_cast<T*>(memory), count);
-  return static_cast<T*>(memory);
-}
 
 }  // namespace
 
@@ -121,68 +111,22 @@ absl::Status Daemon::start() {
   for (const std::string& warning : warnings) logLine(absl::StrCat("warning: ", warning));
 
   for (uint16_t w = 0; w < worker_count; ++w) {
-    const unsigned socket = rte_lcore_to_socket_id(lcores[w]);
-    void* memory = rte_zmalloc_socket("berth_worker", sizeof(Worker), RTE_CACHE_LINE_SIZE,
-                                      static_cast<int>(socket));
-    if (memory == nullptr) return absl::ResourceExhaustedError("workers: no memory for a worker");
-    Worker* worker = new (memory) Worker();
-    workers_.push_back(worker);
-    worker->lcore = lcores[w];
-    worker->rcu_thread_id = w;
-    worker->rcu = publisher_->rcu();
-    worker->snapshot = &publisher_->current();
-    worker->stop = &workers_stop_;
-    worker->neighbor_news = neighbor_news_;
-    worker->tx_drain_cycles = rte_get_tsc_hz() / 1'000'000 * kTxDrainMicroseconds;
-    worker->tsc_per_ms = std::max<uint64_t>(1, rte_get_tsc_hz() / 1000);
-    const ConntrackConfig& conntrack = config_.dataplane.conntrack;
-    const size_t buckets = ConnectionTable::bucketsFor(conntrack.entries_per_core);
-    auto* bucket_memory = static_cast<ConnectionBucket*>(
-        rte_zmalloc_socket("berth_conntrack", buckets * sizeof(ConnectionBucket),
-                           sizeof(ConnectionBucket), static_cast<int>(socket)));
-    if (bucket_memory == nullptr) {
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "workers: no memory for %u connections (%u MiB) on socket %u; lower "
-          "dataplane.conntrack.entries_per_core or give the EAL more memory",
-          conntrack.entries_per_core, buckets * sizeof(ConnectionBucket) >> 20, socket));
-    }
-    const ConntrackTimeouts timeouts{conntrack.tcp_established_s * 1000,
-                                     conntrack.tcp_opening_s * 1000, conntrack.tcp_closing_s * 1000,
-                                     conntrack.udp_s * 1000};
-    worker->connections.emplace(bucket_memory, buckets, timeouts, conntrack.max_inserts_per_sec,
-                                &worker->counters.conntrack);
-    const std::string ring_name = absl::StrCat("berth_control_", w);
-    worker->control_frames =
-        rte_ring_create(ring_name.c_str(), kControlRingSize, static_cast<int>(socket),
-                        RING_F_SP_ENQ | RING_F_SC_DEQ);
-    if (worker->control_frames == nullptr) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("workers: control ring: ", rte_strerror(rte_errno)));
-    }
+    WorkerSetup setup;
+    setup.lcore = lcores[w];
+    setup.rcu = publisher_->rcu();
+    setup.rcu_thread_id = w;
+    setup.snapshot = &publisher_->current();
+    setup.stop = &workers_stop_;
+    setup.neighbor_news = neighbor_news_;
+    setup.conntrack = config_.dataplane.conntrack;
+    setup.backend_loads = backend_loads_.get();
+    // Worker w serves queue w of every port that has that many.
     for (uint32_t p = 0; p < ports_.size(); ++p) {
       if (w >= ports_[p].queues) continue;
-      auto* buffer = static_cast<rte_eth_dev_tx_buffer*>(rte_zmalloc_socket(
-          "berth_tx_buffer", RTE_ETH_TX_BUFFER_SIZE(kBurstSize), 0, static_cast<int>(socket)));
-      if (buffer == nullptr)
-        return absl::ResourceExhaustedError("workers: no memory for TX buffers");
-      rte_eth_tx_buffer_init(buffer, kBurstSize);
-      worker->queues.push_back(
-          WorkerQueue{ports_[p].port_id, w, p, buffer, ports_[p].poll_only_while_link_up});
+      setup.queues.push_back({ports_[p].port_id, w, p, ports_[p].poll_only_while_link_up});
     }
-    TrafficCounters traffic;
-    traffic.services = allocateOnSocket<TrafficCounter>("berth_service_counters",
-                                                        CounterIds::kMaxServices, socket);
-    traffic.backends = allocateOnSocket<TrafficCounter>("berth_backend_counters",
-                                                        CounterIds::kMaxBackends, socket);
-    if (traffic.services == nullptr || traffic.backends == nullptr) {
-      return absl::ResourceExhaustedError("workers: no memory for traffic counters");
-    }
-    worker->attach(traffic);
-    worker_loads_.push_back(std::make_unique<WorkerLoads>(backend_loads_.get()));
-    worker->state.loads = worker_loads_.back().get();
-    if (rte_rcu_qsbr_thread_register(publisher_->rcu(), w) != 0) {
-      return absl::InternalError("workers: rte_rcu_qsbr_thread_register failed");
-    }
+    BERTH_ASSIGN_OR_RETURN(WorkerPtr worker, Worker::create(setup));
+    workers_.push_back(std::move(worker));
   }
 
   absl::StatusOr<std::unique_ptr<HealthMonitor>> monitor =
@@ -215,11 +159,12 @@ absl::Status Daemon::start() {
   }
 
   guardInterruptThreadUnmaps(publisher_->rcu());
-  for (Worker* worker : workers_) {
-    if (const int result = rte_eal_remote_launch(runWorker, worker, worker->lcore); result != 0) {
+  for (const WorkerPtr& worker : workers_) {
+    if (const int result = rte_eal_remote_launch(runWorker, worker.get(), worker->lcore());
+        result != 0) {
       stopWorkers();
-      return absl::InternalError(
-          absl::StrCat("workers: launching on lcore ", worker->lcore, ": ", rte_strerror(-result)));
+      return absl::InternalError(absl::StrCat("workers: launching on lcore ", worker->lcore(), ": ",
+                                              rte_strerror(-result)));
     }
     launched_ = true;
   }
@@ -310,7 +255,7 @@ void Daemon::requestUnresolvedNextHops() {
     }
     mbuf->port = hop.port;
     // Worker 0 serves queue 0 of every port.
-    if (rte_ring_sp_enqueue(workers_[0]->control_frames, mbuf) != 0) rte_pktmbuf_free(mbuf);
+    if (!workers_[0]->queueControlFrame(mbuf)) rte_pktmbuf_free(mbuf);
   }
 }
 
@@ -370,7 +315,7 @@ void Daemon::publishLoads() {
           counter_ids_.findBackend(service.name, table.backends()[b].name);
       if (!id) continue;
       uint64_t active = 0;
-      for (const Worker* worker : workers_) {
+      for (const WorkerPtr& worker : workers_) {
         active += worker->state.traffic.backends[*id].connections.read();
       }
       const auto clamped = static_cast<uint32_t>(std::min<uint64_t>(active, UINT32_MAX));
@@ -476,7 +421,7 @@ void Daemon::stopWorkers() {
 double Daemon::rxWindowSeconds() const {
   uint64_t first = UINT64_MAX;
   uint64_t last = 0;
-  for (const Worker* worker : workers_) {
+  for (const WorkerPtr& worker : workers_) {
     if (worker->first_rx_tsc.read() == 0) continue;
     first = std::min(first, worker->first_rx_tsc.read());
     last = std::max(last, worker->last_rx_tsc.read());
@@ -487,7 +432,7 @@ double Daemon::rxWindowSeconds() const {
 
 std::string Daemon::countersText() const {
   std::vector<const WorkerCounters*> counters;
-  for (const Worker* worker : workers_) counters.push_back(&worker->counters);
+  for (const WorkerPtr& worker : workers_) counters.push_back(&worker->counters);
   std::string text =
       absl::StrFormat("berthd counters after %.3f s (%u workers, snapshot %u)\n",
                       absl::ToDoubleSeconds(absl::Now() - started_), workers_.size(), generation_);
@@ -521,7 +466,7 @@ std::string Daemon::countersText() const {
 
 std::string Daemon::countersJson() const {
   std::vector<const WorkerCounters*> counters;
-  for (const Worker* worker : workers_) counters.push_back(&worker->counters);
+  for (const WorkerPtr& worker : workers_) counters.push_back(&worker->counters);
   JsonWriter json;
   json.beginObject();
   json.key("elapsed_s").value(absl::ToDoubleSeconds(absl::Now() - started_));
@@ -529,14 +474,14 @@ std::string Daemon::countersJson() const {
   const double window = rxWindowSeconds();
   json.key("rx_window_s").value(window);
   uint64_t rx_packets = 0;
-  for (const Worker* worker : workers_) rx_packets += worker->counters.rx_packets.read();
+  for (const WorkerPtr& worker : workers_) rx_packets += worker->counters.rx_packets.read();
   json.key("rx_pps").value(window > 0 ? static_cast<double>(rx_packets) / window : 0.0);
   json.key("counters").beginObject();
   for (const auto& [name, value] : sumCounters(counters)) json.key(name).value(value);
   json.endObject();
   // How the load falls on the workers: RSS (or a memif peer) puts each flow on one of them.
   json.key("per_worker").beginArray();
-  for (const Worker* worker : workers_) {
+  for (const WorkerPtr& worker : workers_) {
     json.beginObject()
         .key("rx_packets")
         .value(worker->counters.rx_packets.read())
@@ -570,24 +515,9 @@ std::string Daemon::countersJson() const {
 Daemon::~Daemon() {
   closeTelemetry();
   stopWorkers();
-  // Requests no worker sent are mbufs of the ports' pools: free them before the pools go.
-  for (Worker* worker : workers_) {
-    rte_mbuf* mbuf;
-    while (worker->control_frames != nullptr &&
-           rte_ring_sc_dequeue(worker->control_frames, reinterpret_cast<void**>(&mbuf)) == 0) {
-      rte_pktmbuf_free(mbuf);
-    }
-  }
+  // Workers first: the requests they never sent are mbufs of the ports' pools.
+  workers_.clear();
   for (OpenedPort& port : ports_) closePort(port);
-  for (Worker* worker : workers_) {
-    for (WorkerQueue& queue : worker->queues) rte_free(queue.tx_buffer);
-    rte_ring_free(worker->control_frames);
-    if (worker->connections) rte_free(worker->connections->buckets());
-    rte_free(worker->state.traffic.services);
-    rte_free(worker->state.traffic.backends);
-    worker->~Worker();
-    rte_free(worker);
-  }
   rte_ring_free(neighbor_news_);
   publisher_.reset();
 }

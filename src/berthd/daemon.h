@@ -209,11 +209,10 @@ class Daemon {
   NeighborTable neighbors_;
   std::unique_ptr<SnapshotPublisher> publisher_;
   std::unique_ptr<BackendLoads> backend_loads_ = std::make_unique<BackendLoads>();
-  std::vector<std::unique_ptr<WorkerLoads>> worker_loads_;  // one per worker
   absl::Time last_load_publish_ = absl::InfinitePast();
   StallWatch stall_watch_{kStallProbeInterval, kDatapathStallThreshold};
-  bool shutting_down_ = false;    // stop requested: routes withdrawn, still forwarding a moment
-  std::vector<Worker*> workers_;  // in rte_zmalloc'd memory on each worker's socket
+  bool shutting_down_ = false;      // stop requested: routes withdrawn, still forwarding a moment
+  std::vector<WorkerPtr> workers_;  // each in memory on its lcore's socket
   rte_ring* neighbor_news_ = nullptr;
   uint64_t generation_ = 0;
   uint64_t published_token_ = 0;  // the RCU token of the latest publish

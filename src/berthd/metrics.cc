@@ -182,7 +182,7 @@ TelemetryAnswer Daemon::telemetryAnswer(absl::string_view command, absl::string_
   }
   if (command == "/berth/stats") {
     std::vector<const WorkerCounters*> counters;
-    for (const Worker* worker : workers_) counters.push_back(&worker->counters);
+    for (const WorkerPtr& worker : workers_) counters.push_back(&worker->counters);
     for (const auto& [name, value] : sumCounters(counters)) entries.emplace_back(name, value);
     entries.emplace_back("conntrack_entries", connectionsTracked());
     return answer;
@@ -245,7 +245,7 @@ void Daemon::sampleRates() {
   if (now - rates_latest_.at < kRateInterval) return;
   RateSample sample;
   sample.at = now;
-  for (const Worker* worker : workers_) {
+  for (const WorkerPtr& worker : workers_) {
     sample.rx_packets += worker->counters.rx_packets.read();
     sample.rx_bytes += worker->counters.rx_bytes.read();
     sample.tx_packets += worker->counters.tx_packets.read();
@@ -315,21 +315,21 @@ std::string Daemon::prometheusText() const {
   {
     Family entries(out, "berth_conntrack_entries", "gauge", "Connections the worker's table holds");
     for (size_t w = 0; w < workers_.size(); ++w) {
-      if (!workers_[w]->connections) continue;
+      if (workers_[w]->connections() == nullptr) continue;
       entries.sample(absl::StrCat("worker=\"", w, "\""),
-                     static_cast<uint64_t>(workers_[w]->connections->occupied()));
+                     static_cast<uint64_t>(workers_[w]->connections()->occupied()));
     }
     Family capacity(out, "berth_conntrack_capacity", "gauge", "Connections the table can hold");
     for (size_t w = 0; w < workers_.size(); ++w) {
-      if (!workers_[w]->connections) continue;
+      if (workers_[w]->connections() == nullptr) continue;
       capacity.sample(absl::StrCat("worker=\"", w, "\""),
-                      static_cast<uint64_t>(workers_[w]->connections->capacity()));
+                      static_cast<uint64_t>(workers_[w]->connections()->capacity()));
     }
   }
 
   // Summed over workers, by reason, error and event.
   std::vector<const WorkerCounters*> counters;
-  for (const Worker* worker : workers_) counters.push_back(&worker->counters);
+  for (const WorkerPtr& worker : workers_) counters.push_back(&worker->counters);
   const auto sums = sumCounters(counters);
   auto byPrefix = [&](absl::string_view prefix, const char* name, const char* label_name,
                       const char* help) {

@@ -1,7 +1,21 @@
 #include "berth/runtime/worker.h"
 
 #include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
 #include <rte_prefetch.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 #include "berth/runtime/mbuf_frame.h"
 
@@ -11,6 +25,17 @@ namespace {
 // Control frames (ARP/ND requests) and connection-table questions are rare; look for them once
 // every this many loops.
 constexpr uint32_t kControlCheckMask = 1023;
+constexpr unsigned kControlRingSize = 256;
+// A huge page: without hugepages (--no-huge), the connection table asks for transparent ones.
+constexpr size_t kHugePage = size_t{2} << 20;
+
+template <typename T>
+T* allocateOnSocket(const char* what, size_t count, int socket) {
+  void* memory = rte_zmalloc_socket(what, sizeof(T) * count, RTE_CACHE_LINE_SIZE, socket);
+  if (memory == nullptr) return nullptr;
+  std::uninitialized_default_construct_n(static_cast<T*>(memory), count);
+  return static_cast<T*>(memory);
+}
 
 // Frames counted as sent when buffered that never left: takes them back, counts them as dropped
 // for `reason`, and frees them.
@@ -30,16 +55,130 @@ void countRefused(rte_mbuf** mbufs, uint16_t unsent, void* userdata) {
 
 }  // namespace
 
-void Worker::attach(TrafficCounters traffic) {
-  state.counters = &counters;
-  state.traffic = traffic;
-  state.neighbors = this;
-  state.conntrack = connections ? &*connections : nullptr;
-  if (connections) connections->countConnectionsIn(traffic);
-  for (WorkerQueue& queue : queues) {
-    rte_eth_tx_buffer_set_err_callback(queue.tx_buffer, countRefused, &counters);
-  }
+void WorkerDeleter::operator()(Worker* worker) const {
+  if (worker == nullptr) return;
+  worker->release();
+  worker->~Worker();
+  rte_free(worker);
 }
+
+absl::StatusOr<WorkerPtr> Worker::create(const WorkerSetup& setup) {
+  const int socket = static_cast<int>(rte_lcore_to_socket_id(setup.lcore));
+  void* memory = rte_zmalloc_socket("berth_worker", sizeof(Worker), RTE_CACHE_LINE_SIZE, socket);
+  if (memory == nullptr) return absl::ResourceExhaustedError("workers: no memory for a worker");
+  WorkerPtr worker(new (memory) Worker());
+  Worker& w = *worker;
+  w.lcore_ = setup.lcore;
+  w.rcu_ = setup.rcu;
+  w.rcu_thread_id_ = setup.rcu_thread_id;
+  w.snapshot_ = setup.snapshot;
+  w.stop_ = setup.stop;
+  w.neighbor_news_ = setup.neighbor_news;
+  w.tx_drain_cycles_ = rte_get_tsc_hz() / 1'000'000 * setup.tx_drain_us;
+  w.tsc_per_ms_ = std::max<uint64_t>(1, rte_get_tsc_hz() / 1000);
+
+  // Ring names are global to the process: a sequence number keeps every worker's apart.
+  static std::atomic<uint32_t> rings_made{0};
+  const std::string ring_name = absl::StrCat("berth_control_", rings_made.fetch_add(1));
+  w.control_frames_ =
+      rte_ring_create(ring_name.c_str(), kControlRingSize, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
+  if (w.control_frames_ == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("workers: control ring: ", rte_strerror(rte_errno)));
+  }
+  for (const WorkerSetup::Queue& queue : setup.queues) {
+    auto* buffer = static_cast<rte_eth_dev_tx_buffer*>(
+        rte_zmalloc_socket("berth_tx_buffer", RTE_ETH_TX_BUFFER_SIZE(kBurstSize), 0, socket));
+    if (buffer == nullptr) return absl::ResourceExhaustedError("workers: no memory for TX buffers");
+    rte_eth_tx_buffer_init(buffer, kBurstSize);
+    rte_eth_tx_buffer_set_err_callback(buffer, countRefused, &w.counters);
+    w.queues_.push_back(WorkerQueue{queue.port_id, queue.queue, queue.port_index, buffer,
+                                    queue.poll_only_while_link_up});
+  }
+
+  if (setup.conntrack) {
+    const ConntrackConfig& conntrack = *setup.conntrack;
+    const size_t buckets = ConnectionTable::bucketsFor(conntrack.entries_per_core);
+    w.conntrack_bytes_ = buckets * sizeof(ConnectionBucket);
+    // Hugepage memory from the EAL when it has some; else transparent huge pages, without which
+    // every bucket is a TLB miss as well as a cache miss.
+    w.conntrack_in_eal_memory_ = rte_eal_has_hugepages() != 0;
+    if (w.conntrack_in_eal_memory_) {
+      w.conntrack_buckets_ = static_cast<ConnectionBucket*>(rte_zmalloc_socket(
+          "berth_conntrack", w.conntrack_bytes_, sizeof(ConnectionBucket), socket));
+    } else {
+      const size_t rounded = (w.conntrack_bytes_ + kHugePage - 1) / kHugePage * kHugePage;
+      w.conntrack_buckets_ = static_cast<ConnectionBucket*>(std::aligned_alloc(kHugePage, rounded));
+      if (w.conntrack_buckets_ != nullptr) {
+        madvise(w.conntrack_buckets_, rounded, MADV_HUGEPAGE);
+        std::memset(static_cast<void*>(w.conntrack_buckets_), 0, rounded);
+      }
+    }
+    if (w.conntrack_buckets_ == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("workers: no memory for %u connections (%u MiB) on socket %d; lower "
+                          "dataplane.conntrack.entries_per_core or give the EAL more memory",
+                          conntrack.entries_per_core, w.conntrack_bytes_ >> 20, socket));
+    }
+    const ConntrackTimeouts timeouts{conntrack.tcp_established_s * 1000,
+                                     conntrack.tcp_opening_s * 1000, conntrack.tcp_closing_s * 1000,
+                                     conntrack.udp_s * 1000};
+    w.connections_.emplace(w.conntrack_buckets_, buckets, timeouts, conntrack.max_inserts_per_sec,
+                           &w.counters.conntrack);
+  }
+
+  TrafficCounters traffic;
+  traffic.services =
+      allocateOnSocket<TrafficCounter>("berth_service_counters", CounterIds::kMaxServices, socket);
+  traffic.backends =
+      allocateOnSocket<TrafficCounter>("berth_backend_counters", CounterIds::kMaxBackends, socket);
+  w.state.traffic = traffic;
+  if (traffic.services == nullptr || traffic.backends == nullptr) {
+    return absl::ResourceExhaustedError("workers: no memory for traffic counters");
+  }
+  w.state.counters = &w.counters;
+  w.state.neighbors = &w;
+  w.state.conntrack = w.connections_ ? &*w.connections_ : nullptr;
+  if (w.connections_) w.connections_->countConnectionsIn(traffic);
+  if (setup.backend_loads != nullptr) {
+    w.loads_ = std::make_unique<WorkerLoads>(setup.backend_loads);
+    w.state.loads = w.loads_.get();
+  }
+  if (w.rcu_ != nullptr && rte_rcu_qsbr_thread_register(w.rcu_, w.rcu_thread_id_) != 0) {
+    return absl::InternalError("workers: rte_rcu_qsbr_thread_register failed");
+  }
+  return worker;
+}
+
+void Worker::release() {
+  // Requests the worker never sent are mbufs of the ports' pools.
+  rte_mbuf* mbuf;
+  while (control_frames_ != nullptr &&
+         rte_ring_sc_dequeue(control_frames_, reinterpret_cast<void**>(&mbuf)) == 0) {
+    rte_pktmbuf_free(mbuf);
+  }
+  rte_ring_free(control_frames_);
+  control_frames_ = nullptr;
+  for (WorkerQueue& queue : queues_) rte_free(queue.tx_buffer);
+  queues_.clear();
+  connections_.reset();
+  if (conntrack_in_eal_memory_) {
+    rte_free(conntrack_buckets_);
+  } else {
+    std::free(conntrack_buckets_);
+  }
+  conntrack_buckets_ = nullptr;
+  rte_free(state.traffic.services);
+  rte_free(state.traffic.backends);
+  state = WorkerState{};
+  loads_.reset();
+}
+
+bool Worker::queueControlFrame(rte_mbuf* mbuf) {
+  return rte_ring_sp_enqueue(control_frames_, mbuf) == 0;
+}
+
+unsigned Worker::controlFramesWaiting() const { return rte_ring_count(control_frames_); }
 
 void Worker::processBurst(const Snapshot& snapshot, WorkerQueue& queue, rte_mbuf** mbufs,
                           uint16_t count) {
@@ -83,7 +222,7 @@ void Worker::processBurst(const Snapshot& snapshot, WorkerQueue& queue, rte_mbuf
 }
 
 void Worker::refreshLinks() {
-  for (WorkerQueue& queue : queues) {
+  for (WorkerQueue& queue : queues_) {
     if (!queue.poll_only_while_link_up) continue;
     rte_eth_link link;
     queue.link_up =
@@ -92,7 +231,7 @@ void Worker::refreshLinks() {
 }
 
 void Worker::flush() {
-  for (WorkerQueue& queue : queues) {
+  for (WorkerQueue& queue : queues_) {
     if (queue.link_up) {
       rte_eth_tx_buffer_flush(queue.port_id, queue.queue, queue.tx_buffer);
     } else if (queue.tx_buffer->length > 0) {
@@ -106,16 +245,16 @@ void Worker::report(const NeighborObservation& observation) {
   // A full ring loses this report; the management thread asks again on its next round, and a
   // reply to that is news again.
   NeighborMessage message{observation};
-  rte_ring_mp_enqueue_elem(neighbor_news, &message, sizeof(message));
+  rte_ring_mp_enqueue_elem(neighbor_news_, &message, sizeof(message));
 }
 
 void Worker::sendControlFrames() {
   rte_mbuf* frames[kBurstSize];
-  const unsigned count = rte_ring_sc_dequeue_burst(control_frames, reinterpret_cast<void**>(frames),
-                                                   kBurstSize, nullptr);
+  const unsigned count = rte_ring_sc_dequeue_burst(
+      control_frames_, reinterpret_cast<void**>(frames), kBurstSize, nullptr);
   for (unsigned i = 0; i < count; ++i) {
     WorkerQueue* out = nullptr;
-    for (WorkerQueue& queue : queues) {
+    for (WorkerQueue& queue : queues_) {
       if (queue.port_index == frames[i]->port) out = &queue;
     }
     if (out == nullptr || !out->link_up) {
@@ -133,59 +272,62 @@ void Worker::answerConntrackQuery() {
   const uint32_t asked = conntrack_query.asked.load(std::memory_order_acquire);
   if (asked == conntrack_query.answered.load(std::memory_order_relaxed)) return;
   const Connection* found =
-      connections ? connections->peek(conntrack_query.key, conntrack_query.hash) : nullptr;
+      connections_ ? connections_->peek(conntrack_query.key, conntrack_query.hash) : nullptr;
   conntrack_query.found = found != nullptr;
   if (found != nullptr) conntrack_query.connection = *found;
   conntrack_query.now_ms = state.now_ms;
   conntrack_query.answered.store(asked, std::memory_order_release);
 }
 
-int runWorker(void* argument) {
-  Worker& worker = *static_cast<Worker*>(argument);
-  rte_rcu_qsbr_thread_online(worker.rcu, worker.rcu_thread_id);
+void Worker::run() {
+  rte_rcu_qsbr_thread_online(rcu_, rcu_thread_id_);
   uint64_t last_drain = rte_rdtsc();
   uint64_t loop_start = last_drain;
   uint32_t iteration = 0;
   rte_mbuf* mbufs[kBurstSize];
-  while (!worker.stop->load(std::memory_order_relaxed)) {
+  while (!stop_->load(std::memory_order_relaxed)) {
     // The connection table's clock: milliseconds, wrapping after 49 days, which its
     // wrap-aware ageing allows.
-    worker.state.now_ms = static_cast<uint32_t>(loop_start / worker.tsc_per_ms);
+    state.now_ms = static_cast<uint32_t>(loop_start / tsc_per_ms_);
     // A memif port is touched only in a loop that began with its link up: until then its PMD
     // may read a ring it has not mapped yet (OpenedPort::poll_only_while_link_up).
-    worker.refreshLinks();
+    refreshLinks();
     bool received = false;
-    for (WorkerQueue& queue : worker.queues) {
+    for (WorkerQueue& queue : queues_) {
       if (!queue.link_up) continue;
       const uint16_t count = rte_eth_rx_burst(queue.port_id, queue.queue, mbufs, kBurstSize);
       if (count == 0) continue;
       received = true;
       // One load per burst: every frame of the burst sees the same snapshot, and the RCU
       // quiescent state below is only reported after the last of them.
-      const Snapshot* snapshot = worker.snapshot->load(std::memory_order_acquire);
-      worker.processBurst(*snapshot, queue, mbufs, count);
+      const Snapshot* snapshot = snapshot_->load(std::memory_order_acquire);
+      processBurst(*snapshot, queue, mbufs, count);
     }
     const uint64_t now = rte_rdtsc();
     if (received) {
-      if (worker.first_rx_tsc.read() == 0) worker.first_rx_tsc.set(loop_start);
-      worker.last_rx_tsc.set(now);
+      if (first_rx_tsc.read() == 0) first_rx_tsc.set(loop_start);
+      last_rx_tsc.set(now);
     }
     loop_start = now;
-    if (now - last_drain >= worker.tx_drain_cycles) {
-      worker.flush();
+    if (now - last_drain >= tx_drain_cycles_) {
+      flush();
       last_drain = now;
     }
     if ((++iteration & kControlCheckMask) == 0) {
-      if (worker.control_frames != nullptr) worker.sendControlFrames();
-      worker.answerConntrackQuery();
+      if (control_frames_ != nullptr) sendControlFrames();
+      answerConntrackQuery();
     }
-    if (worker.connections) worker.connections->sweep(worker.state.now_ms);
-    rte_rcu_qsbr_quiescent(worker.rcu, worker.rcu_thread_id);
+    if (connections_) connections_->sweep(state.now_ms);
+    rte_rcu_qsbr_quiescent(rcu_, rcu_thread_id_);
   }
   // This flush comes after the loop's last quiescent state, so it reads the links afresh.
-  worker.refreshLinks();
-  worker.flush();
-  rte_rcu_qsbr_thread_offline(worker.rcu, worker.rcu_thread_id);
+  refreshLinks();
+  flush();
+  rte_rcu_qsbr_thread_offline(rcu_, rcu_thread_id_);
+}
+
+int runWorker(void* worker) {
+  static_cast<Worker*>(worker)->run();
   return 0;
 }
 

@@ -112,31 +112,25 @@ class WorkerLinkTest : public ::testing::Test {
     rcu_ = static_cast<rte_rcu_qsbr*>(
         rte_zmalloc("link_test_rcu", rte_rcu_qsbr_get_memsize(1), RTE_CACHE_LINE_SIZE));
     ASSERT_EQ(rte_rcu_qsbr_init(rcu_, 1), 0);
-    ASSERT_EQ(rte_rcu_qsbr_thread_register(rcu_, 0), 0);
-    tx_buffer_ = static_cast<rte_eth_dev_tx_buffer*>(
-        rte_zmalloc("link_test_tx", RTE_ETH_TX_BUFFER_SIZE(kBurstSize), 0));
-    rte_eth_tx_buffer_init(tx_buffer_, kBurstSize);
-    control_frames_ = rte_ring_create("link_test_control", 64, static_cast<int>(rte_socket_id()),
-                                      RING_F_SP_ENQ | RING_F_SC_DEQ);
-    ASSERT_NE(control_frames_, nullptr);
 
-    worker_ = std::make_unique<Worker>();
-    worker_->rcu = rcu_;
-    worker_->snapshot = &current_;
-    worker_->stop = &stop_;
-    worker_->control_frames = control_frames_;
-    worker_->tx_drain_cycles = rte_get_tsc_hz() / 10'000;
-    worker_->tsc_per_ms = rte_get_tsc_hz() / 1000;
-    worker_->queues.push_back(WorkerQueue{port_, 0, 0, tx_buffer_, true});
-    worker_->attach({service_traffic_.data(), backend_traffic_.data()});
+    WorkerSetup setup;
+    setup.lcore = rte_lcore_id();
+    setup.rcu = rcu_;
+    setup.rcu_thread_id = 0;
+    setup.snapshot = &current_;
+    setup.stop = &stop_;
+    setup.queues = {{port_, 0, 0, true}};
+    absl::StatusOr<WorkerPtr> worker = Worker::create(setup);
+    ASSERT_TRUE(worker.ok()) << worker.status();
+    worker_ = *std::move(worker);
+    tx_buffer_ = worker_->queue(0).tx_buffer;
   }
 
   void TearDown() override {
     rte_mbuf* left[64];
     while (unsigned n = rte_ring_dequeue_burst(ring_, reinterpret_cast<void**>(left), 64, nullptr))
       rte_pktmbuf_free_bulk(left, n);
-    rte_ring_free(control_frames_);
-    rte_free(tx_buffer_);
+    worker_.reset();
     rte_free(rcu_);
   }
 
@@ -169,11 +163,8 @@ class WorkerLinkTest : public ::testing::Test {
   rte_mempool* pool_ = nullptr;
   std::atomic<const Snapshot*> current_{nullptr};
   rte_rcu_qsbr* rcu_ = nullptr;
-  rte_eth_dev_tx_buffer* tx_buffer_ = nullptr;
-  rte_ring* control_frames_ = nullptr;
-  std::vector<TrafficCounter> service_traffic_{CounterIds::kMaxServices};
-  std::vector<TrafficCounter> backend_traffic_{CounterIds::kMaxBackends};
-  std::unique_ptr<Worker> worker_;
+  rte_eth_dev_tx_buffer* tx_buffer_ = nullptr;  // the worker's, for frames buffered by hand
+  WorkerPtr worker_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
@@ -204,12 +195,12 @@ TEST_F(WorkerLinkTest, AQueueWhoseLinkIsDownIsNeitherPolledNorSentOnUntilItIsUp)
     ASSERT_EQ(rte_ring_enqueue(ring_, frameForAnotherHost()), 0);
   }
   rte_mbuf* request = frameForAnotherHost();
-  ASSERT_EQ(rte_ring_enqueue(control_frames_, request), 0);
+  ASSERT_TRUE(worker_->queueControlFrame(request));
 
   startWorker();
   // The worker looks at its control frames once every 1024 loops; once it has, it has also been
   // round its loop a thousand times with the link down.
-  ASSERT_TRUE(eventually([&] { return rte_ring_count(control_frames_) == 0; }));
+  ASSERT_TRUE(eventually([&] { return worker_->controlFramesWaiting() == 0; }));
   EXPECT_EQ(dropped(*worker_, DropReason::kPortDown), 1u) << "the request is dropped, not sent";
   EXPECT_EQ(rte_ring_count(ring_), kFrames) << "nothing received, and nothing sent";
   EXPECT_EQ(worker_->counters.rx_packets.read(), 0u);
@@ -226,7 +217,7 @@ TEST_F(WorkerLinkTest, AQueueWhoseLinkIsDownIsNeitherPolledNorSentOnUntilItIsUp)
 TEST_F(WorkerLinkTest, FramesBufferedWhenTheLinkWentDownAreDroppedNotSent) {
   const unsigned free_before = rte_mempool_avail_count(pool_);
   worker_->refreshLinks();
-  ASSERT_TRUE(worker_->queues[0].link_up);
+  ASSERT_TRUE(worker_->queue(0).link_up);
   for (uint16_t i = 0; i < 3; ++i) {
     rte_mbuf* mbuf = frameForAnotherHost();
     // As processBurst does: counted as sent when buffered.
@@ -236,7 +227,7 @@ TEST_F(WorkerLinkTest, FramesBufferedWhenTheLinkWentDownAreDroppedNotSent) {
   }
   ASSERT_EQ(rte_eth_dev_set_link_down(port_), 0);
   worker_->refreshLinks();
-  EXPECT_FALSE(worker_->queues[0].link_up);
+  EXPECT_FALSE(worker_->queue(0).link_up);
   worker_->flush();
   EXPECT_EQ(rte_ring_count(ring_), 0u) << "nothing sent";
   EXPECT_EQ(dropped(*worker_, DropReason::kPortDown), 3u);

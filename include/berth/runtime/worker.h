@@ -7,9 +7,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "berth/config/config.h"
+#include "berth/dataplane/backend_loads.h"
 #include "berth/dataplane/counters.h"
 #include "berth/dataplane/pipeline.h"
 #include "berth/dataplane/snapshot.h"
@@ -62,22 +66,57 @@ struct alignas(64) ConntrackQuery {
   uint32_t now_ms = 0;  // the worker's clock when it looked
 };
 
-class alignas(64) Worker final : public NeighborSink {
- public:
-  // Inputs, set before launch and only read after.
-  unsigned lcore = 0;
-  unsigned rcu_thread_id = 0;
+// What a worker is made from: where it runs, what it reads, and the queues it serves.
+struct WorkerSetup {
+  unsigned lcore = 0;  // the worker's memory is allocated on this lcore's NUMA socket
+  // The RCU variable it reports quiescent states to, and its thread id there; create()
+  // registers it.
   rte_rcu_qsbr* rcu = nullptr;
+  unsigned rcu_thread_id = 0;
   const std::atomic<const Snapshot*>* snapshot = nullptr;
   const std::atomic<bool>* stop = nullptr;
-  std::vector<WorkerQueue> queues;
-  rte_ring* neighbor_news = nullptr;   // to the management thread; many producers, one consumer
-  rte_ring* control_frames = nullptr;  // from the management thread: ARP/ND requests to send,
-                                       // each mbuf's `port` the port index to send it from
-  uint64_t tx_drain_cycles = 0;
-  uint64_t tsc_per_ms = 1;  // for the connection table's millisecond clock
-  // This worker's connection table (its buckets allocated on the worker's socket), if any.
-  std::optional<ConnectionTable> connections;
+  rte_ring* neighbor_news = nullptr;  // to the management thread; many producers, one consumer
+  struct Queue {
+    uint16_t port_id = 0;                  // DPDK's port id
+    uint16_t queue = 0;                    // the RX and TX queue number
+    uint32_t port_index = 0;               // the port's index in the config and the snapshot
+    bool poll_only_while_link_up = false;  // OpenedPort::poll_only_while_link_up
+  };
+  std::vector<Queue> queues;
+  // The per-core connection table; none: every packet takes the table's pick.
+  std::optional<ConntrackConfig> conntrack;
+  // The published bounded-load counts the worker reads; null: bounded-load services take the
+  // table's pick.
+  const BackendLoads* backend_loads = nullptr;
+  uint64_t tx_drain_us = kTxDrainMicroseconds;
+};
+
+class Worker;
+// Frees a worker made by Worker::create() and everything it allocated, the mbufs still waiting
+// on its control ring included: destroy workers before the ports whose pools those are.
+struct WorkerDeleter {
+  void operator()(Worker* worker) const;
+};
+using WorkerPtr = std::unique_ptr<Worker, WorkerDeleter>;
+
+class alignas(64) Worker final : public NeighborSink {
+ public:
+  // A worker for `setup`, with everything it owns allocated on its lcore's socket: the worker
+  // itself, a TX buffer per queue, its control ring, its connection table and its traffic
+  // counters. ResourceExhausted naming what could not be had; nothing leaks on failure.
+  static absl::StatusOr<WorkerPtr> create(const WorkerSetup& setup);
+
+  unsigned lcore() const { return lcore_; }
+  // The queues it serves, for the pipeline benchmark's direct calls of processBurst().
+  WorkerQueue& queue(size_t index) { return queues_[index]; }
+  // This worker's connection table, or null; read by the management thread only for its size
+  // and capacity (an explain asks the worker through conntrack_query).
+  const ConnectionTable* connections() const { return connections_ ? &*connections_ : nullptr; }
+  // Hands the worker a frame to send from the port whose index is mbuf->port (an ARP or ND
+  // request). False when its ring is full; the caller keeps the mbuf.
+  bool queueControlFrame(rte_mbuf* mbuf);
+  // Frames queued by queueControlFrame() that the worker has not taken yet.
+  unsigned controlFramesWaiting() const;
 
   // Results: written by this worker only, read relaxed by the management thread.
   WorkerCounters counters;
@@ -86,11 +125,8 @@ class alignas(64) Worker final : public NeighborSink {
   Counter first_rx_tsc;
   Counter last_rx_tsc;
   WorkerState state;  // counters, traffic arrays and this worker as the neighbour sink
-
-  // Points `state` at this worker's counters, the given traffic arrays (CounterIds-sized,
-  // zeroed, on the worker's socket) and its connection table, and hooks the TX-refused callback
-  // to each TX buffer.
-  void attach(TrafficCounters traffic);
+  // The management thread's question about a connection (berthctl explain).
+  ConntrackQuery conntrack_query;
 
   // The per-burst step of the loop: every frame through the pipeline, transmitted ones into the
   // queue's TX buffer, dropped ones freed in bulk. Public for the pipeline benchmark.
@@ -105,20 +141,43 @@ class alignas(64) Worker final : public NeighborSink {
   // dropped as port_down instead.
   void flush();
 
-  // Sends what the management thread queued on control_frames (port_down where the port's link
-  // this loop found down).
-  void sendControlFrames();
-
-  // Answers the management thread's connection-table question, if there is a new one.
-  void answerConntrackQuery();
-
-  ConntrackQuery conntrack_query;
+  // The loop: until *stop, then flushes TX and goes RCU-offline.
+  void run();
 
   void report(const NeighborObservation& observation) override;
+
+ private:
+  friend struct WorkerDeleter;
+  Worker() = default;
+
+  // Sends what the management thread queued on control_frames_ (port_down where the port's
+  // link this loop found down).
+  void sendControlFrames();
+  // Answers the management thread's connection-table question, if there is a new one.
+  void answerConntrackQuery();
+  // Frees what create() allocated; safe on a partly made worker.
+  void release();
+
+  // Inputs, set by create() and only read after.
+  unsigned lcore_ = 0;
+  unsigned rcu_thread_id_ = 0;
+  rte_rcu_qsbr* rcu_ = nullptr;
+  const std::atomic<const Snapshot*>* snapshot_ = nullptr;
+  const std::atomic<bool>* stop_ = nullptr;
+  std::vector<WorkerQueue> queues_;
+  rte_ring* neighbor_news_ = nullptr;
+  rte_ring* control_frames_ = nullptr;  // from the management thread: ARP/ND requests to send
+  uint64_t tx_drain_cycles_ = 0;
+  uint64_t tsc_per_ms_ = 1;  // for the connection table's millisecond clock
+  std::optional<ConnectionTable> connections_;
+  // Owned allocations, freed by release().
+  ConnectionBucket* conntrack_buckets_ = nullptr;
+  size_t conntrack_bytes_ = 0;
+  bool conntrack_in_eal_memory_ = false;  // rte_zmalloc'd, else aligned_alloc'd
+  std::unique_ptr<WorkerLoads> loads_;
 };
 
-// The lcore entry point (rte_eal_remote_launch): runs the loop until *stop, then flushes TX and
-// goes RCU-offline. `worker` is a Worker*.
+// The lcore entry point (rte_eal_remote_launch): Worker::run(). `worker` is a Worker*.
 int runWorker(void* worker);
 
 }  // namespace berth

@@ -23,6 +23,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "berth/config/loader.h"
+#include "berth/util/command_line.h"
 #include "berth/util/heap.h"
 #include "berthd/daemon.h"
 
@@ -76,21 +77,9 @@ int main(int argc, char** argv) {
   installSignalHandlers();
   // Everything before "--" is the EAL's; berthd's own flags come after it. Without "--", every
   // argument is berthd's and the EAL options come from the config alone.
-  int separator = argc;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--") == 0) {
-      separator = i;
-      break;
-    }
-  }
-  std::vector<char*> own_args = {argv[0]};
-  std::vector<std::string> eal_args = {argv[0]};
-  if (separator == argc) {
-    for (int i = 1; i < argc; ++i) own_args.push_back(argv[i]);
-  } else {
-    for (int i = 1; i < separator; ++i) eal_args.push_back(argv[i]);
-    for (int i = separator + 1; i < argc; ++i) own_args.push_back(argv[i]);
-  }
+  berth::SplitCommandLine command_line = berth::splitAtDoubleDash(argc, argv, true);
+  std::vector<char*> own_args = berth::argvOf(command_line.own);
+  std::vector<std::string>& eal_args = command_line.eal;
   absl::SetProgramUsageMessage(kUsage);
   const std::vector<char*> positional =
       absl::ParseCommandLine(static_cast<int>(own_args.size()), own_args.data());
@@ -107,8 +96,7 @@ int main(int argc, char** argv) {
   berth::retainFreedHeapMemory();
 
   for (const std::string& arg : config->dataplane.eal) eal_args.push_back(arg);
-  std::vector<char*> eal_argv;
-  for (std::string& arg : eal_args) eal_argv.push_back(arg.data());
+  std::vector<char*> eal_argv = berth::argvOf(eal_args);
   if (rte_eal_init(static_cast<int>(eal_argv.size()), eal_argv.data()) < 0) {
     return fail(absl::StrCat("EAL: ", rte_strerror(rte_errno), " (check the EAL options)"));
   }

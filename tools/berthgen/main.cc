@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,8 +29,10 @@
 #include "berth/gen/sink.h"
 #include "berth/runtime/port.h"
 #include "berth/runtime/unmap_guard.h"
+#include "berth/util/command_line.h"
 #include "berth/util/heap.h"
 #include "berth/util/json_writer.h"
+#include "berth/util/status_macros.h"
 #include "options.h"
 
 namespace berth {
@@ -272,35 +275,31 @@ int fail(const std::string& message) {
   std::fprintf(stderr, "berthgen: %s\n", message.c_str());
   return 1;
 }
+// What a run is, before the EAL starts: the options, the config the flows are checked against,
+// the flows and each TX queue's share of them.
+struct Plan {
+  GenOptions options;
+  std::optional<Config> config;
+  std::vector<GenFlow> flows;
+  std::vector<std::vector<uint32_t>> queue_flows;  // per TX queue, by RSS hash
+};
 
-int run(int argc, char** argv) {
-  // EAL options before "--", berthgen's after, as testpmd takes them.
-  int separator = argc;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--") {
-      separator = i;
-      break;
-    }
-  }
-  std::vector<char*> app_argv = {argv[0]};
-  for (int i = separator + 1; i < argc; ++i) app_argv.push_back(argv[i]);
+// Cancelled for --help.
+absl::StatusOr<Plan> planRun(std::vector<char*> app_argv) {
   absl::StatusOr<GenOptions> parsed =
       parseGenOptions(static_cast<int>(app_argv.size()), app_argv.data());
-  if (!parsed.ok()) {
-    if (absl::IsCancelled(parsed.status())) {
-      std::fputs(kGenUsage, stdout);
-      return 0;
-    }
-    return fail(std::string(parsed.status().message()));
-  }
-  GenOptions options = *std::move(parsed);
+  if (!parsed.ok()) return parsed.status();
+  Plan plan;
+  plan.options = *std::move(parsed);
+  GenOptions& options = plan.options;
 
-  std::optional<Config> config;
   if (!options.config_path.empty()) {
     absl::StatusOr<Config> loaded = loadConfigFile(options.config_path);
-    if (!loaded.ok()) return fail(absl::StrCat("--config: ", loaded.status().message()));
-    config = *std::move(loaded);
-    for (const ServiceConfig& service : config->services) {
+    if (!loaded.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--config: ", loaded.status().message()));
+    }
+    plan.config = *std::move(loaded);
+    for (const ServiceConfig& service : plan.config->services) {
       if (options.gue_port == 0 && service.forwarding == Forwarding::kGue) {
         options.gue_port = service.gue_port;
       }
@@ -308,67 +307,61 @@ int run(int argc, char** argv) {
   }
   absl::StatusOr<std::vector<GenFlow>> made =
       makeFlows(options.vips, options.source_v4, options.source_v6, options.flows);
-  if (!made.ok()) return fail(std::string(made.status().message()));
-  const std::vector<GenFlow> flows = *std::move(made);
-  const std::vector<std::vector<uint32_t>> queue_flows = spreadOverQueues(flows, options.tx_queues);
+  if (!made.ok()) return made.status();
+  plan.flows = *std::move(made);
+  plan.queue_flows = spreadOverQueues(plan.flows, options.tx_queues);
   if (!options.imix && options.packet_size_given) {
-    for (const GenFlow& flow : flows) {
+    for (const GenFlow& flow : plan.flows) {
       if (options.packet_size < minimumFrameSize(flow)) {
-        return fail(absl::StrCat("--pkt-size ", options.packet_size, " is below the ",
-                                 minimumFrameSize(flow), " bytes a frame of ", flow.key.toString(),
-                                 " needs with berthgen's stamp"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--pkt-size ", options.packet_size, " is below the ", minimumFrameSize(flow),
+            " bytes a frame of ", flow.key.toString(), " needs with berthgen's stamp"));
       }
     }
   }
+  return plan;
+}
 
-  std::vector<char*> eal_argv(argv, argv + separator);
-  if (rte_eal_init(static_cast<int>(eal_argv.size()), eal_argv.data()) < 0) {
-    return fail(absl::StrCat("EAL: ", rte_strerror(rte_errno)));
+// The TX port and, when --rx-dev names another, the RX port; closed by the destructor.
+struct Ports {
+  OpenedPort tx;
+  std::optional<OpenedPort> rx;
+  const OpenedPort& receiving() const { return rx ? *rx : tx; }
+  Ports() = default;
+  Ports(const Ports&) = delete;
+  Ports& operator=(const Ports&) = delete;
+  ~Ports() {
+    if (rx) closePort(*rx);
+    if (tx.pool != nullptr) closePort(tx);
   }
-  std::signal(SIGINT, [](int) { interrupted = true; });
-  std::signal(SIGTERM, [](int) { interrupted = true; });
+};
 
-  std::vector<unsigned> lcores;
-  unsigned lcore;
-  RTE_LCORE_FOREACH_WORKER(lcore) { lcores.push_back(lcore); }
-  if (lcores.size() < options.tx_queues) {
-    rte_eal_cleanup();
-    return fail(absl::StrCat("EAL: --txq ", options.tx_queues, " needs ", options.tx_queues,
-                             " worker lcore(s), one per sender, and one more for a receiver of "
-                             "its own (-l 0-",
-                             options.tx_queues + 1, "); EAL gave ", lcores.size()));
-  }
+absl::Status openPorts(const GenOptions& options, Ports& ports) {
   std::vector<std::string> warnings;
   PortConfig tx_config;
   tx_config.name = "tx";
   tx_config.device = options.tx_device;
   tx_config.queues = options.tx_queues;
   absl::StatusOr<OpenedPort> tx_port = openPort(tx_config, options.tx_queues, warnings);
-  if (!tx_port.ok()) {
-    rte_eal_cleanup();
-    return fail(std::string(tx_port.status().message()));
-  }
-  OpenedPort rx_port_storage;
-  const OpenedPort* rx_port = &*tx_port;
+  if (!tx_port.ok()) return tx_port.status();
+  ports.tx = *std::move(tx_port);
   if (options.rx_device != options.tx_device) {
     PortConfig rx_config;
     rx_config.name = "rx";
     rx_config.device = options.rx_device;
     rx_config.queues = options.tx_queues;
     absl::StatusOr<OpenedPort> opened = openPort(rx_config, options.tx_queues, warnings);
-    if (!opened.ok()) {
-      closePort(*tx_port);
-      rte_eal_cleanup();
-      return fail(std::string(opened.status().message()));
-    }
-    rx_port_storage = *std::move(opened);
-    rx_port = &rx_port_storage;
+    if (!opened.ok()) return opened.status();
+    ports.rx = *std::move(opened);
   }
   for (const std::string& warning : warnings)
     std::fprintf(stderr, "berthgen: %s\n", warning.c_str());
+  return absl::OkStatus();
+}
 
-  // Send nothing before both links are up: a memif peer still connecting would drop it.
-  for (const OpenedPort* port : {static_cast<const OpenedPort*>(&*tx_port), rx_port}) {
+// Waits up to 10 s for both links: a memif peer still connecting would drop what is sent.
+void waitForLinks(const Ports& ports) {
+  for (const OpenedPort* port : {&ports.tx, &ports.receiving()}) {
     rte_eth_link state{};
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (rte_eth_link_get_nowait(port->port_id, &state) == 0 &&
@@ -381,30 +374,51 @@ int run(int argc, char** argv) {
                    port->port_id, port->driver.c_str());
     }
   }
+}
 
+absl::Status checkRate(const GenOptions& options, const Ports& ports) {
   // A rate the link cannot carry is refused: wire time is the frame, FCS, preamble and gap.
   rte_eth_link link{};
-  if (options.rate != 0 && rte_eth_link_get_nowait(tx_port->port_id, &link) == 0 &&
+  if (options.rate != 0 && rte_eth_link_get_nowait(ports.tx.port_id, &link) == 0 &&
       link.link_speed != RTE_ETH_SPEED_NUM_NONE && link.link_speed != RTE_ETH_SPEED_NUM_UNKNOWN) {
     const double frame = options.imix ? 353.8 : static_cast<double>(options.packet_size);
     const double max_pps = link.link_speed * 1e6 / ((frame + 24) * 8);
     if (static_cast<double>(options.rate) > max_pps) {
-      closePort(*tx_port);
-      if (rx_port != &*tx_port) closePort(rx_port_storage);
-      rte_eal_cleanup();
-      return fail(absl::StrFormat(
+      return absl::InvalidArgumentError(absl::StrFormat(
           "--rate %u is above what the %u Mb/s link carries at this frame size (%.0f pps)",
           options.rate, link.link_speed, max_pps));
     }
   }
+  return absl::OkStatus();
+}
 
+// The senders, the receiver and what they counted, once the run is over.
+struct Run {
+  uint64_t hz = 0;
   std::unique_ptr<PcapWriter> pcap;
+  std::unique_ptr<Sink> sink;
+  std::vector<std::unique_ptr<Sender>> senders;
+  Receiver receiver;
+};
+
+// The sink, the pcap writer, and a sender per TX queue with its share of the flows, the rate
+// and the count; the receiver on every RX queue.
+absl::Status prepareLoops(const Plan& plan, const Ports& ports, Run& run) {
+  const GenOptions& options = plan.options;
+  const std::vector<GenFlow>& flows = plan.flows;
+  const std::vector<std::vector<uint32_t>>& queue_flows = plan.queue_flows;
   if (!options.pcap_out.empty()) {
-    pcap = std::make_unique<PcapWriter>(options.pcap_out);
-    if (!pcap->ok()) return fail(absl::StrCat("--pcap-out ", options.pcap_out, ": cannot write"));
+    run.pcap = std::make_unique<PcapWriter>(options.pcap_out);
+    if (!run.pcap->ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--pcap-out ", options.pcap_out, ": cannot write"));
+    }
   }
-  const uint64_t hz = rte_get_tsc_hz();
-  Sink sink(&flows, options.source_v4, options.source_v6, options.gue_port, hz);
+  const uint64_t hz = run.hz;
+  run.sink =
+      std::make_unique<Sink>(&flows, options.source_v4, options.source_v6, options.gue_port, hz);
+  std::vector<std::unique_ptr<Sender>>& senders = run.senders;
+  Receiver& receiver = run.receiver;
   const uint64_t end_tsc =
       rte_rdtsc() + static_cast<uint64_t>(options.duration_s * static_cast<double>(hz));
   // Each queue's share of the rate and the count follows its share of the flows, so every flow
@@ -415,19 +429,18 @@ int run(int argc, char** argv) {
     const uint64_t rest = options.count % flows.size();  // rest * through stays below 2^64
     return whole * through + rest * through / flows.size();
   };
-  std::vector<std::unique_ptr<Sender>> senders;
   uint64_t flows_before = 0;
   for (uint16_t q = 0; q < options.tx_queues; ++q) {
     auto sender = std::make_unique<Sender>();
     sender->options = &options;
     sender->flows = &flows;
     sender->mine = &queue_flows[q];
-    sender->port = tx_port->port_id;
+    sender->port = ports.tx.port_id;
     sender->queue = q;
     sender->rcu_id = q;
-    sender->pool = tx_port->pool;
-    sender->source_mac = tx_port->mac;
-    sender->pcap = pcap.get();
+    sender->pool = ports.tx.pool;
+    sender->source_mac = ports.tx.mac;
+    sender->pcap = run.pcap.get();
     sender->end_tsc = end_tsc;
     const uint64_t flows_through = flows_before + queue_flows[q].size();
     sender->rate = static_cast<double>(options.rate) * static_cast<double>(queue_flows[q].size()) /
@@ -436,11 +449,22 @@ int run(int argc, char** argv) {
     flows_before = flows_through;
     senders.push_back(std::move(sender));
   }
-  Receiver receiver;
-  receiver.port = rx_port->port_id;
-  receiver.queues = rx_port->queues;
-  receiver.sink = &sink;
+  receiver.port = ports.receiving().port_id;
+  receiver.queues = ports.receiving().queues;
+  receiver.sink = run.sink.get();
   receiver.rcu_id = options.tx_queues;
+  return absl::OkStatus();
+}
+
+// Sends every queue's flows from its lcore and receives on another (or on the first sender's),
+// printing progress each second, until the senders are done and --drain has passed.
+absl::Status sendAndReceive(const Plan& plan, const Ports& ports,
+                            const std::vector<unsigned>& lcores, Run& run) {
+  const GenOptions& options = plan.options;
+  const std::vector<GenFlow>& flows = plan.flows;
+  const std::vector<std::vector<uint32_t>>& queue_flows = plan.queue_flows;
+  std::vector<std::unique_ptr<Sender>>& senders = run.senders;
+  Receiver& receiver = run.receiver;
   // A memif peer that leaves mid-run has its memory unmapped under the loops: the unmap guard
   // (runtime/unmap_guard.h) makes the unmap wait for them, as in berthd.
   const unsigned loops = options.tx_queues + 1u;
@@ -448,10 +472,14 @@ int run(int argc, char** argv) {
   auto* rcu =
       static_cast<rte_rcu_qsbr*>(rte_zmalloc("berthgen_rcu", rcu_size, RTE_CACHE_LINE_SIZE));
   if (rcu == nullptr || rte_rcu_qsbr_init(rcu, loops) != 0) {
-    return fail("no memory for the loops' RCU variable");
+    rte_free(rcu);
+    return absl::ResourceExhaustedError("no memory for the loops' RCU variable");
   }
   for (unsigned id = 0; id < loops; ++id) {
-    if (rte_rcu_qsbr_thread_register(rcu, id) != 0) return fail("cannot register an RCU reader");
+    if (rte_rcu_qsbr_thread_register(rcu, id) != 0) {
+      rte_free(rcu);
+      return absl::InternalError("cannot register an RCU reader");
+    }
   }
   for (auto& sender : senders) sender->rcu = rcu;
   receiver.rcu = rcu;
@@ -513,7 +541,7 @@ int run(int argc, char** argv) {
               options.imix ? "IMIX" : absl::StrCat(options.packet_size, "-byte").c_str(),
               options.rate == 0 ? "as fast as the port takes them"
                                 : absl::StrCat(options.rate, " pps").c_str(),
-              tx_port->mac.toString().c_str(), options.destination_mac->toString().c_str());
+              ports.tx.mac.toString().c_str(), options.destination_mac->toString().c_str());
   if (options.tx_queues > 1) {
     std::printf(", over %u TX queues (flows per queue by RSS hash:", options.tx_queues);
     for (const std::vector<uint32_t>& mine : queue_flows) std::printf(" %zu", mine.size());
@@ -551,78 +579,101 @@ int run(int argc, char** argv) {
   rte_eal_mp_wait_lcore();
   guardInterruptThreadUnmaps(nullptr);
   rte_free(rcu);
+  return absl::OkStatus();
+}
 
-  // The books. Each sender went round its own flows, so each flow's packets follow from its
-  // queue's count and its place on that queue.
-  std::vector<uint64_t> flow_sent(flows.size(), 0);
-  uint64_t sent_flow_packets = 0;
+// The books of a run. Each sender went round its own flows, so each flow's packets follow from
+// its queue's count and its place on that queue.
+struct Books {
   uint64_t sent_packets = 0;
   uint64_t sent_malformed = 0;
   uint64_t sent_flood = 0;
+  bool stalled = false;
+  uint64_t lost = 0;
+  double loss_percent = 0;
+  uint64_t flows_moved = 0;
+  uint64_t flows_unseen = 0;
+  std::vector<uint64_t> backend_flows;  // per backend the sink saw
+  uint64_t table_match = 0;
+  uint64_t table_differ = 0;
+  uint64_t table_unknown = 0;
+  double tx_seconds = 0;
+  double tx_mpps = 0;
+  double rx_mpps = 0;
+};
+
+absl::StatusOr<Books> keepBooks(const Plan& plan, const Run& run) {
+  const std::vector<GenFlow>& flows = plan.flows;
+  const Sink& sink = *run.sink;
+  Books books;
+  std::vector<uint64_t> flow_sent(flows.size(), 0);
+  uint64_t sent_flow_packets = 0;
   uint64_t start_tsc = UINT64_MAX;
   uint64_t stop_tsc = 0;
-  bool stalled = false;
-  for (uint16_t q = 0; q < options.tx_queues; ++q) {
-    const Sender& sender = *senders[q];
-    const std::vector<uint32_t>& mine = queue_flows[q];
+  for (uint16_t q = 0; q < plan.options.tx_queues; ++q) {
+    const Sender& sender = *run.senders[q];
+    const std::vector<uint32_t>& mine = plan.queue_flows[q];
     for (size_t i = 0; i < mine.size(); ++i) {
       flow_sent[mine[i]] = sentOfFlow(sender.flow_packets, mine.size(), i);
     }
     sent_flow_packets += sender.flow_packets;
-    sent_packets += sender.packets.read();
-    sent_malformed += sender.malformed.read();
-    sent_flood += sender.flood.read();
-    stalled = stalled || sender.stalled;
+    books.sent_packets += sender.packets.read();
+    books.sent_malformed += sender.malformed.read();
+    books.sent_flood += sender.flood.read();
+    books.stalled = books.stalled || sender.stalled;
     if (mine.empty()) continue;
     start_tsc = std::min(start_tsc, sender.start_tsc);
     stop_tsc = std::max(stop_tsc, sender.stop_tsc);
   }
-  uint64_t lost = 0;
-  uint64_t flows_moved = 0;
-  uint64_t flows_unseen = 0;
   for (size_t f = 0; f < flows.size(); ++f) {
     const uint64_t expected = flow_sent[f];
     const uint64_t got = sink.flowReceived(f);
-    if (expected > got) lost += expected - got;
-    if (sink.flowMoved(f)) ++flows_moved;
-    if (expected > 0 && sink.flowBackend(f) < 0) ++flows_unseen;
+    if (expected > got) books.lost += expected - got;
+    if (sink.flowMoved(f)) ++books.flows_moved;
+    if (expected > 0 && sink.flowBackend(f) < 0) ++books.flows_unseen;
   }
-  std::vector<uint64_t> backend_flows(sink.backends().size(), 0);
+  books.backend_flows.assign(sink.backends().size(), 0);
   for (size_t f = 0; f < flows.size(); ++f) {
-    if (sink.flowBackend(f) >= 0) ++backend_flows[static_cast<size_t>(sink.flowBackend(f))];
+    if (sink.flowBackend(f) >= 0) ++books.backend_flows[static_cast<size_t>(sink.flowBackend(f))];
   }
-  uint64_t table_match = 0;
-  uint64_t table_differ = 0;
-  uint64_t table_unknown = 0;
-  if (config) {
-    absl::StatusOr<std::vector<BackendKey>> expected = tableBackends(*config, flows);
-    if (!expected.ok()) return fail(std::string(expected.status().message()));
+  if (plan.config) {
+    absl::StatusOr<std::vector<BackendKey>> expected = tableBackends(*plan.config, flows);
+    if (!expected.ok()) return expected.status();
     for (size_t f = 0; f < flows.size(); ++f) {
       if (sink.flowBackend(f) < 0) continue;
       if ((*expected)[f].kind == BackendKey::kNone) {
-        ++table_unknown;
+        ++books.table_unknown;
       } else if (sink.backends()[static_cast<size_t>(sink.flowBackend(f))] == (*expected)[f]) {
-        ++table_match;
+        ++books.table_match;
       } else {
-        ++table_differ;
+        ++books.table_differ;
       }
     }
   }
   const SinkTotals& totals = sink.totals();
-  const double tx_seconds = static_cast<double>(stop_tsc - start_tsc) / static_cast<double>(hz);
-  const double tx_mpps = tx_seconds > 0 ? static_cast<double>(sent_packets) / tx_seconds / 1e6 : 0;
-  const double rx_mpps =
-      tx_seconds > 0 ? static_cast<double>(totals.verified) / tx_seconds / 1e6 : 0;
-  const double loss_percent = sent_flow_packets > 0 ? 100.0 * static_cast<double>(lost) /
-                                                          static_cast<double>(sent_flow_packets)
-                                                    : 0;
+  const double tx_seconds = static_cast<double>(stop_tsc - start_tsc) / static_cast<double>(run.hz);
+  books.tx_seconds = tx_seconds;
+  books.tx_mpps = tx_seconds > 0 ? static_cast<double>(books.sent_packets) / tx_seconds / 1e6 : 0;
+  books.rx_mpps = tx_seconds > 0 ? static_cast<double>(totals.verified) / tx_seconds / 1e6 : 0;
+  books.loss_percent = sent_flow_packets > 0 ? 100.0 * static_cast<double>(books.lost) /
+                                                   static_cast<double>(sent_flow_packets)
+                                             : 0;
+  return books;
+}
 
+void printReport(const Plan& plan, const Run& run, const Books& books) {
+  const GenOptions& options = plan.options;
+  const std::vector<std::vector<uint32_t>>& queue_flows = plan.queue_flows;
+  const Sink& sink = *run.sink;
+  const SinkTotals& totals = sink.totals();
+  const std::vector<std::unique_ptr<Sender>>& senders = run.senders;
+  const bool config = plan.config.has_value();
   std::printf("\n%-28s %14s\n", "", "result");
   auto row = [](const char* name, const std::string& value) {
     std::printf("%-28s %14s\n", name, value.c_str());
   };
-  row("sent", absl::StrCat(sent_packets));
-  row("  of them malformed", absl::StrCat(sent_malformed));
+  row("sent", absl::StrCat(books.sent_packets));
+  row("  of them malformed", absl::StrCat(books.sent_malformed));
   if (options.tx_queues > 1) {
     for (uint16_t q = 0; q < options.tx_queues; ++q) {
       row(absl::StrCat("  on TX queue ", q).c_str(),
@@ -635,21 +686,21 @@ int run(int argc, char** argv) {
   row("  ICMP too-big replies", absl::StrCat(totals.too_big));
   row("  not berthgen's", absl::StrCat(totals.foreign));
   if (options.flood != 0) {
-    row("flood SYNs sent", absl::StrCat(sent_flood));
+    row("flood SYNs sent", absl::StrCat(books.sent_flood));
     row("  forwarded back", absl::StrCat(totals.flood));
   }
-  row("lost", absl::StrFormat("%u (%.4f%%)", lost, loss_percent));
+  row("lost", absl::StrFormat("%u (%.4f%%)", books.lost, books.loss_percent));
   row("duplicates", absl::StrCat(totals.duplicates));
   row("reordered", absl::StrCat(totals.reordered));
-  row("flows that changed backend", absl::StrCat(flows_moved));
-  row("flows never seen", absl::StrCat(flows_unseen));
+  row("flows that changed backend", absl::StrCat(books.flows_moved));
+  row("flows never seen", absl::StrCat(books.flows_unseen));
   if (config) {
-    row("flows on the table's pick", absl::StrCat(table_match));
-    row("flows elsewhere", absl::StrCat(table_differ));
-    if (table_unknown > 0) row("flows not checkable", absl::StrCat(table_unknown));
+    row("flows on the table's pick", absl::StrCat(books.table_match));
+    row("flows elsewhere", absl::StrCat(books.table_differ));
+    if (books.table_unknown > 0) row("flows not checkable", absl::StrCat(books.table_unknown));
   }
-  row("tx Mpps", absl::StrFormat("%.3f", tx_mpps));
-  row("rx Mpps (verified)", absl::StrFormat("%.3f", rx_mpps));
+  row("tx Mpps", absl::StrFormat("%.3f", books.tx_mpps));
+  row("rx Mpps (verified)", absl::StrFormat("%.3f", books.rx_mpps));
   row("latency p50 us", absl::StrFormat("%.1f", sink.latency().percentile(0.5) / 1e3));
   row("latency p99 us", absl::StrFormat("%.1f", sink.latency().percentile(0.99) / 1e3));
   row("latency p99.9 us", absl::StrFormat("%.1f", sink.latency().percentile(0.999) / 1e3));
@@ -660,112 +711,179 @@ int run(int argc, char** argv) {
                 totals.verified > 0 ? 100.0 * static_cast<double>(sink.backendPackets()[b]) /
                                           static_cast<double>(totals.verified)
                                     : 0.0,
-                static_cast<unsigned long long>(backend_flows[b]));
+                static_cast<unsigned long long>(books.backend_flows[b]));
   }
+}
 
-  if (!options.json_path.empty()) {
-    JsonWriter json;
-    json.beginObject()
-        .key("flows")
-        .value(static_cast<uint64_t>(flows.size()))
-        .key("sent")
-        .value(sent_packets)
-        .key("sent_malformed")
-        .value(sent_malformed)
-        .key("received")
-        .value(totals.frames)
-        .key("verified")
-        .value(totals.verified)
-        .key("corrupt")
-        .value(totals.corrupt)
-        .key("foreign")
-        .value(totals.foreign)
-        .key("flood_sent")
-        .value(sent_flood)
-        .key("flood_received")
-        .value(totals.flood)
-        .key("icmp_too_big")
-        .value(totals.too_big)
-        .key("lost")
-        .value(lost)
-        .key("duplicates")
-        .value(totals.duplicates)
-        .key("reordered")
-        .value(totals.reordered)
-        .key("flows_moved")
-        .value(flows_moved)
-        .key("flows_unseen")
-        .value(flows_unseen)
-        .key("tx_mpps")
-        .value(tx_mpps)
-        .key("rx_mpps")
-        .value(rx_mpps)
-        .key("tx_seconds")
-        .value(tx_seconds)
-        .key("latency_ns")
+absl::Status writeJson(const Plan& plan, const Run& run, const Books& books) {
+  const GenOptions& options = plan.options;
+  const std::vector<GenFlow>& flows = plan.flows;
+  const std::vector<std::vector<uint32_t>>& queue_flows = plan.queue_flows;
+  const Sink& sink = *run.sink;
+  const SinkTotals& totals = sink.totals();
+  const std::vector<std::unique_ptr<Sender>>& senders = run.senders;
+  const bool config = plan.config.has_value();
+  JsonWriter json;
+  json.beginObject()
+      .key("flows")
+      .value(static_cast<uint64_t>(flows.size()))
+      .key("sent")
+      .value(books.sent_packets)
+      .key("sent_malformed")
+      .value(books.sent_malformed)
+      .key("received")
+      .value(totals.frames)
+      .key("verified")
+      .value(totals.verified)
+      .key("corrupt")
+      .value(totals.corrupt)
+      .key("foreign")
+      .value(totals.foreign)
+      .key("flood_sent")
+      .value(books.sent_flood)
+      .key("flood_received")
+      .value(totals.flood)
+      .key("icmp_too_big")
+      .value(totals.too_big)
+      .key("lost")
+      .value(books.lost)
+      .key("duplicates")
+      .value(totals.duplicates)
+      .key("reordered")
+      .value(totals.reordered)
+      .key("flows_moved")
+      .value(books.flows_moved)
+      .key("flows_unseen")
+      .value(books.flows_unseen)
+      .key("tx_mpps")
+      .value(books.tx_mpps)
+      .key("rx_mpps")
+      .value(books.rx_mpps)
+      .key("tx_seconds")
+      .value(books.tx_seconds)
+      .key("latency_ns")
+      .beginObject()
+      .key("p50")
+      .value(sink.latency().percentile(0.5))
+      .key("p99")
+      .value(sink.latency().percentile(0.99))
+      .key("p999")
+      .value(sink.latency().percentile(0.999))
+      .endObject();
+  if (config) {
+    json.key("table")
         .beginObject()
-        .key("p50")
-        .value(sink.latency().percentile(0.5))
-        .key("p99")
-        .value(sink.latency().percentile(0.99))
-        .key("p999")
-        .value(sink.latency().percentile(0.999))
+        .key("match")
+        .value(books.table_match)
+        .key("differ")
+        .value(books.table_differ);
+    json.key("unknown").value(books.table_unknown).endObject();
+  }
+  json.key("tx_queues").beginArray();
+  for (uint16_t q = 0; q < options.tx_queues; ++q) {
+    json.beginObject()
+        .key("queue")
+        .value(static_cast<uint64_t>(q))
+        .key("flows")
+        .value(static_cast<uint64_t>(queue_flows[q].size()))
+        .key("sent")
+        .value(senders[q]->packets.read())
         .endObject();
-    if (config) {
-      json.key("table")
-          .beginObject()
-          .key("match")
-          .value(table_match)
-          .key("differ")
-          .value(table_differ);
-      json.key("unknown").value(table_unknown).endObject();
-    }
-    json.key("tx_queues").beginArray();
-    for (uint16_t q = 0; q < options.tx_queues; ++q) {
-      json.beginObject()
-          .key("queue")
-          .value(static_cast<uint64_t>(q))
-          .key("flows")
-          .value(static_cast<uint64_t>(queue_flows[q].size()))
-          .key("sent")
-          .value(senders[q]->packets.read())
-          .endObject();
-    }
-    json.endArray();
-    json.key("backends").beginArray();
-    for (size_t b = 0; b < sink.backends().size(); ++b) {
-      json.beginObject()
-          .key("backend")
-          .value(sink.backends()[b].toString())
-          .key("packets")
-          .value(sink.backendPackets()[b])
-          .key("flows")
-          .value(backend_flows[b])
-          .endObject();
-    }
-    json.endArray().endObject();
-    std::ofstream out(options.json_path);
-    out << json.str() << "\n";
-    if (!out) return fail(absl::StrCat("--json ", options.json_path, ": cannot write"));
   }
-
-  if (!options.flow_backends_path.empty()) {
-    std::ofstream out(options.flow_backends_path);
-    for (size_t f = 0; f < flows.size(); ++f) {
-      const int32_t backend = sink.flowBackend(f);
-      out << (backend < 0 ? std::string("-")
-                          : sink.backends()[static_cast<size_t>(backend)].toString())
-          << "\n";
-    }
-    if (!out) {
-      return fail(absl::StrCat("--flow-backends ", options.flow_backends_path, ": cannot write"));
-    }
+  json.endArray();
+  json.key("backends").beginArray();
+  for (size_t b = 0; b < sink.backends().size(); ++b) {
+    json.beginObject()
+        .key("backend")
+        .value(sink.backends()[b].toString())
+        .key("packets")
+        .value(sink.backendPackets()[b])
+        .key("flows")
+        .value(books.backend_flows[b])
+        .endObject();
   }
+  json.endArray().endObject();
+  std::ofstream out(options.json_path);
+  out << json.str() << "\n";
+  if (!out)
+    return absl::InvalidArgumentError(absl::StrCat("--json ", options.json_path, ": cannot write"));
+  return absl::OkStatus();
+}
 
-  pcap.reset();
-  if (rx_port != &*tx_port) closePort(rx_port_storage);
-  closePort(*tx_port);
+absl::Status writeFlowBackends(const Plan& plan, const Run& run) {
+  const GenOptions& options = plan.options;
+  const std::vector<GenFlow>& flows = plan.flows;
+  const Sink& sink = *run.sink;
+  std::ofstream out(options.flow_backends_path);
+  for (size_t f = 0; f < flows.size(); ++f) {
+    const int32_t backend = sink.flowBackend(f);
+    out << (backend < 0 ? std::string("-")
+                        : sink.backends()[static_cast<size_t>(backend)].toString())
+        << "\n";
+  }
+  if (!out) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--flow-backends ", options.flow_backends_path, ": cannot write"));
+  }
+  return absl::OkStatus();
+}
+
+int run(int argc, char** argv) {
+  // EAL options before "--", berthgen's after, as testpmd takes them.
+  SplitCommandLine command_line = splitAtDoubleDash(argc, argv, false);
+  absl::StatusOr<Plan> planned = planRun(argvOf(command_line.own));
+  if (!planned.ok()) {
+    if (absl::IsCancelled(planned.status())) {
+      std::fputs(kGenUsage, stdout);
+      return 0;
+    }
+    return fail(std::string(planned.status().message()));
+  }
+  const Plan plan = *std::move(planned);
+  const GenOptions& options = plan.options;
+
+  std::vector<char*> eal_argv = argvOf(command_line.eal);
+  if (rte_eal_init(static_cast<int>(eal_argv.size()), eal_argv.data()) < 0) {
+    return fail(absl::StrCat("EAL: ", rte_strerror(rte_errno)));
+  }
+  std::signal(SIGINT, [](int) { interrupted = true; });
+  std::signal(SIGTERM, [](int) { interrupted = true; });
+
+  std::vector<unsigned> lcores;
+  unsigned lcore;
+  RTE_LCORE_FOREACH_WORKER(lcore) { lcores.push_back(lcore); }
+  if (lcores.size() < options.tx_queues) {
+    rte_eal_cleanup();
+    return fail(absl::StrCat("EAL: --txq ", options.tx_queues, " needs ", options.tx_queues,
+                             " worker lcore(s), one per sender, and one more for a receiver of "
+                             "its own (-l 0-",
+                             options.tx_queues + 1, "); EAL gave ", lcores.size()));
+  }
+  absl::Status status;
+  bool stalled = false;
+  {
+    Ports ports;
+    auto go = [&]() -> absl::Status {
+      BERTH_RETURN_IF_ERROR(openPorts(options, ports));
+      waitForLinks(ports);
+      BERTH_RETURN_IF_ERROR(checkRate(options, ports));
+      Run traffic;
+      traffic.hz = rte_get_tsc_hz();
+      BERTH_RETURN_IF_ERROR(prepareLoops(plan, ports, traffic));
+      BERTH_RETURN_IF_ERROR(sendAndReceive(plan, ports, lcores, traffic));
+      BERTH_ASSIGN_OR_RETURN(const Books books, keepBooks(plan, traffic));
+      printReport(plan, traffic, books);
+      if (!options.json_path.empty()) BERTH_RETURN_IF_ERROR(writeJson(plan, traffic, books));
+      if (!options.flow_backends_path.empty()) {
+        BERTH_RETURN_IF_ERROR(writeFlowBackends(plan, traffic));
+      }
+      stalled = books.stalled;
+      return absl::OkStatus();
+    };
+    status = go();
+  }
   rte_eal_cleanup();
+  if (!status.ok()) return fail(std::string(status.message()));
   if (stalled) {
     return fail(absl::StrFormat(
         "the TX port took no packet for %u s (its link or its peer is gone); the run stopped "

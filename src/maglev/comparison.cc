@@ -265,6 +265,95 @@ int32_t jumpHash(uint64_t key, int32_t buckets) {
   return static_cast<int32_t>(bucket);
 }
 
+namespace {
+
+// Slots per backend against its weighted share: max/ideal, min/ideal, their coefficient of
+// variation and the weighted error.
+void fillBalance(const std::vector<uint32_t>& owned, const std::vector<Backend>& backends,
+                 double total_weight, double slots, AlgorithmComparison& result) {
+  const size_t count = backends.size();
+  double ratio_sum = 0;
+  result.min_over_ideal = std::numeric_limits<double>::max();
+  for (size_t b = 0; b < count; ++b) {
+    const double weight_share = static_cast<double>(backends[b].weight) / total_weight;
+    const double ratio = owned[b] / (slots * weight_share);
+    result.slots_over_ideal.push_back(ratio);
+    result.max_over_ideal = std::max(result.max_over_ideal, ratio);
+    result.min_over_ideal = std::min(result.min_over_ideal, ratio);
+    result.weighted_error += std::abs(owned[b] / slots - weight_share) / 2;
+    ratio_sum += ratio;
+  }
+  const double mean_ratio = ratio_sum / count;
+  double squares = 0;
+  for (double ratio : result.slots_over_ideal)
+    squares += (ratio - mean_ratio) * (ratio - mean_ratio);
+  result.coefficient_of_variation = std::sqrt(squares / count) / mean_ratio;
+}
+
+// What an algorithm keeps: its M-slot table (`table_bytes`) and what failover and rebuilds
+// need beside it; 0 for the analyzer-only algorithms, which no datapath table holds.
+uint64_t stateBytes(ComparedAlgorithm algorithm, const std::vector<Backend>& backends,
+                    const TableOptions& options, uint64_t table_bytes) {
+  const size_t count = backends.size();
+  switch (algorithm) {
+    case ComparedAlgorithm::kMaglev:
+      return table_bytes + count * (sizeof(Permutation) + sizeof(uint32_t));
+    case ComparedAlgorithm::kRing: {
+      uint64_t points = 0;
+      for (const Backend& backend : backends) {
+        points += uint64_t{options.ring_replicas} * static_cast<uint64_t>(backend.weight);
+      }
+      return table_bytes + points * sizeof(HashRing::Point);
+    }
+    case ComparedAlgorithm::kRendezvous:
+      return table_bytes + count * sizeof(uint64_t);
+    case ComparedAlgorithm::kJump:
+    case ComparedAlgorithm::kModulo:
+      return 0;
+  }
+  return 0;
+}
+
+// What a reader of the comparison should know about each algorithm's figures.
+std::vector<std::string> notesFor(ComparedAlgorithm algorithm, const AlgorithmComparison& result,
+                                  const TableOptions& options, bool equal_weights) {
+  std::vector<std::string> notes;
+  switch (algorithm) {
+    case ComparedAlgorithm::kMaglev:
+      if (result.remove_one.worst > 1.0) {
+        notes.push_back(
+            "failover caps each survivor at 1.02 x its share, so a failure moves a few slots "
+            "beyond the failed backend's own (table.h)");
+      }
+      break;
+    case ComparedAlgorithm::kRing:
+      notes.push_back(absl::StrCat(
+          options.ring_replicas,
+          " points per unit of weight; balance improves with more, at the cost of build time "
+          "and memory"));
+      break;
+    case ComparedAlgorithm::kRendezvous:
+      notes.push_back("the build costs M x N draws; failover redraws only vacated slots");
+      break;
+    case ComparedAlgorithm::kJump:
+      notes.push_back(
+          "analyzer only: only the last bucket can leave without renumbering, so removing any "
+          "other backend moves the slots of every backend after it; a joining backend is the "
+          "last bucket");
+      if (!equal_weights) notes.push_back("ignores weights");
+      break;
+    case ComparedAlgorithm::kModulo:
+      notes.push_back(
+          "analyzer only: any change in the number of backends moves about (N-1)/N of all "
+          "slots");
+      if (!equal_weights) notes.push_back("ignores weights");
+      break;
+  }
+  return notes;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<AlgorithmComparison>> compareAlgorithms(
     const std::vector<Backend>& configured, const TableOptions& options,
     const std::vector<ComparedAlgorithm>& algorithms, const ComparisonOptions& comparison) {
@@ -324,43 +413,9 @@ absl::StatusOr<std::vector<AlgorithmComparison>> compareAlgorithms(
     for (uint16_t entry : full) {
       if (entry != kNoBackend) ++owned[entry];
     }
-    double ratio_sum = 0;
-    result.min_over_ideal = std::numeric_limits<double>::max();
-    for (size_t b = 0; b < count; ++b) {
-      const double weight_share = static_cast<double>(backends[b].weight) / total_weight;
-      const double ratio = owned[b] / (slots * weight_share);
-      result.slots_over_ideal.push_back(ratio);
-      result.max_over_ideal = std::max(result.max_over_ideal, ratio);
-      result.min_over_ideal = std::min(result.min_over_ideal, ratio);
-      result.weighted_error += std::abs(owned[b] / slots - weight_share) / 2;
-      ratio_sum += ratio;
-    }
-    const double mean_ratio = ratio_sum / count;
-    double squares = 0;
-    for (double ratio : result.slots_over_ideal)
-      squares += (ratio - mean_ratio) * (ratio - mean_ratio);
-    result.coefficient_of_variation = std::sqrt(squares / count) / mean_ratio;
-
+    fillBalance(owned, backends, total_weight, slots, result);
     result.table_bytes = uint64_t{table_size} * sizeof(uint16_t);
-    switch (algorithm) {
-      case ComparedAlgorithm::kMaglev:
-        result.state_bytes = result.table_bytes + count * (sizeof(Permutation) + sizeof(uint32_t));
-        break;
-      case ComparedAlgorithm::kRing: {
-        uint64_t points = 0;
-        for (const Backend& backend : backends) {
-          points += uint64_t{options.ring_replicas} * static_cast<uint64_t>(backend.weight);
-        }
-        result.state_bytes = result.table_bytes + points * sizeof(HashRing::Point);
-        break;
-      }
-      case ComparedAlgorithm::kRendezvous:
-        result.state_bytes = result.table_bytes + count * sizeof(uint64_t);
-        break;
-      case ComparedAlgorithm::kJump:
-      case ComparedAlgorithm::kModulo:
-        break;
-    }
+    result.state_bytes = stateBytes(algorithm, backends, options, result.table_bytes);
 
     BERTH_ASSIGN_OR_RETURN(const Entries grown, scheme.withJoining(joining));
     const double joining_ideal =
@@ -409,37 +464,7 @@ absl::StatusOr<std::vector<AlgorithmComparison>> compareAlgorithms(
                               : static_cast<double>(slotsChanged(full, without_tenth)) /
                                     static_cast<double>(removed_owned);
 
-    switch (algorithm) {
-      case ComparedAlgorithm::kMaglev:
-        if (result.remove_one.worst > 1.0) {
-          result.notes.push_back(
-              "failover caps each survivor at 1.02 x its share, so a failure moves a few slots "
-              "beyond the failed backend's own (table.h)");
-        }
-        break;
-      case ComparedAlgorithm::kRing:
-        result.notes.push_back(absl::StrCat(
-            options.ring_replicas,
-            " points per unit of weight; balance improves with more, at the cost of build time "
-            "and memory"));
-        break;
-      case ComparedAlgorithm::kRendezvous:
-        result.notes.push_back("the build costs M x N draws; failover redraws only vacated slots");
-        break;
-      case ComparedAlgorithm::kJump:
-        result.notes.push_back(
-            "analyzer only: only the last bucket can leave without renumbering, so removing any "
-            "other backend moves the slots of every backend after it; a joining backend is the "
-            "last bucket");
-        if (!equal_weights) result.notes.push_back("ignores weights");
-        break;
-      case ComparedAlgorithm::kModulo:
-        result.notes.push_back(
-            "analyzer only: any change in the number of backends moves about (N-1)/N of all "
-            "slots");
-        if (!equal_weights) result.notes.push_back("ignores weights");
-        break;
-    }
+    result.notes = notesFor(algorithm, result, options, equal_weights);
     if (comparison.measure_time) measureTimes(algorithm, backends, options, scheme, result);
     results.push_back(std::move(result));
   }

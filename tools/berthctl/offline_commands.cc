@@ -244,6 +244,76 @@ absl::StatusOr<std::string> analyzeReport(const Config& config, const OfflineOpt
   return options.json ? json.str() + "\n" : out;
 }
 
+namespace {
+
+// One algorithm's figures as `analyze --algorithms --json` gives them.
+void writeComparisonJson(JsonWriter& json, const AlgorithmComparison& result) {
+  json.beginObject()
+      .key("algorithm")
+      .value(toString(result.algorithm))
+      .key("in_datapath")
+      .value(result.in_datapath)
+      .key("build_ms")
+      .value(result.build_ms)
+      .key("lookup_ns")
+      .value(result.lookup_ns)
+      .key("table_lookup_ns");
+  if (result.in_datapath) {
+    json.value(result.table_lookup_ns);
+  } else {
+    json.null();
+  }
+  json.key("table_bytes")
+      .value(result.table_bytes)
+      .key("state_bytes")
+      .value(result.state_bytes)
+      .key("max_over_ideal")
+      .value(result.max_over_ideal)
+      .key("min_over_ideal")
+      .value(result.min_over_ideal)
+      .key("coefficient_of_variation")
+      .value(result.coefficient_of_variation)
+      .key("weighted_error")
+      .value(result.weighted_error)
+      .key("add_one")
+      .value(result.add_one)
+      .key("remove_one")
+      .beginObject()
+      .key("mean")
+      .value(result.remove_one.mean)
+      .key("worst")
+      .value(result.remove_one.worst)
+      .key("cases")
+      .value(result.remove_one.cases)
+      .endObject()
+      .key("remove_tenth")
+      .beginObject()
+      .key("removed")
+      .value(result.tenth_removed)
+      .key("moved_over_ideal")
+      .value(result.remove_tenth)
+      .endObject()
+      .key("slots_over_ideal")
+      .beginArray();
+  for (double ratio : result.slots_over_ideal) json.value(ratio);
+  json.endArray().key("movement").beginArray();
+  for (const MovementPoint& point : result.movement) {
+    json.beginObject()
+        .key("removed")
+        .value(point.removed)
+        .key("moved")
+        .value(point.moved)
+        .key("ideal")
+        .value(point.ideal)
+        .endObject();
+  }
+  json.endArray().key("notes").beginArray();
+  for (const std::string& note : result.notes) json.value(note);
+  json.endArray().endObject();
+}
+
+}  // namespace
+
 absl::StatusOr<ComparisonOutput> comparisonReport(const Config& config,
                                                   const OfflineOptions& options) {
   if (!options.fail.empty()) {
@@ -314,68 +384,7 @@ absl::StatusOr<ComparisonOutput> comparisonReport(const Config& config,
         notes.push_back(absl::StrCat(toString(result.algorithm), ": ", note));
       }
 
-      json.beginObject()
-          .key("algorithm")
-          .value(toString(result.algorithm))
-          .key("in_datapath")
-          .value(result.in_datapath)
-          .key("build_ms")
-          .value(result.build_ms)
-          .key("lookup_ns")
-          .value(result.lookup_ns)
-          .key("table_lookup_ns");
-      if (result.in_datapath) {
-        json.value(result.table_lookup_ns);
-      } else {
-        json.null();
-      }
-      json.key("table_bytes")
-          .value(result.table_bytes)
-          .key("state_bytes")
-          .value(result.state_bytes)
-          .key("max_over_ideal")
-          .value(result.max_over_ideal)
-          .key("min_over_ideal")
-          .value(result.min_over_ideal)
-          .key("coefficient_of_variation")
-          .value(result.coefficient_of_variation)
-          .key("weighted_error")
-          .value(result.weighted_error)
-          .key("add_one")
-          .value(result.add_one)
-          .key("remove_one")
-          .beginObject()
-          .key("mean")
-          .value(result.remove_one.mean)
-          .key("worst")
-          .value(result.remove_one.worst)
-          .key("cases")
-          .value(result.remove_one.cases)
-          .endObject()
-          .key("remove_tenth")
-          .beginObject()
-          .key("removed")
-          .value(result.tenth_removed)
-          .key("moved_over_ideal")
-          .value(result.remove_tenth)
-          .endObject()
-          .key("slots_over_ideal")
-          .beginArray();
-      for (double ratio : result.slots_over_ideal) json.value(ratio);
-      json.endArray().key("movement").beginArray();
-      for (const MovementPoint& point : result.movement) {
-        json.beginObject()
-            .key("removed")
-            .value(point.removed)
-            .key("moved")
-            .value(point.moved)
-            .key("ideal")
-            .value(point.ideal)
-            .endObject();
-      }
-      json.endArray().key("notes").beginArray();
-      for (const std::string& note : result.notes) json.value(note);
-      json.endArray().endObject();
+      writeComparisonJson(json, result);
     }
     json.endArray().endObject();
     absl::StrAppend(&out,

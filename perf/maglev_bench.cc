@@ -30,7 +30,7 @@ BENCHMARK(BM_TableBuild)
     ->Unit(benchmark::kMillisecond);
 
 // The ring (160 virtual nodes per backend) built and sampled into the M-slot table the datapath
-// reads (issue 8). Args: N, M.
+// reads. Args: N, M.
 void BM_RingBuild(benchmark::State& state) {
   const std::vector<Backend> backends = equalBackends(state.range(0));
   const auto table_size = static_cast<uint32_t>(state.range(1));

@@ -4,7 +4,7 @@ on one worker core, next to dpdk-testpmd io-forwarding the same capture on the s
 on net_pcap vdevs (rx_pcap=capture, tx_pcap=output) and measured the same way in one run:
 packets per second = frames / (last - first output timestamp), which the PMD stamps as it
 writes. The pcap PMD reads and writes the files through libpcap, which bounds both; the
-comparison over a fast path (memif) is berthgen's (issue 6).
+comparison over a fast path (memif) is berthgen's.
 
 Prints a table and writes JSON. Usage: process_benchmark.py BERTHD BERTHCTL OUT.json
 """

@@ -31,7 +31,7 @@ for size in (65537, 655373):
     textbook = medians.get(f"BM_TableBuildTextbook/1000/{size}")
     if ours and textbook:
         print(f"build N=1000 M={size}: textbook / berth = {textbook['real_time'] / ours['real_time']:.2f}")
-# Issue 8: each algorithm's build of the M=65537 table, and the pipeline's cost with each one's
+# Each algorithm's build of the M=65537 table, and the pipeline's cost with each one's
 # table (the same array read, so the same cost).
 for count in (100, 1000):
     builds = {"maglev": f"BM_TableBuild/{count}/65537", "ring": f"BM_RingBuild/{count}/65537",

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The soak (issue 7), opt-in and not in CI: berthd with config/demo.yaml on a memif port, and
+"""The soak, opt-in and not in CI: berthd with config/demo.yaml on a memif port, and
 berthgen sending 20,000 flows at 100 kpps in back-to-back 30 s runs (each restart is a memif
 reconnect) for MINUTES, while every 5 s the config is reloaded with new weights or a web
 backend's health target goes down for 3 s and comes back. Reports packets, losses, corrupt

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Throughput over memif, berthd against the limit of the path (issue 6): in one run, on the same
+"""Throughput over memif, berthd against the limit of the path: in one run, on the same
 memif path and the same cores,
 
   berthgen -> dpdk-testpmd (io forward) -> berthgen    the I/O path's own limit

@@ -31,7 +31,7 @@ namespace berth {
 inline constexpr char kBerthVersion[] = "0.1.0";
 
 // berthd once the EAL is up: its ports, workers and management loop, set up and torn down in
-// one fixed order (STYLE.md, item 9). The management loop runs on the main lcore: it learns next
+// one fixed order. The management loop runs on the main lcore: it learns next
 // hops' MACs from what workers report, asks for the ones still missing, runs the backends' health
 // checks, republishes the snapshot when a MAC or a backend's health changes, and prints the
 // counters on request.

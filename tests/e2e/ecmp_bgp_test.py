@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Scale-out end to end (issue 9): two berthd instances behind a router that spreads VIP traffic
+"""Scale-out end to end: two berthd instances behind a router that spreads VIP traffic
 over them by ECMP, each announcing its VIPs over BGP through its own BIRD, driven by its own
 berth-announcer. The backends answer the client directly (L2 DSR) through the router.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""End to end with real kernel TCP (issue 7): berthd on an af_packet port in l2dsr mode in front
+"""End to end with real kernel TCP: berthd on an af_packet port in l2dsr mode in front
 of four backend namespaces running HTTP servers, and a client namespace running curl, all on one
 bridge. berthd answers ARP for the VIP; each backend holds the VIP on its loopback (and ignores
 ARP for it) and answers the client directly. Health checks reach the backends from the host over

@@ -21,7 +21,7 @@ namespace berth {
 enum class Protocol : uint8_t { kTcp = 6, kUdp = 17 };
 absl::string_view toString(Protocol protocol);
 
-// How packets leave for a backend (DESIGN.md, forwarding modes).
+// How packets leave for a backend (docs/architecture.md).
 enum class Forwarding : uint8_t {
   kIpip,   // IPv4-in-IPv4 or IPv6-in-IPv6
   kGue,    // outer UDP to gue_port; source port from the flow hash

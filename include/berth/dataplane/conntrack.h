@@ -11,10 +11,11 @@
 
 namespace berth {
 
-// The per-core connection-tracking cache (DESIGN.md, conntrack): remembers which backend each
-// flow went to, so that the flow stays there while the Maglev table changes under it. One table
-// per worker lcore, shared with nothing and locked by nothing: RSS brings a flow's packets to one
-// core. Pure memory and arithmetic, with the clock passed in, so tests drive time by hand.
+// The per-core connection-tracking cache (docs/architecture.md, connection table): remembers which
+// backend each flow went to, so that the flow stays there while the Maglev table changes under it.
+// One table per worker lcore, shared with nothing and locked by nothing: RSS brings a flow's
+// packets to one core. Pure memory and arithmetic, with the clock passed in, so tests drive time by
+// hand.
 //
 // Layout: set-associative. A bucket is two cache lines holding four 32-byte connections; a
 // connection is found in the bucket its flow hash selects, and a full bucket gives up the

@@ -17,11 +17,11 @@
 
 namespace berth {
 
-// The immutable state every worker reads (DESIGN.md, snapshot and RCU): the service lookup, one
-// Maglev table per service, the backends with a ready-made ForwardingTarget per port, and what
-// each port answers for. The management thread builds one, publishes it with an atomic pointer
-// store, and frees the previous one after the RCU grace period. Nothing in it changes after it is
-// built, so workers read it without a lock.
+// The immutable state every worker reads (docs/architecture.md, snapshot and RCU): the service
+// lookup, one Maglev table per service, the backends with a ready-made ForwardingTarget per port,
+// and what each port answers for. The management thread builds one, publishes it with an atomic
+// pointer store, and frees the previous one after the RCU grace period. Nothing in it changes after
+// it is built, so workers read it without a lock.
 
 // Stable numbers for per-service and per-backend counters, which outlive any one snapshot: the
 // same service, or the same backend of a service, keeps its number across rebuilds, so a worker's

@@ -13,7 +13,7 @@
 
 namespace berth {
 
-// berthgen's traffic (DESIGN.md, tools/berthgen): flows from a source network to the VIPs under
+// berthgen's traffic (docs/architecture.md, tools): flows from a source network to the VIPs under
 // test, and the frames that carry them. Every frame says which flow it belongs to (its 5-tuple,
 // from which the flow's number follows), its place in the flow (a sequence number) and when it
 // left (a TSC timestamp), and the rest of its bytes follow from those, so the sink can rebuild

@@ -11,7 +11,7 @@
 
 namespace berth {
 
-// The analyzer behind `berthctl analyze --algorithms` (issue 8): every hashing algorithm on one
+// The analyzer behind `berthctl analyze --algorithms`: every hashing algorithm on one
 // service's backends, side by side, in the terms an operator chooses by. Control-plane cost
 // (seconds for 1,000 backends); never for workers.
 //

@@ -9,7 +9,7 @@
 
 namespace berth {
 
-// The classic alternatives to Maglev (issue 8), each precomputed into the same M-slot lookup
+// The classic alternatives to Maglev, each precomputed into the same M-slot lookup
 // table the datapath reads, so that a packet costs one array read whatever the algorithm. Pure:
 // no DPDK, no clock, no randomness but the stable name hash (name_hash.h), so every instance
 // builds the same table from the same backends. Backends are sorted by name, as in build(), and

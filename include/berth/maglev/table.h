@@ -25,7 +25,7 @@ inline constexpr uint16_t kNoBackend = 0xFFFF;
 inline constexpr size_t kMaxBackends = 65535;  // indices 0..65534; 65535 is kNoBackend
 inline constexpr int64_t kMaxWeight = 1'000'000;
 
-// How a service's table is filled (issue 8). All of them fill the same M-slot table, so the
+// How a service's table is filled. All of them fill the same M-slot table, so the
 // datapath's lookup is one array read whatever the choice; they differ in balance, in how many
 // slots a change of backends moves, and in build cost (consistent_hash.h).
 enum class Algorithm : uint8_t {

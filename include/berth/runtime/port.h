@@ -12,7 +12,7 @@
 
 namespace berth {
 
-// A started DPDK port, set up as berthd needs it (issue 3, queues and RSS): one RX and one TX
+// A started DPDK port, set up as berthd needs it (queues and RSS): one RX and one TX
 // queue per worker, RSS with a symmetric Toeplitz key where the PMD has RSS, one queue pair
 // otherwise unless the config gives `queues` (a peer that spreads flows itself, as over memif), the
 // configured MTU, and a mempool on the port's NUMA socket whose mbufs hold a whole frame with room

@@ -11,7 +11,7 @@
 
 namespace berth {
 
-// Publishes snapshots to the workers (DESIGN.md, snapshot and RCU; STYLE.md, item 6): one
+// Publishes snapshots to the workers (docs/architecture.md, snapshot and RCU): one
 // release store of the new pointer, then the old snapshot goes on an rte_rcu_qsbr defer queue and
 // is freed only once every registered worker has reported a quiescent state after the store, so
 // no worker can still be reading it. Nothing here waits for the workers: the management thread

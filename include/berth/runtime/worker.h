@@ -20,7 +20,7 @@
 
 namespace berth {
 
-// The per-lcore worker (DESIGN.md, data flow; STYLE.md, one worker loop shape): RX burst with
+// The per-lcore worker (docs/architecture.md, the worker): RX burst with
 // prefetch, the pipeline per frame, buffered TX drained on a TSC timer, and an RCU quiescent
 // state once per loop. Each worker owns its queues, TX buffers and counters; nothing in here is
 // shared with another worker, so nothing is locked.

@@ -76,7 +76,7 @@ TEST(MaglevAnalysisTest, FailureImpactNeedsTheAllHealthyTable) {
 }
 
 TEST(TableFingerprintTest, IsPinnedSoEveryMachineAndBuildAgrees) {
-  // The value is part of the contract between instances (issue 9): a change here means that
+  // The value is part of the contract between instances: a change here means that
   // instances of two berth versions would send flows to different backends.
   const Table maglev = *build(equalBackends(10), 65537);
   EXPECT_EQ(absl::StrFormat("%016x", fingerprintOf(maglev)), "bf8ca95685e3712e");

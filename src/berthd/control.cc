@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "berth/control/announce.h"
 #include "berth/control/commands.h"
 #include "berth/control/table_report.h"
 #include "berth/maglev/analysis.h"
@@ -180,65 +181,17 @@ std::string Daemon::statusReply() const {
 }
 
 std::string Daemon::announceReply() const {
-  // What berth-announcer hands to BIRD: a route per `announce: bgp` service while this instance
-  // forwards and the service has a healthy backend, and why the others are held back.
-  std::string not_forwarding;
-  if (!launched_) {
-    not_forwarding = "workers not running";
-  } else if (shutting_down_) {
-    not_forwarding = "stopping";
-  } else if (stall_watch_.stalled()) {
-    not_forwarding =
-        absl::StrFormat("datapath stalled: a worker passed no quiescent state for %d ms",
-                        absl::ToInt64Milliseconds(kDatapathStallThreshold));
-  } else if (config_.bgp) {
-    for (size_t p = 0; p < ports_.size() && p < link_up_.size(); ++p) {
-      if (ports_[p].name == config_.bgp->port && link_up_[p] == 0) {
-        not_forwarding = absl::StrCat("port '", ports_[p].name, "' is down");
-      }
-    }
+  // What berth-announcer hands to BIRD (control/announce.h).
+  ForwardingState forwarding;
+  forwarding.workers_running = launched_;
+  forwarding.stopping = shutting_down_;
+  if (stall_watch_.stalled()) {
+    forwarding.stalled_for_ms = absl::ToInt64Milliseconds(kDatapathStallThreshold);
   }
-  JsonWriter json;
-  json.beginObject().key("ok").value(true).key("forwarding").value(not_forwarding.empty());
-  if (!not_forwarding.empty()) json.key("reason").value(not_forwarding);
-  std::string text = not_forwarding.empty() ? std::string("forwarding\n")
-                                            : absl::StrCat("not forwarding: ", not_forwarding,
-                                                           "; nothing announced\n");
-  json.key("routes").beginArray();
-  std::string route_list;
-  std::vector<std::pair<std::string, std::string>> withheld;
-  for (const ServiceState& state : services_) {
-    const ServiceConfig& service = state.config();
-    if (!service.announce_bgp || !config_.bgp) continue;
-    if (!not_forwarding.empty()) continue;
-    if (!state.serving()) {
-      withheld.emplace_back(service.name, "no healthy backend with a weight");
-      continue;
-    }
-    const std::optional<IpAddress> next_hop =
-        config_.bgp->nextHopFor(service.vip.family, config_.dataplane);
-    const std::string prefix =
-        absl::StrCat(service.vip.toString(), service.vip.isV4() ? "/32" : "/128");
-    json.beginObject()
-        .key("service")
-        .value(service.name)
-        .key("prefix")
-        .value(prefix)
-        .key("next_hop")
-        .value(next_hop ? next_hop->toString() : "")
-        .endObject();
-    absl::StrAppend(&route_list, prefix, " ", next_hop ? next_hop->toString() : "", "\n");
-    absl::StrAppendFormat(&text, "announce %-20s via %-16s (%s)\n", prefix,
-                          next_hop ? next_hop->toString() : "?", service.name);
+  for (size_t p = 0; p < ports_.size() && p < link_up_.size(); ++p) {
+    if (link_up_[p] == 0) forwarding.ports_down.push_back(ports_[p].name);
   }
-  // The routes again as "PREFIX NEXT_HOP" lines: what berth-announcer reads.
-  json.endArray().key("route_list").value(route_list).key("withheld").beginArray();
-  for (const auto& [name, reason] : withheld) {
-    json.beginObject().key("service").value(name).key("reason").value(reason).endObject();
-    absl::StrAppendFormat(&text, "withhold %s: %s\n", name, reason);
-  }
-  json.endArray().key("text").value(text).endObject();
-  return json.str();
+  return announceReplyJson(decideAnnouncements(config_, services_, forwarding));
 }
 
 Daemon::TrafficTotals Daemon::trafficOf(uint32_t id, bool backend) const {

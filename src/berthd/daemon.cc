@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "berth/control/load_publication.h"
 #include "berth/dataplane/backend_loads.h"
 #include "berth/runtime/unmap_guard.h"
 #include "berth/util/json_writer.h"
@@ -301,32 +302,16 @@ void Daemon::publishLoads() {
   const absl::Time now = absl::Now();
   if (now - last_load_publish_ < absl::Milliseconds(kLoadPublishIntervalMs)) return;
   last_load_publish_ = now;
-  bool any = false;
-  for (const ServiceState& state : services_) {
-    const ServiceConfig& service = state.config();
-    if (service.bounded_load == 0) continue;
-    const std::optional<uint32_t> service_id = counter_ids_.findService(service.name);
-    if (!service_id) continue;
-    any = true;
-    const Table& table = state.liveTable();
-    uint64_t serving_total = 0;
-    for (size_t b = 0; b < table.backends().size(); ++b) {
-      const std::optional<uint32_t> id =
-          counter_ids_.findBackend(service.name, table.backends()[b].name);
-      if (!id) continue;
-      uint64_t active = 0;
-      for (const WorkerPtr& worker : workers_) {
-        active += worker->state.traffic.backends[*id].connections.read();
-      }
-      const auto clamped = static_cast<uint32_t>(std::min<uint64_t>(active, UINT32_MAX));
-      backend_loads_->active[*id].store(clamped, std::memory_order_relaxed);
-      if (table.healthy()[b] && table.backends()[b].weight > 0) serving_total += clamped;
-    }
-    backend_loads_->serving_total[*service_id].store(
-        static_cast<uint32_t>(std::min<uint64_t>(serving_total, UINT32_MAX)),
-        std::memory_order_relaxed);
-  }
-  if (any) backend_loads_->generation.fetch_add(1, std::memory_order_release);
+  publishBackendLoads(
+      services_, counter_ids_,
+      [this](uint32_t id) {
+        uint64_t active = 0;
+        for (const WorkerPtr& worker : workers_) {
+          active += worker->state.traffic.backends[id].connections.read();
+        }
+        return active;
+      },
+      *backend_loads_);
 }
 
 bool Daemon::announcesOverBgp() const {

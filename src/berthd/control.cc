@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "berth/control/announce.h"
 #include "berth/control/commands.h"
+#include "berth/control/explain_reply.h"
 #include "berth/control/table_report.h"
 #include "berth/maglev/analysis.h"
 #include "berth/net/crc32c.h"
@@ -397,119 +398,23 @@ std::optional<TrackedConnection> Daemon::askWorkers(const ConnectionKey& key, ui
 }
 
 std::string Daemon::explainReply(const ControlRequest& request) {
-  const std::string& proto =
-      request.field("proto").empty() ? std::string("tcp") : request.field("proto");
-  if (proto != "tcp" && proto != "udp") {
-    return errorReply(absl::StrCat("--proto must be tcp or udp, not '", proto, "'"));
-  }
-  absl::StatusOr<Endpoint> source = Endpoint::parse(request.field("src"));
-  if (!source.ok()) return errorReply(absl::StrCat("--src: ", source.status().message()));
-  absl::StatusOr<Endpoint> destination = Endpoint::parse(request.field("dst"));
-  if (!destination.ok()) return errorReply(absl::StrCat("--dst: ", destination.status().message()));
-  if (source->address.family != destination->address.family) {
-    return errorReply("--src and --dst must both be IPv4 or both IPv6");
-  }
-  const FlowKey flow =
-      FlowKey::make(source->address, destination->address, source->port, destination->port,
-                    proto == "tcp" ? kProtocolTcp : kProtocolUdp);
+  absl::StatusOr<FlowKey> flow = explainedFlow(request);
+  if (!flow.ok()) return errorReply(flow.status().message());
   const Snapshot& snapshot = *publisher_->snapshot();
   const bool conntrack = !workers_.empty() && workers_[0]->connections() != nullptr;
   std::optional<TrackedConnection> tracked;
   std::string note;
-  if (const std::optional<uint32_t> service = snapshot.findService(flow); service && conntrack) {
-    tracked = askWorkers(connectionKeyOf(snapshot, *service, flow),
-                         flowHashOf(snapshot, *service, flow), note);
+  if (const std::optional<uint32_t> service = snapshot.findService(*flow); service && conntrack) {
+    tracked = askWorkers(connectionKeyOf(snapshot, *service, *flow),
+                         flowHashOf(snapshot, *service, *flow), note);
   }
-  const FlowExplanation explanation = explainFlow(snapshot, flow, tracked, conntrack);
-
-  auto describe = [&](uint32_t backend) -> std::string {
-    if (backend == kNoBackendIndex) return "none";
-    const SnapshotBackend& b = snapshot.backend(backend);
-    return absl::StrCat(b.name, " (", b.address.toString(), ", ",
-                        !b.healthy ? "unhealthy" : (b.drained ? "drained" : "healthy"), ")");
-  };
-  JsonWriter json;
-  json.beginObject().key("ok").value(true).key("flow").value(flow.toString());
-  json.key("snapshot_generation").value(snapshot.generation());
-  std::string text = absl::StrCat("flow:          ", flow.toString(), "\n");
-  if (!explanation.service) {
-    json.key("service").null().key("next_backend").null();
-    json.key("reason").value(explanation.reason);
-    absl::StrAppend(&text, "service:       none\nnext packet:   dropped: ", explanation.reason,
-                    "\n");
-    json.key("text").value(text).endObject();
-    return json.str();
+  const FlowExplanation explanation = explainFlow(snapshot, *flow, tracked, conntrack);
+  std::string listener;
+  if (explanation.service) {
+    const ServiceConfig* service = config_.findService(snapshot.service(*explanation.service).name);
+    if (service != nullptr) listener = service->listener();
   }
-  const SnapshotService& service = snapshot.service(*explanation.service);
-  const ServiceConfig* service_config = config_.findService(service.name);
-  json.key("service").value(service.name);
-  json.key("hash_fields").value(toString(service.hash_fields));
-  json.key("flow_hash").value(absl::StrFormat("%08x", explanation.hash));
-  json.key("slot").value(explanation.slot).key("table_size").value(service.table.size());
-  json.key("table_backend");
-  if (explanation.table_backend == kNoBackendIndex) {
-    json.null();
-  } else {
-    json.value(snapshot.backend(explanation.table_backend).name);
-  }
-  json.key("conntrack");
-  std::string conntrack_text;
-  if (!conntrack) {
-    json.value("off");
-    conntrack_text = "off";
-  } else if (!tracked) {
-    json.null();
-    conntrack_text = "no worker tracks this flow";
-  } else {
-    const Connection& c = tracked->connection;
-    const uint32_t remembered = snapshot.backendIndexOf(c.backend);
-    const std::string backend_name =
-        remembered == kNoBackendIndex ? "a removed backend" : snapshot.backend(remembered).name;
-    json.beginObject()
-        .key("worker")
-        .value(static_cast<uint64_t>(tracked->worker))
-        .key("state")
-        .value(toString(c.state))
-        .key("backend")
-        .value(backend_name)
-        .key("idle_ms")
-        .value(static_cast<uint64_t>(tracked->idle_ms))
-        .key("expired")
-        .value(tracked->expired)
-        .endObject();
-    conntrack_text =
-        absl::StrFormat("worker %u: %s to %s, idle %u ms%s", tracked->worker, toString(c.state),
-                        backend_name, tracked->idle_ms, tracked->expired ? " (expired)" : "");
-  }
-  // A backend is reachable from a port only once its next hop's MAC is known.
-  std::string reason = explanation.reason;
-  bool dropped = explanation.next_backend == kNoBackendIndex;
-  if (!dropped && snapshot.portCount() > 0 &&
-      snapshot.target(0, explanation.next_backend) == nullptr) {
-    absl::StrAppend(&reason,
-                    "; but its next hop's MAC is not known yet, so the packet is dropped "
-                    "as next_hop_unresolved");
-    dropped = true;
-  }
-  json.key("next_backend");
-  if (explanation.next_backend == kNoBackendIndex) {
-    json.null();
-  } else {
-    json.value(snapshot.backend(explanation.next_backend).name);
-  }
-  json.key("dropped").value(dropped).key("tracked").value(explanation.tracked);
-  json.key("reason").value(reason);
-  if (!note.empty()) json.key("note").value(note);
-  absl::StrAppendFormat(
-      &text,
-      "service:       %s (%s), hashing %s\nflow hash:     %08x, slot %u of %u\n"
-      "table's pick:  %s\nconntrack:     %s\nnext packet:   %s\nbecause:       %s\n",
-      service.name, service_config ? service_config->listener() : "", toString(service.hash_fields),
-      explanation.hash, explanation.slot, service.table.size(), describe(explanation.table_backend),
-      conntrack_text, dropped ? "dropped" : describe(explanation.next_backend), reason);
-  if (!note.empty()) absl::StrAppend(&text, "note:          ", note, "\n");
-  json.key("text").value(text).endObject();
-  return json.str();
+  return explainReplyJson(snapshot, *flow, explanation, conntrack, tracked, note, listener);
 }
 
 std::string Daemon::tableReply(const ControlRequest& request) const {

@@ -1,0 +1,123 @@
+#include "berth/control/explain_reply.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "berth/net/packet_parser.h"
+#include "berth/util/json_writer.h"
+
+namespace berth {
+
+absl::StatusOr<FlowKey> explainedFlow(const ControlRequest& request) {
+  const std::string& proto =
+      request.field("proto").empty() ? std::string("tcp") : request.field("proto");
+  if (proto != "tcp" && proto != "udp") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--proto must be tcp or udp, not '", proto, "'"));
+  }
+  absl::StatusOr<Endpoint> source = Endpoint::parse(request.field("src"));
+  if (!source.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--src: ", source.status().message()));
+  absl::StatusOr<Endpoint> destination = Endpoint::parse(request.field("dst"));
+  if (!destination.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--dst: ", destination.status().message()));
+  if (source->address.family != destination->address.family) {
+    return absl::InvalidArgumentError("--src and --dst must both be IPv4 or both IPv6");
+  }
+  return FlowKey::make(source->address, destination->address, source->port, destination->port,
+                       proto == "tcp" ? kProtocolTcp : kProtocolUdp);
+}
+
+std::string explainReplyJson(const Snapshot& snapshot, const FlowKey& flow,
+                             const FlowExplanation& explanation, bool conntrack,
+                             const std::optional<TrackedConnection>& tracked,
+                             absl::string_view note, absl::string_view listener) {
+  auto describe = [&](uint32_t backend) -> std::string {
+    if (backend == kNoBackendIndex) return "none";
+    const SnapshotBackend& b = snapshot.backend(backend);
+    return absl::StrCat(b.name, " (", b.address.toString(), ", ",
+                        !b.healthy ? "unhealthy" : (b.drained ? "drained" : "healthy"), ")");
+  };
+  JsonWriter json;
+  json.beginObject().key("ok").value(true).key("flow").value(flow.toString());
+  json.key("snapshot_generation").value(snapshot.generation());
+  std::string text = absl::StrCat("flow:          ", flow.toString(), "\n");
+  if (!explanation.service) {
+    json.key("service").null().key("next_backend").null();
+    json.key("reason").value(explanation.reason);
+    absl::StrAppend(&text, "service:       none\nnext packet:   dropped: ", explanation.reason,
+                    "\n");
+    json.key("text").value(text).endObject();
+    return json.str();
+  }
+  const SnapshotService& service = snapshot.service(*explanation.service);
+  json.key("service").value(service.name);
+  json.key("hash_fields").value(toString(service.hash_fields));
+  json.key("flow_hash").value(absl::StrFormat("%08x", explanation.hash));
+  json.key("slot").value(explanation.slot).key("table_size").value(service.table.size());
+  json.key("table_backend");
+  if (explanation.table_backend == kNoBackendIndex) {
+    json.null();
+  } else {
+    json.value(snapshot.backend(explanation.table_backend).name);
+  }
+  json.key("conntrack");
+  std::string conntrack_text;
+  if (!conntrack) {
+    json.value("off");
+    conntrack_text = "off";
+  } else if (!tracked) {
+    json.null();
+    conntrack_text = "no worker tracks this flow";
+  } else {
+    const Connection& c = tracked->connection;
+    const uint32_t remembered = snapshot.backendIndexOf(c.backend);
+    const std::string backend_name =
+        remembered == kNoBackendIndex ? "a removed backend" : snapshot.backend(remembered).name;
+    json.beginObject()
+        .key("worker")
+        .value(static_cast<uint64_t>(tracked->worker))
+        .key("state")
+        .value(toString(c.state))
+        .key("backend")
+        .value(backend_name)
+        .key("idle_ms")
+        .value(static_cast<uint64_t>(tracked->idle_ms))
+        .key("expired")
+        .value(tracked->expired)
+        .endObject();
+    conntrack_text =
+        absl::StrFormat("worker %u: %s to %s, idle %u ms%s", tracked->worker, toString(c.state),
+                        backend_name, tracked->idle_ms, tracked->expired ? " (expired)" : "");
+  }
+  // A backend is reachable from a port only once its next hop's MAC is known.
+  std::string reason = explanation.reason;
+  bool dropped = explanation.next_backend == kNoBackendIndex;
+  if (!dropped && snapshot.portCount() > 0 &&
+      snapshot.target(0, explanation.next_backend) == nullptr) {
+    absl::StrAppend(&reason,
+                    "; but its next hop's MAC is not known yet, so the packet is dropped "
+                    "as next_hop_unresolved");
+    dropped = true;
+  }
+  json.key("next_backend");
+  if (explanation.next_backend == kNoBackendIndex) {
+    json.null();
+  } else {
+    json.value(snapshot.backend(explanation.next_backend).name);
+  }
+  json.key("dropped").value(dropped).key("tracked").value(explanation.tracked);
+  json.key("reason").value(reason);
+  if (!note.empty()) json.key("note").value(note);
+  absl::StrAppendFormat(
+      &text,
+      "service:       %s (%s), hashing %s\nflow hash:     %08x, slot %u of %u\n"
+      "table's pick:  %s\nconntrack:     %s\nnext packet:   %s\nbecause:       %s\n",
+      service.name, listener, toString(service.hash_fields), explanation.hash, explanation.slot,
+      service.table.size(), describe(explanation.table_backend), conntrack_text,
+      dropped ? "dropped" : describe(explanation.next_backend), reason);
+  if (!note.empty()) absl::StrAppend(&text, "note:          ", note, "\n");
+  json.key("text").value(text).endObject();
+  return json.str();
+}
+
+}  // namespace berth

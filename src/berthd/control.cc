@@ -79,8 +79,14 @@ const absl::flat_hash_map<std::string, Daemon::CommandHandler>& Daemon::commandH
   static const auto* handlers = new absl::flat_hash_map<std::string, CommandHandler>{
       {"status", [](Daemon& d, const ControlRequest&) { return d.statusReply(); }},
       {"stats", [](Daemon& d, const ControlRequest&) { return d.statsReply(); }},
-      {"services", [](Daemon& d, const ControlRequest&) { return d.poolReply(false); }},
-      {"backends", [](Daemon& d, const ControlRequest&) { return d.poolReply(true); }},
+      {"services",
+       [](Daemon& d, const ControlRequest&) {
+         return servicesReplyJson(d.currentServiceRows(), d.connectionsTracked());
+       }},
+      {"backends",
+       [](Daemon& d, const ControlRequest&) {
+         return backendsReplyJson(d.currentBackendRows(), d.connectionsTracked());
+       }},
       {"reload", [](Daemon& d, const ControlRequest&) { return d.reloadReply(); }},
       {"drain", [](Daemon& d, const ControlRequest& r) { return d.drainReply(r, true); }},
       {"undrain", [](Daemon& d, const ControlRequest& r) { return d.drainReply(r, false); }},
@@ -195,7 +201,7 @@ std::string Daemon::announceReply() const {
   return announceReplyJson(decideAnnouncements(config_, services_, forwarding));
 }
 
-Daemon::TrafficTotals Daemon::trafficOf(uint32_t id, bool backend) const {
+TrafficTotals Daemon::trafficOf(uint32_t id, bool backend) const {
   TrafficTotals totals;
   for (const WorkerPtr& worker : workers_) {
     const TrafficCounter* array =
@@ -207,48 +213,14 @@ Daemon::TrafficTotals Daemon::trafficOf(uint32_t id, bool backend) const {
   return totals;
 }
 
-std::vector<Daemon::ServiceRow> Daemon::serviceRows() const {
-  std::vector<ServiceRow> rows;
-  for (const ServiceState& state : services_) {
-    const ServiceConfig& service = state.config();
-    ServiceRow row;
-    row.name = service.name;
-    row.listener = service.listener();
-    row.forwarding = std::string(toString(service.forwarding));
-    row.algorithm = std::string(toString(service.algorithm));
-    row.backends = service.backends.size();
-    row.healthy = state.healthyCount();
-    const std::optional<uint32_t> id = counter_ids_.findService(service.name);
-    if (id) row.traffic = trafficOf(*id, false);
-    rows.push_back(std::move(row));
-  }
-  return rows;
+std::vector<ServiceRow> Daemon::currentServiceRows() const {
+  return serviceRows(services_, counter_ids_,
+                     [this](uint32_t id, bool backend) { return trafficOf(id, backend); });
 }
 
-std::vector<Daemon::BackendRow> Daemon::backendRows() const {
-  std::vector<BackendRow> rows;
-  for (const ServiceState& state : services_) {
-    const ServiceConfig& service = state.config();
-    const Table& table = state.liveTable();
-    const std::vector<uint32_t> slots = table.slotCounts();
-    for (size_t b = 0; b < service.backends.size(); ++b) {
-      const BackendConfig& backend = service.backends[b];
-      BackendRow row;
-      row.service = service.name;
-      row.name = backend.name;
-      row.address = backend.address.toString();
-      row.weight = backend.weight;
-      row.healthy = state.healthy()[b];
-      row.drained = state.drained(backend.name);
-      row.health_check = std::string(toString(backend.health.type));
-      const absl::StatusOr<uint16_t> index = table.indexOf(backend.name);
-      row.slots = index.ok() ? slots[*index] : 0;
-      const std::optional<uint32_t> id = counter_ids_.findBackend(service.name, backend.name);
-      if (id) row.traffic = trafficOf(*id, true);
-      rows.push_back(std::move(row));
-    }
-  }
-  return rows;
+std::vector<BackendRow> Daemon::currentBackendRows() const {
+  return backendRows(services_, counter_ids_,
+                     [this](uint32_t id, bool backend) { return trafficOf(id, backend); });
 }
 
 uint64_t Daemon::connectionsTracked() const {
@@ -257,51 +229,6 @@ uint64_t Daemon::connectionsTracked() const {
     if (worker->connections() != nullptr) connections += worker->connections()->occupied();
   }
   return connections;
-}
-
-std::string Daemon::poolReply(bool backends) const {
-  JsonWriter json;
-  json.beginObject().key("ok").value(true);
-  const uint64_t connections = connectionsTracked();
-  json.key("conntrack_entries").value(connections);
-  std::string text;
-  if (!backends) {
-    text = absl::StrFormat("%-16s %-28s %-6s %-10s %9s %7s %14s %16s %11s\n", "service", "listener",
-                           "mode", "algorithm", "backends", "healthy", "packets", "bytes",
-                           "connections");
-    json.key("services").beginArray();
-    for (const ServiceRow& row : serviceRows()) {
-      json.beginObject().key("name").value(row.name).key("listener").value(row.listener);
-      json.key("forwarding").value(row.forwarding).key("algorithm").value(row.algorithm);
-      json.key("backends").value(row.backends).key("healthy").value(row.healthy);
-      json.key("packets").value(row.traffic.packets).key("bytes").value(row.traffic.bytes);
-      json.key("connections").value(row.traffic.connections).endObject();
-      absl::StrAppendFormat(&text, "%-16s %-28s %-6s %-10s %9u %7u %14u %16u %11u\n", row.name,
-                            row.listener, row.forwarding, row.algorithm, row.backends, row.healthy,
-                            row.traffic.packets, row.traffic.bytes, row.traffic.connections);
-    }
-  } else {
-    text =
-        absl::StrFormat("%-16s %-16s %-20s %7s %-10s %7s %14s %16s %11s\n", "service", "backend",
-                        "address", "weight", "health", "slots", "packets", "bytes", "connections");
-    json.key("backends").beginArray();
-    for (const BackendRow& row : backendRows()) {
-      json.beginObject().key("service").value(row.service).key("name").value(row.name);
-      json.key("address").value(row.address).key("weight").value(row.weight);
-      json.key("drained").value(row.drained).key("health").value(row.healthText());
-      json.key("health_check").value(row.health_check).key("slots").value(row.slots);
-      json.key("packets").value(row.traffic.packets).key("bytes").value(row.traffic.bytes);
-      json.key("connections").value(row.traffic.connections).endObject();
-      absl::StrAppendFormat(&text, "%-16s %-16s %-20s %7d %-10s %7u %14u %16u %11u\n", row.service,
-                            row.name, row.address, row.weight,
-                            row.drained ? "drained" : row.healthText(), row.slots,
-                            row.traffic.packets, row.traffic.bytes, row.traffic.connections);
-    }
-  }
-  json.endArray();
-  absl::StrAppendFormat(&text, "connections tracked: %u\n", connections);
-  json.key("text").value(text).endObject();
-  return json.str();
 }
 
 std::string Daemon::drainReply(const ControlRequest& request, bool drain) {

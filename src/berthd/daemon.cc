@@ -415,87 +415,32 @@ double Daemon::rxWindowSeconds() const {
   return static_cast<double>(last - first) / static_cast<double>(rte_get_tsc_hz());
 }
 
-std::string Daemon::countersText() const {
+CountersReport Daemon::countersReport() const {
+  CountersReport report;
+  report.elapsed_s = absl::ToDoubleSeconds(absl::Now() - started_);
+  report.generation = generation_;
+  report.rx_window_s = rxWindowSeconds();
   std::vector<const WorkerCounters*> counters;
-  for (const WorkerPtr& worker : workers_) counters.push_back(&worker->counters);
-  std::string text =
-      absl::StrFormat("berthd counters after %.3f s (%u workers, snapshot %u)\n",
-                      absl::ToDoubleSeconds(absl::Now() - started_), workers_.size(), generation_);
-  uint64_t rx_packets = 0;
-  for (const auto& [name, value] : sumCounters(counters)) {
-    absl::StrAppendFormat(&text, "  %-42s %u\n", name, value);
-    if (name == "rx_packets") rx_packets = value;
+  for (const WorkerPtr& worker : workers_) {
+    counters.push_back(&worker->counters);
+    report.workers.push_back(
+        {worker->counters.rx_packets.read(), worker->counters.tx_packets.read()});
   }
-  if (const double window = rxWindowSeconds(); window > 0) {
-    absl::StrAppendFormat(&text, "  %-42s %.0f (%u packets in %.6f s from first to last)\n",
-                          "rx_pps", static_cast<double>(rx_packets) / window, rx_packets, window);
+  report.sums = sumCounters(counters);
+  const std::vector<std::string>& services = counter_ids_.serviceNames();
+  for (size_t id = 0; id < services.size(); ++id) {
+    report.services.emplace_back(services[id], trafficOf(static_cast<uint32_t>(id), false));
   }
-  if (workers_.size() > 1) {
-    for (size_t w = 0; w < workers_.size(); ++w) {
-      absl::StrAppendFormat(&text, "  worker %-35u rx_packets %u tx_packets %u\n", w,
-                            workers_[w]->counters.rx_packets.read(),
-                            workers_[w]->counters.tx_packets.read());
-    }
+  const std::vector<std::string>& backends = counter_ids_.backendNames();
+  for (size_t id = 0; id < backends.size(); ++id) {
+    report.backends.emplace_back(backends[id], trafficOf(static_cast<uint32_t>(id), true));
   }
-  auto traffic = [&](const char* kind, const std::vector<std::string>& names, bool backends) {
-    for (size_t id = 0; id < names.size(); ++id) {
-      const TrafficTotals totals = trafficOf(static_cast<uint32_t>(id), backends);
-      absl::StrAppendFormat(&text, "  %s %-34s packets %u bytes %u connections %u\n", kind,
-                            names[id], totals.packets, totals.bytes, totals.connections);
-    }
-  };
-  traffic("service", counter_ids_.serviceNames(), false);
-  traffic("backend", counter_ids_.backendNames(), true);
-  return text;
+  return report;
 }
 
-std::string Daemon::countersJson() const {
-  std::vector<const WorkerCounters*> counters;
-  for (const WorkerPtr& worker : workers_) counters.push_back(&worker->counters);
-  JsonWriter json;
-  json.beginObject();
-  json.key("elapsed_s").value(absl::ToDoubleSeconds(absl::Now() - started_));
-  json.key("workers").value(static_cast<uint64_t>(workers_.size()));
-  const double window = rxWindowSeconds();
-  json.key("rx_window_s").value(window);
-  uint64_t rx_packets = 0;
-  for (const WorkerPtr& worker : workers_) rx_packets += worker->counters.rx_packets.read();
-  json.key("rx_pps").value(window > 0 ? static_cast<double>(rx_packets) / window : 0.0);
-  json.key("counters").beginObject();
-  for (const auto& [name, value] : sumCounters(counters)) json.key(name).value(value);
-  json.endObject();
-  // How the load falls on the workers: RSS (or a memif peer) puts each flow on one of them.
-  json.key("per_worker").beginArray();
-  for (const WorkerPtr& worker : workers_) {
-    json.beginObject()
-        .key("rx_packets")
-        .value(worker->counters.rx_packets.read())
-        .key("tx_packets")
-        .value(worker->counters.tx_packets.read())
-        .endObject();
-  }
-  json.endArray();
-  auto traffic = [&](const char* key, const std::vector<std::string>& names, bool backends) {
-    json.key(key).beginObject();
-    for (size_t id = 0; id < names.size(); ++id) {
-      const TrafficTotals totals = trafficOf(static_cast<uint32_t>(id), backends);
-      json.key(names[id])
-          .beginObject()
-          .key("packets")
-          .value(totals.packets)
-          .key("bytes")
-          .value(totals.bytes)
-          .key("connections")
-          .value(totals.connections)
-          .endObject();
-    }
-    json.endObject();
-  };
-  traffic("services", counter_ids_.serviceNames(), false);
-  traffic("backends", counter_ids_.backendNames(), true);
-  json.endObject();
-  return json.str() + "\n";
-}
+std::string Daemon::countersText() const { return berth::countersText(countersReport()); }
+
+std::string Daemon::countersJson() const { return berth::countersJson(countersReport()); }
 
 Daemon::~Daemon() {
   closeTelemetry();

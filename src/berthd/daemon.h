@@ -14,6 +14,7 @@
 #include "berth/control/control_socket.h"
 #include "berth/control/mailbox.h"
 #include "berth/control/metrics_server.h"
+#include "berth/control/reports.h"
 #include "berth/control/service_state.h"
 #include "berth/dataplane/backend_loads.h"
 #include "berth/dataplane/explain.h"
@@ -101,41 +102,13 @@ class Daemon {
   std::string statusReply() const;
   std::string statsReply() const;
   std::string reloadReply();
-  // `services` or `backends`: per service or per backend, health, weight, slots and traffic.
-  std::string poolReply(bool backends) const;
-  // Packets, bytes and tracked connections summed over workers for a service's or a backend's
-  // counter id.
-  struct TrafficTotals {
-    uint64_t packets = 0;
-    uint64_t bytes = 0;
-    uint64_t connections = 0;
-  };
+  // The rows of `services`, `backends`, telemetry and the metrics endpoint (control/reports.h),
+  // with the workers' traffic counters summed.
   TrafficTotals trafficOf(uint32_t id, bool backend) const;
-  // What `services`, `backends`, telemetry and the metrics endpoint report, one row per service
-  // or per backend of a service, in config order.
-  struct ServiceRow {
-    std::string name;
-    std::string listener;
-    std::string forwarding;
-    std::string algorithm;
-    uint64_t backends = 0;
-    uint64_t healthy = 0;
-    TrafficTotals traffic;
-  };
-  struct BackendRow {
-    std::string service;
-    std::string name;
-    std::string address;
-    int64_t weight = 0;  // 0 while drained
-    bool healthy = true;
-    bool drained = false;
-    std::string health_check;
-    uint64_t slots = 0;
-    TrafficTotals traffic;
-    const char* healthText() const { return healthy ? "healthy" : "unhealthy"; }
-  };
-  std::vector<ServiceRow> serviceRows() const;
-  std::vector<BackendRow> backendRows() const;
+  std::vector<ServiceRow> currentServiceRows() const;
+  std::vector<BackendRow> currentBackendRows() const;
+  // The summed counters, for `stats`, SIGUSR1 and the exit report.
+  CountersReport countersReport() const;
   // Ways of every worker's connection table that hold a connection.
   uint64_t connectionsTracked() const;
   std::string drainReply(const ControlRequest& request, bool drain);

@@ -199,7 +199,7 @@ TelemetryAnswer Daemon::telemetryAnswer(absl::string_view command, absl::string_
       answer.error = "parameter: the first row, a number";
       return answer;
     }
-    const std::vector<ServiceRow> rows = serviceRows();
+    const std::vector<ServiceRow> rows = currentServiceRows();
     TelemetryPage<ServiceRow> page(entries, rows, first);
     page.column("name", [](const ServiceRow& r) { return r.name; });
     page.column("listener", [](const ServiceRow& r) { return r.listener; });
@@ -220,7 +220,7 @@ TelemetryAnswer Daemon::telemetryAnswer(absl::string_view command, absl::string_
       answer.error = absl::StrCat("no service named '", parts[0], "'");
       return answer;
     }
-    std::vector<BackendRow> rows = backendRows();
+    std::vector<BackendRow> rows = currentBackendRows();
     std::erase_if(rows, [&](const BackendRow& row) { return row.service != parts[0]; });
     entries.emplace_back("service", std::string(parts[0]));
     TelemetryPage<BackendRow> page(entries, rows, first);
@@ -351,7 +351,7 @@ std::string Daemon::prometheusText() const {
   }
 
   // Per service and per backend.
-  const std::vector<ServiceRow> services = serviceRows();
+  const std::vector<ServiceRow> services = currentServiceRows();
   auto perService = [&](const char* name, const char* type, const char* help, auto value) {
     Family family(out, name, type, help);
     for (const ServiceRow& row : services) {
@@ -366,7 +366,7 @@ std::string Daemon::prometheusText() const {
              [](const ServiceRow& r) { return r.traffic.connections; });
   perService("berth_service_backends_healthy", "gauge", "Healthy backends",
              [](const ServiceRow& r) { return r.healthy; });
-  const std::vector<BackendRow> backends = backendRows();
+  const std::vector<BackendRow> backends = currentBackendRows();
   auto perBackend = [&](const char* name, const char* type, const char* help, auto value) {
     Family family(out, name, type, help);
     for (const BackendRow& row : backends) {

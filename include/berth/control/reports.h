@@ -1,0 +1,86 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "berth/control/service_state.h"
+#include "berth/dataplane/snapshot.h"
+
+namespace berth {
+
+// What berthd reports, as rows: `berthctl services`, `backends` and `stats`, the Prometheus
+// endpoint and telemetry all read these, so they cannot disagree, and each reply's text and
+// JSON are rendered from one list of columns. Pure: the workers' counters come in through
+// TrafficSource and CountersReport.
+
+// Packets, bytes and tracked connections of a service or a backend, summed over the workers.
+struct TrafficTotals {
+  uint64_t packets = 0;
+  uint64_t bytes = 0;
+  uint64_t connections = 0;
+};
+// The totals of a counter id (CounterIds): a backend's when `backend`, else a service's.
+using TrafficSource = std::function<TrafficTotals(uint32_t id, bool backend)>;
+
+struct ServiceRow {
+  std::string name;
+  std::string listener;
+  std::string forwarding;
+  std::string algorithm;
+  uint64_t backends = 0;
+  uint64_t healthy = 0;
+  TrafficTotals traffic;
+};
+
+struct BackendRow {
+  std::string service;
+  std::string name;
+  std::string address;
+  int64_t weight = 0;  // 0 while drained
+  bool healthy = true;
+  bool drained = false;
+  std::string health_check;
+  uint64_t slots = 0;  // in the live table
+  TrafficTotals traffic;
+
+  const char* healthText() const { return healthy ? "healthy" : "unhealthy"; }
+  // What the text tables show: "drained" over the health check's verdict.
+  const char* stateText() const { return drained ? "drained" : healthText(); }
+};
+
+// One row per service, or per backend of each service, in config order.
+std::vector<ServiceRow> serviceRows(absl::Span<const ServiceState> services,
+                                    const CounterIds& counter_ids, const TrafficSource& traffic);
+std::vector<BackendRow> backendRows(absl::Span<const ServiceState> services,
+                                    const CounterIds& counter_ids, const TrafficSource& traffic);
+
+// The `services` and `backends` replies: the rows as JSON and as the text table, and the
+// connections every worker's table holds.
+std::string servicesReplyJson(const std::vector<ServiceRow>& rows, uint64_t connections_tracked);
+std::string backendsReplyJson(const std::vector<BackendRow>& rows, uint64_t connections_tracked);
+
+// The summed counters `stats` prints, and berthd on exit.
+struct CountersReport {
+  double elapsed_s = 0;
+  uint64_t generation = 0;  // the snapshot in use
+  double rx_window_s = 0;   // from the first frame any worker received to the last
+  std::vector<std::pair<std::string, uint64_t>> sums;  // sumCounters(), in its order
+  struct PerWorker {
+    uint64_t rx_packets = 0;
+    uint64_t tx_packets = 0;
+  };
+  std::vector<PerWorker> workers;
+  // By counter id: "web", and "web/web-1" for backends.
+  std::vector<std::pair<std::string, TrafficTotals>> services;
+  std::vector<std::pair<std::string, TrafficTotals>> backends;
+
+  uint64_t sum(absl::string_view name) const;
+};
+std::string countersText(const CountersReport& report);
+std::string countersJson(const CountersReport& report);
+
+}  // namespace berth

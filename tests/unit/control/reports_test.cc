@@ -1,0 +1,118 @@
+#include "berth/control/reports.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+
+namespace berth {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+ServiceConfig webService() {
+  ServiceConfig config;
+  config.name = "web";
+  config.vip = IpAddress::v4(198, 18, 100, 1);
+  config.port = 80;
+  config.table_size = 1009;
+  for (int i = 1; i <= 2; ++i) {
+    BackendConfig backend;
+    backend.name = "web-" + std::to_string(i);
+    backend.address = IpAddress::v4(198, 18, 1, static_cast<uint8_t>(i));
+    backend.weight = 2;
+    config.backends.push_back(backend);
+  }
+  return config;
+}
+
+class ReportsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<ServiceState> state = ServiceState::create(webService(), {true, true});
+    ASSERT_TRUE(state.ok()) << state.status();
+    services_.push_back(*std::move(state));
+    ASSERT_TRUE(ids_.service("web").ok());
+    ASSERT_TRUE(ids_.backend("web", "web-1").ok());
+    ASSERT_TRUE(ids_.backend("web", "web-2").ok());
+  }
+
+  // Every counter id's traffic is made from its id, so a row shows whose it got.
+  TrafficSource traffic_ = [](uint32_t id, bool backend) {
+    return TrafficTotals{100 + id + (backend ? 10 : 0), 1000 + id, id};
+  };
+  std::vector<ServiceState> services_;
+  CounterIds ids_;
+};
+
+TEST_F(ReportsTest, RowsCarryStateAndTraffic) {
+  ASSERT_TRUE(services_[0].setDrained("web-2", true).ok());
+  ASSERT_TRUE(services_[0].setHealth({false, true}).ok());
+  const std::vector<ServiceRow> rows = serviceRows(services_, ids_, traffic_);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].listener, "tcp 198.18.100.1:80");
+  EXPECT_EQ(rows[0].healthy, 1u);
+  EXPECT_EQ(rows[0].traffic.packets, 100u);
+  const std::vector<BackendRow> backends = backendRows(services_, ids_, traffic_);
+  ASSERT_EQ(backends.size(), 2u);
+  EXPECT_FALSE(backends[0].healthy);
+  EXPECT_EQ(backends[0].slots, 0u);
+  EXPECT_EQ(backends[0].traffic.packets, 110u);
+  EXPECT_TRUE(backends[1].drained);
+  EXPECT_EQ(backends[1].weight, 0);
+  EXPECT_EQ(backends[1].slots, 0u);
+  EXPECT_EQ(backends[1].traffic.packets, 111u);
+}
+
+// The JSON and the text table come from one list of columns: same rows, same order.
+TEST_F(ReportsTest, ServicesReplyHasJsonAndTheTextTable) {
+  const std::string reply = servicesReplyJson(serviceRows(services_, ids_, traffic_), 7);
+  EXPECT_THAT(reply, StartsWith(R"({"ok":true,"conntrack_entries":7,"services":[{"name":"web",)"
+                                R"("listener":"tcp 198.18.100.1:80","forwarding":"ipip",)"
+                                R"("algorithm":"maglev","backends":2,"healthy":2,"packets":100,)"
+                                R"("bytes":1000,"connections":0}],"text":")"));
+  EXPECT_THAT(reply,
+              HasSubstr("service          listener                     mode   algorithm "
+                        "  backends healthy        packets            bytes connections\\n"));
+  EXPECT_THAT(reply, HasSubstr("connections tracked: 7\\n"));
+}
+
+// The text shows "drained" in the health column; the JSON keeps both facts apart.
+TEST_F(ReportsTest, BackendsReplyShowsDrainsInTextAndBothInJson) {
+  ASSERT_TRUE(services_[0].setDrained("web-2", true).ok());
+  const std::string reply = backendsReplyJson(backendRows(services_, ids_, traffic_), 0);
+  EXPECT_THAT(reply, HasSubstr(R"("name":"web-2","address":"198.18.1.2","weight":0,)"
+                               R"("drained":true,"health":"healthy","health_check":"none",)"
+                               R"("slots":0,)"));
+  EXPECT_THAT(reply, HasSubstr("web              web-2            198.18.1.2                 0 "
+                               "drained          0"));
+}
+
+TEST_F(ReportsTest, CountersTextAndJsonFromOneReport) {
+  CountersReport report;
+  report.elapsed_s = 2.5;
+  report.generation = 3;
+  report.rx_window_s = 0.5;
+  report.sums = {{"rx_packets", 1000}, {"tx_packets", 990}};
+  report.workers = {{600, 590}, {400, 400}};
+  report.services = {{"web", {1000, 64000, 12}}};
+  report.backends = {{"web/web-1", {1000, 64000, 12}}};
+  const std::string text = countersText(report);
+  EXPECT_THAT(text, StartsWith("berthd counters after 2.500 s (2 workers, snapshot 3)\n"));
+  EXPECT_THAT(text, HasSubstr("rx_pps"));
+  EXPECT_THAT(text, HasSubstr("2000 (1000 packets in 0.500000 s from first to last)"));
+  EXPECT_THAT(text, HasSubstr("worker 1"));
+  EXPECT_THAT(text, HasSubstr("backend web/web-1"));
+  const std::string json = countersJson(report);
+  EXPECT_THAT(json, HasSubstr(R"("workers":2,"rx_window_s":0.5,"rx_pps":2000)"));
+  EXPECT_THAT(json, HasSubstr(R"("counters":{"rx_packets":1000,"tx_packets":990})"));
+  EXPECT_THAT(json,
+              HasSubstr(R"("services":{"web":{"packets":1000,"bytes":64000,"connections":12}})"));
+}
+
+}  // namespace
+}  // namespace berth

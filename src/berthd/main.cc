@@ -3,9 +3,9 @@
 //   berthd [EAL options] -- --config FILE [--control_socket PATH] [--counters_json FILE]
 //
 // EAL options may also come from the config (dataplane.eal); the command line's come first. The
-// start-up order is fixed: config, EAL, then the daemon's ports, snapshot and workers; teardown
-// runs it backwards. SIGINT and SIGTERM stop it cleanly; SIGUSR1 prints the counters; SIGHUP
-// reloads the config.
+// start-up order is one table below (the config first, then the EAL and the control plane's
+// steps); a failed step is named, and teardown runs the table backwards. SIGINT and SIGTERM stop it
+// cleanly; SIGUSR1 prints the counters; SIGHUP reloads the config.
 
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -23,9 +23,10 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "berth/config/loader.h"
+#include "berth/control/control_plane.h"
 #include "berth/util/command_line.h"
 #include "berth/util/heap.h"
-#include "berthd/daemon.h"
+#include "berth/util/start_sequence.h"
 
 ABSL_FLAG(std::string, config, "", "path of the YAML config (required)");
 ABSL_FLAG(std::string, control_socket, "/run/berth/berth.sock",
@@ -97,27 +98,48 @@ int main(int argc, char** argv) {
 
   for (const std::string& arg : config->dataplane.eal) eal_args.push_back(arg);
   std::vector<char*> eal_argv = berth::argvOf(eal_args);
-  if (rte_eal_init(static_cast<int>(eal_argv.size()), eal_argv.data()) < 0) {
-    return fail(absl::StrCat("EAL: ", rte_strerror(rte_errno), " (check the EAL options)"));
-  }
+
+  // The start-up table: each step's start in this order, and on a failure, or at the end, the
+  // stops of the steps that started, in reverse. The control plane's steps are documented at
+  // ControlPlane (control/control_plane.h).
+  bool eal_up = false;
+  berth::ControlPlane control(absl::GetFlag(FLAGS_config), absl::GetFlag(FLAGS_control_socket),
+                              *std::move(config), {g_stop, g_print_counters, g_reload});
+  berth::StartSequence start_up({
+      {"EAL",
+       [&]() -> absl::Status {
+         if (rte_eal_init(static_cast<int>(eal_argv.size()), eal_argv.data()) < 0) {
+           return absl::InvalidArgumentError(
+               absl::StrCat(rte_strerror(rte_errno), " (check the EAL options)"));
+         }
+         eal_up = true;
+         return absl::OkStatus();
+       },
+       [&] {
+         if (eal_up) rte_eal_cleanup();
+         eal_up = false;
+       }},
+      {"lcores", [&] { return control.startLcores(); }, [&] { control.stopLcores(); }},
+      {"ports", [&] { return control.openPorts(); }, [&] { control.closePorts(); }},
+      {"workers", [&] { return control.createWorkers(); }, [&] { control.destroyWorkers(); }},
+      {"services", [&] { return control.startServices(); }, [&] { control.stopServices(); }},
+      {"control socket", [&] { return control.openControlSocket(); },
+       [&] { control.closeControlSocket(); }},
+      {"metrics", [&] { return control.openMetrics(); }, [&] { control.closeMetrics(); }},
+      {"telemetry", [&] { return control.openTelemetry(); }, [&] { control.closeTelemetry(); }},
+      {"launch", [&] { return control.launchWorkers(); }, [&] { control.stopWorkers(); }},
+  });
+  if (absl::Status status = start_up.start(); !status.ok()) return fail(status.message());
 
   int exit_code = 0;
-  {
-    berth::Daemon daemon(absl::GetFlag(FLAGS_config), absl::GetFlag(FLAGS_control_socket),
-                         *std::move(config), {g_stop, g_print_counters, g_reload});
-    if (absl::Status status = daemon.start(); !status.ok()) {
-      exit_code = fail(status.message());
-    } else {
-      daemon.run();
-      std::fputs(daemon.countersText().c_str(), stdout);
-      std::fflush(stdout);
-      if (const std::string path = absl::GetFlag(FLAGS_counters_json); !path.empty()) {
-        std::ofstream out(path);
-        out << daemon.countersJson();
-        if (!out) exit_code = fail(absl::StrCat("--counters_json: could not write ", path));
-      }
-    }
+  control.run();
+  std::fputs(control.countersText().c_str(), stdout);
+  std::fflush(stdout);
+  if (const std::string path = absl::GetFlag(FLAGS_counters_json); !path.empty()) {
+    std::ofstream out(path);
+    out << control.countersJson();
+    if (!out) exit_code = fail(absl::StrCat("--counters_json: could not write ", path));
   }
-  rte_eal_cleanup();
+  start_up.stop();
   return exit_code;
 }

@@ -16,6 +16,7 @@
 #include "berth/control/metrics_server.h"
 #include "berth/control/reports.h"
 #include "berth/control/service_state.h"
+#include "berth/control/telemetry_answer.h"
 #include "berth/dataplane/backend_loads.h"
 #include "berth/dataplane/explain.h"
 #include "berth/dataplane/neighbor_discovery.h"
@@ -25,7 +26,6 @@
 #include "berth/runtime/port.h"
 #include "berth/runtime/publisher.h"
 #include "berth/runtime/worker.h"
-#include "berthd/telemetry.h"
 
 namespace berth {
 
@@ -37,7 +37,7 @@ inline constexpr char kBerthVersion[] = "0.1.0";
 // checks, republishes the snapshot when a MAC or a backend's health changes, and prints the
 // counters on request.
 // What the signal handlers set, for the management loop to act on.
-struct DaemonSignals {
+struct ControlPlaneSignals {
   std::atomic<bool>& stop;            // SIGINT, SIGTERM
   std::atomic<bool>& print_counters;  // SIGUSR1
   std::atomic<bool>& reload;          // SIGHUP
@@ -49,17 +49,42 @@ struct DaemonSignals {
 inline constexpr absl::Duration kDatapathStallThreshold = absl::Milliseconds(500);
 inline constexpr absl::Duration kStallProbeInterval = absl::Milliseconds(100);
 
-class Daemon {
+class ControlPlane {
  public:
-  Daemon(std::string config_path, std::string control_socket, Config config,
-         const DaemonSignals& signals);
-  ~Daemon();
-  Daemon(const Daemon&) = delete;
-  Daemon& operator=(const Daemon&) = delete;
+  ControlPlane(std::string config_path, std::string control_socket, Config config,
+               const ControlPlaneSignals& signals);
+  ~ControlPlane();
+  ControlPlane(const ControlPlane&) = delete;
+  ControlPlane& operator=(const ControlPlane&) = delete;
 
-  // Opens ports, builds and publishes the first snapshot, launches a worker on every worker
-  // lcore. Errors name the module and what failed; what was set up is released by the destructor.
-  absl::Status start();
+  // The start-up steps, in the order berthd's start-up table runs them (src/berthd/main.cc).
+  // Each step's stop undoes it, and does nothing when the step did not run, so a failed start
+  // unwinds by calling the stops of the steps before it, in reverse.
+  //   lcores:  the worker lcores, the RCU publisher and the neighbour ring
+  //   ports:   every configured port, started
+  //   workers: one per worker lcore, on its socket (Worker::create)
+  //   services: the health monitor, every service's state, and the first snapshot published
+  //   control socket, metrics (when configured), telemetry
+  //   launch:  every worker running its loop
+  // Errors name what failed.
+  absl::Status startLcores();
+  void stopLcores();
+  absl::Status openPorts();
+  void closePorts();
+  absl::Status createWorkers();
+  void destroyWorkers();
+  absl::Status startServices();
+  void stopServices();
+  absl::Status openControlSocket();
+  void closeControlSocket();
+  absl::Status openMetrics();
+  void closeMetrics();
+  absl::Status openTelemetry();
+  void closeTelemetry();
+  absl::Status launchWorkers();
+  // Stops the workers and flushes their TX.
+  void stopWorkers();
+
   // Runs the management loop until `stop` is set, then stops the workers and flushes their TX.
   void run();
   // The summed counters, per service and per backend, as text or as JSON.
@@ -86,7 +111,6 @@ class Daemon {
   void reportRollouts();
   void drainNeighborNews();
   void requestUnresolvedNextHops();
-  void stopWorkers();
   // Logs each change, rebuilds the affected services' tables with min-disruption failover, and
   // publishes the snapshot.
   void applyHealthChanges(const std::vector<BackendHealthChange>& changes);
@@ -95,7 +119,7 @@ class Daemon {
   absl::Status reload();
   // The control socket's commands (control.cc): the reply to one request.
   std::string handleControl(const ControlRequest& request);
-  using CommandHandler = std::string (*)(Daemon&, const ControlRequest&);
+  using CommandHandler = std::string (*)(ControlPlane&, const ControlRequest&);
   static const absl::flat_hash_map<std::string, CommandHandler>& commandHandlers();
   // InternalError naming a command of the table that has no handler.
   static absl::Status checkCommandHandlers();
@@ -124,8 +148,6 @@ class Daemon {
 
   // Telemetry (metrics.cc): the /berth/... commands answer through a mailbox the management
   // loop serves.
-  void openTelemetry();
-  void closeTelemetry();
   void serveTelemetry();
   // Rates over the last interval for `stats`: the loop samples the summed counters every
   // kRateInterval.
@@ -198,7 +220,8 @@ class Daemon {
   };
   std::vector<Rollout> rollouts_;
   bool launched_ = false;
-  std::vector<int> link_up_;  // per port: 1 up, 0 down, -1 not yet looked at
+  std::vector<unsigned> lcores_;  // the worker lcores, one worker each
+  std::vector<int> link_up_;      // per port: 1 up, 0 down, -1 not yet looked at
   absl::Time last_link_check_ = absl::InfinitePast();
   absl::Time started_ = absl::Now();
   absl::Time last_refresh_ = absl::InfinitePast();

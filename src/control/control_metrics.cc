@@ -12,16 +12,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "berthd/daemon.h"
+#include "berth/control/control_plane.h"
 
 namespace berth {
 
 namespace {
 
 // The telemetry thread's way to the daemon. DPDK keeps registered commands for the life of the
-// process, so the callbacks outlive any one Daemon; the mailbox is closed while none serves.
+// process, so the callbacks outlive any one ControlPlane; the mailbox is closed while none serves.
 ManagementMailbox telemetry_mailbox;
-std::atomic<Daemon*> telemetry_daemon{nullptr};
+std::atomic<ControlPlane*> telemetry_daemon{nullptr};
 constexpr absl::Duration kTelemetryPatience = absl::Seconds(1);
 
 void fill(rte_tel_data* data, const TelemetryAnswer& answer) {
@@ -53,7 +53,7 @@ void fill(rte_tel_data* data, const TelemetryAnswer& answer) {
 int telemetryCommand(const char* command, const char* params, rte_tel_data* data) {
   TelemetryAnswer answer;
   const std::function<void()> task = [&] {
-    if (Daemon* daemon = telemetry_daemon.load()) {
+    if (ControlPlane* daemon = telemetry_daemon.load()) {
       answer = daemon->telemetryAnswer(command, params == nullptr ? "" : params);
     }
   };
@@ -132,7 +132,7 @@ class TelemetryPage {
 
 }  // namespace
 
-void Daemon::openTelemetry() {
+absl::Status ControlPlane::openTelemetry() {
   telemetry_daemon.store(this);
   telemetry_mailbox.setOpen(true);
   static const bool registered = [] {
@@ -155,16 +155,18 @@ void Daemon::openTelemetry() {
     return true;
   }();
   (void)registered;
+  return absl::OkStatus();
 }
 
-void Daemon::closeTelemetry() {
+void ControlPlane::closeTelemetry() {
   telemetry_mailbox.setOpen(false);
   telemetry_daemon.store(nullptr);
 }
 
-void Daemon::serveTelemetry() { telemetry_mailbox.serve(); }
+void ControlPlane::serveTelemetry() { telemetry_mailbox.serve(); }
 
-TelemetryAnswer Daemon::telemetryAnswer(absl::string_view command, absl::string_view params) const {
+TelemetryAnswer ControlPlane::telemetryAnswer(absl::string_view command,
+                                              absl::string_view params) const {
   TelemetryAnswer answer;
   auto& entries = answer.entries;
   if (command == "/berth/status") {
@@ -240,7 +242,7 @@ TelemetryAnswer Daemon::telemetryAnswer(absl::string_view command, absl::string_
   return answer;
 }
 
-void Daemon::sampleRates() {
+void ControlPlane::sampleRates() {
   const absl::Time now = absl::Now();
   if (now - rates_latest_.at < kRateInterval) return;
   RateSample sample;
@@ -257,7 +259,7 @@ void Daemon::sampleRates() {
   rates_latest_ = sample;
 }
 
-Daemon::Rates Daemon::rates() const {
+ControlPlane::Rates ControlPlane::rates() const {
   Rates rates;
   const double seconds = absl::ToDoubleSeconds(rates_latest_.at - rates_previous_.at);
   if (rates_previous_.at == absl::InfinitePast() || seconds <= 0) return rates;
@@ -274,7 +276,7 @@ Daemon::Rates Daemon::rates() const {
   return rates;
 }
 
-std::string Daemon::prometheusText() const {
+std::string ControlPlane::prometheusText() const {
   std::string out;
   Family(out, "berth_info", "gauge", "berthd's version; always 1")
       .sample(absl::StrCat("version=\"", kBerthVersion, "\""), uint64_t{1});

@@ -1,4 +1,4 @@
-#include "berthd/daemon.h"
+#include "berth/control/control_plane.h"
 
 #include <rte_cycles.h>
 #include <rte_errno.h>
@@ -65,8 +65,8 @@ void logLine(absl::string_view line) {
   std::fprintf(stderr, "berthd: %.*s\n", static_cast<int>(line.size()), line.data());
 }
 
-Daemon::Daemon(std::string config_path, std::string control_socket, Config config,
-               const DaemonSignals& signals)
+ControlPlane::ControlPlane(std::string config_path, std::string control_socket, Config config,
+                           const ControlPlaneSignals& signals)
     : config_path_(std::move(config_path)),
       control_socket_path_(std::move(control_socket)),
       config_(std::move(config)),
@@ -74,22 +74,20 @@ Daemon::Daemon(std::string config_path, std::string control_socket, Config confi
       print_counters_(signals.print_counters),
       reload_(signals.reload) {}
 
-absl::Status Daemon::start() {
+absl::Status ControlPlane::startLcores() {
   BERTH_RETURN_IF_ERROR(checkCommandHandlers());
   if (config_.dataplane.ports.empty()) {
     return absl::InvalidArgumentError("dataplane.ports: berthd needs at least one port");
   }
-  std::vector<unsigned> lcores;
   unsigned lcore;
-  RTE_LCORE_FOREACH_WORKER(lcore) { lcores.push_back(lcore); }
-  if (lcores.empty()) {
+  RTE_LCORE_FOREACH_WORKER(lcore) { lcores_.push_back(lcore); }
+  if (lcores_.empty()) {
     return absl::InvalidArgumentError(
         "EAL: no worker lcore; give at least two, the first for management (-l 0-1, or "
         "--lcores 0@0,1@0 to share one CPU)");
   }
-  const auto worker_count = static_cast<uint16_t>(lcores.size());
-
-  BERTH_ASSIGN_OR_RETURN(publisher_, SnapshotPublisher::create(worker_count));
+  BERTH_ASSIGN_OR_RETURN(publisher_,
+                         SnapshotPublisher::create(static_cast<uint16_t>(lcores_.size())));
   neighbor_news_ =
       rte_ring_create_elem("berth_neighbor_news", sizeof(NeighborMessage), kNeighborRingSize,
                            static_cast<int>(rte_socket_id()), RING_F_SC_DEQ);
@@ -97,10 +95,20 @@ absl::Status Daemon::start() {
     return absl::ResourceExhaustedError(
         absl::StrCat("management: neighbour ring: ", rte_strerror(rte_errno)));
   }
+  return absl::OkStatus();
+}
 
+void ControlPlane::stopLcores() {
+  rte_ring_free(neighbor_news_);
+  neighbor_news_ = nullptr;
+  publisher_.reset();
+}
+
+absl::Status ControlPlane::openPorts() {
   std::vector<std::string> warnings;
   for (const PortConfig& port_config : config_.dataplane.ports) {
-    absl::StatusOr<OpenedPort> port = openPort(port_config, worker_count, warnings);
+    absl::StatusOr<OpenedPort> port =
+        openPort(port_config, static_cast<uint16_t>(lcores_.size()), warnings);
     if (!port.ok()) return port.status();
     logLine(absl::StrFormat("port '%s': %s, DPDK port %u, MAC %s, %u queue pair(s), RSS %s, MTU %u",
                             port->name, port->driver, port->port_id, port->mac.toString(),
@@ -110,10 +118,19 @@ absl::Status Daemon::start() {
     ports_.push_back(*std::move(port));
   }
   for (const std::string& warning : warnings) logLine(absl::StrCat("warning: ", warning));
+  return absl::OkStatus();
+}
 
-  for (uint16_t w = 0; w < worker_count; ++w) {
+void ControlPlane::closePorts() {
+  for (OpenedPort& port : ports_) closePort(port);
+  ports_.clear();
+  port_macs_.clear();
+}
+
+absl::Status ControlPlane::createWorkers() {
+  for (uint16_t w = 0; w < lcores_.size(); ++w) {
     WorkerSetup setup;
-    setup.lcore = lcores[w];
+    setup.lcore = lcores_[w];
     setup.rcu = publisher_->rcu();
     setup.rcu_thread_id = w;
     setup.snapshot = &publisher_->current();
@@ -129,7 +146,14 @@ absl::Status Daemon::start() {
     BERTH_ASSIGN_OR_RETURN(WorkerPtr worker, Worker::create(setup));
     workers_.push_back(std::move(worker));
   }
+  return absl::OkStatus();
+}
 
+// The requests workers never sent are mbufs of the ports' pools, so this comes before
+// closePorts() (the start-up table's reverse order).
+void ControlPlane::destroyWorkers() { workers_.clear(); }
+
+absl::Status ControlPlane::startServices() {
   absl::StatusOr<std::unique_ptr<HealthMonitor>> monitor =
       HealthMonitor::create(config_, healthClock(), healthJitter());
   if (!monitor.ok()) {
@@ -141,24 +165,42 @@ absl::Status Daemon::start() {
                            return health_->healthy(s);
                          }));
   BERTH_RETURN_IF_ERROR(publishSnapshot());
+  if (health_->checkCount() > 0) {
+    logLine(
+        absl::StrFormat("health: %u check(s) for the configured backends", health_->checkCount()));
+  }
+  return absl::OkStatus();
+}
+
+void ControlPlane::stopServices() {
+  services_.clear();
+  health_.reset();
+}
+
+absl::Status ControlPlane::openControlSocket() {
   absl::StatusOr<std::unique_ptr<ControlSocket>> control =
       ControlSocket::open(control_socket_path_);
   if (!control.ok()) return control.status();
   control_ = *std::move(control);
   logLine(absl::StrCat("control socket: ", control_->path()));
-  if (config_.metrics.listen) {
-    absl::StatusOr<std::unique_ptr<MetricsServer>> metrics =
-        MetricsServer::open(*config_.metrics.listen);
-    if (!metrics.ok()) return metrics.status();
-    metrics_ = *std::move(metrics);
-    logLine(absl::StrCat("metrics: http://", metrics_->endpoint().toString(), "/metrics"));
-  }
-  openTelemetry();
-  if (health_->checkCount() > 0) {
-    logLine(
-        absl::StrFormat("health: %u check(s) for the configured backends", health_->checkCount()));
-  }
+  return absl::OkStatus();
+}
 
+void ControlPlane::closeControlSocket() { control_.reset(); }
+
+absl::Status ControlPlane::openMetrics() {
+  if (!config_.metrics.listen) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics =
+      MetricsServer::open(*config_.metrics.listen);
+  if (!metrics.ok()) return metrics.status();
+  metrics_ = *std::move(metrics);
+  logLine(absl::StrCat("metrics: http://", metrics_->endpoint().toString(), "/metrics"));
+  return absl::OkStatus();
+}
+
+void ControlPlane::closeMetrics() { metrics_.reset(); }
+
+absl::Status ControlPlane::launchWorkers() {
   guardInterruptThreadUnmaps(publisher_->rcu());
   for (const WorkerPtr& worker : workers_) {
     if (const int result = rte_eal_remote_launch(runWorker, worker.get(), worker->lcore());
@@ -170,11 +212,11 @@ absl::Status Daemon::start() {
     launched_ = true;
   }
   logLine(absl::StrFormat("forwarding: %u service(s), %u worker(s) on lcores %s",
-                          config_.services.size(), workers_.size(), absl::StrJoin(lcores, ",")));
+                          config_.services.size(), workers_.size(), absl::StrJoin(lcores_, ",")));
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<const Snapshot>> Daemon::snapshotFor(
+absl::StatusOr<std::unique_ptr<const Snapshot>> ControlPlane::snapshotFor(
     const DataplaneConfig& dataplane, const std::vector<ServiceState>& services,
     uint64_t generation) {
   std::vector<ServiceInput> inputs;
@@ -185,7 +227,7 @@ absl::StatusOr<std::unique_ptr<const Snapshot>> Daemon::snapshotFor(
   return buildSnapshot(dataplane, inputs, port_macs_, neighbors_, counter_ids_, generation);
 }
 
-absl::Status Daemon::publishSnapshot() {
+absl::Status ControlPlane::publishSnapshot() {
   absl::StatusOr<std::unique_ptr<const Snapshot>> snapshot =
       snapshotFor(config_.dataplane, services_, generation_ + 1);
   if (!snapshot.ok()) return snapshot.status();
@@ -194,7 +236,7 @@ absl::Status Daemon::publishSnapshot() {
   return absl::OkStatus();
 }
 
-void Daemon::reportWhenInForce(absl::Time start, absl::string_view event) {
+void ControlPlane::reportWhenInForce(absl::Time start, absl::string_view event) {
   rollouts_.push_back(Rollout{published_token_, generation_, start, std::string(event)});
   // Running workers pass a quiescent state every loop, microseconds apart: a short wait here
   // gives the figure without the management tick's granularity in it.
@@ -203,7 +245,7 @@ void Daemon::reportWhenInForce(absl::Time start, absl::string_view event) {
   reportRollouts();
 }
 
-void Daemon::reportRollouts() {
+void ControlPlane::reportRollouts() {
   publisher_->reclaim();
   auto in_force = [this](const Rollout& rollout) { return publisher_->inForce(rollout.token); };
   for (const Rollout& rollout : rollouts_) {
@@ -220,7 +262,7 @@ std::string describe(const SlotChange& change) {
                          100.0 * change.movedShare());
 }
 
-void Daemon::drainNeighborNews() {
+void ControlPlane::drainNeighborNews() {
   NeighborMessage message;
   bool changed = false;
   while (rte_ring_sc_dequeue_elem(neighbor_news_, &message, sizeof(message)) == 0) {
@@ -239,7 +281,7 @@ void Daemon::drainNeighborNews() {
   }
 }
 
-void Daemon::requestUnresolvedNextHops() {
+void ControlPlane::requestUnresolvedNextHops() {
   const bool refresh = absl::Now() - last_refresh_ >= kResolveRefresh;
   if (refresh) last_refresh_ = absl::Now();
   for (const NextHopToResolve& hop : nextHopsToResolve(config_)) {
@@ -260,7 +302,7 @@ void Daemon::requestUnresolvedNextHops() {
   }
 }
 
-void Daemon::run() {
+void ControlPlane::run() {
   absl::Time last_request = absl::InfinitePast();
   // On a stop signal with BGP announcements, first withdraw them while still forwarding, so that
   // routers move the flows away before this instance stops taking them.
@@ -298,7 +340,7 @@ void Daemon::run() {
   stopWorkers();
 }
 
-void Daemon::publishLoads() {
+void ControlPlane::publishLoads() {
   const absl::Time now = absl::Now();
   if (now - last_load_publish_ < absl::Milliseconds(kLoadPublishIntervalMs)) return;
   last_load_publish_ = now;
@@ -314,7 +356,7 @@ void Daemon::publishLoads() {
       *backend_loads_);
 }
 
-bool Daemon::announcesOverBgp() const {
+bool ControlPlane::announcesOverBgp() const {
   if (!launched_ || !config_.bgp) return false;
   for (const ServiceConfig& service : config_.services) {
     if (service.announce_bgp) return true;
@@ -322,7 +364,7 @@ bool Daemon::announcesOverBgp() const {
   return false;
 }
 
-void Daemon::watchWorkers() {
+void ControlPlane::watchWorkers() {
   if (!launched_) return;
   const absl::Time now = absl::Now();
   const bool was_stalled = stall_watch_.stalled();
@@ -350,7 +392,7 @@ void Daemon::watchWorkers() {
   }
 }
 
-void Daemon::applyHealthChanges(const std::vector<BackendHealthChange>& changes) {
+void ControlPlane::applyHealthChanges(const std::vector<BackendHealthChange>& changes) {
   if (changes.empty()) return;
   const absl::Time start = absl::Now();
   absl::flat_hash_set<size_t> services;
@@ -380,7 +422,7 @@ void Daemon::applyHealthChanges(const std::vector<BackendHealthChange>& changes)
   reportWhenInForce(start, "the health change");
 }
 
-void Daemon::watchLinks() {
+void ControlPlane::watchLinks() {
   if (absl::Now() - last_link_check_ < kLinkCheckInterval) return;
   last_link_check_ = absl::Now();
   link_up_.resize(ports_.size(), -1);
@@ -396,14 +438,15 @@ void Daemon::watchLinks() {
   }
 }
 
-void Daemon::stopWorkers() {
+void ControlPlane::stopWorkers() {
   workers_stop_.store(true, std::memory_order_relaxed);
-  if (launched_) rte_eal_mp_wait_lcore();
+  if (!launched_) return;
+  rte_eal_mp_wait_lcore();
   launched_ = false;
   guardInterruptThreadUnmaps(nullptr);
 }
 
-double Daemon::rxWindowSeconds() const {
+double ControlPlane::rxWindowSeconds() const {
   uint64_t first = UINT64_MAX;
   uint64_t last = 0;
   for (const WorkerPtr& worker : workers_) {
@@ -415,7 +458,7 @@ double Daemon::rxWindowSeconds() const {
   return static_cast<double>(last - first) / static_cast<double>(rte_get_tsc_hz());
 }
 
-CountersReport Daemon::countersReport() const {
+CountersReport ControlPlane::countersReport() const {
   CountersReport report;
   report.elapsed_s = absl::ToDoubleSeconds(absl::Now() - started_);
   report.generation = generation_;
@@ -438,18 +481,21 @@ CountersReport Daemon::countersReport() const {
   return report;
 }
 
-std::string Daemon::countersText() const { return berth::countersText(countersReport()); }
+std::string ControlPlane::countersText() const { return berth::countersText(countersReport()); }
 
-std::string Daemon::countersJson() const { return berth::countersJson(countersReport()); }
+std::string ControlPlane::countersJson() const { return berth::countersJson(countersReport()); }
 
-Daemon::~Daemon() {
+ControlPlane::~ControlPlane() {
+  // The start-up table has stopped every step by now; these are no-ops then, and a safety net
+  // for a caller that did not.
   closeTelemetry();
   stopWorkers();
-  // Workers first: the requests they never sent are mbufs of the ports' pools.
-  workers_.clear();
-  for (OpenedPort& port : ports_) closePort(port);
-  rte_ring_free(neighbor_news_);
-  publisher_.reset();
+  closeMetrics();
+  closeControlSocket();
+  stopServices();
+  destroyWorkers();
+  closePorts();
+  stopLcores();
 }
 
 }  // namespace berth

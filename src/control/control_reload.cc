@@ -9,11 +9,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "berth/config/loader.h"
-#include "berthd/daemon.h"
+#include "berth/control/control_plane.h"
 
 namespace berth {
 
-absl::Status Daemon::reload() {
+absl::Status ControlPlane::reload() {
   const absl::Time start = absl::Now();
   auto refuse = [&](absl::string_view why) {
     const std::string message = absl::StrCat("reload of ", config_path_,

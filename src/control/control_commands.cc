@@ -14,13 +14,13 @@
 #include "absl/time/clock.h"
 #include "berth/control/announce.h"
 #include "berth/control/commands.h"
+#include "berth/control/control_plane.h"
 #include "berth/control/explain_reply.h"
 #include "berth/control/table_report.h"
 #include "berth/maglev/analysis.h"
 #include "berth/net/crc32c.h"
 #include "berth/net/packet_parser.h"
 #include "berth/util/json_writer.h"
-#include "berthd/daemon.h"
 
 namespace berth {
 namespace {
@@ -37,7 +37,7 @@ std::string okReply(absl::string_view text) {
 
 }  // namespace
 
-std::string Daemon::statsReply() const {
+std::string ControlPlane::statsReply() const {
   std::string counters = countersJson();
   if (!counters.empty() && counters.back() == '\n') counters.pop_back();
   const Rates now = rates();
@@ -67,7 +67,7 @@ std::string Daemon::statsReply() const {
                       ",\"stats\":", counters, "}");
 }
 
-std::string Daemon::reloadReply() {
+std::string ControlPlane::reloadReply() {
   absl::Status status = reload();
   return status.ok()
              ? okReply(absl::StrCat("reloaded ", config_path_, " (snapshot ", generation_, ")\n"))
@@ -75,29 +75,30 @@ std::string Daemon::reloadReply() {
 }
 
 // Each command of the command table (control/commands.h) and its handler.
-const absl::flat_hash_map<std::string, Daemon::CommandHandler>& Daemon::commandHandlers() {
+const absl::flat_hash_map<std::string, ControlPlane::CommandHandler>&
+ControlPlane::commandHandlers() {
   static const auto* handlers = new absl::flat_hash_map<std::string, CommandHandler>{
-      {"status", [](Daemon& d, const ControlRequest&) { return d.statusReply(); }},
-      {"stats", [](Daemon& d, const ControlRequest&) { return d.statsReply(); }},
+      {"status", [](ControlPlane& d, const ControlRequest&) { return d.statusReply(); }},
+      {"stats", [](ControlPlane& d, const ControlRequest&) { return d.statsReply(); }},
       {"services",
-       [](Daemon& d, const ControlRequest&) {
+       [](ControlPlane& d, const ControlRequest&) {
          return servicesReplyJson(d.currentServiceRows(), d.connectionsTracked());
        }},
       {"backends",
-       [](Daemon& d, const ControlRequest&) {
+       [](ControlPlane& d, const ControlRequest&) {
          return backendsReplyJson(d.currentBackendRows(), d.connectionsTracked());
        }},
-      {"reload", [](Daemon& d, const ControlRequest&) { return d.reloadReply(); }},
-      {"drain", [](Daemon& d, const ControlRequest& r) { return d.drainReply(r, true); }},
-      {"undrain", [](Daemon& d, const ControlRequest& r) { return d.drainReply(r, false); }},
-      {"explain", [](Daemon& d, const ControlRequest& r) { return d.explainReply(r); }},
-      {"table", [](Daemon& d, const ControlRequest& r) { return d.tableReply(r); }},
-      {"announce", [](Daemon& d, const ControlRequest&) { return d.announceReply(); }},
+      {"reload", [](ControlPlane& d, const ControlRequest&) { return d.reloadReply(); }},
+      {"drain", [](ControlPlane& d, const ControlRequest& r) { return d.drainReply(r, true); }},
+      {"undrain", [](ControlPlane& d, const ControlRequest& r) { return d.drainReply(r, false); }},
+      {"explain", [](ControlPlane& d, const ControlRequest& r) { return d.explainReply(r); }},
+      {"table", [](ControlPlane& d, const ControlRequest& r) { return d.tableReply(r); }},
+      {"announce", [](ControlPlane& d, const ControlRequest&) { return d.announceReply(); }},
   };
   return *handlers;
 }
 
-absl::Status Daemon::checkCommandHandlers() {
+absl::Status ControlPlane::checkCommandHandlers() {
   for (const CommandSpec& command : controlCommands()) {
     if (!commandHandlers().contains(command.name)) {
       return absl::InternalError(
@@ -107,7 +108,7 @@ absl::Status Daemon::checkCommandHandlers() {
   return absl::OkStatus();
 }
 
-std::string Daemon::handleControl(const ControlRequest& request) {
+std::string ControlPlane::handleControl(const ControlRequest& request) {
   const CommandSpec* command = findControlCommand(request.command);
   if (command == nullptr) {
     return errorReply(
@@ -119,7 +120,7 @@ std::string Daemon::handleControl(const ControlRequest& request) {
   return commandHandlers().at(command->name)(*this, request);
 }
 
-std::string Daemon::statusReply() const {
+std::string ControlPlane::statusReply() const {
   // The config file as berthd last read it: its CRC32-C tells two instances' files apart.
   std::ifstream file(config_path_, std::ios::binary);
   std::stringstream contents;
@@ -187,7 +188,7 @@ std::string Daemon::statusReply() const {
   return json.str();
 }
 
-std::string Daemon::announceReply() const {
+std::string ControlPlane::announceReply() const {
   // What berth-announcer hands to BIRD (control/announce.h).
   ForwardingState forwarding;
   forwarding.workers_running = launched_;
@@ -201,7 +202,7 @@ std::string Daemon::announceReply() const {
   return announceReplyJson(decideAnnouncements(config_, services_, forwarding));
 }
 
-TrafficTotals Daemon::trafficOf(uint32_t id, bool backend) const {
+TrafficTotals ControlPlane::trafficOf(uint32_t id, bool backend) const {
   TrafficTotals totals;
   for (const WorkerPtr& worker : workers_) {
     const TrafficCounter* array =
@@ -213,17 +214,17 @@ TrafficTotals Daemon::trafficOf(uint32_t id, bool backend) const {
   return totals;
 }
 
-std::vector<ServiceRow> Daemon::currentServiceRows() const {
+std::vector<ServiceRow> ControlPlane::currentServiceRows() const {
   return serviceRows(services_, counter_ids_,
                      [this](uint32_t id, bool backend) { return trafficOf(id, backend); });
 }
 
-std::vector<BackendRow> Daemon::currentBackendRows() const {
+std::vector<BackendRow> ControlPlane::currentBackendRows() const {
   return backendRows(services_, counter_ids_,
                      [this](uint32_t id, bool backend) { return trafficOf(id, backend); });
 }
 
-uint64_t Daemon::connectionsTracked() const {
+uint64_t ControlPlane::connectionsTracked() const {
   uint64_t connections = 0;
   for (const WorkerPtr& worker : workers_) {
     if (worker->connections() != nullptr) connections += worker->connections()->occupied();
@@ -231,7 +232,7 @@ uint64_t Daemon::connectionsTracked() const {
   return connections;
 }
 
-std::string Daemon::drainReply(const ControlRequest& request, bool drain) {
+std::string ControlPlane::drainReply(const ControlRequest& request, bool drain) {
   const std::string& backend_name = request.field("backend");
   const std::string& service_name = request.field("service");
   if (backend_name.empty()) return errorReply("give the backend's name");
@@ -284,8 +285,8 @@ std::string Daemon::drainReply(const ControlRequest& request, bool drain) {
   return json.str();
 }
 
-std::optional<TrackedConnection> Daemon::askWorkers(const ConnectionKey& key, uint32_t hash,
-                                                    std::string& note) {
+std::optional<TrackedConnection> ControlPlane::askWorkers(const ConnectionKey& key, uint32_t hash,
+                                                          std::string& note) {
   std::vector<bool> asked(workers_.size(), false);
   for (size_t w = 0; w < workers_.size(); ++w) {
     ConntrackQuery& query = workers_[w]->conntrack_query;
@@ -324,7 +325,7 @@ std::optional<TrackedConnection> Daemon::askWorkers(const ConnectionKey& key, ui
   return tracked;
 }
 
-std::string Daemon::explainReply(const ControlRequest& request) {
+std::string ControlPlane::explainReply(const ControlRequest& request) {
   absl::StatusOr<FlowKey> flow = explainedFlow(request);
   if (!flow.ok()) return errorReply(flow.status().message());
   const Snapshot& snapshot = *publisher_->snapshot();
@@ -344,7 +345,7 @@ std::string Daemon::explainReply(const ControlRequest& request) {
   return explainReplyJson(snapshot, *flow, explanation, conntrack, tracked, note, listener);
 }
 
-std::string Daemon::tableReply(const ControlRequest& request) const {
+std::string ControlPlane::tableReply(const ControlRequest& request) const {
   const std::string& name = request.field("service");
   std::vector<std::string> names;
   for (const ServiceState& state : services_) {

@@ -1,6 +1,7 @@
 // berthd's metrics for machines: DPDK telemetry commands under /berth/ and the Prometheus text
 // endpoint (metrics.listen). Both report the rows `berthctl services` and `backends` show and the
-// counters `berthctl stats` sums, from the same functions (control.cc), so they cannot disagree.
+// counters `berthctl stats` sums, from the same functions (control/reports.h), so they cannot
+// disagree; the Prometheus text itself is rendered by control/prometheus.h.
 
 #include <rte_telemetry.h>
 
@@ -13,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "berth/control/control_plane.h"
+#include "berth/control/prometheus.h"
 
 namespace berth {
 
@@ -65,41 +67,6 @@ int telemetryCommand(const char* command, const char* params, rte_tel_data* data
   fill(data, answer);
   return 0;
 }
-
-// Prometheus label values: backslash, double quote and newline escaped.
-std::string label(absl::string_view value) {
-  std::string out;
-  for (char c : value) {
-    if (c == '\\' || c == '"') out.push_back('\\');
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out.push_back(c);
-  }
-  return out;
-}
-
-// One metric family: HELP and TYPE once, then its samples.
-class Family {
- public:
-  Family(std::string& out, absl::string_view name, absl::string_view type, absl::string_view help)
-      : out_(out), name_(name) {
-    absl::StrAppend(&out_, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
-  }
-  void sample(absl::string_view labels, uint64_t value) {
-    absl::StrAppend(&out_, name_, labels.empty() ? "" : absl::StrCat("{", labels, "}"), " ", value,
-                    "\n");
-  }
-  void sample(absl::string_view labels, double value) {
-    absl::StrAppendFormat(&out_, "%s%s %.6g\n", name_,
-                          labels.empty() ? "" : absl::StrCat("{", labels, "}"), value);
-  }
-
- private:
-  std::string& out_;
-  std::string name_;
-};
 
 // One page of a table answer, column by column: rows first .. first + kTelemetryRows, with the
 // table's total and the first row's number ahead of the columns.
@@ -277,121 +244,30 @@ ControlPlane::Rates ControlPlane::rates() const {
 }
 
 std::string ControlPlane::prometheusText() const {
-  std::string out;
-  Family(out, "berth_info", "gauge", "berthd's version; always 1")
-      .sample(absl::StrCat("version=\"", kBerthVersion, "\""), uint64_t{1});
-  Family(out, "berth_uptime_seconds", "gauge", "Seconds since berthd started")
-      .sample("", absl::ToDoubleSeconds(absl::Now() - started_));
-  Family(out, "berth_snapshot_generation", "gauge", "The snapshot the workers use")
-      .sample("", generation_);
-
-  // Per worker.
-  struct WorkerMetric {
-    const char* name;
-    const char* help;
-    const Counter WorkerCounters::*counter;
-  };
-  const WorkerMetric per_worker[] = {
-      {"berth_worker_rx_packets_total", "Frames received", &WorkerCounters::rx_packets},
-      {"berth_worker_rx_bytes_total", "Bytes received", &WorkerCounters::rx_bytes},
-      {"berth_worker_tx_packets_total", "Frames sent", &WorkerCounters::tx_packets},
-      {"berth_worker_tx_bytes_total", "Bytes sent", &WorkerCounters::tx_bytes},
-  };
-  for (const WorkerMetric& metric : per_worker) {
-    Family family(out, metric.name, "counter", metric.help);
-    for (size_t w = 0; w < workers_.size(); ++w) {
-      family.sample(absl::StrCat("worker=\"", w, "\""),
-                    (workers_[w]->counters.*metric.counter).read());
-    }
-  }
-  {
-    Family family(out, "berth_worker_drops_total", "counter",
-                  "Frames dropped, every reason and parse error together");
-    for (size_t w = 0; w < workers_.size(); ++w) {
-      uint64_t drops = 0;
-      for (const Counter& drop : workers_[w]->counters.drops) drops += drop.read();
-      for (const Counter& error : workers_[w]->counters.parse_errors) drops += error.read();
-      family.sample(absl::StrCat("worker=\"", w, "\""), drops);
-    }
-  }
-  {
-    Family entries(out, "berth_conntrack_entries", "gauge", "Connections the worker's table holds");
-    for (size_t w = 0; w < workers_.size(); ++w) {
-      if (workers_[w]->connections() == nullptr) continue;
-      entries.sample(absl::StrCat("worker=\"", w, "\""),
-                     static_cast<uint64_t>(workers_[w]->connections()->occupied()));
-    }
-    Family capacity(out, "berth_conntrack_capacity", "gauge", "Connections the table can hold");
-    for (size_t w = 0; w < workers_.size(); ++w) {
-      if (workers_[w]->connections() == nullptr) continue;
-      capacity.sample(absl::StrCat("worker=\"", w, "\""),
-                      static_cast<uint64_t>(workers_[w]->connections()->capacity()));
-    }
-  }
-
-  // Summed over workers, by reason, error and event.
+  MetricsSnapshot metrics;
+  metrics.version = kBerthVersion;
+  metrics.uptime_s = absl::ToDoubleSeconds(absl::Now() - started_);
+  metrics.generation = generation_;
   std::vector<const WorkerCounters*> counters;
-  for (const WorkerPtr& worker : workers_) counters.push_back(&worker->counters);
-  const auto sums = sumCounters(counters);
-  auto byPrefix = [&](absl::string_view prefix, const char* name, const char* label_name,
-                      const char* help) {
-    Family family(out, name, "counter", help);
-    for (const auto& [counter, value] : sums) {
-      if (!absl::StartsWith(counter, prefix)) continue;
-      family.sample(absl::StrCat(label_name, "=\"", counter.substr(prefix.size()), "\""), value);
+  for (const WorkerPtr& worker : workers_) {
+    counters.push_back(&worker->counters);
+    WorkerMetrics own;
+    own.rx_packets = worker->counters.rx_packets.read();
+    own.rx_bytes = worker->counters.rx_bytes.read();
+    own.tx_packets = worker->counters.tx_packets.read();
+    own.tx_bytes = worker->counters.tx_bytes.read();
+    for (const Counter& drop : worker->counters.drops) own.drops += drop.read();
+    for (const Counter& error : worker->counters.parse_errors) own.drops += error.read();
+    if (const ConnectionTable* table = worker->connections()) {
+      own.conntrack_entries = table->occupied();
+      own.conntrack_capacity = table->capacity();
     }
-  };
-  byPrefix("drop_", "berth_drops_total", "reason", "Frames dropped after parsing, by reason");
-  byPrefix("parse_", "berth_parse_errors_total", "error", "Malformed frames dropped, by error");
-  byPrefix("conntrack_", "berth_conntrack_events_total", "event", "Connection-table events");
-  for (const auto& [counter, value] : sums) {
-    if (counter == "arp_nd_replies" || counter == "icmp_too_big_replies") {
-      Family(out, absl::StrCat("berth_", counter, "_total"), "counter",
-             "Replies berthd built itself")
-          .sample("", value);
-    }
+    metrics.workers.push_back(own);
   }
-
-  // Per service and per backend.
-  const std::vector<ServiceRow> services = currentServiceRows();
-  auto perService = [&](const char* name, const char* type, const char* help, auto value) {
-    Family family(out, name, type, help);
-    for (const ServiceRow& row : services) {
-      family.sample(absl::StrCat("service=\"", label(row.name), "\""), value(row));
-    }
-  };
-  perService("berth_service_packets_total", "counter", "Packets forwarded for the service",
-             [](const ServiceRow& r) { return r.traffic.packets; });
-  perService("berth_service_bytes_total", "counter", "Bytes received for the service and sent on",
-             [](const ServiceRow& r) { return r.traffic.bytes; });
-  perService("berth_service_connections", "gauge", "Connections tracked for the service",
-             [](const ServiceRow& r) { return r.traffic.connections; });
-  perService("berth_service_backends_healthy", "gauge", "Healthy backends",
-             [](const ServiceRow& r) { return r.healthy; });
-  const std::vector<BackendRow> backends = currentBackendRows();
-  auto perBackend = [&](const char* name, const char* type, const char* help, auto value) {
-    Family family(out, name, type, help);
-    for (const BackendRow& row : backends) {
-      family.sample(
-          absl::StrCat("service=\"", label(row.service), "\",backend=\"", label(row.name), "\""),
-          static_cast<uint64_t>(value(row)));
-    }
-  };
-  perBackend("berth_backend_packets_total", "counter", "Packets forwarded to the backend",
-             [](const BackendRow& r) { return r.traffic.packets; });
-  perBackend("berth_backend_bytes_total", "counter", "Bytes forwarded to the backend",
-             [](const BackendRow& r) { return r.traffic.bytes; });
-  perBackend("berth_backend_connections", "gauge", "Connections tracked to the backend",
-             [](const BackendRow& r) { return r.traffic.connections; });
-  perBackend("berth_backend_healthy", "gauge", "1 while health checks pass",
-             [](const BackendRow& r) { return r.healthy ? 1 : 0; });
-  perBackend("berth_backend_drained", "gauge", "1 while drained (berthctl drain)",
-             [](const BackendRow& r) { return r.drained ? 1 : 0; });
-  perBackend("berth_backend_weight", "gauge", "Weight in the table (0 while drained)",
-             [](const BackendRow& r) { return r.weight; });
-  perBackend("berth_backend_slots", "gauge", "Slots the backend owns in the live table",
-             [](const BackendRow& r) { return r.slots; });
-  return out;
+  metrics.sums = sumCounters(counters);
+  metrics.services = currentServiceRows();
+  metrics.backends = currentBackendRows();
+  return berth::prometheusText(metrics);
 }
 
 }  // namespace berth

@@ -92,9 +92,9 @@ class ControlPlane {
   std::string countersJson() const;
   // Seconds from the first frame any worker received to the last: how long a replay took.
   double rxWindowSeconds() const;
-  // A /berth/... telemetry command's answer (metrics.cc); management thread only.
+  // A /berth/... telemetry command's answer (control_metrics.cc); management thread only.
   TelemetryAnswer telemetryAnswer(absl::string_view command, absl::string_view params) const;
-  // The Prometheus text exposition (metrics.cc).
+  // The Prometheus text exposition (control_metrics.cc).
   std::string prometheusText() const;
 
  private:
@@ -115,9 +115,9 @@ class ControlPlane {
   // publishes the snapshot.
   void applyHealthChanges(const std::vector<BackendHealthChange>& changes);
   // Re-reads the config file and applies it, or logs why not, keeps the running one and returns
-  // the reason (reload.cc).
+  // the reason (control_reload.cc).
   absl::Status reload();
-  // The control socket's commands (control.cc): the reply to one request.
+  // The control socket's commands (control_commands.cc): the reply to one request.
   std::string handleControl(const ControlRequest& request);
   using CommandHandler = std::string (*)(ControlPlane&, const ControlRequest&);
   static const absl::flat_hash_map<std::string, CommandHandler>& commandHandlers();
@@ -146,7 +146,7 @@ class ControlPlane {
   // `table`: one service's live table, as `berthctl table --config` renders one from a file.
   std::string tableReply(const ControlRequest& request) const;
 
-  // Telemetry (metrics.cc): the /berth/... commands answer through a mailbox the management
+  // Telemetry (control_metrics.cc): the /berth/... commands answer through a mailbox the management
   // loop serves.
   void serveTelemetry();
   // Rates over the last interval for `stats`: the loop samples the summed counters every

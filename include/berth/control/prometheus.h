@@ -1,0 +1,44 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "berth/control/reports.h"
+
+namespace berth {
+
+// The Prometheus text exposition of berthd's metrics (metrics.listen): the same rows and
+// counters `berthctl services`, `backends` and `stats` report (control/reports.h), so the two
+// cannot disagree. Pure.
+
+// One worker's own figures.
+struct WorkerMetrics {
+  uint64_t rx_packets = 0;
+  uint64_t rx_bytes = 0;
+  uint64_t tx_packets = 0;
+  uint64_t tx_bytes = 0;
+  uint64_t drops = 0;  // every drop reason and parse error together
+  // Its connection table's ways in use and capacity; none without a table.
+  std::optional<uint64_t> conntrack_entries;
+  std::optional<uint64_t> conntrack_capacity;
+};
+
+struct MetricsSnapshot {
+  std::string version;
+  double uptime_s = 0;
+  uint64_t generation = 0;
+  std::vector<WorkerMetrics> workers;
+  std::vector<std::pair<std::string, uint64_t>> sums;  // sumCounters(), by counter name
+  std::vector<ServiceRow> services;
+  std::vector<BackendRow> backends;
+};
+
+// Label values escaped as the exposition format asks: backslash, double quote and newline.
+std::string prometheusLabel(absl::string_view value);
+
+std::string prometheusText(const MetricsSnapshot& metrics);
+
+}  // namespace berth

@@ -1,0 +1,152 @@
+#include "berth/control/prometheus.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace berth {
+
+std::string prometheusLabel(absl::string_view value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') out.push_back('\\');
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+namespace {
+
+// One metric family: HELP and TYPE once, then its samples.
+class Family {
+ public:
+  Family(std::string& out, absl::string_view name, absl::string_view type, absl::string_view help)
+      : out_(out), name_(name) {
+    absl::StrAppend(&out_, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+  }
+  void sample(absl::string_view labels, uint64_t value) {
+    absl::StrAppend(&out_, name_, labels.empty() ? "" : absl::StrCat("{", labels, "}"), " ", value,
+                    "\n");
+  }
+  void sample(absl::string_view labels, double value) {
+    absl::StrAppendFormat(&out_, "%s%s %.6g\n", name_,
+                          labels.empty() ? "" : absl::StrCat("{", labels, "}"), value);
+  }
+
+ private:
+  std::string& out_;
+  std::string name_;
+};
+
+}  // namespace
+
+std::string prometheusText(const MetricsSnapshot& metrics) {
+  std::string out;
+  Family(out, "berth_info", "gauge", "berthd's version; always 1")
+      .sample(absl::StrCat("version=\"", prometheusLabel(metrics.version), "\""), uint64_t{1});
+  Family(out, "berth_uptime_seconds", "gauge", "Seconds since berthd started")
+      .sample("", metrics.uptime_s);
+  Family(out, "berth_snapshot_generation", "gauge", "The snapshot the workers use")
+      .sample("", metrics.generation);
+
+  // Per worker.
+  struct WorkerMetric {
+    const char* name;
+    const char* type;
+    const char* help;
+    std::optional<uint64_t> (*value)(const WorkerMetrics&);
+  };
+  const WorkerMetric per_worker[] = {
+      {"berth_worker_rx_packets_total", "counter", "Frames received",
+       [](const WorkerMetrics& w) -> std::optional<uint64_t> { return w.rx_packets; }},
+      {"berth_worker_rx_bytes_total", "counter", "Bytes received",
+       [](const WorkerMetrics& w) -> std::optional<uint64_t> { return w.rx_bytes; }},
+      {"berth_worker_tx_packets_total", "counter", "Frames sent",
+       [](const WorkerMetrics& w) -> std::optional<uint64_t> { return w.tx_packets; }},
+      {"berth_worker_tx_bytes_total", "counter", "Bytes sent",
+       [](const WorkerMetrics& w) -> std::optional<uint64_t> { return w.tx_bytes; }},
+      {"berth_worker_drops_total", "counter",
+       "Frames dropped, every reason and parse error together",
+       [](const WorkerMetrics& w) -> std::optional<uint64_t> { return w.drops; }},
+      {"berth_conntrack_entries", "gauge", "Connections the worker's table holds",
+       [](const WorkerMetrics& w) { return w.conntrack_entries; }},
+      {"berth_conntrack_capacity", "gauge", "Connections the table can hold",
+       [](const WorkerMetrics& w) { return w.conntrack_capacity; }},
+  };
+  for (const WorkerMetric& metric : per_worker) {
+    Family family(out, metric.name, metric.type, metric.help);
+    for (size_t w = 0; w < metrics.workers.size(); ++w) {
+      if (const std::optional<uint64_t> value = metric.value(metrics.workers[w])) {
+        family.sample(absl::StrCat("worker=\"", w, "\""), *value);
+      }
+    }
+  }
+
+  // Summed over workers, by reason, error and event.
+  const auto& sums = metrics.sums;
+  auto byPrefix = [&](absl::string_view prefix, const char* name, const char* label_name,
+                      const char* help) {
+    Family family(out, name, "counter", help);
+    for (const auto& [counter, value] : sums) {
+      if (!absl::StartsWith(counter, prefix)) continue;
+      family.sample(absl::StrCat(label_name, "=\"", counter.substr(prefix.size()), "\""), value);
+    }
+  };
+  byPrefix("drop_", "berth_drops_total", "reason", "Frames dropped after parsing, by reason");
+  byPrefix("parse_", "berth_parse_errors_total", "error", "Malformed frames dropped, by error");
+  byPrefix("conntrack_", "berth_conntrack_events_total", "event", "Connection-table events");
+  for (const auto& [counter, value] : sums) {
+    if (counter == "arp_nd_replies" || counter == "icmp_too_big_replies") {
+      Family(out, absl::StrCat("berth_", counter, "_total"), "counter",
+             "Replies berthd built itself")
+          .sample("", value);
+    }
+  }
+
+  // Per service and per backend.
+  const std::vector<ServiceRow>& services = metrics.services;
+  auto perService = [&](const char* name, const char* type, const char* help, auto value) {
+    Family family(out, name, type, help);
+    for (const ServiceRow& row : services) {
+      family.sample(absl::StrCat("service=\"", prometheusLabel(row.name), "\""), value(row));
+    }
+  };
+  perService("berth_service_packets_total", "counter", "Packets forwarded for the service",
+             [](const ServiceRow& r) { return r.traffic.packets; });
+  perService("berth_service_bytes_total", "counter", "Bytes received for the service and sent on",
+             [](const ServiceRow& r) { return r.traffic.bytes; });
+  perService("berth_service_connections", "gauge", "Connections tracked for the service",
+             [](const ServiceRow& r) { return r.traffic.connections; });
+  perService("berth_service_backends_healthy", "gauge", "Healthy backends",
+             [](const ServiceRow& r) { return r.healthy; });
+  const std::vector<BackendRow>& backends = metrics.backends;
+  auto perBackend = [&](const char* name, const char* type, const char* help, auto value) {
+    Family family(out, name, type, help);
+    for (const BackendRow& row : backends) {
+      family.sample(absl::StrCat("service=\"", prometheusLabel(row.service), "\",backend=\"",
+                                 prometheusLabel(row.name), "\""),
+                    static_cast<uint64_t>(value(row)));
+    }
+  };
+  perBackend("berth_backend_packets_total", "counter", "Packets forwarded to the backend",
+             [](const BackendRow& r) { return r.traffic.packets; });
+  perBackend("berth_backend_bytes_total", "counter", "Bytes forwarded to the backend",
+             [](const BackendRow& r) { return r.traffic.bytes; });
+  perBackend("berth_backend_connections", "gauge", "Connections tracked to the backend",
+             [](const BackendRow& r) { return r.traffic.connections; });
+  perBackend("berth_backend_healthy", "gauge", "1 while health checks pass",
+             [](const BackendRow& r) { return r.healthy ? 1 : 0; });
+  perBackend("berth_backend_drained", "gauge", "1 while drained (berthctl drain)",
+             [](const BackendRow& r) { return r.drained ? 1 : 0; });
+  perBackend("berth_backend_weight", "gauge", "Weight in the table (0 while drained)",
+             [](const BackendRow& r) { return r.weight; });
+  perBackend("berth_backend_slots", "gauge", "Slots the backend owns in the live table",
+             [](const BackendRow& r) { return r.slots; });
+  return out;
+}
+
+}  // namespace berth

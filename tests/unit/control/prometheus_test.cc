@@ -1,0 +1,77 @@
+#include "berth/control/prometheus.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace berth {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+MetricsSnapshot sample() {
+  MetricsSnapshot metrics;
+  metrics.version = "0.1.0";
+  metrics.uptime_s = 12.5;
+  metrics.generation = 4;
+  WorkerMetrics with_table{10, 640, 9, 600, 1, 3, 1024};
+  WorkerMetrics without_table{5, 320, 5, 320, 0, std::nullopt, std::nullopt};
+  metrics.workers = {with_table, without_table};
+  metrics.sums = {{"rx_packets", 15},
+                  {"drop_no_service", 1},
+                  {"parse_truncated", 2},
+                  {"conntrack_hit", 7},
+                  {"arp_nd_replies", 3}};
+  ServiceRow service;
+  service.name = "web";
+  service.healthy = 1;
+  service.traffic = {14, 920, 3};
+  metrics.services = {service};
+  BackendRow backend;
+  backend.service = "web";
+  backend.name = "web \"1\"";
+  backend.weight = 2;
+  backend.slots = 1009;
+  backend.traffic = {14, 920, 3};
+  metrics.backends = {backend};
+  return metrics;
+}
+
+TEST(PrometheusTest, LabelsAreEscaped) {
+  EXPECT_EQ(prometheusLabel("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+}
+
+TEST(PrometheusTest, EveryFamilyOnceWithItsSamples) {
+  const std::string text = prometheusText(sample());
+  EXPECT_THAT(text, HasSubstr("# HELP berth_info berthd's version; always 1\n"
+                              "# TYPE berth_info gauge\nberth_info{version=\"0.1.0\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("berth_uptime_seconds 12.5\n"));
+  EXPECT_THAT(text, HasSubstr("berth_snapshot_generation 4\n"));
+  EXPECT_THAT(text, HasSubstr("berth_worker_rx_packets_total{worker=\"0\"} 10\n"
+                              "berth_worker_rx_packets_total{worker=\"1\"} 5\n"));
+  EXPECT_THAT(text, HasSubstr("berth_worker_drops_total{worker=\"0\"} 1\n"));
+  // A worker without a connection table has no conntrack samples.
+  EXPECT_THAT(text, HasSubstr("berth_conntrack_capacity{worker=\"0\"} 1024\n"));
+  EXPECT_THAT(text, Not(HasSubstr("berth_conntrack_capacity{worker=\"1\"}")));
+  EXPECT_THAT(text, HasSubstr("berth_drops_total{reason=\"no_service\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("berth_parse_errors_total{error=\"truncated\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("berth_conntrack_events_total{event=\"hit\"} 7\n"));
+  EXPECT_THAT(text, HasSubstr("berth_arp_nd_replies_total 3\n"));
+  EXPECT_THAT(text, HasSubstr("berth_service_packets_total{service=\"web\"} 14\n"));
+  EXPECT_THAT(text,
+              HasSubstr("berth_backend_slots{service=\"web\",backend=\"web \\\"1\\\"\"} 1009\n"));
+  EXPECT_THAT(text,
+              HasSubstr("berth_backend_weight{service=\"web\",backend=\"web \\\"1\\\"\"} 2\n"));
+  // HELP and TYPE once per family.
+  size_t helps = 0;
+  for (size_t at = text.find("# HELP berth_backend_slots "); at != std::string::npos;
+       at = text.find("# HELP berth_backend_slots ", at + 1)) {
+    ++helps;
+  }
+  EXPECT_EQ(helps, 1u);
+}
+
+}  // namespace
+}  // namespace berth

@@ -31,11 +31,6 @@ namespace berth {
 
 inline constexpr char kBerthVersion[] = "0.1.0";
 
-// berthd once the EAL is up: its ports, workers and management loop, set up and torn down in
-// one fixed order. The management loop runs on the main lcore: it learns next
-// hops' MACs from what workers report, asks for the ones still missing, runs the backends' health
-// checks, republishes the snapshot when a MAC or a backend's health changes, and prints the
-// counters on request.
 // What the signal handlers set, for the management loop to act on.
 struct ControlPlaneSignals {
   std::atomic<bool>& stop;            // SIGINT, SIGTERM
@@ -49,6 +44,13 @@ struct ControlPlaneSignals {
 inline constexpr absl::Duration kDatapathStallThreshold = absl::Milliseconds(500);
 inline constexpr absl::Duration kStallProbeInterval = absl::Milliseconds(100);
 
+// The control plane as berthd runs it once the EAL is up: its ports, workers and management
+// loop, set up and torn down by the steps below (docs/architecture.md, start-up). The management
+// loop runs on the main lcore: it learns next hops' MACs from what workers report, asks for the
+// ones still missing, applies health verdicts to the service states, republishes the snapshot
+// when a MAC or a table changes, and answers the control socket, metrics and telemetry. Its
+// policies are pure parts of their own (service_state.h, announce.h, reports.h, prometheus.h,
+// load_publication.h, explain_reply.h); this class gathers their inputs from the runtime.
 class ControlPlane {
  public:
   ControlPlane(std::string config_path, std::string control_socket, Config config,

@@ -86,13 +86,6 @@ bool ServiceState::hasBackend(absl::string_view backend) const {
                      [&](const BackendConfig& candidate) { return candidate.name == backend; });
 }
 
-int64_t ServiceState::configuredWeight(absl::string_view backend) const {
-  for (const BackendConfig& candidate : configured_.backends) {
-    if (candidate.name == backend) return candidate.weight;
-  }
-  return 0;
-}
-
 bool ServiceState::serving() const {
   for (size_t b = 0; b < config_.backends.size(); ++b) {
     if (healthy_[b] && config_.backends[b].weight > 0) return true;

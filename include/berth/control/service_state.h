@@ -57,8 +57,6 @@ class ServiceState {
   bool drained(absl::string_view backend) const { return drained_.contains(backend); }
   // The drained backends' names, in config order.
   std::vector<std::string> drainedBackends() const;
-  // The weight a backend has in the config file, drained or not; 0 for an unknown name.
-  int64_t configuredWeight(absl::string_view backend) const;
   // Whether a new flow has somewhere to go: a healthy backend with a weight, not drained.
   bool serving() const;
 

@@ -358,9 +358,10 @@ absl::StatusOr<MetricsConfig> parseMetrics(absl::string_view source, const YAML:
 
 absl::StatusOr<BgpConfig> parseBgp(absl::string_view source, const YAML::Node& node,
                                    const DataplaneConfig& dataplane) {
-  BERTH_ASSIGN_OR_RETURN(
-      const Fields fields,
-      Fields::read(source, "bgp", node, {"asn", "router_id", "port", "neighbors", "hold_time"}));
+  BERTH_ASSIGN_OR_RETURN(const Fields fields,
+                         Fields::read(source, "bgp", node,
+                                      {"asn", "router_id", "port", "neighbors", "hold_time",
+                                       "forward_after_withdrawal"}));
   BgpConfig bgp;
   bgp.line.number = fields.self().line();
   BERTH_ASSIGN_OR_RETURN(bgp.asn, fields.integer("asn", 1, UINT32_MAX, std::nullopt));
@@ -374,6 +375,9 @@ absl::StatusOr<BgpConfig> parseBgp(absl::string_view source, const YAML::Node& n
   }
   // BGP allows 0 (no keepalives at all) or 3 s and more; berth needs a hold time to be safe.
   BERTH_ASSIGN_OR_RETURN(bgp.hold_time_s, fields.integer("hold_time", 3, 65535, 9));
+  BERTH_ASSIGN_OR_RETURN(
+      bgp.forward_after_withdrawal_ms,
+      fields.milliseconds("forward_after_withdrawal", 0, 60, bgp.forward_after_withdrawal_ms));
   const YAML::Node* neighbors = fields.find("neighbors");
   if (neighbors == nullptr || !neighbors->IsSequence() || neighbors->size() == 0) {
     return (neighbors == nullptr ? fields.self() : fields.site("neighbors"))

@@ -41,10 +41,12 @@ const std::vector<CommandSpec>& commandTable() {
        {{"service", "NAME", false, true}},
        "the live table: slots per backend and the backend of every slot"},
       {"announce",
-       {},
+       {{"announced", "N"}},
        "the VIP routes this instance wants announced over BGP (berth-announcer's input): none\n"
-       "while its datapath is stalled or its port is down, and none for a service without a\n"
-       "healthy backend"},
+       "while its datapath is stalled or its port is down or it is stopping, and none for a\n"
+       "service without a healthy backend. --announced N tells berthd how many routes the\n"
+       "caller has in BIRD now; a 0 while stopping lets berthd finish its stop\n"
+       "(bgp.forward_after_withdrawal later)"},
   };
   return commands;
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -93,7 +94,7 @@ ControlPlane::commandHandlers() {
       {"undrain", [](ControlPlane& d, const ControlRequest& r) { return d.drainReply(r, false); }},
       {"explain", [](ControlPlane& d, const ControlRequest& r) { return d.explainReply(r); }},
       {"table", [](ControlPlane& d, const ControlRequest& r) { return d.tableReply(r); }},
-      {"announce", [](ControlPlane& d, const ControlRequest&) { return d.announceReply(); }},
+      {"announce", [](ControlPlane& d, const ControlRequest& r) { return d.announceReply(r); }},
   };
   return *handlers;
 }
@@ -188,11 +189,23 @@ std::string ControlPlane::statusReply() const {
   return json.str();
 }
 
-std::string ControlPlane::announceReply() const {
+std::string ControlPlane::announceReply(const ControlRequest& request) {
   // What berth-announcer hands to BIRD (control/announce.h).
+  if (const std::string& announced = request.field("announced"); !announced.empty()) {
+    uint32_t routes = 0;
+    if (!absl::SimpleAtoi(announced, &routes)) {
+      return errorReply(absl::StrCat("--announced takes a count of routes, not '", announced, "'"));
+    }
+    if (routes == 0 && stop_withdrawal_ && !stop_withdrawal_->confirmed()) {
+      stop_withdrawal_->withdrawalConfirmed(absl::Now());
+      logLine(absl::StrFormat(
+          "stopping: berth-announcer has withdrawn the BGP routes from BIRD; forwarding %d ms more",
+          absl::ToInt64Milliseconds(stop_withdrawal_->forwardAfterWithdrawal())));
+    }
+  }
   ForwardingState forwarding;
   forwarding.workers_running = launched_;
-  forwarding.stopping = shutting_down_;
+  forwarding.stopping = stop_withdrawal_.has_value();
   if (stall_watch_.stalled()) {
     forwarding.stalled_for_ms = absl::ToInt64Milliseconds(kDatapathStallThreshold);
   }

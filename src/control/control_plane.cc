@@ -32,9 +32,11 @@ namespace {
 constexpr unsigned kNeighborRingSize = 1024;
 // How often the management loop wakes: the latency of a stop, a counter print or a learned MAC.
 constexpr absl::Duration kManagementTick = absl::Milliseconds(1);
-// berth-announcer asks every 200 ms by default, BIRD's withdrawal reaches a router in about
-// 150 ms (measured in the ECMP end-to-end test): a second covers both with room.
-constexpr absl::Duration kShutdownWithdrawal = absl::Seconds(1);
+// On a stop with BGP announcements, how long berthd waits for berth-announcer to report the
+// routes gone from BIRD before it stops anyway. The announcer asks every 200 ms by default and
+// `birdc configure` took up to 0.25 s in the ECMP end-to-end test on a loaded 2-CPU VM; five
+// seconds leave room for a much slower machine and still bound a stop.
+constexpr absl::Duration kWithdrawalConfirmationLimit = absl::Seconds(5);
 // ARP/ND for next hops: ask every second while unknown, and refresh a known one now and then
 // so that a replaced gateway is noticed even if it never announces itself.
 constexpr absl::Duration kResolveRetry = absl::Seconds(1);
@@ -305,17 +307,19 @@ void ControlPlane::requestUnresolvedNextHops() {
 void ControlPlane::run() {
   absl::Time last_request = absl::InfinitePast();
   // On a stop signal with BGP announcements, first withdraw them while still forwarding, so that
-  // routers move the flows away before this instance stops taking them.
-  absl::Time withdrawn_at = absl::InfiniteFuture();
-  while (!stop_.load(std::memory_order_relaxed) ||
-         absl::Now() < withdrawn_at + kShutdownWithdrawal) {
-    if (stop_.load(std::memory_order_relaxed) && withdrawn_at == absl::InfiniteFuture()) {
+  // routers move the flows away before this instance stops taking them (control/stop_withdrawal.h).
+  while (true) {
+    if (stop_.load(std::memory_order_relaxed) && !stop_withdrawal_) {
       if (!announcesOverBgp()) break;
-      withdrawn_at = absl::Now();
-      shutting_down_ = true;
-      logLine(absl::StrFormat("stopping: BGP routes withdrawn, forwarding %d ms more",
-                              absl::ToInt64Milliseconds(kShutdownWithdrawal)));
+      stop_withdrawal_.emplace(absl::Milliseconds(config_.bgp->forward_after_withdrawal_ms),
+                               kWithdrawalConfirmationLimit);
+      stop_withdrawal_->stopAsked(absl::Now());
+      logLine(absl::StrFormat(
+          "stopping: BGP routes withdrawn; forwarding until berth-announcer reports them gone "
+          "from BIRD (at most %d ms)",
+          absl::ToInt64Milliseconds(kWithdrawalConfirmationLimit)));
     }
+    if (stop_withdrawal_ && stop_withdrawal_->done(absl::Now())) break;
     drainNeighborNews();
     if (absl::Now() - last_request >= kResolveRetry) {
       requestUnresolvedNextHops();
@@ -337,7 +341,13 @@ void ControlPlane::run() {
     reportRollouts();
     absl::SleepFor(kManagementTick);
   }
+  if (stop_withdrawal_ && !stop_withdrawal_->confirmed()) {
+    logLine(absl::StrFormat(
+        "stopping: no berth-announcer reported the BGP routes gone within %d ms; stopping anyway",
+        absl::ToInt64Milliseconds(kWithdrawalConfirmationLimit)));
+  }
   stopWorkers();
+  logLine("workers stopped: no longer forwarding");
 }
 
 void ControlPlane::publishLoads() {

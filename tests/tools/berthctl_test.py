@@ -5,6 +5,7 @@ Usage: berthctl_test.py BERTHCTL SOURCE_ROOT
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -306,6 +307,25 @@ class BadInput(unittest.TestCase):
                       berthctl("analyze", "--config", "/nonexistent.yaml", check=False).stderr)
         self.assertIn("unknown command 'frobnicate'", berthctl("frobnicate", check=False).stderr)
         self.assertIn("--config FILE is required", berthctl("analyze", check=False).stderr)
+
+    def test_every_flag_the_command_table_names_is_one_berthctl_takes(self):
+        """berthctl's usage comes from the command table; each flag in it must exist, or the
+        command fails before it reaches berthd."""
+        usage = berthctl("--help", check=False)
+        live = (usage.stdout + usage.stderr).split("Commands to a running berthd")[1]
+        commands = re.findall(r"^  ([a-z]+)((?: [^\n]*)?)$", live, re.M)
+        self.assertIn("announce", [name for name, _ in commands])
+        for name, synopsis in commands:
+            # Each flag with a value, each positional word with a name; berthd is not there.
+            command = [name]
+            tokens = [token.strip("[]") for token in synopsis.split()]
+            for previous, token in zip([""] + tokens, tokens):
+                if token.startswith("--"):
+                    command += [token, "1"]
+                elif not previous.startswith("--"):
+                    command.append("x")
+            result = berthctl(*command, "--socket", "/nonexistent/berth.sock", check=False)
+            self.assertIn("no control socket", result.stderr, (name, command, result.stderr))
 
 
 if __name__ == "__main__":

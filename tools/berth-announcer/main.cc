@@ -140,7 +140,6 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, onSignal);
   std::signal(SIGINT, onSignal);
   const std::string socket = absl::GetFlag(FLAGS_socket);
-  const std::string request = berth::controlRequestJson("announce", {});
 
   std::vector<berth::VipRoute> wanted;
   std::vector<berth::VipRoute> applied;
@@ -150,6 +149,11 @@ int main(int argc, char** argv) {
   std::string last_apply_error;
   while (!g_stop.load()) {
     const absl::Time round = absl::Now();
+    // Once BIRD holds what was last applied, say how many routes that is: a 0 while berthd is
+    // stopping lets it finish its stop (control/stop_withdrawal.h).
+    const std::string request = berth::controlRequestJson(
+        "announce", applied_once ? berth::ControlFields{{"announced", absl::StrCat(applied.size())}}
+                                 : berth::ControlFields{});
     absl::StatusOr<std::string> reply = berth::sendControlRequest(socket, request, interval);
     absl::StatusOr<berth::ControlReply> parsed =
         reply.ok() ? berth::parseControlReply(*reply) : reply.status();
@@ -178,7 +182,11 @@ int main(int argc, char** argv) {
         applied = wanted;
         applied_once = true;
         last_apply_error.clear();
-      } else if (std::string(status.message()) != last_apply_error) {
+        // Report what BIRD now holds at once rather than an interval later: a stopping berthd
+        // is waiting for it.
+        continue;
+      }
+      if (std::string(status.message()) != last_apply_error) {
         last_apply_error = std::string(status.message());
         log(last_apply_error);
       }

@@ -22,6 +22,8 @@ ABSL_FLAG(std::string, service, "", "service name (table; drain and undrain to n
 ABSL_FLAG(std::string, proto, "tcp", "explain: the flow's protocol, tcp or udp");
 ABSL_FLAG(std::string, src, "", "explain: the client's ADDRESS:PORT ([ADDRESS]:PORT for IPv6)");
 ABSL_FLAG(std::string, dst, "", "explain: the VIP's ADDRESS:PORT");
+ABSL_FLAG(std::string, announced, "",
+          "announce: report the routes the caller has in BIRD now (berth-announcer's report)");
 ABSL_FLAG(bool, json, false, "print JSON instead of text");
 ABSL_FLAG(std::vector<std::string>, fail, {},
           "comma-separated backend names to treat as unhealthy");

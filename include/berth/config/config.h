@@ -172,6 +172,9 @@ struct BgpConfig {
   std::string port;
   std::vector<BgpNeighbor> neighbors;
   uint32_t hold_time_s = 9;  // BGP hold time: how long a silent instance keeps its routes
+  // On a stop, how long berthd goes on forwarding once berth-announcer has withdrawn its routes
+  // from BIRD: the time routers get to take the withdrawal into their FIBs.
+  uint32_t forward_after_withdrawal_ms = 2000;
   SourceLine line;
 
   // The next hop for a VIP of `family`: the port's address of that family.

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "berth/control/metrics_server.h"
 #include "berth/control/reports.h"
 #include "berth/control/service_state.h"
+#include "berth/control/stop_withdrawal.h"
 #include "berth/control/telemetry_answer.h"
 #include "berth/dataplane/backend_loads.h"
 #include "berth/dataplane/explain.h"
@@ -180,7 +182,9 @@ class ControlPlane {
   void watchWorkers();
   // Whether this instance has BGP announcements to withdraw before it stops.
   bool announcesOverBgp() const;
-  std::string announceReply() const;
+  // `announce`; with `announced` (berth-announcer's count of the routes in BIRD), a 0 while
+  // stopping starts the last stretch of forwarding (control/stop_withdrawal.h).
+  std::string announceReply(const ControlRequest& request);
   Rates rates() const;
   // Logs each port's link going up or down (a memif peer connecting or leaving, a cable).
   void watchLinks();
@@ -208,7 +212,9 @@ class ControlPlane {
   std::unique_ptr<BackendLoads> backend_loads_ = std::make_unique<BackendLoads>();
   absl::Time last_load_publish_ = absl::InfinitePast();
   StallWatch stall_watch_{kStallProbeInterval, kDatapathStallThreshold};
-  bool shutting_down_ = false;      // stop requested: routes withdrawn, still forwarding a moment
+  // Once a stop is asked for with BGP announcements: routes withdrawn, still forwarding until
+  // the withdrawal has had time to reach the routers.
+  std::optional<StopWithdrawal> stop_withdrawal_;
   std::vector<WorkerPtr> workers_;  // each in memory on its lcore's socket
   rte_ring* neighbor_news_ = nullptr;
   uint64_t generation_ = 0;

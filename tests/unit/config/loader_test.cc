@@ -5,6 +5,9 @@
 
 #include <ostream>
 #include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace berth {
 namespace {
@@ -341,6 +344,14 @@ INSTANTIATE_TEST_SUITE_P(
                             "neighbors: [ { address: 198.18.0.1, asn: 64600 } ] }\n"
                             "services: []\n",
                   "bad.yaml:6:65: bgp.hold_time", "must be an integer from 3 to 65535"},
+        BadConfig{"bgp forwarding after withdrawal past a minute",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n"
+                            "bgp: { asn: 64601, router_id: 198.18.0.21, port: p0, "
+                            "forward_after_withdrawal: 61, "
+                            "neighbors: [ { address: 198.18.0.1, asn: 64600 } ] }\n"
+                            "services: []\n",
+                  "bad.yaml:6:80: bgp.forward_after_withdrawal",
+                  "must be a number of seconds from 0 to 60"},
         BadConfig{"bgp neighbor without an asn",
                   PORT_HEAD "      ipv4: 198.18.0.10\n"
                             "bgp: { asn: 64601, router_id: 198.18.0.21, port: p0, "
@@ -511,6 +522,7 @@ TEST(ConfigLoaderTest, BgpSettingsLoadAndServicesChooseToBeAnnounced) {
   EXPECT_EQ(config->bgp->asn, 64601u);
   EXPECT_EQ(config->bgp->router_id, IpAddress::v4(198, 18, 0, 21));
   EXPECT_EQ(config->bgp->hold_time_s, 9u);
+  EXPECT_EQ(config->bgp->forward_after_withdrawal_ms, 2000u);
   ASSERT_EQ(config->bgp->neighbors.size(), 1u);
   EXPECT_EQ(config->bgp->neighbors[0].asn, 64600u);
   EXPECT_EQ(config->bgp->neighbors[0].line.number, 11);
@@ -519,6 +531,22 @@ TEST(ConfigLoaderTest, BgpSettingsLoadAndServicesChooseToBeAnnounced) {
   EXPECT_EQ(config->bgp->nextHopFor(IpFamily::kIpv4, config->dataplane),
             IpAddress::v4(198, 18, 0, 11));
   EXPECT_EQ(config->bgp->nextHopFor(IpFamily::kIpv6, config->dataplane), std::nullopt);
+}
+
+// How long a stop forwards after the withdrawal is in seconds, decimals allowed; 0 stops as soon
+// as berth-announcer reports the routes gone.
+TEST(ConfigLoaderTest, BgpForwardingAfterWithdrawalIsSeconds) {
+  for (const auto& [text, ms] : {std::pair{"0.5", 500u}, std::pair{"0", 0u}}) {
+    absl::StatusOr<Config> config = parseConfig(
+        absl::StrCat(PORT_HEAD "      ipv4: 198.18.0.11\n"
+                               "bgp:\n  asn: 64601\n  router_id: 198.18.0.21\n  port: p0\n"
+                               "  forward_after_withdrawal: ",
+                     text, "\n  neighbors:\n    - { address: 198.18.0.1, asn: 64600 }\n",
+                     "services: []\n"),
+        "test.yaml");
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(config->bgp->forward_after_withdrawal_ms, ms) << text;
+  }
 }
 
 TEST(ConfigLoaderTest, AlgorithmAndReplicasLoadAndDefaultToMaglev) {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "berth/maglev/bounded_load.h"
 #include "berth/maglev/consistent_hash.h"
+#include "berth/net/crc32c.h"
 #include "berth/util/status_macros.h"
 #include "config/yaml_fields.h"
 
@@ -455,6 +456,7 @@ absl::StatusOr<Config> parseConfig(absl::string_view yaml_text, absl::string_vie
   }
 
   Config config;
+  config.source_crc32c = crc32cPortable(0, yaml_text.data(), yaml_text.size());
   try {
     BERTH_ASSIGN_OR_RETURN(
         const Fields fields,

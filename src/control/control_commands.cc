@@ -3,8 +3,6 @@
 
 #include <rte_pause.h>
 
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,7 +17,6 @@
 #include "berth/control/explain_reply.h"
 #include "berth/control/table_report.h"
 #include "berth/maglev/analysis.h"
-#include "berth/net/crc32c.h"
 #include "berth/net/packet_parser.h"
 #include "berth/util/json_writer.h"
 
@@ -122,12 +119,9 @@ std::string ControlPlane::handleControl(const ControlRequest& request) {
 }
 
 std::string ControlPlane::statusReply() const {
-  // The config file as berthd last read it: its CRC32-C tells two instances' files apart.
-  std::ifstream file(config_path_, std::ios::binary);
-  std::stringstream contents;
-  contents << file.rdbuf();
-  const std::string text = contents.str();
-  const uint32_t config_crc = crc32cPortable(0, text.data(), text.size());
+  // The CRC32-C of the config in force tells two instances' configs apart. It is the text berthd
+  // last loaded, not the file on disk, which a refused reload leaves different.
+  const uint32_t config_crc = config_.source_crc32c;
   size_t backends = 0;
   for (const ServiceConfig& service : config_.services) backends += service.backends.size();
   JsonWriter json;

@@ -166,14 +166,18 @@ class Live:
         self.assertIn("reloaded %s" % self.config, self.berthctl("reload").stdout)
         with open(self.config) as source:
             good = source.read()
+        running_crc = json.loads(self.berthctl("status", "--json").stdout)["config_crc32c"]
         with open(self.config, "w") as out:
             out.write(good.replace("weight: 3", "weight: many"))
         refused = self.berthctl("reload", check=False)
+        # `status` names the config in force, not the refused file now on disk.
+        crc_after_refusal = json.loads(self.berthctl("status", "--json").stdout)["config_crc32c"]
         with open(self.config, "w") as out:
             out.write(good)
         self.assertEqual(refused.returncode, 1)
         self.assertIn("refused, the running config keeps serving", refused.stderr)
         self.assertIn("services[0].backends[1].weight", refused.stderr)
+        self.assertEqual(crc_after_refusal, running_crc)
 
     def test_errors_an_operator_meets(self):
         unknown = self.berthctl("explode", check=False)

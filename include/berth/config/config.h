@@ -190,6 +190,9 @@ struct Config {
   std::vector<ServiceConfig> services;
   // Advice that does not stop the config from loading, each naming its field and line.
   std::vector<std::string> warnings;
+  // CRC32-C of the text this config was parsed from: `status` shows the one in force, which
+  // after a refused reload is not the file on disk.
+  uint32_t source_crc32c = 0;
 
   // The service with this name, or nullptr.
   const ServiceConfig* findService(absl::string_view name) const;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "berth/net/crc32c.h"
 
 namespace berth {
 namespace {
@@ -531,6 +532,18 @@ TEST(ConfigLoaderTest, BgpSettingsLoadAndServicesChooseToBeAnnounced) {
   EXPECT_EQ(config->bgp->nextHopFor(IpFamily::kIpv4, config->dataplane),
             IpAddress::v4(198, 18, 0, 11));
   EXPECT_EQ(config->bgp->nextHopFor(IpFamily::kIpv6, config->dataplane), std::nullopt);
+}
+
+// The config remembers the CRC32-C of the text it came from, which `status` reports: after a
+// refused reload that is the running config's, not the file's on disk.
+TEST(ConfigLoaderTest, RemembersTheCrcOfItsText) {
+  const std::string text = "services: []\n";
+  absl::StatusOr<Config> config = parseConfig(text, "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->source_crc32c, crc32cPortable(0, text.data(), text.size()));
+  absl::StatusOr<Config> other = parseConfig("services: []\n# a comment\n", "test.yaml");
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_NE(other->source_crc32c, config->source_crc32c);
 }
 
 // How long a stop forwards after the withdrawal is in seconds, decimals allowed; 0 stops as soon

@@ -68,7 +68,18 @@ absl::StatusOr<std::unique_ptr<ControlSocket>> ControlSocket::open(const std::st
     return absl::AlreadyExistsError(
         absl::StrCat("control socket ", path, ": another berthd answers there"));
   }
-  unlink(path.c_str());  // a socket file a berthd that is gone left behind
+  // Only a socket file that a berthd that is gone left behind is replaced: a mistyped
+  // --control_socket must not delete a config file, nor follow a link somewhere else.
+  struct stat existing;
+  if (lstat(path.c_str(), &existing) == 0) {
+    if (!S_ISSOCK(existing.st_mode)) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "control socket ", path, ": ", S_ISLNK(existing.st_mode) ? "a symbolic link" : "a file",
+          " that is not a socket is there; berthd replaces only a stale socket (remove it, or "
+          "give --control_socket another path)"));
+    }
+    unlink(path.c_str());
+  }
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError(absl::StrCat("control socket: ", strerror(errno)));
   // Owner-only from the start: the mode is set before anyone can connect.

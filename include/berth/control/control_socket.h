@@ -20,7 +20,8 @@ class ControlSocket {
   using Handler = std::function<std::string(const ControlRequest&)>;
 
   // Listens at `path`, creating its directory if needed. A socket file left by a berthd that is
-  // gone is replaced; one that a running berthd answers on is an error.
+  // gone is replaced; one that a running berthd answers on is an error, and so is anything at
+  // `path` that is not a socket (a regular file, a link, a folder), which is left as it is.
   static absl::StatusOr<std::unique_ptr<ControlSocket>> open(const std::string& path);
   ~ControlSocket();
   ControlSocket(const ControlSocket&) = delete;

@@ -311,13 +311,13 @@ void ControlPlane::run() {
   while (true) {
     if (stop_.load(std::memory_order_relaxed) && !stop_withdrawal_) {
       if (!announcesOverBgp()) break;
-      stop_withdrawal_.emplace(absl::Milliseconds(config_.bgp->forward_after_withdrawal_ms),
+      stop_withdrawal_.emplace(absl::Now(),
+                               absl::Milliseconds(config_.bgp->forward_after_withdrawal_ms),
                                kWithdrawalConfirmationLimit);
-      stop_withdrawal_->stopAsked(absl::Now());
       logLine(absl::StrFormat(
           "stopping: BGP routes withdrawn; forwarding until berth-announcer reports them gone "
           "from BIRD (at most %d ms)",
-          absl::ToInt64Milliseconds(kWithdrawalConfirmationLimit)));
+          absl::ToInt64Milliseconds(stop_withdrawal_->confirmationLimit())));
     }
     if (stop_withdrawal_ && stop_withdrawal_->done(absl::Now())) break;
     drainNeighborNews();
@@ -344,7 +344,7 @@ void ControlPlane::run() {
   if (stop_withdrawal_ && !stop_withdrawal_->confirmed()) {
     logLine(absl::StrFormat(
         "stopping: no berth-announcer reported the BGP routes gone within %d ms; stopping anyway",
-        absl::ToInt64Milliseconds(kWithdrawalConfirmationLimit)));
+        absl::ToInt64Milliseconds(stop_withdrawal_->confirmationLimit())));
   }
   stopWorkers();
   logLine("workers stopped: no longer forwarding");

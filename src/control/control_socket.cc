@@ -74,7 +74,10 @@ absl::StatusOr<std::unique_ptr<ControlSocket>> ControlSocket::open(const std::st
   if (lstat(path.c_str(), &existing) == 0) {
     if (!S_ISSOCK(existing.st_mode)) {
       return absl::AlreadyExistsError(absl::StrCat(
-          "control socket ", path, ": ", S_ISLNK(existing.st_mode) ? "a symbolic link" : "a file",
+          "control socket ", path, ": ",
+          S_ISLNK(existing.st_mode)   ? "a symbolic link"
+          : S_ISDIR(existing.st_mode) ? "a folder"
+                                      : "a file",
           " that is not a socket is there; berthd replaces only a stale socket (remove it, or "
           "give --control_socket another path)"));
     }

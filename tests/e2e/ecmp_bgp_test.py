@@ -77,7 +77,7 @@ def config_text(instance, directory):
              # Both instances on CPU 0, leaving CPU 1 to the kernel's side of the test: BIRD,
              # the backends, curl. With one busy-polling instance on each CPU, a curl process now
              # and then stayed runnable without running for over 20 s (State R, 0.1% CPU, in
-             # exec), in 3 of 19 runs; with both on CPU 0, 0 of 12.
+             # exec), in 3 of 19 runs; with both on CPU 0, 0 of 17.
              '        "--lcores", "0@0,1@0", "--log-level", "lib.eal:error",',
              '        "--vdev", "net_af_packet0,iface=%s"]' % port_of(instance),
              "  ports:",

@@ -90,6 +90,7 @@ TEST_F(ControlSocketPathTest, AFolderIsLeftAsItIs) {
   ASSERT_TRUE(std::filesystem::create_directory(path_));
   absl::StatusOr<std::unique_ptr<ControlSocket>> opened = ControlSocket::open(path_);
   ASSERT_FALSE(opened.ok());
+  EXPECT_THAT(opened.status().message(), HasSubstr("a folder that is not a socket"));
   EXPECT_TRUE(std::filesystem::is_directory(path_));
 }
 

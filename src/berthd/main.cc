@@ -1,12 +1,14 @@
 // berthd: the berth load balancer daemon.
 //
-//   berthd [EAL options] -- --config FILE [--control_socket PATH] [--counters_json FILE]
+//   berthd [EAL options] -- --config FILE [--control_socket PATH] [--read_only_socket PATH]
+//          [--read_only_group NAME] [--counters_json FILE]
 //
 // EAL options may also come from the config (dataplane.eal); the command line's come first. The
 // start-up order is one table below (the config first, then the EAL and the control plane's
 // steps); a failed step is named, and teardown runs the table backwards. SIGINT and SIGTERM stop it
 // cleanly; SIGUSR1 prints the counters; SIGHUP reloads the config.
 
+#include <grp.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 
@@ -31,6 +33,12 @@
 ABSL_FLAG(std::string, config, "", "path of the YAML config (required)");
 ABSL_FLAG(std::string, control_socket, "/run/berth/berth.sock",
           "the Unix socket berthctl talks to berthd over (mode 0600)");
+ABSL_FLAG(std::string, read_only_socket, "",
+          "a second Unix socket that serves only status, stats and announce, for berth-announcer "
+          "and monitoring (mode 0666, or 0660 with --read_only_group); default: beside "
+          "--control_socket, berth.sock giving berth-ro.sock; 'off' for none");
+ABSL_FLAG(std::string, read_only_group, "",
+          "the group of the read-only socket, which is then mode 0660");
 ABSL_FLAG(std::string, counters_json, "",
           "on exit, also write the final counters as JSON to this file");
 
@@ -63,9 +71,33 @@ int fail(absl::string_view message) {
   return 1;
 }
 
+absl::StatusOr<berth::ControlSocketPaths> controlSocketPaths() {
+  berth::ControlSocketPaths paths;
+  paths.control = absl::GetFlag(FLAGS_control_socket);
+  paths.read_only = absl::GetFlag(FLAGS_read_only_socket);
+  if (paths.read_only.empty()) paths.read_only = berth::defaultReadOnlySocketPath(paths.control);
+  if (paths.read_only == "off") paths.read_only.clear();
+  if (paths.read_only == paths.control) {
+    return absl::InvalidArgumentError("--read_only_socket must differ from --control_socket");
+  }
+  if (const std::string name = absl::GetFlag(FLAGS_read_only_group); !name.empty()) {
+    std::vector<char> buffer(16384);
+    group entry;
+    group* found = nullptr;
+    if (getgrnam_r(name.c_str(), &entry, buffer.data(), buffer.size(), &found) != 0 ||
+        found == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--read_only_group: no group named '", name, "'"));
+    }
+    paths.read_only_group = found->gr_gid;
+  }
+  return paths;
+}
+
 constexpr char kUsage[] =
     "berth's load balancer daemon.\n\n"
-    "  berthd [EAL options] -- --config FILE [--control_socket PATH] [--counters_json FILE]\n\n"
+    "  berthd [EAL options] -- --config FILE [--control_socket PATH] [--read_only_socket PATH]\n"
+    "         [--read_only_group NAME] [--counters_json FILE]\n\n"
     "EAL options may also be given in the config as dataplane.eal; those on the command line "
     "come first. SIGINT/SIGTERM stop it; SIGUSR1 prints the counters; SIGHUP reloads the "
     "config file.";
@@ -103,8 +135,10 @@ int main(int argc, char** argv) {
   // stops of the steps that started, in reverse. The control plane's steps are documented at
   // ControlPlane (control/control_plane.h).
   bool eal_up = false;
-  berth::ControlPlane control(absl::GetFlag(FLAGS_config), absl::GetFlag(FLAGS_control_socket),
-                              *std::move(config), {g_stop, g_print_counters, g_reload});
+  absl::StatusOr<berth::ControlSocketPaths> sockets = controlSocketPaths();
+  if (!sockets.ok()) return fail(sockets.status().message());
+  berth::ControlPlane control(absl::GetFlag(FLAGS_config), *std::move(sockets), *std::move(config),
+                              {g_stop, g_print_counters, g_reload});
   berth::StartSequence start_up({
       {"EAL",
        [&]() -> absl::Status {

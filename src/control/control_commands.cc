@@ -1,7 +1,6 @@
 // berthd's control-socket commands: status, stats, reload, drain and undrain. Each runs on the
-// management thread, between its other work, and answers with one JSON object.
-
-#include <rte_pause.h>
+// management thread, between its other work, and answers with one JSON object, whole or in
+// pieces (reply_stream.h).
 
 #include <string>
 #include <vector>
@@ -24,7 +23,8 @@ namespace berth {
 namespace {
 
 // How long explain waits for workers to look in their connection tables: they look between
-// bursts, every 1024 loops, which is well under a millisecond while they run.
+// bursts, every 1024 loops, which is well under a millisecond while they run. The loop turns
+// while it waits.
 constexpr absl::Duration kQueryPatience = absl::Milliseconds(200);
 
 std::string okReply(absl::string_view text) {
@@ -75,23 +75,29 @@ std::string ControlPlane::reloadReply() {
 // Each command of the command table (control/commands.h) and its handler.
 const absl::flat_hash_map<std::string, ControlPlane::CommandHandler>&
 ControlPlane::commandHandlers() {
+  // Most replies are whole; explain waits for the workers and table comes in pieces.
   static const auto* handlers = new absl::flat_hash_map<std::string, CommandHandler>{
-      {"status", [](ControlPlane& d, const ControlRequest&) { return d.statusReply(); }},
-      {"stats", [](ControlPlane& d, const ControlRequest&) { return d.statsReply(); }},
+      {"status",
+       [](ControlPlane& d, const ControlRequest&) { return wholeReply(d.statusReply()); }},
+      {"stats", [](ControlPlane& d, const ControlRequest&) { return wholeReply(d.statsReply()); }},
       {"services",
        [](ControlPlane& d, const ControlRequest&) {
-         return servicesReplyJson(d.currentServiceRows(), d.connectionsTracked());
+         return wholeReply(servicesReplyJson(d.currentServiceRows(), d.connectionsTracked()));
        }},
       {"backends",
        [](ControlPlane& d, const ControlRequest&) {
-         return backendsReplyJson(d.currentBackendRows(), d.connectionsTracked());
+         return wholeReply(backendsReplyJson(d.currentBackendRows(), d.connectionsTracked()));
        }},
-      {"reload", [](ControlPlane& d, const ControlRequest&) { return d.reloadReply(); }},
-      {"drain", [](ControlPlane& d, const ControlRequest& r) { return d.drainReply(r, true); }},
-      {"undrain", [](ControlPlane& d, const ControlRequest& r) { return d.drainReply(r, false); }},
+      {"reload",
+       [](ControlPlane& d, const ControlRequest&) { return wholeReply(d.reloadReply()); }},
+      {"drain",
+       [](ControlPlane& d, const ControlRequest& r) { return wholeReply(d.drainReply(r, true)); }},
+      {"undrain",
+       [](ControlPlane& d, const ControlRequest& r) { return wholeReply(d.drainReply(r, false)); }},
       {"explain", [](ControlPlane& d, const ControlRequest& r) { return d.explainReply(r); }},
       {"table", [](ControlPlane& d, const ControlRequest& r) { return d.tableReply(r); }},
-      {"announce", [](ControlPlane& d, const ControlRequest& r) { return d.announceReply(r); }},
+      {"announce",
+       [](ControlPlane& d, const ControlRequest& r) { return wholeReply(d.announceReply(r)); }},
   };
   return *handlers;
 }
@@ -106,14 +112,14 @@ absl::Status ControlPlane::checkCommandHandlers() {
   return absl::OkStatus();
 }
 
-std::string ControlPlane::handleControl(const ControlRequest& request) {
+std::unique_ptr<ReplyStream> ControlPlane::handleControl(const ControlRequest& request) {
   const CommandSpec* command = findControlCommand(request.command);
   if (command == nullptr) {
-    return errorReply(
-        absl::StrCat("unknown command '", request.command, "'; commands: ", controlCommandNames()));
+    return wholeReply(errorReply(absl::StrCat("unknown command '", request.command,
+                                              "'; commands: ", controlCommandNames())));
   }
   if (absl::Status status = checkCommandFields(*command, request.fields); !status.ok()) {
-    return errorReply(status.message());
+    return wholeReply(errorReply(status.message()));
   }
   return commandHandlers().at(command->name)(*this, request);
 }
@@ -292,30 +298,40 @@ std::string ControlPlane::drainReply(const ControlRequest& request, bool drain) 
   return json.str();
 }
 
-std::optional<TrackedConnection> ControlPlane::askWorkers(const ConnectionKey& key, uint32_t hash,
-                                                          std::string& note) {
-  std::vector<bool> asked(workers_.size(), false);
+ControlPlane::WorkerQuestions ControlPlane::askWorkers(const ConnectionKey& key, uint32_t hash) {
+  WorkerQuestions asked(workers_.size());
   for (size_t w = 0; w < workers_.size(); ++w) {
     ConntrackQuery& query = workers_[w]->conntrack_query;
     const uint32_t last = query.asked.load(std::memory_order_relaxed);
-    // A question still unanswered from an earlier explain: the worker may be reading it.
+    // A question still unanswered from another explain: the worker may be reading it.
     if (query.answered.load(std::memory_order_acquire) != last) continue;
     query.key = key;
     query.hash = hash;
     query.asked.store(last + 1, std::memory_order_release);
-    asked[w] = true;
+    asked[w] = last + 1;
   }
+  return asked;
+}
+
+bool ControlPlane::workersAnswered(const WorkerQuestions& asked) const {
+  for (size_t w = 0; w < asked.size(); ++w) {
+    if (!asked[w]) continue;
+    if (workers_[w]->conntrack_query.answered.load(std::memory_order_acquire) != *asked[w]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::optional<TrackedConnection> ControlPlane::collectAnswers(const WorkerQuestions& asked,
+                                                              std::string& note) const {
   std::optional<TrackedConnection> tracked;
   std::vector<std::string> silent;
-  const absl::Time give_up = absl::Now() + kQueryPatience;
-  for (size_t w = 0; w < workers_.size(); ++w) {
-    ConntrackQuery& query = workers_[w]->conntrack_query;
-    const uint32_t asked_now = query.asked.load(std::memory_order_relaxed);
-    while (asked[w] && query.answered.load(std::memory_order_acquire) != asked_now &&
-           absl::Now() < give_up) {
-      rte_pause();
-    }
-    if (!asked[w] || query.answered.load(std::memory_order_acquire) != asked_now) {
+  for (size_t w = 0; w < asked.size(); ++w) {
+    const ConntrackQuery& query = workers_[w]->conntrack_query;
+    // The answer is ours only while no later question has replaced it.
+    if (!asked[w] || query.answered.load(std::memory_order_acquire) != *asked[w] ||
+        query.asked.load(std::memory_order_relaxed) != *asked[w]) {
       silent.push_back(absl::StrCat(w));
       continue;
     }
@@ -332,27 +348,42 @@ std::optional<TrackedConnection> ControlPlane::askWorkers(const ConnectionKey& k
   return tracked;
 }
 
-std::string ControlPlane::explainReply(const ControlRequest& request) {
-  absl::StatusOr<FlowKey> flow = explainedFlow(request);
-  if (!flow.ok()) return errorReply(flow.status().message());
+std::string ControlPlane::explainAnswer(const FlowKey& flow,
+                                        const std::optional<TrackedConnection>& tracked,
+                                        const std::string& note) const {
   const Snapshot& snapshot = *publisher_->snapshot();
   const bool conntrack = !workers_.empty() && workers_[0]->connections() != nullptr;
-  std::optional<TrackedConnection> tracked;
-  std::string note;
-  if (const std::optional<uint32_t> service = snapshot.findService(*flow); service && conntrack) {
-    tracked = askWorkers(connectionKeyOf(snapshot, *service, *flow),
-                         flowHashOf(snapshot, *service, *flow), note);
-  }
-  const FlowExplanation explanation = explainFlow(snapshot, *flow, tracked, conntrack);
+  const FlowExplanation explanation = explainFlow(snapshot, flow, tracked, conntrack);
   std::string listener;
   if (explanation.service) {
     const ServiceConfig* service = config_.findService(snapshot.service(*explanation.service).name);
     if (service != nullptr) listener = service->listener();
   }
-  return explainReplyJson(snapshot, *flow, explanation, conntrack, tracked, note, listener);
+  return explainReplyJson(snapshot, flow, explanation, conntrack, tracked, note, listener);
 }
 
-std::string ControlPlane::tableReply(const ControlRequest& request) const {
+std::unique_ptr<ReplyStream> ControlPlane::explainReply(const ControlRequest& request) {
+  absl::StatusOr<FlowKey> flow = explainedFlow(request);
+  if (!flow.ok()) return wholeReply(errorReply(flow.status().message()));
+  const Snapshot& snapshot = *publisher_->snapshot();
+  const bool conntrack = !workers_.empty() && workers_[0]->connections() != nullptr;
+  const std::optional<uint32_t> service = snapshot.findService(*flow);
+  if (!service || !conntrack) return wholeReply(explainAnswer(*flow, std::nullopt, ""));
+  // The workers look between bursts, well under a millisecond apart while they run: the reply
+  // is checked for on each turn of the loop, and sent without them after kQueryPatience.
+  WorkerQuestions asked =
+      askWorkers(connectionKeyOf(snapshot, *service, *flow), flowHashOf(snapshot, *service, *flow));
+  const absl::Time give_up = absl::Now() + kQueryPatience;
+  return pollingReply(
+      [this, flow = *flow, asked = std::move(asked), give_up]() -> std::optional<std::string> {
+        if (!workersAnswered(asked) && absl::Now() < give_up) return std::nullopt;
+        std::string note;
+        const std::optional<TrackedConnection> tracked = collectAnswers(asked, note);
+        return explainAnswer(flow, tracked, note);
+      });
+}
+
+std::unique_ptr<ReplyStream> ControlPlane::tableReply(const ControlRequest& request) const {
   const std::string& name = request.field("service");
   std::vector<std::string> names;
   for (const ServiceState& state : services_) {
@@ -363,21 +394,15 @@ std::string ControlPlane::tableReply(const ControlRequest& request) const {
     for (size_t b = 0; b < table.backends().size(); ++b) {
       if (!table.healthy()[b]) unhealthy.push_back(table.backends()[b].name);
     }
-    JsonWriter json;
-    json.beginObject().key("ok").value(true).key("snapshot_generation").value(generation_);
-    json.key("table");
-    writeTableJson(json, state.config(), table);
-    json.key("text").value(tableText(
-        state.config(), table,
+    return tableReplyStream(
+        state.config(), table, generation_,
         absl::StrCat(
             unhealthy.empty() ? "" : absl::StrCat(", unhealthy: ", absl::StrJoin(unhealthy, ", ")),
-            "; live in snapshot ", generation_)));
-    json.endObject();
-    return json.str();
+            "; live in snapshot ", generation_));
   }
-  if (name.empty()) return errorReply("table needs --service NAME");
-  return errorReply(
-      absl::StrCat("no service named '", name, "'; berthd has: ", absl::StrJoin(names, ", ")));
+  if (name.empty()) return wholeReply(errorReply("table needs --service NAME"));
+  return wholeReply(errorReply(
+      absl::StrCat("no service named '", name, "'; berthd has: ", absl::StrJoin(names, ", "))));
 }
 
 }  // namespace berth

@@ -267,6 +267,14 @@ std::string ControlPlane::prometheusText() const {
   metrics.sums = sumCounters(counters);
   metrics.services = currentServiceRows();
   metrics.backends = currentBackendRows();
+  auto endpoint = [](std::string name, const auto& counts) {
+    return EndpointMetrics{std::move(name),     counts.accepted,     counts.answered,
+                           counts.evicted_idle, counts.refused_full, counts.cut_at_deadline};
+  };
+  if (control_) metrics.endpoints.push_back(endpoint("control", control_->counts()));
+  if (read_only_) metrics.endpoints.push_back(endpoint("read_only", read_only_->counts()));
+  if (metrics_) metrics.endpoints.push_back(endpoint("metrics", metrics_->counts()));
+  metrics.log_lines_dropped = logLinesDropped();
   return berth::prometheusText(metrics);
 }
 

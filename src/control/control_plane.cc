@@ -4,8 +4,8 @@
 #include <rte_errno.h>
 #include <rte_lcore.h>
 #include <rte_malloc.h>
-#include <rte_pause.h>
 #include <rte_rcu_qsbr.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -23,6 +23,7 @@
 #include "berth/control/load_publication.h"
 #include "berth/dataplane/backend_loads.h"
 #include "berth/runtime/unmap_guard.h"
+#include "berth/util/async_log.h"
 #include "berth/util/json_writer.h"
 #include "berth/util/status_macros.h"
 
@@ -44,8 +45,6 @@ constexpr absl::Duration kResolveRefresh = absl::Seconds(60);
 // How often the ports' link states are read for the log: cheap, and a peer's coming and going
 // shows within a tenth of a second.
 constexpr absl::Duration kLinkCheckInterval = absl::Milliseconds(100);
-// How long a publish waits for every worker to move on before leaving it to the management loop.
-constexpr absl::Duration kRolloutWait = absl::Milliseconds(5);
 
 }  // namespace
 
@@ -63,14 +62,31 @@ std::function<double()> healthJitter() {
   return [random] { return std::uniform_real_distribution<double>(0.0, 1.0)(*random); };
 }
 
-void logLine(absl::string_view line) {
-  std::fprintf(stderr, "berthd: %.*s\n", static_cast<int>(line.size()), line.data());
+namespace {
+
+// Set while the management loop may run: from the lcores' start to their stop.
+std::unique_ptr<AsyncLog>& asyncLog() {
+  static auto* log = new std::unique_ptr<AsyncLog>();
+  return *log;
 }
 
-ControlPlane::ControlPlane(std::string config_path, std::string control_socket, Config config,
+}  // namespace
+
+uint64_t logLinesDropped() { return asyncLog() == nullptr ? 0 : asyncLog()->dropped(); }
+
+void logLine(absl::string_view line) {
+  std::string text = absl::StrCat("berthd: ", line, "\n");
+  if (asyncLog() != nullptr) {
+    asyncLog()->write(std::move(text));
+  } else {
+    std::fwrite(text.data(), 1, text.size(), stderr);
+  }
+}
+
+ControlPlane::ControlPlane(std::string config_path, ControlSocketPaths sockets, Config config,
                            const ControlPlaneSignals& signals)
     : config_path_(std::move(config_path)),
-      control_socket_path_(std::move(control_socket)),
+      socket_paths_(std::move(sockets)),
       config_(std::move(config)),
       stop_(signals.stop),
       print_counters_(signals.print_counters),
@@ -97,10 +113,14 @@ absl::Status ControlPlane::startLcores() {
     return absl::ResourceExhaustedError(
         absl::StrCat("management: neighbour ring: ", rte_strerror(rte_errno)));
   }
+  // Created on the main lcore, whose CPU the EAL has pinned this thread to: the log's writer
+  // runs there too, never on a worker's CPU.
+  asyncLog() = std::make_unique<AsyncLog>(STDERR_FILENO, "berthd: ");
   return absl::OkStatus();
 }
 
 void ControlPlane::stopLcores() {
+  asyncLog().reset();
   rte_ring_free(neighbor_news_);
   neighbor_news_ = nullptr;
   publisher_.reset();
@@ -180,15 +200,24 @@ void ControlPlane::stopServices() {
 }
 
 absl::Status ControlPlane::openControlSocket() {
-  absl::StatusOr<std::unique_ptr<ControlSocket>> control =
-      ControlSocket::open(control_socket_path_);
-  if (!control.ok()) return control.status();
-  control_ = *std::move(control);
+  BERTH_ASSIGN_OR_RETURN(control_, ControlSocket::open(socket_paths_.control));
   logLine(absl::StrCat("control socket: ", control_->path()));
+  if (socket_paths_.read_only.empty()) return absl::OkStatus();
+  const ControlSocketOptions read_only{.path = socket_paths_.read_only,
+                                       .mode = socket_paths_.read_only_group ? 0660u : 0666u,
+                                       .group = socket_paths_.read_only_group,
+                                       .commands = readOnlyCommands(),
+                                       .role = "read-only socket"};
+  BERTH_ASSIGN_OR_RETURN(read_only_, ControlSocket::open(read_only));
+  logLine(absl::StrCat("read-only socket (", absl::StrJoin(readOnlyCommands(), ", "),
+                       "): ", read_only_->path()));
   return absl::OkStatus();
 }
 
-void ControlPlane::closeControlSocket() { control_.reset(); }
+void ControlPlane::closeControlSocket() {
+  read_only_.reset();
+  control_.reset();
+}
 
 absl::Status ControlPlane::openMetrics() {
   if (!config_.metrics.listen) return absl::OkStatus();
@@ -240,11 +269,6 @@ absl::Status ControlPlane::publishSnapshot() {
 
 void ControlPlane::reportWhenInForce(absl::Time start, absl::string_view event) {
   rollouts_.push_back(Rollout{published_token_, generation_, start, std::string(event)});
-  // Running workers pass a quiescent state every loop, microseconds apart: a short wait here
-  // gives the figure without the management tick's granularity in it.
-  const absl::Time give_up = absl::Now() + kRolloutWait;
-  while (!publisher_->inForce(published_token_) && absl::Now() < give_up) rte_pause();
-  reportRollouts();
 }
 
 void ControlPlane::reportRollouts() {
@@ -331,7 +355,9 @@ void ControlPlane::run() {
     }
     applyHealthChanges(health_->poll(0));
     if (reload_.exchange(false)) reload().IgnoreError();
-    control_->serve([this](const ControlRequest& request) { return handleControl(request); });
+    const auto handle = [this](const ControlRequest& request) { return handleControl(request); };
+    control_->serve(handle);
+    if (read_only_) read_only_->serve(handle);
     if (metrics_) metrics_->serve([this] { return prometheusText(); });
     serveTelemetry();
     sampleRates();

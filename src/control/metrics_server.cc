@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -13,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "berth/control/client_slots.h"
 
 namespace berth {
 namespace {
@@ -20,7 +22,6 @@ namespace {
 constexpr uint64_t kRequestPatienceMs = 2000;
 constexpr uint64_t kReplyPatienceMs = 5000;
 constexpr size_t kMaxRequestBytes = 8192;
-constexpr size_t kMaxClients = 64;
 
 uint64_t nowMs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -28,15 +29,21 @@ uint64_t nowMs() {
                                    .count());
 }
 
+std::string httpHead(absl::string_view status, absl::string_view content_type,
+                     size_t content_length) {
+  return absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", content_type,
+                      "\r\nContent-Length: ", content_length, "\r\nConnection: close\r\n\r\n");
+}
+
 std::string httpReply(absl::string_view status, absl::string_view content_type,
                       absl::string_view body) {
-  return absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", content_type,
-                      "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
+  return absl::StrCat(httpHead(status, content_type, body.size()), body);
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::open(const Endpoint& listen) {
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::open(const Endpoint& listen,
+                                                                   absl::Duration render_interval) {
   sockaddr_storage storage{};
   socklen_t length = 0;
   if (listen.address.isV4()) {
@@ -56,7 +63,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::open(const Endpoin
   if (fd < 0) return absl::InternalError(absl::StrCat("metrics: socket: ", strerror(errno)));
   const int on = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-  if (bind(fd, reinterpret_cast<const sockaddr*>(&storage), length) != 0 || ::listen(fd, 16) != 0) {
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&storage), length) != 0 ||
+      ::listen(fd, SOMAXCONN) != 0) {
     const int saved = errno;
     close(fd);
     return absl::UnavailableError(
@@ -68,7 +76,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::open(const Endpoin
         ntohs(storage.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&storage)->sin_port
                                            : reinterpret_cast<sockaddr_in6*>(&storage)->sin6_port);
   }
-  return std::unique_ptr<MetricsServer>(new MetricsServer(fd, bound));
+  return std::unique_ptr<MetricsServer>(new MetricsServer(fd, bound, render_interval));
 }
 
 MetricsServer::~MetricsServer() {
@@ -76,84 +84,129 @@ MetricsServer::~MetricsServer() {
   close(fd_);
 }
 
-std::string MetricsServer::answer(const std::string& head, const Renderer& render) {
+std::shared_ptr<const std::string> MetricsServer::rendered(const Renderer& render,
+                                                           uint64_t now_ms) {
+  if (text_ == nullptr || now_ms >= rendered_ms_ + static_cast<uint64_t>(render_interval_ms_)) {
+    text_ = std::make_shared<const std::string>(render());
+    rendered_ms_ = now_ms;
+    ++counts_.renders;
+  }
+  return text_;
+}
+
+void MetricsServer::answer(Client& client, const Renderer& render, uint64_t now_ms) {
+  client.answered = true;
+  client.deadline_ms = now_ms + kReplyPatienceMs;
+  ++counts_.answered;
+  const std::string& head = client.received;
   const std::string request_line = head.substr(0, head.find("\r\n"));
   const std::vector<absl::string_view> parts = absl::StrSplit(request_line, ' ');
   if (parts.size() != 3 || !absl::StartsWith(parts[2], "HTTP/1.")) {
-    return httpReply("400 Bad Request", "text/plain", "expected an HTTP/1.x request line\n");
+    client.head = httpReply("400 Bad Request", "text/plain", "expected an HTTP/1.x request line\n");
+    return;
   }
   if (parts[0] != "GET" && parts[0] != "HEAD") {
-    return httpReply("405 Method Not Allowed", "text/plain", "only GET\n");
+    client.head = httpReply("405 Method Not Allowed", "text/plain", "only GET\n");
+    return;
   }
+  const bool head_only = parts[0] == "HEAD";
   const absl::string_view path = parts[1].substr(0, parts[1].find('?'));
-  std::string reply;
   if (path == "/metrics") {
-    reply = httpReply("200 OK", "text/plain; version=0.0.4; charset=utf-8", render());
-  } else if (path == "/") {
-    reply = httpReply("200 OK", "text/plain", "berthd: metrics at /metrics\n");
-  } else {
-    reply = httpReply("404 Not Found", "text/plain", "berthd serves /metrics only\n");
+    std::shared_ptr<const std::string> text = rendered(render, now_ms);
+    client.head = httpHead("200 OK", "text/plain; version=0.0.4; charset=utf-8", text->size());
+    if (!head_only) client.body = std::move(text);
+    return;
   }
+  client.head = path == "/"
+                    ? httpReply("200 OK", "text/plain", "berthd: metrics at /metrics\n")
+                    : httpReply("404 Not Found", "text/plain", "berthd serves /metrics only\n");
   // HEAD: the headers alone.
-  if (parts[0] == "HEAD") reply.resize(reply.find("\r\n\r\n") + 4);
-  return reply;
+  if (head_only) client.head.resize(client.head.find("\r\n\r\n") + 4);
+}
+
+void MetricsServer::acceptNew(const Renderer& render, uint64_t now_ms) {
+  bool waiting_read = false;
+  for (;;) {
+    const int fd = accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    const Room room = makeRoom(
+        clients_, kMaxClients, waiting_read, [](const Client& client) { return !client.answered; },
+        [&](Client& client) { return readRequest(client, render, now_ms); });
+    if (room == Room::kFull) {
+      ++counts_.refused_full;
+      close(fd);
+      continue;
+    }
+    if (room == Room::kEvicted) ++counts_.evicted_idle;
+    Client client;
+    client.fd = fd;
+    client.accepted_order = ++counts_.accepted;
+    client.deadline_ms = now_ms + kRequestPatienceMs;
+    clients_.push_back(std::move(client));
+    // A request already sent makes the connection busy at once, before a later accept of this
+    // burst looks for an idle one to evict.
+    if (!readRequest(clients_.back(), render, now_ms)) {
+      close(clients_.back().fd);
+      clients_.pop_back();
+    }
+  }
+}
+
+bool MetricsServer::readRequest(Client& client, const Renderer& render, uint64_t now_ms) {
+  char buffer[2048];
+  for (;;) {
+    const ssize_t got = recv(client.fd, buffer, sizeof(buffer), 0);
+    if (got > 0) {
+      client.received.append(buffer, static_cast<size_t>(got));
+      if (client.received.find("\r\n\r\n") != std::string::npos) {
+        answer(client, render, now_ms);
+        return true;
+      }
+      if (client.received.size() > kMaxRequestBytes) {
+        client.answered = true;
+        client.deadline_ms = now_ms + kReplyPatienceMs;
+        client.head =
+            httpReply("431 Request Header Fields Too Large", "text/plain", "request over 8 KiB\n");
+        return true;
+      }
+      continue;
+    }
+    return got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+}
+
+bool MetricsServer::send(Client& client, size_t& budget) {
+  const size_t body_size = client.body == nullptr ? 0 : client.body->size();
+  while (budget > 0 && client.sent < client.head.size() + body_size) {
+    const bool in_head = client.sent < client.head.size();
+    const char* from = in_head ? client.head.data() + client.sent
+                               : client.body->data() + (client.sent - client.head.size());
+    const size_t left =
+        in_head ? client.head.size() - client.sent : body_size - (client.sent - client.head.size());
+    const size_t length = std::min(left, budget);
+    const ssize_t written = ::send(client.fd, from, length, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (written < 0) return errno != EAGAIN && errno != EWOULDBLOCK;
+    client.sent += static_cast<size_t>(written);
+    budget -= static_cast<size_t>(written);
+    if (static_cast<size_t>(written) < length) return false;
+  }
+  return client.sent == client.head.size() + body_size;
 }
 
 void MetricsServer::serve(const Renderer& render) {
   const uint64_t now = nowMs();
-  for (;;) {
-    const int fd = accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) break;
-    if (clients_.size() >= kMaxClients) {
-      close(fd);
-      continue;
-    }
-    clients_.push_back(Client{fd, {}, {}, 0, now + kRequestPatienceMs});
-  }
-  for (size_t i = 0; i < clients_.size();) {
-    Client& client = clients_[i];
+  acceptNew(render, now);
+  size_t budget = kBytesPerServe;
+  serveEach(clients_, first_served_, [&](Client& client) {
     bool done = false;
-    if (client.reply.empty()) {
-      char buffer[2048];
-      for (;;) {
-        const ssize_t got = recv(client.fd, buffer, sizeof(buffer), 0);
-        if (got > 0) {
-          client.received.append(buffer, static_cast<size_t>(got));
-          if (client.received.find("\r\n\r\n") != std::string::npos) {
-            client.reply = answer(client.received, render);
-            client.deadline_ms = now + kReplyPatienceMs;
-            break;
-          }
-          if (client.received.size() > kMaxRequestBytes) {
-            client.reply = httpReply("431 Request Header Fields Too Large", "text/plain",
-                                     "request over 8 KiB\n");
-            break;
-          }
-          continue;
-        }
-        if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) done = true;
-        break;
-      }
+    if (!client.answered) done = !readRequest(client, render, now);
+    if (!done && client.answered) done = send(client, budget);
+    if (!done && now >= client.deadline_ms) {
+      ++counts_.cut_at_deadline;
+      done = true;
     }
-    while (!done && !client.reply.empty() && client.sent < client.reply.size()) {
-      const ssize_t written = send(client.fd, client.reply.data() + client.sent,
-                                   client.reply.size() - client.sent, MSG_NOSIGNAL);
-      if (written > 0) {
-        client.sent += static_cast<size_t>(written);
-        continue;
-      }
-      if (written < 0 && errno != EAGAIN && errno != EWOULDBLOCK) done = true;
-      break;
-    }
-    if (!client.reply.empty() && client.sent == client.reply.size()) done = true;
-    if (done || now >= client.deadline_ms) {
-      close(client.fd);
-      clients_[i] = clients_.back();
-      clients_.pop_back();
-    } else {
-      ++i;
-    }
-  }
+    return done;
+  });
 }
 
 }  // namespace berth

@@ -146,6 +146,26 @@ std::string prometheusText(const MetricsSnapshot& metrics) {
              [](const BackendRow& r) { return r.weight; });
   perBackend("berth_backend_slots", "gauge", "Slots the backend owns in the live table",
              [](const BackendRow& r) { return r.slots; });
+
+  // berthd's own endpoints and log.
+  Family connections(out, "berth_endpoint_connections_total", "counter",
+                     "Connections to berthd's control sockets and metrics endpoint, by outcome");
+  for (const EndpointMetrics& endpoint : metrics.endpoints) {
+    const std::pair<const char*, uint64_t> outcomes[] = {
+        {"accepted", endpoint.accepted},
+        {"answered", endpoint.answered},
+        {"evicted_idle", endpoint.evicted_idle},
+        {"refused_full", endpoint.refused_full},
+        {"cut_at_deadline", endpoint.cut_at_deadline},
+    };
+    for (const auto& [outcome, value] : outcomes) {
+      connections.sample(
+          absl::StrCat("endpoint=\"", endpoint.endpoint, "\",outcome=\"", outcome, "\""), value);
+    }
+  }
+  Family(out, "berth_log_lines_dropped_total", "counter",
+         "Log lines dropped because stderr was not read fast enough")
+      .sample("", metrics.log_lines_dropped);
   return out;
 }
 

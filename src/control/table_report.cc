@@ -1,74 +1,197 @@
 #include "berth/control/table_report.h"
 
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "berth/maglev/analysis.h"
+#include "berth/util/json_writer.h"
 
 namespace berth {
 namespace {
 
-std::string addressOf(const ServiceConfig& service, const std::string& backend_name) {
-  for (const BackendConfig& backend : service.backends) {
-    if (backend.name == backend_name) return backend.address.toString();
-  }
-  return "";
-}
+// The parts of each form, in order.
+enum JsonPart { kJsonHeader, kJsonBackends, kJsonEntries, kJsonDone };
+enum TextPart { kTextHeader, kTextBackends, kTextSlots, kTextDone };
 
 }  // namespace
 
-std::string tableText(const ServiceConfig& service, const Table& table, absl::string_view note) {
-  const std::vector<uint32_t> counts = table.slotCounts();
-  std::string out =
-      absl::StrFormat("service %s (%s): %s, M=%u, %u backends%s, fingerprint %016x\n", service.name,
-                      service.listener(), toString(table.algorithm()), table.size(),
-                      table.backends().size(), note, fingerprintOf(table));
-  absl::StrAppend(&out, "backend slots per backend:\n");
-  for (size_t i = 0; i < table.backends().size(); ++i) {
-    absl::StrAppendFormat(&out, "  %-24s %8u  %7.3f%%  weight %d%s\n", table.backends()[i].name,
-                          counts[i], 100.0 * counts[i] / table.size(), table.backends()[i].weight,
-                          table.healthy()[i] ? "" : "  (unhealthy)");
+TableRenderer::TableRenderer(const ServiceConfig& service, Table table, std::string note)
+    : table_(std::move(table)), counts_(table_.slotCounts()) {
+  // Addresses by name once, not by a search per backend: a service may have 65,535 backends.
+  absl::flat_hash_map<absl::string_view, const BackendConfig*> by_name;
+  for (const BackendConfig& backend : service.backends) by_name.emplace(backend.name, &backend);
+  addresses_.reserve(table_.backends().size());
+  for (const Backend& backend : table_.backends()) {
+    const auto found = by_name.find(backend.name);
+    addresses_.push_back(found == by_name.end() ? "" : found->second->address.toString());
   }
-  absl::StrAppend(&out, "slot backend\n");
-  for (uint32_t slot = 0; slot < table.size(); ++slot) {
-    const uint16_t entry = table.entries()[slot];
-    absl::StrAppendFormat(&out, "%u %s\n", slot,
-                          entry == kNoBackend ? "-" : table.backends()[entry].name);
+  const std::string fingerprint = absl::StrFormat("%016x", fingerprintOf(table_));
+  JsonWriter json;
+  json.beginObject().key("service").value(service.name).key("table_size").value(table_.size());
+  json.key("listener").value(service.listener());
+  json.key("forwarding").value(toString(service.forwarding));
+  json.key("algorithm").value(toString(table_.algorithm()));
+  json.key("fingerprint").value(fingerprint);
+  json.key("hash_fields").value(toString(service.hash_fields));
+  json.key("backends").beginArray();
+  header_json_ = json.str();
+  header_text_ = absl::StrFormat(
+      "service %s (%s): %s, M=%u, %u backends%s, fingerprint %s\nbackend slots per backend:\n",
+      service.name, service.listener(), toString(table_.algorithm()), table_.size(),
+      table_.backends().size(), note, fingerprint);
+}
+
+void TableRenderer::appendBackendJson(std::string& out, size_t b) const {
+  JsonWriter json;
+  json.beginObject()
+      .key("name")
+      .value(table_.backends()[b].name)
+      .key("address")
+      .value(addresses_[b])
+      .key("weight")
+      .value(table_.backends()[b].weight)
+      .key("healthy")
+      .value(static_cast<bool>(table_.healthy()[b]))
+      .key("slots")
+      .value(counts_[b])
+      .endObject();
+  if (b > 0) out += ',';
+  out += json.str();
+}
+
+void TableRenderer::appendBackendLine(std::string& out, size_t b) const {
+  absl::StrAppendFormat(&out, "  %-24s %8u  %7.3f%%  weight %d%s\n", table_.backends()[b].name,
+                        counts_[b], 100.0 * counts_[b] / table_.size(), table_.backends()[b].weight,
+                        table_.healthy()[b] ? "" : "  (unhealthy)");
+}
+
+void TableRenderer::appendSlotLine(std::string& out, uint32_t slot) const {
+  const uint16_t entry = table_.entries()[slot];
+  absl::StrAppend(&out, slot, " ", entry == kNoBackend ? "-" : table_.backends()[entry].name, "\n");
+}
+
+bool TableRenderer::nextJson(std::string& out, size_t budget) {
+  const size_t limit = out.size() + budget;
+  while (json_.part != kJsonDone && out.size() < limit) {
+    if (json_.part == kJsonHeader) {
+      out += header_json_;
+      json_ = {kJsonBackends, 0};
+      continue;
+    }
+    if (json_.part == kJsonBackends) {
+      if (json_.index < table_.backends().size()) {
+        appendBackendJson(out, json_.index++);
+        continue;
+      }
+      out += "],\"entries\":[";
+      json_ = {kJsonEntries, 0};
+      continue;
+    }
+    if (json_.index < table_.size()) {
+      if (json_.index > 0) out += ',';
+      const uint16_t entry = table_.entries()[json_.index++];
+      if (entry == kNoBackend) {
+        out += "null";
+      } else {
+        absl::StrAppend(&out, entry);
+      }
+      continue;
+    }
+    out += "]}";
+    json_ = {kJsonDone, 0};
+  }
+  return json_.part != kJsonDone;
+}
+
+bool TableRenderer::nextText(std::string& out, size_t budget) {
+  const size_t limit = out.size() + budget;
+  while (text_.part != kTextDone && out.size() < limit) {
+    switch (text_.part) {
+      case kTextHeader:
+        out += header_text_;
+        text_ = {kTextBackends, 0};
+        break;
+      case kTextBackends:
+        if (text_.index < table_.backends().size()) {
+          appendBackendLine(out, text_.index++);
+        } else {
+          out += "slot backend\n";
+          text_ = {kTextSlots, 0};
+        }
+        break;
+      default:
+        if (text_.index < table_.size()) {
+          appendSlotLine(out, static_cast<uint32_t>(text_.index++));
+        } else {
+          text_ = {kTextDone, 0};
+        }
+    }
+  }
+  return text_.part != kTextDone;
+}
+
+std::string tableText(const ServiceConfig& service, const Table& table, absl::string_view note) {
+  TableRenderer renderer(service, table, std::string(note));
+  std::string out;
+  while (renderer.nextText(out, SIZE_MAX / 2)) {
   }
   return out;
 }
 
-void writeTableJson(JsonWriter& json, const ServiceConfig& service, const Table& table) {
-  const std::vector<uint32_t> counts = table.slotCounts();
-  json.beginObject().key("service").value(service.name).key("table_size").value(table.size());
-  json.key("listener").value(service.listener());
-  json.key("forwarding").value(toString(service.forwarding));
-  json.key("algorithm").value(toString(table.algorithm()));
-  json.key("fingerprint").value(absl::StrFormat("%016x", fingerprintOf(table)));
-  json.key("hash_fields").value(toString(service.hash_fields));
-  json.key("backends").beginArray();
-  for (size_t i = 0; i < table.backends().size(); ++i) {
-    json.beginObject()
-        .key("name")
-        .value(table.backends()[i].name)
-        .key("address")
-        .value(addressOf(service, table.backends()[i].name))
-        .key("weight")
-        .value(table.backends()[i].weight)
-        .key("healthy")
-        .value(static_cast<bool>(table.healthy()[i]))
-        .key("slots")
-        .value(counts[i])
-        .endObject();
+std::string tableJson(const ServiceConfig& service, const Table& table) {
+  TableRenderer renderer(service, table, "");
+  std::string out;
+  while (renderer.nextJson(out, SIZE_MAX / 2)) {
   }
-  json.endArray().key("entries").beginArray();
-  for (uint16_t entry : table.entries()) {
-    if (entry == kNoBackend) {
-      json.null();
-    } else {
-      json.value(static_cast<unsigned>(entry));
+  return out;
+}
+
+namespace {
+
+class TableReply : public ReplyStream {
+ public:
+  TableReply(const ServiceConfig& service, Table table, uint64_t generation, std::string note)
+      : renderer_(service, std::move(table), std::move(note)), generation_(generation) {}
+
+  Progress next(std::string& out, size_t budget) override {
+    switch (part_) {
+      case Part::kStart:
+        absl::StrAppend(&out, "{\"ok\":true,\"snapshot_generation\":", generation_, ",\"table\":");
+        part_ = Part::kJson;
+        return Progress::kMore;
+      case Part::kJson:
+        if (!renderer_.nextJson(out, budget)) {
+          out += ",\"text\":\"";
+          part_ = Part::kText;
+        }
+        return Progress::kMore;
+      case Part::kText: {
+        // The text is a JSON string: each piece is escaped as it comes.
+        std::string piece;
+        const bool more = renderer_.nextText(piece, budget);
+        appendJsonEscaped(out, piece);
+        if (more) return Progress::kMore;
+        out += "\"}";
+        return Progress::kDone;
+      }
     }
+    return Progress::kDone;
   }
-  json.endArray().endObject();
+
+ private:
+  enum class Part { kStart, kJson, kText };
+  TableRenderer renderer_;
+  uint64_t generation_;
+  Part part_ = Part::kStart;
+};
+
+}  // namespace
+
+std::unique_ptr<ReplyStream> tableReplyStream(const ServiceConfig& service, Table table,
+                                              uint64_t generation, std::string note) {
+  return std::make_unique<TableReply>(service, std::move(table), generation, std::move(note));
 }
 
 }  // namespace berth

@@ -52,31 +52,35 @@ JsonWriter& JsonWriter::key(absl::string_view name) {
   return *this;
 }
 
-JsonWriter& JsonWriter::value(absl::string_view text) {
-  separate();
-  out_ += '"';
+void appendJsonEscaped(std::string& out, absl::string_view text) {
   for (char c : text) {
     switch (c) {
       case '"':
-        out_ += "\\\"";
+        out += "\\\"";
         break;
       case '\\':
-        out_ += "\\\\";
+        out += "\\\\";
         break;
       case '\n':
-        out_ += "\\n";
+        out += "\\n";
         break;
       case '\t':
-        out_ += "\\t";
+        out += "\\t";
         break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
-          out_ += absl::StrFormat("\\u%04x", static_cast<unsigned char>(c));
+          out += absl::StrFormat("\\u%04x", static_cast<unsigned char>(c));
         } else {
-          out_ += c;
+          out += c;
         }
     }
   }
+}
+
+JsonWriter& JsonWriter::value(absl::string_view text) {
+  separate();
+  out_ += '"';
+  appendJsonEscaped(out_, text);
   out_ += '"';
   return *this;
 }

@@ -101,11 +101,7 @@ absl::StatusOr<std::string> tableReport(const Config& config, const std::string&
   }
   if (absl::Status status = checkFailNamesExist(config, options.fail); !status.ok()) return status;
   BERTH_ASSIGN_OR_RETURN(const ServiceTables tables, tablesFor(*service, options.fail));
-  if (options.json) {
-    JsonWriter json;
-    writeTableJson(json, *service, tables.current);
-    return json.str() + "\n";
-  }
+  if (options.json) return tableJson(*service, tables.current) + "\n";
   return tableText(*service, tables.current,
                    tables.failed.empty()
                        ? ""

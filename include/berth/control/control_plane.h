@@ -40,6 +40,16 @@ struct ControlPlaneSignals {
   std::atomic<bool>& reload;          // SIGHUP
 };
 
+// Where berthd answers berthctl: the control socket (mode 0600, every command) and the read-only
+// socket (status, stats and announce, for berth-announcer and monitoring without admin rights;
+// none when its path is empty). The read-only socket is mode 0660 with `read_only_group` as its
+// group, or 0666 without one.
+struct ControlSocketPaths {
+  std::string control;
+  std::string read_only;
+  std::optional<gid_t> read_only_group;
+};
+
 // How long the workers may go without all passing a quiescent state before berthd calls the
 // datapath stalled and withdraws its BGP routes: far beyond any loop (microseconds), short
 // beside BGP's hold time.
@@ -55,7 +65,7 @@ inline constexpr absl::Duration kStallProbeInterval = absl::Milliseconds(100);
 // load_publication.h, explain_reply.h); this class gathers their inputs from the runtime.
 class ControlPlane {
  public:
-  ControlPlane(std::string config_path, std::string control_socket, Config config,
+  ControlPlane(std::string config_path, ControlSocketPaths sockets, Config config,
                const ControlPlaneSignals& signals);
   ~ControlPlane();
   ControlPlane(const ControlPlane&) = delete;
@@ -68,7 +78,7 @@ class ControlPlane {
   //   ports:   every configured port, started
   //   workers: one per worker lcore, on its socket (Worker::create)
   //   services: the health monitor, every service's state, and the first snapshot published
-  //   control socket, metrics (when configured), telemetry
+  //   control sockets (the full and the read-only one), metrics (when configured), telemetry
   //   launch:  every worker running its loop
   // Errors name what failed.
   absl::Status startLcores();
@@ -108,8 +118,8 @@ class ControlPlane {
       uint64_t generation);
   absl::Status publishSnapshot();
   // Logs "snapshot N in use by every worker T ms after <event>" once every worker has passed a
-  // quiescent state since the latest publish: at once if that takes under a few milliseconds (as
-  // it does while workers run), else from the management loop, which never waits for workers.
+  // quiescent state since the latest publish, from a later turn of the management loop, which
+  // never waits for workers (so the figure includes up to a tick of the loop).
   void reportWhenInForce(absl::Time start, absl::string_view event);
   // The management loop's step for the above, and frees retired snapshots.
   void reportRollouts();
@@ -122,8 +132,8 @@ class ControlPlane {
   // the reason (control_reload.cc).
   absl::Status reload();
   // The control socket's commands (control_commands.cc): the reply to one request.
-  std::string handleControl(const ControlRequest& request);
-  using CommandHandler = std::string (*)(ControlPlane&, const ControlRequest&);
+  std::unique_ptr<ReplyStream> handleControl(const ControlRequest& request);
+  using CommandHandler = std::unique_ptr<ReplyStream> (*)(ControlPlane&, const ControlRequest&);
   static const absl::flat_hash_map<std::string, CommandHandler>& commandHandlers();
   // InternalError naming a command of the table that has no handler.
   static absl::Status checkCommandHandlers();
@@ -141,14 +151,22 @@ class ControlPlane {
   uint64_t connectionsTracked() const;
   std::string drainReply(const ControlRequest& request, bool drain);
   // `explain`: where a flow's next packet goes and why, with each worker's connection entry.
-  std::string explainReply(const ControlRequest& request);
-  // Asks every worker for its connection-table entry of `key`; the first that holds one, or
-  // nullopt. Waits at most kQueryPatience for the answers; `note` says which workers did not
-  // answer in time.
-  std::optional<TrackedConnection> askWorkers(const ConnectionKey& key, uint32_t hash,
-                                              std::string& note);
-  // `table`: one service's live table, as `berthctl table --config` renders one from a file.
-  std::string tableReply(const ControlRequest& request) const;
+  // The reply waits, on later turns of the loop, for the workers' answers.
+  std::unique_ptr<ReplyStream> explainReply(const ControlRequest& request);
+  // Asks every worker free to take a question for its connection-table entry of `key`; per
+  // worker, the number of the question asked, or nullopt when it was not asked.
+  using WorkerQuestions = std::vector<std::optional<uint32_t>>;
+  WorkerQuestions askWorkers(const ConnectionKey& key, uint32_t hash);
+  bool workersAnswered(const WorkerQuestions& asked) const;
+  // The first entry a worker found, or nullopt; `note` says which workers did not answer.
+  std::optional<TrackedConnection> collectAnswers(const WorkerQuestions& asked,
+                                                  std::string& note) const;
+  // The explain reply for `flow`, with what the workers answered.
+  std::string explainAnswer(const FlowKey& flow, const std::optional<TrackedConnection>& tracked,
+                            const std::string& note) const;
+  // `table`: one service's live table, as `berthctl table --config` renders one from a file,
+  // in pieces.
+  std::unique_ptr<ReplyStream> tableReply(const ControlRequest& request) const;
 
   // Telemetry (control_metrics.cc): the /berth/... commands answer through a mailbox the management
   // loop serves.
@@ -190,9 +208,10 @@ class ControlPlane {
   void watchLinks();
 
   std::string config_path_;
-  std::string control_socket_path_;
+  ControlSocketPaths socket_paths_;
   std::unique_ptr<ControlSocket> control_;
-  std::unique_ptr<MetricsServer> metrics_;  // when the config has `metrics`
+  std::unique_ptr<ControlSocket> read_only_;  // when socket_paths_.read_only is set
+  std::unique_ptr<MetricsServer> metrics_;    // when the config has `metrics`
   RateSample rates_previous_;
   RateSample rates_latest_;
   Config config_;  // as the config file gives it; what is in force is in services_
@@ -236,7 +255,10 @@ class ControlPlane {
 };
 
 // Helpers the daemon's files share.
+// A line of berthd's log on stderr; while the lcores run, written by a thread of its own so that
+// the management loop never waits on stderr (util/async_log.h).
 void logLine(absl::string_view line);
+uint64_t logLinesDropped();
 // Milliseconds of wall time, and uniform jitter in [0, 1), for the health monitor.
 std::function<uint64_t()> healthClock();
 std::function<double()> healthJitter();

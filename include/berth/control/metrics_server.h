@@ -7,22 +7,45 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "berth/net/ip_address.h"
 
 namespace berth {
 
 // berthd's Prometheus endpoint: a minimal HTTP/1.x server for `GET /metrics`, served from the
-// management loop without blocking it. Each connection carries one request and is closed after
-// the answer (as Prometheus's scraper is happy with). A client that has not sent its request
-// headers within two seconds, or not read the answer within five, is dropped; requests over 8 KiB
-// are refused.
+// management loop, which it never holds up (docs/architecture.md, "The management loop"). Each
+// connection carries one request and is closed after the answer (as Prometheus's scraper is
+// happy with).
+//   - The text is rendered at most once per render interval (a second) and every scrape in that
+//     time is served the same text, so parallel scrapes cost sends, not renders.
+//   - Sends never block, and each serve() sends at most kBytesPerServe over all connections.
+//   - A client has two seconds to send its request headers (8 KiB at most) and five to read the
+//     answer, then it is cut.
+//   - At kMaxClients connections, a new one takes the place of the oldest that has not sent its
+//     request: any local user can open connections to this port, and idle ones must not lock
+//     out the scraper. Only when every connection is being answered is the new one refused.
 class MetricsServer {
  public:
-  // The exposition text, rendered when a scrape asks for it.
+  // The exposition text, rendered when a scrape asks for it and the last is older than the
+  // render interval.
   using Renderer = std::function<std::string()>;
 
+  static constexpr absl::Duration kRenderInterval = absl::Seconds(1);
+  static constexpr size_t kMaxClients = 64;
+  static constexpr size_t kBytesPerServe = 1024 * 1024;
+
+  struct ClientCounts {
+    uint64_t accepted = 0;
+    uint64_t answered = 0;
+    uint64_t renders = 0;
+    uint64_t evicted_idle = 0;
+    uint64_t refused_full = 0;
+    uint64_t cut_at_deadline = 0;
+  };
+
   // Listens on `listen` (TCP). Errors name the address and the reason (in use, not local).
-  static absl::StatusOr<std::unique_ptr<MetricsServer>> open(const Endpoint& listen);
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> open(
+      const Endpoint& listen, absl::Duration render_interval = kRenderInterval);
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
@@ -31,22 +54,40 @@ class MetricsServer {
   void serve(const Renderer& render);
   // The address bound, with the port the kernel chose when asked for port 0.
   const Endpoint& endpoint() const { return endpoint_; }
+  const ClientCounts& counts() const { return counts_; }
 
  private:
   struct Client {
     int fd = -1;
-    std::string received;
-    std::string reply;  // once the request is complete
-    size_t sent = 0;
+    uint64_t accepted_order = 0;
     uint64_t deadline_ms = 0;
+    std::string received;
+    bool answered = false;
+    std::string head;                         // status line and headers, or a whole error
+    std::shared_ptr<const std::string> body;  // the rendered text, shared by every scrape
+    size_t sent = 0;                          // over head, then body
   };
-  MetricsServer(int fd, Endpoint endpoint) : fd_(fd), endpoint_(endpoint) {}
-  // The whole HTTP answer for a complete request head.
-  static std::string answer(const std::string& head, const Renderer& render);
+  MetricsServer(int fd, Endpoint endpoint, absl::Duration render_interval)
+      : fd_(fd),
+        endpoint_(endpoint),
+        render_interval_ms_(absl::ToInt64Milliseconds(render_interval)) {}
+  void acceptNew(const Renderer& render, uint64_t now_ms);
+  // Reads what the client sent; false when it closed or failed before its request was whole.
+  bool readRequest(Client& client, const Renderer& render, uint64_t now_ms);
+  // Sets the client's answer for its complete request head.
+  void answer(Client& client, const Renderer& render, uint64_t now_ms);
+  // Sends what the budget allows; true once the answer is sent or the client is gone.
+  bool send(Client& client, size_t& budget);
+  std::shared_ptr<const std::string> rendered(const Renderer& render, uint64_t now_ms);
 
   int fd_;
   Endpoint endpoint_;
+  int64_t render_interval_ms_;
+  std::shared_ptr<const std::string> text_;
+  uint64_t rendered_ms_ = 0;
   std::vector<Client> clients_;
+  size_t first_served_ = 0;
+  ClientCounts counts_;
 };
 
 }  // namespace berth

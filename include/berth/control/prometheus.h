@@ -26,6 +26,17 @@ struct WorkerMetrics {
   std::optional<uint64_t> conntrack_capacity;
 };
 
+// What happened to the connections of one of berthd's own endpoints: the control socket, the
+// read-only socket and the metrics endpoint.
+struct EndpointMetrics {
+  std::string endpoint;
+  uint64_t accepted = 0;
+  uint64_t answered = 0;
+  uint64_t evicted_idle = 0;
+  uint64_t refused_full = 0;
+  uint64_t cut_at_deadline = 0;
+};
+
 struct MetricsSnapshot {
   std::string version;
   double uptime_s = 0;
@@ -34,6 +45,8 @@ struct MetricsSnapshot {
   std::vector<std::pair<std::string, uint64_t>> sums;  // sumCounters(), by counter name
   std::vector<ServiceRow> services;
   std::vector<BackendRow> backends;
+  std::vector<EndpointMetrics> endpoints;
+  uint64_t log_lines_dropped = 0;
 };
 
 // Label values escaped as the exposition format asks: backslash, double quote and newline.

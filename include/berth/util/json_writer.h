@@ -8,6 +8,10 @@
 
 namespace berth {
 
+// Appends `text` to `out` as the inside of a JSON string (escaped, without the quotes): for
+// writers that produce one long string in pieces.
+void appendJsonEscaped(std::string& out, absl::string_view text);
+
 // Builds one JSON document into a string, inserting commas itself. For operator output
 // (berthctl, and later the stats endpoint); the caller keeps begin/end calls balanced.
 class JsonWriter {

@@ -8,11 +8,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 
 namespace berth {
 namespace {
@@ -92,6 +96,182 @@ TEST_F(ControlSocketPathTest, AFolderIsLeftAsItIs) {
   ASSERT_FALSE(opened.ok());
   EXPECT_THAT(opened.status().message(), HasSubstr("a folder that is not a socket"));
   EXPECT_TRUE(std::filesystem::is_directory(path_));
+}
+
+// Serving: the socket never waits on a client, and bounds what one call of serve() does.
+class ControlSocketServeTest : public ControlSocketPathTest {
+ protected:
+  void SetUp() override {
+    ControlSocketPathTest::SetUp();
+    absl::StatusOr<std::unique_ptr<ControlSocket>> opened = ControlSocket::open(options());
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    socket_ = *std::move(opened);
+  }
+  virtual ControlSocketOptions options() {
+    ControlSocketOptions options;
+    options.path = path_;
+    return options;
+  }
+
+  int connectClient(int receive_buffer = 0) const {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    if (receive_buffer > 0) {
+      setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer));
+    }
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, path_.c_str(), sizeof(address.sun_path) - 1);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    return fd;
+  }
+
+  // Sends `line` on `fd` and serves until the reply's newline arrives; the reply, or "" when
+  // it did not come within `serves` calls.
+  std::string request(int fd, const std::string& line, const ControlSocket::Handler& handler,
+                      int serves = 100000) {
+    EXPECT_EQ(send(fd, line.data(), line.size(), 0), static_cast<ssize_t>(line.size()));
+    std::string reply;
+    for (int i = 0; i < serves; ++i) {
+      socket_->serve(handler);
+      char buffer[65536];
+      ssize_t got;
+      while ((got = recv(fd, buffer, sizeof(buffer), 0)) > 0) {
+        reply.append(buffer, static_cast<size_t>(got));
+      }
+      if (!reply.empty() && reply.back() == '\n') return reply;
+    }
+    return "";
+  }
+
+  std::unique_ptr<ControlSocket> socket_;
+};
+
+// A reply of `pieces` pieces of `piece` bytes each, counting what each serve() asked of it.
+class CountingReply : public ReplyStream {
+ public:
+  CountingReply(size_t pieces, size_t piece, size_t& produced)
+      : pieces_(pieces), piece_(piece), produced_(produced) {}
+  Progress next(std::string& out, size_t) override {
+    out.append(piece_, static_cast<char>('a' + pieces_ % 26));
+    produced_ += piece_;
+    return --pieces_ == 0 ? Progress::kDone : Progress::kMore;
+  }
+
+ private:
+  size_t pieces_;
+  size_t piece_;
+  size_t& produced_;
+};
+
+TEST_F(ControlSocketServeTest, ALargeReplyComesInBoundedPiecesAndArrivesWhole) {
+  size_t produced = 0;
+  const auto handler = [&](const ControlRequest&) -> std::unique_ptr<ReplyStream> {
+    return std::make_unique<CountingReply>(4096, 1024, produced);
+  };
+  const int fd = connectClient(4096);
+  const std::string line = "{\"command\":\"table\"}\n";
+  ASSERT_EQ(send(fd, line.data(), line.size(), 0), static_cast<ssize_t>(line.size()));
+  std::string reply;
+  size_t most_in_one_serve = 0;
+  for (int i = 0; i < 100000 && (reply.empty() || reply.back() != '\n'); ++i) {
+    const size_t before = produced;
+    socket_->serve(handler);
+    most_in_one_serve = std::max(most_in_one_serve, produced - before);
+    char buffer[8192];
+    const ssize_t got = recv(fd, buffer, sizeof(buffer), 0);
+    if (got > 0) reply.append(buffer, static_cast<size_t>(got));
+  }
+  close(fd);
+  ASSERT_EQ(reply.size(), 4096u * 1024u + 1);
+  for (size_t piece = 0; piece < 4096; ++piece) {
+    ASSERT_EQ(reply[piece * 1024], static_cast<char>('a' + (4096 - piece) % 26)) << piece;
+  }
+  // The kernel takes a few hundred KiB before the reader reads; past that, never more than the
+  // budget per call.
+  EXPECT_LE(most_in_one_serve, ControlSocket::kBytesPerServe + 1024);
+}
+
+TEST_F(ControlSocketServeTest, AReplyThatWaitsLetsServeReturn) {
+  bool ready = false;
+  const auto handler = [&](const ControlRequest&) {
+    return pollingReply([&]() -> std::optional<std::string> {
+      if (!ready) return std::nullopt;
+      return std::string("{\"ok\":true}");
+    });
+  };
+  const int fd = connectClient();
+  EXPECT_EQ(request(fd, "{\"command\":\"explain\"}\n", handler, 50), "");
+  ready = true;
+  EXPECT_EQ(request(fd, "", handler), "{\"ok\":true}\n");
+  close(fd);
+}
+
+TEST_F(ControlSocketServeTest, IdleConnectionsMakeRoomForOneWithARequest) {
+  const auto handler = [](const ControlRequest& request) {
+    return wholeReply(absl::StrCat("{\"ok\":true,\"command\":\"", request.command, "\"}"));
+  };
+  std::vector<int> idle;
+  for (size_t i = 0; i < ControlSocket::kMaxClients + 10; ++i) {
+    idle.push_back(connectClient());
+    socket_->serve(handler);
+  }
+  EXPECT_EQ(socket_->connections(), ControlSocket::kMaxClients);
+  const int fd = connectClient();
+  EXPECT_EQ(request(fd, "{\"command\":\"announce\"}\n", handler),
+            "{\"ok\":true,\"command\":\"announce\"}\n");
+  close(fd);
+  EXPECT_EQ(socket_->counts().evicted_idle, 11u);
+  EXPECT_EQ(socket_->counts().refused_full, 0u);
+  for (int other : idle) close(other);
+}
+
+// The churn an attacker can make: connections opened faster than the loop turns. A client that
+// sent its request is never the one evicted, even when it came in the same burst.
+TEST_F(ControlSocketServeTest, ARequestSentAmidABurstOfIdleConnectionsIsAnswered) {
+  const auto handler = [](const ControlRequest&) { return wholeReply("{\"ok\":true}"); };
+  std::vector<int> idle;
+  for (size_t i = 0; i < ControlSocket::kMaxClients; ++i) idle.push_back(connectClient());
+  socket_->serve(handler);
+  const int fd = connectClient();
+  const std::string line = "{\"command\":\"status\"}\n";
+  ASSERT_EQ(send(fd, line.data(), line.size(), 0), static_cast<ssize_t>(line.size()));
+  for (size_t i = 0; i < 3 * ControlSocket::kMaxClients; ++i) idle.push_back(connectClient());
+  EXPECT_EQ(request(fd, "", handler), "{\"ok\":true}\n");
+  close(fd);
+  for (int other : idle) close(other);
+}
+
+class ReadOnlySocketTest : public ControlSocketServeTest {
+ protected:
+  ControlSocketOptions options() override {
+    ControlSocketOptions options;
+    options.path = path_;
+    options.mode = 0666;
+    options.commands = readOnlyCommands();
+    options.role = "read-only socket";
+    return options;
+  }
+};
+
+TEST_F(ReadOnlySocketTest, ServesOnlyItsCommandsToAnyone) {
+  struct stat status;
+  ASSERT_EQ(stat(path_.c_str(), &status), 0);
+  EXPECT_EQ(status.st_mode & 0777, 0666u);
+  const auto handler = [](const ControlRequest&) { return wholeReply("{\"ok\":true}"); };
+  int fd = connectClient();
+  EXPECT_EQ(request(fd, "{\"command\":\"status\"}\n", handler), "{\"ok\":true}\n");
+  close(fd);
+  fd = connectClient();
+  const std::string refused = request(fd, "{\"command\":\"drain\",\"backend\":\"b\"}\n", handler);
+  close(fd);
+  EXPECT_THAT(refused, HasSubstr("\"ok\":false"));
+  EXPECT_THAT(refused, HasSubstr("serves only status, stats, announce; 'drain' needs berthd's "
+                                 "control socket"));
+}
+
+TEST(ReadOnlySocketPathTest, SitsBesideTheControlSocket) {
+  EXPECT_EQ(defaultReadOnlySocketPath("/run/berth/berth.sock"), "/run/berth/berth-ro.sock");
+  EXPECT_EQ(defaultReadOnlySocketPath("/tmp/control"), "/tmp/control-ro");
 }
 
 }  // namespace

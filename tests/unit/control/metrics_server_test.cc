@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace berth {
 namespace {
@@ -21,7 +22,9 @@ using ::testing::StartsWith;
 
 // Sends `request` (possibly in pieces) to the server and serves until the server closes the
 // connection, all on this thread: the server never blocks, so neither does this.
-std::string scrape(MetricsServer& server, const std::string& request, size_t piece = 0) {
+std::string scrape(
+    MetricsServer& server, const std::string& request, size_t piece = 0,
+    const MetricsServer::Renderer& render = [] { return std::string("berth_up 1\n"); }) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
@@ -38,7 +41,7 @@ std::string scrape(MetricsServer& server, const std::string& request, size_t pie
       const size_t n = std::min(step, request.size() - sent);
       sent += static_cast<size_t>(send(fd, request.data() + sent, n, 0));
     }
-    server.serve([] { return std::string("berth_up 1\n"); });
+    server.serve(render);
     char buffer[4096];
     const ssize_t got = recv(fd, buffer, sizeof(buffer), 0);
     if (got > 0) reply.append(buffer, static_cast<size_t>(got));
@@ -48,9 +51,10 @@ std::string scrape(MetricsServer& server, const std::string& request, size_t pie
   return reply;
 }
 
-std::unique_ptr<MetricsServer> openLoopback() {
+std::unique_ptr<MetricsServer> openLoopback(
+    absl::Duration render_interval = MetricsServer::kRenderInterval) {
   absl::StatusOr<std::unique_ptr<MetricsServer>> server =
-      MetricsServer::open(*Endpoint::parse("127.0.0.1:0"));
+      MetricsServer::open(*Endpoint::parse("127.0.0.1:0"), render_interval);
   EXPECT_TRUE(server.ok()) << server.status();
   EXPECT_NE((*server)->endpoint().port, 0) << "the kernel's port is reported";
   return *std::move(server);
@@ -80,6 +84,44 @@ TEST(MetricsServerTest, OtherPathsMethodsAndGarbageGetTheirHttpErrors) {
   const std::string head = scrape(*server, "HEAD /metrics HTTP/1.1\r\n\r\n");
   EXPECT_THAT(head, StartsWith("HTTP/1.1 200"));
   EXPECT_THAT(head, ::testing::EndsWith("\r\n\r\n")) << "no body for HEAD";
+}
+
+// Parallel scrapes cost sends, not renders: within the render interval every scrape gets the
+// text rendered first.
+TEST(MetricsServerTest, ScrapesWithinTheRenderIntervalShareOneRendering) {
+  int renders = 0;
+  const auto render = [&] { return "berth_render " + std::to_string(++renders) + "\n"; };
+  auto server = openLoopback(absl::Hours(1));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_THAT(scrape(*server, "GET /metrics HTTP/1.1\r\n\r\n", 0, render),
+                ::testing::EndsWith("berth_render 1\n"));
+  }
+  EXPECT_EQ(renders, 1);
+  EXPECT_EQ(server->counts().renders, 1u);
+  auto eager = openLoopback(absl::ZeroDuration());
+  scrape(*eager, "GET /metrics HTTP/1.1\r\n\r\n", 0, render);
+  EXPECT_THAT(scrape(*eager, "GET /metrics HTTP/1.1\r\n\r\n", 0, render),
+              ::testing::EndsWith("berth_render 3\n"));
+}
+
+// Any local user can connect to the metrics port: idle connections give way to new ones.
+TEST(MetricsServerTest, IdleConnectionsMakeRoomForAScrape) {
+  auto server = openLoopback();
+  std::vector<int> idle;
+  for (size_t i = 0; i < MetricsServer::kMaxClients + 5; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(server->endpoint().port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    idle.push_back(fd);
+    server->serve([] { return std::string(); });
+  }
+  EXPECT_THAT(scrape(*server, "GET /metrics HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 200 OK"));
+  EXPECT_EQ(server->counts().evicted_idle, 6u);
+  EXPECT_EQ(server->counts().refused_full, 0u);
+  for (int fd : idle) close(fd);
 }
 
 TEST(MetricsServerTest, AnAddressInUseIsAClearError) {

@@ -1,0 +1,70 @@
+#pragma once
+
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace berth {
+
+// The connection bookkeeping the control socket and the metrics server share. `Client` has an
+// `fd` and its `accepted_order`, a number that grows with each connection accepted.
+
+// Makes room for one more connection among `clients`, which may hold `limit`. At the limit:
+//   1. once per burst of accepts (`waiting_read` false), every client for which
+//      `waiting_for_request` holds is read with `read_request`, so that a client whose request
+//      has arrived is no longer idle, and one that closed (read_request false) is removed;
+//   2. then the oldest client still waiting for its request is closed and removed, since an idle
+//      connection must not lock out a new one that has a request to make.
+// Returns kEvicted when it closed an idle one, kRoom when there was room, or kFull when every
+// client is being answered.
+enum class Room { kRoom, kEvicted, kFull };
+template <typename Client, typename Waiting, typename Read>
+Room makeRoom(std::vector<Client>& clients, size_t limit, bool& waiting_read,
+              Waiting waiting_for_request, Read read_request) {
+  if (clients.size() < limit) return Room::kRoom;
+  if (!waiting_read) {
+    waiting_read = true;
+    for (size_t i = clients.size(); i-- > 0;) {
+      if (!waiting_for_request(clients[i]) || read_request(clients[i])) continue;
+      close(clients[i].fd);
+      clients[i] = std::move(clients.back());
+      clients.pop_back();
+    }
+    if (clients.size() < limit) return Room::kRoom;
+  }
+  auto oldest = clients.end();
+  for (auto it = clients.begin(); it != clients.end(); ++it) {
+    if (!waiting_for_request(*it)) continue;
+    if (oldest == clients.end() || it->accepted_order < oldest->accepted_order) oldest = it;
+  }
+  if (oldest == clients.end()) return Room::kFull;
+  close(oldest->fd);
+  *oldest = std::move(clients.back());
+  clients.pop_back();
+  return Room::kEvicted;
+}
+
+// Serves every client once, starting one further along each call so that no client always
+// comes first; `serve_one` returns whether the client is finished, and finished clients are
+// closed and removed.
+template <typename Client, typename ServeOne>
+void serveEach(std::vector<Client>& clients, size_t& first, ServeOne serve_one) {
+  if (clients.empty()) return;
+  first = (first + 1) % clients.size();
+  std::vector<bool> finished(clients.size(), false);
+  for (size_t n = 0; n < clients.size(); ++n) {
+    const size_t i = (first + n) % clients.size();
+    finished[i] = serve_one(clients[i]);
+  }
+  // From the back, so that what moves into a removed place has been looked at already.
+  for (size_t i = clients.size(); i-- > 0;) {
+    if (!finished[i]) continue;
+    close(clients[i].fd);
+    clients[i] = std::move(clients.back());
+    clients.pop_back();
+  }
+}
+
+}  // namespace berth

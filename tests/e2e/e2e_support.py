@@ -162,6 +162,9 @@ class Berthd:
     def __init__(self, berthd, berthctl, config, control, file_prefix, netns=None):
         self.berthd, self.berthctl_path = berthd, berthctl
         self.config, self.control, self.file_prefix = config, control, file_prefix
+        # berthd's default beside the control socket: berth.sock gives berth-ro.sock.
+        self.read_only = control[:-len(".sock")] + "-ro.sock" if control.endswith(".sock") \
+            else control + "-ro"
         self.netns = netns
         self.process = None
         self.reader = None

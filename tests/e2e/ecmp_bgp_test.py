@@ -228,7 +228,7 @@ class Instance:
         self.announcer_log = os.path.join(self.directory, "announcer.log")
         with open(self.announcer_log, "w") as log:
             self.announcer = subprocess.Popen(
-                [ANNOUNCER, "--socket", self.berthd.control, "--bird_socket", self.bird_socket,
+                [ANNOUNCER, "--socket", self.berthd.read_only, "--bird_socket", self.bird_socket,
                  "--routes_dir", self.directory, "--interval_ms", "200",
                  "--berthd_timeout_ms", "1000"],
                 stdout=log, stderr=subprocess.STDOUT)

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""berthd's `announce` and `status` answer times while every client load that could stall its
+management loop runs at once, for --seconds (default 15):
+  - a reader of whole 655,373-slot tables (10 MB each), one after another;
+  - a slow reader of such a table (4 KiB every 0.5 s);
+  - 200 idle connections to the control socket, reopened as berthd evicts them;
+  - 100 idle connections to the metrics port from user nobody, likewise;
+  - 60 threads scraping the metrics endpoint in a loop.
+`announce` is asked on the read-only socket and `status` on the control socket every 20 ms.
+Prints the p50, p99 and max of each, and writes them as JSON to OUT.json. Target: p99 under
+100 ms on a 2-CPU VM. berthd runs on a net_null vdev, management on CPU 0 and its worker on
+CPU 1; the loads share both.
+
+Usage: control_load_benchmark.py BERTHD OUT.json [--seconds S]
+"""
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "support"))
+import control_load  # noqa: E402
+
+
+def main():
+    berthd_path, out_path = sys.argv[1], sys.argv[2]
+    seconds = float(sys.argv[sys.argv.index("--seconds") + 1]) if "--seconds" in sys.argv else 15
+    berthd = control_load.Berthd(berthd_path, "berth-control-bench-%d" % os.getpid())
+    try:
+        endpoint = berthd.url[len("http://"):-len("/metrics")]
+        quiet = control_load.Probe(berthd.read_only, berthd.control, interval=0.02)
+        quiet.start()
+        time.sleep(min(3, seconds))
+        quiet.stop()
+        loads = [
+            berthd.start_load("tables", berthd.control, "big", control_load.BIG_TABLE, seconds),
+            berthd.start_load("slow", berthd.control, "big", seconds),
+            berthd.start_load("idle", "unix", berthd.control, 200, seconds),
+            berthd.start_load("idle", "tcp", endpoint, 100, seconds, user=65534),
+            berthd.start_load("scrapes", berthd.url, 60, seconds),
+        ]
+        time.sleep(0.5)
+        loaded = control_load.Probe(berthd.read_only, berthd.control, interval=0.02)
+        loaded.start()
+        for load in loads:
+            load.wait(timeout=seconds + 60)
+        loaded.stop()
+        outputs = [load.stdout.read().strip() for load in loads]
+        result = {
+            "seconds": seconds,
+            "idle": quiet.summary(),
+            "under_load": loaded.summary(),
+            "failures": loaded.failures,
+            "loads": outputs,
+            "endpoints": {endpoint_name: {outcome: berthd.endpoint_count(endpoint_name, outcome)
+                                          for outcome in ("answered", "evicted_idle",
+                                                          "refused_full", "cut_at_deadline")}
+                          for endpoint_name in ("control", "read_only", "metrics")},
+        }
+    finally:
+        berthd.stop()
+    with open(out_path, "w") as out:
+        json.dump(result, out, indent=2)
+    for phase in ("idle", "under_load"):
+        for command, figures in result[phase].items():
+            print("%-10s %-8s %5d requests: p50 %6.1f ms, p99 %6.1f ms, max %6.1f ms" % (
+                phase, command, figures["requests"], figures["p50_ms"], figures["p99_ms"],
+                figures["max_ms"]))
+    print("failures under load: %d" % len(result["failures"]))
+    tables = [line for output in outputs for line in output.splitlines() if "slot table" in line]
+    print("whole tables read meanwhile: %d (%s)" % (len(tables), tables[0] if tables else "none"))
+    print("endpoints: %s" % json.dumps(result["endpoints"]))
+    return 0 if not result["failures"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -2,7 +2,8 @@
 # Builds berth and runs its benchmarks: the Google Benchmark programs (each benchmark repeated,
 # medians reported, full JSON in build/perf/<program>.json), then the whole-process run of
 # berthd next to dpdk-testpmd (build/perf/process_bench.json), then berthd's reload and
-# health-event times (build/perf/reload_bench.json). Prints the medians, berth's
+# health-event times (build/perf/reload_bench.json) and its control answers under client load
+# (build/perf/control_load_bench.json). Prints the medians, berth's
 # speed-up over the textbook Maglev build, and the pipeline's Mpps and cycles per packet, each
 # measured in the same run as what it is compared with.
 set -euo pipefail
@@ -56,5 +57,6 @@ PY
 
 python3 perf/process_benchmark.py build/src/berthd build/tools/berthctl build/perf/process_bench.json
 python3 perf/reload_benchmark.py build/src/berthd build/perf/reload_bench.json
+python3 perf/control_load_benchmark.py build/src/berthd build/perf/control_load_bench.json
 python3 perf/throughput_benchmark.py build/src/berthd build/tools/berthgen \
   build/perf/throughput_bench.json build/perf/throughput_bench.md

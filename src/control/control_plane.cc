@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "berth/control/descriptor_budget.h"
 #include "berth/control/load_publication.h"
 #include "berth/dataplane/backend_loads.h"
 #include "berth/runtime/unmap_guard.h"
@@ -183,6 +184,9 @@ absl::Status ControlPlane::startServices() {
                         absl::StrCat("health: ", monitor.status().message()));
   }
   health_ = *std::move(monitor);
+  BERTH_RETURN_IF_ERROR(ensureDescriptors(
+      descriptorsNeeded(health_->checkCount(), kControlEndpoints, ControlSocket::kMaxClients),
+      health_->checkCount()));
   BERTH_ASSIGN_OR_RETURN(services_, createServiceStates(config_.services, [&](size_t s) {
                            return health_->healthy(s);
                          }));

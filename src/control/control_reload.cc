@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "berth/config/loader.h"
 #include "berth/control/control_plane.h"
+#include "berth/control/descriptor_budget.h"
 
 namespace berth {
 
@@ -35,6 +36,13 @@ absl::Status ControlPlane::reload() {
   absl::StatusOr<std::unique_ptr<HealthMonitor>> monitor =
       HealthMonitor::create(*next, healthClock(), healthJitter(), health_.get());
   if (!monitor.ok()) return refuse(absl::StrCat("health: ", monitor.status().message()));
+  if (absl::Status descriptors =
+          ensureDescriptors(descriptorsNeeded((*monitor)->checkCount(), kControlEndpoints,
+                                              ControlSocket::kMaxClients),
+                            (*monitor)->checkCount());
+      !descriptors.ok()) {
+    return refuse(descriptors.message());
+  }
   // Drains made at run time stay, for the backends the new file still has.
   absl::StatusOr<std::vector<ServiceState>> services = createServiceStates(
       next->services, [&](size_t s) { return (*monitor)->healthy(s); }, services_);

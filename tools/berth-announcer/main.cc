@@ -1,21 +1,25 @@
 // berth-announcer: keeps BIRD announcing exactly the VIPs that berthd serves now.
 //
-// Every --interval it asks berthd (`announce` on its control socket) which VIP routes it wants
-// announced: none while its datapath is stalled or its BGP port is down, and none for a service
-// without a healthy backend. It writes them as BIRD static routes into the files the config from
-// `berthctl bird-config` includes, and runs `birdc configure` when they change. When berthd stops
-// answering for --berthd_timeout (killed, hung, gone), and when berth-announcer itself is stopped,
-// it withdraws every route. It runs apart from berthd so that a berthd killed outright still has
-// its routes withdrawn.
+// Every --interval it asks berthd (`announce` on its read-only socket, which needs no admin rights)
+// which VIP routes it wants announced: none while its datapath is stalled or its BGP port is down,
+// and none for a service without a healthy backend. It writes them as BIRD static routes into the
+// files the config from `berthctl bird-config` includes, and runs `birdc configure` when they
+// change. When berthd stops answering for --berthd_timeout (killed, hung, gone), and when
+// berth-announcer itself is stopped, it withdraws every route. It runs apart from berthd so that a
+// berthd killed outright still has its routes withdrawn.
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -32,7 +36,8 @@
 #include "berth/control/control_client.h"
 #include "berth/control/request.h"
 
-ABSL_FLAG(std::string, socket, "/run/berth/berth.sock", "berthd's control socket");
+ABSL_FLAG(std::string, socket, "/run/berth/berth-ro.sock",
+          "berthd's read-only socket (berthd --read_only_socket), or its control socket");
 ABSL_FLAG(std::string, bird_socket, "/run/bird/bird.ctl", "BIRD's control socket (birdc -s)");
 ABSL_FLAG(std::string, birdc, "birdc", "the birdc program");
 ABSL_FLAG(std::string, routes_dir, "/run/berth",
@@ -40,10 +45,16 @@ ABSL_FLAG(std::string, routes_dir, "/run/berth",
 ABSL_FLAG(int, interval_ms, 200, "how often to ask berthd, in milliseconds");
 ABSL_FLAG(int, berthd_timeout_ms, 1000,
           "withdraw every route when berthd has not answered for this long, in milliseconds");
+ABSL_FLAG(int, birdc_timeout_ms, 1000,
+          "a birdc that has not answered in this long is killed and run once more, in "
+          "milliseconds");
 
 namespace {
 
 std::atomic<bool> g_stop{false};
+
+// The deadline of each birdc of the withdrawal at a stop.
+constexpr absl::Duration kFinalBirdcTimeout = absl::Milliseconds(700);
 
 void onSignal(int) { g_stop.store(true); }
 
@@ -54,29 +65,53 @@ void log(const std::string& line) {
   std::fflush(stderr);
 }
 
-// Writes `contents` to `path` whole: a temporary file renamed over it, so BIRD never reads half.
+// Writes `contents` to `path` whole: a new file of a unique name beside it, mode 0644, synced,
+// then renamed over `path`, so BIRD never reads half a file. A link at `path` is replaced, never
+// followed.
 absl::Status writeWhole(const std::string& path, const std::string& contents) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << contents;
-    if (!out.flush()) return absl::UnavailableError(absl::StrCat("cannot write ", temporary));
+  std::string temporary = path + ".XXXXXX";
+  const int fd = mkostemp(temporary.data(), O_CLOEXEC);
+  if (fd < 0) {
+    return absl::UnavailableError(absl::StrCat("cannot create ", temporary, ": ", strerror(errno)));
   }
+  auto fail = [&](absl::string_view what) {
+    const std::string message = absl::StrCat(what, " ", temporary, ": ", strerror(errno));
+    close(fd);
+    unlink(temporary.c_str());
+    return absl::UnavailableError(message);
+  };
+  if (fchmod(fd, 0644) != 0) return fail("cannot set the mode of");
+  for (size_t written = 0; written < contents.size();) {
+    const ssize_t n = write(fd, contents.data() + written, contents.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail("cannot write");
+    written += static_cast<size_t>(n);
+  }
+  if (fsync(fd) != 0) return fail("cannot sync");
+  close(fd);
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot rename ", temporary, " to ", path));
+    const std::string message =
+        absl::StrCat("cannot rename ", temporary, " to ", path, ": ", strerror(errno));
+    unlink(temporary.c_str());
+    return absl::UnavailableError(message);
   }
   return absl::OkStatus();
 }
 
-// `birdc -s SOCKET configure`; BIRD answers "Reconfigured" (or "Reconfiguration in progress")
+// `birdc -s SOCKET configure`, killed when it has not answered by `deadline` or when
+// berth-announcer is told to stop; BIRD answers "Reconfigured" (or "Reconfiguration in progress")
 // when the new routes are in. Anything else is an error, with BIRD's words.
-absl::Status birdConfigure() {
+absl::Status birdConfigure(absl::Time deadline, bool stop_counts) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
   const std::string birdc = absl::GetFlag(FLAGS_birdc);
   const std::string bird_socket = absl::GetFlag(FLAGS_bird_socket);
   const pid_t child = fork();
-  if (child < 0) return absl::InternalError("fork failed");
+  if (child < 0) {
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    return absl::InternalError("fork failed");
+  }
   if (child == 0) {
     dup2(pipe_fds[1], STDOUT_FILENO);
     dup2(pipe_fds[1], STDERR_FILENO);
@@ -86,14 +121,39 @@ absl::Status birdConfigure() {
   }
   close(pipe_fds[1]);
   std::string output;
-  char buffer[1024];
-  ssize_t got;
-  while ((got = read(pipe_fds[0], buffer, sizeof(buffer))) > 0) {
-    output.append(buffer, static_cast<size_t>(got));
+  bool ended = false;
+  bool stopped = false;
+  while (!ended) {
+    if (stop_counts && g_stop.load()) {
+      stopped = true;
+      break;
+    }
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) break;
+    pollfd readable{pipe_fds[0], POLLIN, 0};
+    // Short waits, so that a stop signal is seen within 50 ms.
+    if (poll(&readable, 1,
+             static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 50))) <= 0) {
+      continue;
+    }
+    char buffer[1024];
+    const ssize_t got = read(pipe_fds[0], buffer, sizeof(buffer));
+    if (got > 0) {
+      output.append(buffer, static_cast<size_t>(got));
+    } else if (got == 0 || errno != EINTR) {
+      ended = true;
+    }
   }
   close(pipe_fds[0]);
+  if (!ended) kill(child, SIGKILL);
   int status = 0;
-  waitpid(child, &status, 0);
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!ended) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(birdc, " -s ", bird_socket,
+                     " configure: ", stopped ? "stopped" : "no answer in time", "; killed"));
+  }
   if (output.find("Reconfigured") != std::string::npos ||
       output.find("Reconfiguration in progress") != std::string::npos) {
     return absl::OkStatus();
@@ -103,14 +163,25 @@ absl::Status birdConfigure() {
       birdc, " -s ", bird_socket, " configure: ", output.empty() ? "no answer" : output));
 }
 
-absl::Status apply(const std::vector<berth::VipRoute>& routes) {
+// Writes the route files, then tells BIRD: a birdc that overruns its deadline is killed and
+// run once more, so BIRD hears of a change within two deadlines even when one birdc hangs. A
+// stop signal cuts birdc short, except for the final withdrawal (`final`).
+absl::Status apply(const std::vector<berth::VipRoute>& routes, bool final = false) {
   const std::string directory = absl::GetFlag(FLAGS_routes_dir);
   for (berth::IpFamily family : {berth::IpFamily::kIpv4, berth::IpFamily::kIpv6}) {
     absl::Status written =
         writeWhole(berth::routesFile(directory, family), berth::birdStaticRoutes(routes, family));
     if (!written.ok()) return written;
   }
-  return birdConfigure();
+  // A stop withdraws within 2 s: at most a round (two intervals), then two short deadlines.
+  const absl::Duration timeout = std::min(absl::Milliseconds(absl::GetFlag(FLAGS_birdc_timeout_ms)),
+                                          final ? kFinalBirdcTimeout : absl::InfiniteDuration());
+  absl::Status told = birdConfigure(absl::Now() + timeout, !final);
+  if (absl::IsDeadlineExceeded(told) && (final || !g_stop.load())) {
+    log(absl::StrCat(told.message(), "; running it once more"));
+    told = birdConfigure(absl::Now() + timeout, !final);
+  }
+  return told;
 }
 
 std::string describe(const std::vector<berth::VipRoute>& routes) {
@@ -135,6 +206,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "berth-announcer: --interval_ms must be positive and --berthd_timeout_ms at "
                  "least as long\n");
+    return 1;
+  }
+  if (absl::GetFlag(FLAGS_birdc_timeout_ms) <= 0) {
+    std::fprintf(stderr, "berth-announcer: --birdc_timeout_ms must be positive\n");
+    return 1;
+  }
+  // BIRD's config includes the route files by their path in double quotes.
+  if (const std::string directory = absl::GetFlag(FLAGS_routes_dir);
+      directory.find_first_of("\"\n\r\\") != std::string::npos) {
+    std::fprintf(stderr,
+                 "berth-announcer: --routes_dir must not hold a quote, a backslash or a line "
+                 "break: BIRD's config names the route files in quotes\n");
     return 1;
   }
   std::signal(SIGTERM, onSignal);
@@ -191,9 +274,12 @@ int main(int argc, char** argv) {
         log(last_apply_error);
       }
     }
-    absl::SleepFor(interval - (absl::Now() - round));
+    // In short steps, so that a stop is seen at once.
+    while (!g_stop.load() && absl::Now() - round < interval) {
+      absl::SleepFor(std::min(absl::Milliseconds(10), interval - (absl::Now() - round)));
+    }
   }
-  const absl::Status status = apply({});
+  const absl::Status status = apply({}, true);
   log(status.ok() ? "stopped: every route withdrawn"
                   : absl::StrCat("stopping, but the withdrawal failed: ", status.message()));
   return status.ok() ? 0 : 1;

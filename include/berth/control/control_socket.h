@@ -48,7 +48,7 @@ class ControlSocket {
 
   static constexpr absl::Duration kRequestPatience = absl::Seconds(2);
   static constexpr absl::Duration kReplyPatience = absl::Seconds(10);
-  static constexpr size_t kMaxClients = 64;
+  static constexpr size_t kMaxClients = 256;
   // How much of a reply is produced ahead of the reader, and how much serve() produces and how
   // many requests it starts answering per call.
   static constexpr size_t kPieceBytes = 64 * 1024;

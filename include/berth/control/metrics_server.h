@@ -31,7 +31,7 @@ class MetricsServer {
   using Renderer = std::function<std::string()>;
 
   static constexpr absl::Duration kRenderInterval = absl::Seconds(1);
-  static constexpr size_t kMaxClients = 64;
+  static constexpr size_t kMaxClients = 256;
   static constexpr size_t kBytesPerServe = 1024 * 1024;
 
   struct ClientCounts {

@@ -39,7 +39,7 @@ class AsyncLog {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::string> queue_;
-  uint64_t dropped_ = 0;           // in all
+  uint64_t dropped_ = 0;             // in all
   uint64_t dropped_unreported_ = 0;  // since the writer last said so
   bool stopping_ = false;
   std::thread writer_;

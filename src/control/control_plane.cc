@@ -184,9 +184,7 @@ absl::Status ControlPlane::startServices() {
                         absl::StrCat("health: ", monitor.status().message()));
   }
   health_ = *std::move(monitor);
-  BERTH_RETURN_IF_ERROR(ensureDescriptors(
-      descriptorsNeeded(health_->checkCount(), kControlEndpoints, ControlSocket::kMaxClients),
-      health_->checkCount()));
+  BERTH_RETURN_IF_ERROR(ensureDescriptorsFor(health_->checkCount()));
   BERTH_ASSIGN_OR_RETURN(services_, createServiceStates(config_.services, [&](size_t s) {
                            return health_->healthy(s);
                          }));

@@ -36,10 +36,7 @@ absl::Status ControlPlane::reload() {
   absl::StatusOr<std::unique_ptr<HealthMonitor>> monitor =
       HealthMonitor::create(*next, healthClock(), healthJitter(), health_.get());
   if (!monitor.ok()) return refuse(absl::StrCat("health: ", monitor.status().message()));
-  if (absl::Status descriptors =
-          ensureDescriptors(descriptorsNeeded((*monitor)->checkCount(), kControlEndpoints,
-                                              ControlSocket::kMaxClients),
-                            (*monitor)->checkCount());
+  if (absl::Status descriptors = ensureDescriptorsFor((*monitor)->checkCount());
       !descriptors.ok()) {
     return refuse(descriptors.message());
   }

@@ -121,35 +121,6 @@ ControlSocket::~ControlSocket() {
   unlink(options_.path.c_str());
 }
 
-void ControlSocket::acceptNew(uint64_t now_ms) {
-  bool waiting_read = false;
-  for (;;) {
-    const int fd = accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
-    const Room room = makeRoom(
-        clients_, kMaxClients, waiting_read,
-        [](const Client& client) { return !client.request_complete; },
-        [this](Client& client) { return readRequest(client); });
-    if (room == Room::kFull) {
-      ++counts_.refused_full;
-      close(fd);
-      continue;
-    }
-    if (room == Room::kEvicted) ++counts_.evicted_idle;
-    Client client;
-    client.fd = fd;
-    client.accepted_order = ++counts_.accepted;
-    client.deadline_ms = now_ms + absl::ToInt64Milliseconds(kRequestPatience);
-    clients_.push_back(std::move(client));
-    // A request already sent makes the connection busy at once, before a later accept of this
-    // burst looks for an idle one to evict.
-    if (!readRequest(clients_.back())) {
-      close(clients_.back().fd);
-      clients_.pop_back();
-    }
-  }
-}
-
 bool ControlSocket::readRequest(Client& client) {
   char buffer[1024];
   for (;;) {
@@ -222,7 +193,10 @@ bool ControlSocket::writeReply(Client& client, size_t& produced) {
 
 void ControlSocket::serve(const Handler& handler) {
   const uint64_t now = nowMs();
-  acceptNew(now);
+  acceptClients(
+      fd_, clients_, kMaxClients, now + absl::ToInt64Milliseconds(kRequestPatience), counts_,
+      [](const Client& client) { return !client.request_complete; },
+      [this](Client& client) { return readRequest(client); });
   size_t produced = 0;
   size_t started = 0;
   serveEach(clients_, first_served_, [&](Client& client) {

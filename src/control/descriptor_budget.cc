@@ -6,26 +6,30 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "berth/control/control_socket.h"
+#include "berth/control/metrics_server.h"
 
 namespace berth {
 
-uint64_t descriptorsNeeded(size_t health_checks, size_t endpoints, size_t connections_each) {
-  return kDescriptorReserve + health_checks + endpoints * connections_each;
+uint64_t descriptorsNeeded(size_t health_checks) {
+  // The control socket and the read-only socket, then the metrics endpoint.
+  return kDescriptorReserve + health_checks + 2 * ControlSocket::kMaxClients +
+         MetricsServer::kMaxClients;
 }
 
-absl::Status ensureDescriptors(uint64_t needed, size_t health_checks) {
+absl::Status raiseDescriptorLimit(uint64_t needed, size_t health_checks) {
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {
     return absl::InternalError(absl::StrCat("descriptors: getrlimit: ", strerror(errno)));
   }
-  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur >= needed) return absl::OkStatus();
-  if (limit.rlim_cur == RLIM_INFINITY) return absl::OkStatus();
-  if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < needed) {
+  // RLIM_INFINITY is the largest value, so it passes both comparisons.
+  if (limit.rlim_cur >= needed) return absl::OkStatus();
+  if (limit.rlim_max < needed) {
     return absl::FailedPreconditionError(absl::StrCat(
         "descriptors: berthd needs ", needed, " (", health_checks,
         " health check(s), the control and metrics connections, and ", kDescriptorReserve,
-        " for DPDK and files) but the hard limit on open files (RLIMIT_NOFILE) is ",
-        limit.rlim_max, "; raise it (ulimit -Hn, or LimitNOFILE= in a systemd unit)"));
+        " for DPDK and files) but the hard limit on open files (RLIMIT_NOFILE) is ", limit.rlim_max,
+        "; raise it (ulimit -Hn, or LimitNOFILE= in a systemd unit)"));
   }
   limit.rlim_cur = needed;
   if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {

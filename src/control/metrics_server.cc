@@ -124,34 +124,6 @@ void MetricsServer::answer(Client& client, const Renderer& render, uint64_t now_
   if (head_only) client.head.resize(client.head.find("\r\n\r\n") + 4);
 }
 
-void MetricsServer::acceptNew(const Renderer& render, uint64_t now_ms) {
-  bool waiting_read = false;
-  for (;;) {
-    const int fd = accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
-    const Room room = makeRoom(
-        clients_, kMaxClients, waiting_read, [](const Client& client) { return !client.answered; },
-        [&](Client& client) { return readRequest(client, render, now_ms); });
-    if (room == Room::kFull) {
-      ++counts_.refused_full;
-      close(fd);
-      continue;
-    }
-    if (room == Room::kEvicted) ++counts_.evicted_idle;
-    Client client;
-    client.fd = fd;
-    client.accepted_order = ++counts_.accepted;
-    client.deadline_ms = now_ms + kRequestPatienceMs;
-    clients_.push_back(std::move(client));
-    // A request already sent makes the connection busy at once, before a later accept of this
-    // burst looks for an idle one to evict.
-    if (!readRequest(clients_.back(), render, now_ms)) {
-      close(clients_.back().fd);
-      clients_.pop_back();
-    }
-  }
-}
-
 bool MetricsServer::readRequest(Client& client, const Renderer& render, uint64_t now_ms) {
   char buffer[2048];
   for (;;) {
@@ -195,7 +167,10 @@ bool MetricsServer::send(Client& client, size_t& budget) {
 
 void MetricsServer::serve(const Renderer& render) {
   const uint64_t now = nowMs();
-  acceptNew(render, now);
+  acceptClients(
+      fd_, clients_, kMaxClients, now + kRequestPatienceMs, counts_,
+      [](const Client& client) { return !client.answered; },
+      [&](Client& client) { return readRequest(client, render, now); });
   size_t budget = kBytesPerServe;
   serveEach(clients_, first_served_, [&](Client& client) {
     bool done = false;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -9,7 +10,8 @@
 namespace berth {
 
 // The connection bookkeeping the control socket and the metrics server share. `Client` has an
-// `fd` and its `accepted_order`, a number that grows with each connection accepted.
+// `fd`, its `accepted_order` (a number that grows with each connection accepted) and a
+// `deadline_ms`.
 
 // Makes room for one more connection among `clients`, which may hold `limit`. At the limit:
 //   1. once per burst of accepts (`waiting_read` false), every client for which
@@ -44,6 +46,37 @@ Room makeRoom(std::vector<Client>& clients, size_t limit, bool& waiting_read,
   *oldest = std::move(clients.back());
   clients.pop_back();
   return Room::kEvicted;
+}
+
+// Accepts every connection waiting on `listen_fd` into `clients` (at most `limit`, making room as
+// makeRoom does), each with `request_deadline_ms` to send its request. A new connection is read
+// at once: a request already sent makes it busy before a later accept of the same burst looks
+// for an idle one to evict. `Counts` has `accepted`, `evicted_idle` and `refused_full`.
+template <typename Client, typename Counts, typename Waiting, typename Read>
+void acceptClients(int listen_fd, std::vector<Client>& clients, size_t limit,
+                   uint64_t request_deadline_ms, Counts& counts, Waiting waiting_for_request,
+                   Read read_request) {
+  bool waiting_read = false;
+  for (;;) {
+    const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    const Room room = makeRoom(clients, limit, waiting_read, waiting_for_request, read_request);
+    if (room == Room::kFull) {
+      ++counts.refused_full;
+      close(fd);
+      continue;
+    }
+    if (room == Room::kEvicted) ++counts.evicted_idle;
+    Client client;
+    client.fd = fd;
+    client.accepted_order = ++counts.accepted;
+    client.deadline_ms = request_deadline_ms;
+    clients.push_back(std::move(client));
+    if (!read_request(clients.back())) {
+      close(clients.back().fd);
+      clients.pop_back();
+    }
+  }
 }
 
 // Serves every client once, starting one further along each call so that no client always

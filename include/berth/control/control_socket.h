@@ -96,7 +96,6 @@ class ControlSocket {
     size_t sent = 0;
   };
   ControlSocket(int fd, ControlSocketOptions options) : fd_(fd), options_(std::move(options)) {}
-  void acceptNew(uint64_t now_ms);
   // Reads what the client sent; false when it closed or failed without a request.
   bool readRequest(Client& client);
   std::unique_ptr<ReplyStream> answer(const Client& client, const Handler& handler) const;

@@ -71,7 +71,6 @@ class MetricsServer {
       : fd_(fd),
         endpoint_(endpoint),
         render_interval_ms_(absl::ToInt64Milliseconds(render_interval)) {}
-  void acceptNew(const Renderer& render, uint64_t now_ms);
   // Reads what the client sent; false when it closed or failed before its request was whole.
   bool readRequest(Client& client, const Renderer& render, uint64_t now_ms);
   // Sets the client's answer for its complete request head.

@@ -5,13 +5,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "berth/control/control_socket.h"
+#include "berth/control/metrics_server.h"
+
 namespace berth {
 namespace {
 
 using ::testing::HasSubstr;
 
 TEST(DescriptorBudgetTest, CountsEndpointsChecksAndTheReserve) {
-  EXPECT_EQ(descriptorsNeeded(3000, 3, 256), 3000u + 768u + kDescriptorReserve);
+  EXPECT_EQ(descriptorsNeeded(3000), 3000u + 2 * ControlSocket::kMaxClients +
+                                         MetricsServer::kMaxClients + kDescriptorReserve);
 }
 
 // What the budget pins: a soft limit below the need is raised, and a hard limit below it is a
@@ -22,12 +26,12 @@ TEST(DescriptorBudgetTest, RaisesTheSoftLimitOrNamesTheHardOne) {
   rlimit lowered = original;
   lowered.rlim_cur = 300;
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lowered), 0);
-  EXPECT_TRUE(ensureDescriptors(500, 10).ok());
+  EXPECT_TRUE(raiseDescriptorLimit(500, 10).ok());
   rlimit now{};
   ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &now), 0);
   EXPECT_EQ(now.rlim_cur, 500u);
   if (original.rlim_max != RLIM_INFINITY) {
-    const absl::Status refused = ensureDescriptors(original.rlim_max + 1, 10);
+    const absl::Status refused = raiseDescriptorLimit(original.rlim_max + 1, 10);
     EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_THAT(refused.message(), HasSubstr("hard limit on open files (RLIMIT_NOFILE) is"));
   }

@@ -233,8 +233,17 @@ std::vector<ServiceRow> ControlPlane::currentServiceRows() const {
 }
 
 std::vector<BackendRow> ControlPlane::currentBackendRows() const {
-  return backendRows(services_, counter_ids_,
-                     [this](uint32_t id, bool backend) { return trafficOf(id, backend); });
+  std::vector<BackendRow> rows =
+      backendRows(services_, counter_ids_,
+                  [this](uint32_t id, bool backend) { return trafficOf(id, backend); });
+  // The rows follow the config's services and backends, as the health monitor does.
+  size_t row = 0;
+  for (size_t s = 0; s < config_.services.size(); ++s) {
+    for (size_t b = 0; b < config_.services[s].backends.size(); ++b) {
+      rows[row++].check_stale = health_->stale(s, b);
+    }
+  }
+  return rows;
 }
 
 uint64_t ControlPlane::connectionsTracked() const {

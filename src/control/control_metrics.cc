@@ -275,6 +275,7 @@ std::string ControlPlane::prometheusText() const {
   if (read_only_) metrics.endpoints.push_back(endpoint("read_only", read_only_->counts()));
   if (metrics_) metrics.endpoints.push_back(endpoint("metrics", metrics_->counts()));
   metrics.log_lines_dropped = logLinesDropped();
+  metrics.probes_not_run = health_->probesNotRun();
   return berth::prometheusText(metrics);
 }
 

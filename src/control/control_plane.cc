@@ -46,6 +46,9 @@ constexpr absl::Duration kResolveRefresh = absl::Seconds(60);
 // How often the ports' link states are read for the log: cheap, and a peer's coming and going
 // shows within a tenth of a second.
 constexpr absl::Duration kLinkCheckInterval = absl::Milliseconds(100);
+// Probes stopped by local errors come in storms (a descriptor limit hit by thousands of checks):
+// one summary line a second at most.
+constexpr absl::Duration kNotRunLogInterval = absl::Seconds(1);
 
 }  // namespace
 
@@ -356,6 +359,7 @@ void ControlPlane::run() {
       std::fflush(stdout);
     }
     applyHealthChanges(health_->poll(0));
+    reportProbesNotRun();
     if (reload_.exchange(false)) reload().IgnoreError();
     const auto handle = [this](const ControlRequest& request) { return handleControl(request); };
     control_->serve(handle);
@@ -458,6 +462,19 @@ void ControlPlane::applyHealthChanges(const std::vector<BackendHealthChange>& ch
     return;
   }
   reportWhenInForce(start, "the health change");
+}
+
+void ControlPlane::reportProbesNotRun() {
+  const uint64_t not_run = health_->probesNotRun();
+  if (not_run == probes_not_run_logged_ || absl::Now() - last_not_run_log_ < kNotRunLogInterval) {
+    return;
+  }
+  logLine(absl::StrFormat(
+      "health: %u probe(s) could not run for a local error (the last: %s); they count for no "
+      "backend, and a check without probes for long is shown as stale",
+      not_run - probes_not_run_logged_, health_->lastNotRunReason()));
+  probes_not_run_logged_ = not_run;
+  last_not_run_log_ = absl::Now();
 }
 
 void ControlPlane::watchLinks() {

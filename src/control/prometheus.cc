@@ -146,6 +146,13 @@ std::string prometheusText(const MetricsSnapshot& metrics) {
              [](const BackendRow& r) { return r.weight; });
   perBackend("berth_backend_slots", "gauge", "Slots the backend owns in the live table",
              [](const BackendRow& r) { return r.slots; });
+  perBackend("berth_backend_health_check_stale", "gauge",
+             "1 while no probe has run for longer than the check tolerates (local errors)",
+             [](const BackendRow& r) { return r.check_stale ? 1 : 0; });
+  Family(out, "berth_health_probes_not_run_total", "counter",
+         "Health probes a local error stopped (descriptors, memory, local ports); they count for "
+         "no backend")
+      .sample("", metrics.probes_not_run);
 
   // berthd's own endpoints and log.
   Family connections(out, "berth_endpoint_connections_total", "counter",

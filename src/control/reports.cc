@@ -163,9 +163,10 @@ std::string backendsReplyJson(const std::vector<BackendRow>& rows, uint64_t conn
       {"address", "address", -20, [](const R& r) { return Cell(r.address); }},
       {"weight", "weight", 7, [](const R& r) { return Cell(r.weight); }},
       {"drained", nullptr, 0, [](const R& r) { return Cell(r.drained); }},
-      {"health", "health", -10, [](const R& r) { return Cell(std::string(r.healthText())); },
-       [](const R& r) { return std::string(r.stateText()); }},
+      {"health", "health", -17, [](const R& r) { return Cell(std::string(r.healthText())); },
+       [](const R& r) { return r.stateText(); }},
       {"health_check", nullptr, 0, [](const R& r) { return Cell(r.health_check); }},
+      {"check_stale", nullptr, 0, [](const R& r) { return Cell(r.check_stale); }},
       {"slots", "slots", 7, [](const R& r) { return Cell(r.slots); }},
   };
   for (Column<R>& column : trafficColumns<R>()) columns.push_back(std::move(column));

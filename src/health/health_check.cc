@@ -11,7 +11,26 @@ absl::string_view toString(Health health) {
 }
 
 HealthCheck::HealthCheck(const HealthCheckConfig& config, Health initial, uint64_t first_probe_ms)
-    : config_(config), health_(initial), next_probe_ms_(first_probe_ms) {}
+    : config_(config),
+      health_(initial),
+      next_probe_ms_(first_probe_ms),
+      last_verdict_ms_(first_probe_ms) {}
+
+void HealthCheck::scheduleNext(uint64_t now_ms, double jitter_unit) {
+  in_flight_ = false;
+  const double jitter = (2 * jitter_unit - 1) * kProbeJitterFraction * config_.interval_ms;
+  next_probe_ms_ = now_ms + static_cast<uint64_t>(std::llround(config_.interval_ms + jitter));
+}
+
+void HealthCheck::notRun(uint64_t now_ms, double jitter_unit) { scheduleNext(now_ms, jitter_unit); }
+
+bool HealthCheck::stale(uint64_t now_ms) const {
+  // Fall intervals, one more for the jitter and the schedule, and a probe's timeout: a check that
+  // runs is never stale.
+  const uint64_t patience =
+      (static_cast<uint64_t>(config_.fall) + 1) * config_.interval_ms + config_.timeout_ms;
+  return now_ms > last_verdict_ms_ + patience;
+}
 
 void HealthCheck::started(uint64_t now_ms) {
   in_flight_ = true;
@@ -20,9 +39,8 @@ void HealthCheck::started(uint64_t now_ms) {
 
 std::optional<HealthTransition> HealthCheck::finished(bool success, absl::string_view reason,
                                                       uint64_t now_ms, double jitter_unit) {
-  in_flight_ = false;
-  const double jitter = (2 * jitter_unit - 1) * kProbeJitterFraction * config_.interval_ms;
-  next_probe_ms_ = now_ms + static_cast<uint64_t>(std::llround(config_.interval_ms + jitter));
+  scheduleNext(now_ms, jitter_unit);
+  last_verdict_ms_ = now_ms;
 
   if (success) {
     failures_ = 0;

@@ -24,9 +24,12 @@ absl::StatusOr<std::unique_ptr<HealthMonitor>> HealthMonitor::create(
   }
   absl::flat_hash_map<CheckKey, size_t> by_check;
   monitor->healthy_.resize(config.services.size());
+  monitor->check_of_backend_.resize(config.services.size());
+  if (previous != nullptr) monitor->probes_not_run_ = previous->probes_not_run_;
   for (size_t s = 0; s < config.services.size(); ++s) {
     const ServiceConfig& service = config.services[s];
     monitor->healthy_[s].assign(service.backends.size(), true);
+    monitor->check_of_backend_[s].assign(service.backends.size(), kNoCheck);
     for (size_t b = 0; b < service.backends.size(); ++b) {
       const HealthCheckConfig& settings = service.backends[b].health;
       if (settings.type == HealthCheckType::kNone) continue;
@@ -47,10 +50,16 @@ absl::StatusOr<std::unique_ptr<HealthMonitor>> HealthMonitor::create(
         }
       }
       monitor->checks_[it->second].backends.emplace_back(s, b);
+      monitor->check_of_backend_[s][b] = it->second;
       monitor->healthy_[s][b] = monitor->checks_[it->second].state.health() == Health::kHealthy;
     }
   }
   return monitor;
+}
+
+bool HealthMonitor::stale(size_t service, size_t backend) const {
+  const size_t check = check_of_backend_[service][backend];
+  return check != kNoCheck && checks_[check].state.stale(clock_());
 }
 
 std::vector<BackendHealthChange> HealthMonitor::poll(int wait_ms) {
@@ -69,6 +78,12 @@ std::vector<BackendHealthChange> HealthMonitor::poll(int wait_ms) {
     Check& check = checks_[it->second];
     check_of_probe_.erase(it);
     check.probe = 0;
+    if (!result.ran) {
+      check.state.notRun(clock_(), jitter_());
+      ++probes_not_run_;
+      last_not_run_reason_ = result.detail;
+      continue;
+    }
     const std::optional<HealthTransition> transition =
         check.state.finished(result.success, result.detail, clock_(), jitter_());
     if (!transition) continue;

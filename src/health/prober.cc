@@ -46,6 +46,21 @@ int statusOf(absl::string_view response) {
 
 }  // namespace
 
+bool isLocalProbeError(int error) {
+  switch (error) {
+    case EMFILE:
+    case ENFILE:
+    case ENOBUFS:
+    case ENOMEM:
+    case ENOSPC:
+    case EADDRNOTAVAIL:
+    case EAGAIN:
+      return true;
+    default:
+      return false;
+  }
+}
+
 ProbeTarget ProbeTarget::of(const HealthCheckConfig& config) {
   ProbeTarget target;
   target.type = config.type;
@@ -85,7 +100,9 @@ uint64_t Prober::start(const ProbeTarget& target) {
   const bool v4 = target.address.isV4();
   const int fd = socket(v4 ? AF_INET : AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
-    done_.push_back({id, false, absl::StrCat("socket: ", strerror(errno))});
+    const int error = errno;
+    done_.push_back(
+        {id, !isLocalProbeError(error), false, absl::StrCat("socket: ", strerror(error))});
     return id;
   }
   sockaddr_storage address{};
@@ -117,18 +134,23 @@ uint64_t Prober::start(const ProbeTarget& target) {
   event.events = EPOLLOUT;
   event.data.fd = fd;
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) {
-    finish(probe, false, absl::StrCat("epoll_ctl: ", strerror(errno)));
+    const int error = errno;
+    finish(probe, false, absl::StrCat("epoll_ctl: ", strerror(error)), false);
     return id;
   }
   if (connect(fd, reinterpret_cast<sockaddr*>(&address), length) != 0 && errno != EINPROGRESS) {
-    finish(probe, false, absl::StrCat("connect: ", strerror(errno)));
+    fail(probe, "connect", errno);
   }
   // Connected at once (loopback can) or in progress: EPOLLOUT reports either.
   return id;
 }
 
-void Prober::finish(Probe& probe, bool success, std::string detail) {
-  done_.push_back({probe.id, success, std::move(detail)});
+void Prober::fail(Probe& probe, absl::string_view what, int error) {
+  finish(probe, false, absl::StrCat(what, ": ", strerror(error)), !isLocalProbeError(error));
+}
+
+void Prober::finish(Probe& probe, bool success, std::string detail, bool ran) {
+  done_.push_back({probe.id, ran, success, std::move(detail)});
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, probe.fd, nullptr);
   const int fd = probe.fd;
   close(fd);
@@ -141,7 +163,7 @@ void Prober::sendRequest(Probe& probe) {
                                  probe.request.size() - probe.sent, MSG_NOSIGNAL);
     if (written < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;  // wait for EPOLLOUT again
-      finish(probe, false, absl::StrCat("send: ", strerror(errno)));
+      fail(probe, "send", errno);
       return;
     }
     probe.sent += static_cast<size_t>(written);
@@ -159,9 +181,11 @@ void Prober::readResponse(Probe& probe) {
     const ssize_t got = recv(probe.fd, buffer, sizeof(buffer), 0);
     if (got < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      finish(probe, false,
-             errno == ECONNRESET ? std::string("connection reset without an HTTP status line")
-                                 : absl::StrCat("recv: ", strerror(errno)));
+      if (errno == ECONNRESET) {
+        finish(probe, false, "connection reset without an HTTP status line");
+      } else {
+        fail(probe, "recv", errno);
+      }
       return;
     }
     if (got > 0 && probe.response.size() < kResponseLimit) {
@@ -188,7 +212,7 @@ void Prober::advance(Probe& probe, uint32_t events) {
     socklen_t length = sizeof(error);
     getsockopt(probe.fd, SOL_SOCKET, SO_ERROR, &error, &length);
     if (error != 0) {
-      finish(probe, false, absl::StrCat("connect: ", strerror(error)));
+      fail(probe, "connect", error);
       return;
     }
     if (probe.target.type != HealthCheckType::kHttp) {
@@ -205,12 +229,17 @@ void Prober::advance(Probe& probe, uint32_t events) {
 }
 
 std::vector<ProbeResult> Prober::poll(int wait_ms) {
-  if (done_.empty() && !probes_.empty()) {
-    epoll_event events[64];
-    const int ready = epoll_wait(epoll_fd_, events, 64, wait_ms);
-    for (int i = 0; i < ready; ++i) {
-      auto it = probes_.find(events[i].data.fd);
-      if (it != probes_.end()) advance(it->second, events[i].events);
+  if (!probes_.empty()) {
+    // Wait only when nothing is reported yet; then take batches while they come full.
+    constexpr int kBatch = 64;
+    epoll_event events[kBatch];
+    int ready = epoll_wait(epoll_fd_, events, kBatch, done_.empty() ? wait_ms : 0);
+    while (ready > 0) {
+      for (int i = 0; i < ready; ++i) {
+        auto it = probes_.find(events[i].data.fd);
+        if (it != probes_.end()) advance(it->second, events[i].events);
+      }
+      ready = ready == kBatch ? epoll_wait(epoll_fd_, events, kBatch, 0) : 0;
     }
   }
   const uint64_t now = clock_();

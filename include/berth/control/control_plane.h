@@ -206,6 +206,9 @@ class ControlPlane {
   Rates rates() const;
   // Logs each port's link going up or down (a memif peer connecting or leaving, a cable).
   void watchLinks();
+  // Logs, at most once a second, how many health probes a local error stopped since the last
+  // such line.
+  void reportProbesNotRun();
 
   std::string config_path_;
   ControlSocketPaths socket_paths_;
@@ -250,6 +253,8 @@ class ControlPlane {
   std::vector<unsigned> lcores_;  // the worker lcores, one worker each
   std::vector<int> link_up_;      // per port: 1 up, 0 down, -1 not yet looked at
   absl::Time last_link_check_ = absl::InfinitePast();
+  uint64_t probes_not_run_logged_ = 0;
+  absl::Time last_not_run_log_ = absl::InfinitePast();
   absl::Time started_ = absl::Now();
   absl::Time last_refresh_ = absl::InfinitePast();
 };

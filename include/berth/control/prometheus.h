@@ -47,6 +47,7 @@ struct MetricsSnapshot {
   std::vector<BackendRow> backends;
   std::vector<EndpointMetrics> endpoints;
   uint64_t log_lines_dropped = 0;
+  uint64_t probes_not_run = 0;  // HealthMonitor::probesNotRun
 };
 
 // Label values escaped as the exposition format asks: backslash, double quote and newline.

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "berth/control/service_state.h"
 #include "berth/dataplane/snapshot.h"
@@ -44,12 +45,19 @@ struct BackendRow {
   bool healthy = true;
   bool drained = false;
   std::string health_check;
+  // No probe has run for longer than the check tolerates (local errors): `healthy` is what it
+  // was when probes last ran.
+  bool check_stale = false;
   uint64_t slots = 0;  // in the live table
   TrafficTotals traffic;
 
   const char* healthText() const { return healthy ? "healthy" : "unhealthy"; }
-  // What the text tables show: "drained" over the health check's verdict.
-  const char* stateText() const { return drained ? "drained" : healthText(); }
+  // What the text tables show: "drained" over the health check's verdict, and a stale verdict
+  // marked as such.
+  std::string stateText() const {
+    if (drained) return "drained";
+    return check_stale ? absl::StrCat(healthText(), " (stale)") : healthText();
+  }
 };
 
 // One row per service, or per backend of each service, in config order.

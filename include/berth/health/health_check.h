@@ -56,6 +56,13 @@ class HealthCheck {
   // interval, jitter_unit being uniform in [0, 1). Returns the state change this caused.
   std::optional<HealthTransition> finished(bool success, absl::string_view reason, uint64_t now_ms,
                                            double jitter_unit);
+  // The probe in flight did not run: a local error (no descriptor, no memory, no free local port)
+  // stopped it before it reached the backend. It counts neither way; the next probe is due as
+  // after a result.
+  void notRun(uint64_t now_ms, double jitter_unit);
+  // Whether no probe has run to a verdict for longer than fall + 1 intervals and a timeout: the
+  // health this check reports is stale.
+  bool stale(uint64_t now_ms) const;
 
  private:
   HealthCheckConfig config_;
@@ -63,8 +70,11 @@ class HealthCheck {
   uint32_t successes_ = 0;  // in a row
   uint32_t failures_ = 0;   // in a row
   bool in_flight_ = false;
+  void scheduleNext(uint64_t now_ms, double jitter_unit);
+
   uint64_t next_probe_ms_;
   uint64_t deadline_ms_ = 0;
+  uint64_t last_verdict_ms_;  // the last probe that ran, or the first probe's time
 };
 
 }  // namespace berth

@@ -48,6 +48,14 @@ class HealthMonitor {
   // In the order of the service's backends in the config.
   const std::vector<bool>& healthy(size_t service) const { return healthy_[service]; }
   size_t checkCount() const { return checks_.size(); }
+  // Whether the backend's check has gone without a probe that ran for longer than it tolerates
+  // (HealthCheck::stale): its health is what it was when probes last ran. False for a backend
+  // without a check.
+  bool stale(size_t service, size_t backend) const;
+  // Probes a local error stopped (ProbeResult::ran false), over this monitor and the ones a
+  // reload replaced, and the last one's error. They change no backend's health.
+  uint64_t probesNotRun() const { return probes_not_run_; }
+  const std::string& lastNotRunReason() const { return last_not_run_reason_; }
 
  private:
   using CheckKey = std::tuple<ProbeTarget, uint32_t, uint32_t, uint32_t>;
@@ -68,6 +76,11 @@ class HealthMonitor {
   std::vector<Check> checks_;
   absl::flat_hash_map<uint64_t, size_t> check_of_probe_;
   std::vector<std::vector<bool>> healthy_;
+  // Per service and backend, its check's index in checks_, or kNoCheck.
+  static constexpr size_t kNoCheck = SIZE_MAX;
+  std::vector<std::vector<size_t>> check_of_backend_;
+  uint64_t probes_not_run_ = 0;
+  std::string last_not_run_reason_;
 };
 
 }  // namespace berth

@@ -43,9 +43,17 @@ struct ProbeTarget {
 
 struct ProbeResult {
   uint64_t probe = 0;  // what start() returned
+  // False when a local error stopped the probe before it reached the backend (no descriptor,
+  // no memory, no free local port: see isLocalProbeError): it says nothing of the backend.
+  bool ran = true;
   bool success = false;
   std::string detail;  // "connected", "HTTP 200", "connect: Connection refused", ...
 };
+
+// Errors of this host rather than of the path to the backend: EMFILE, ENFILE, ENOBUFS, ENOMEM,
+// ENOSPC (epoll), EADDRNOTAVAIL and EAGAIN from connect (no free local port). A refused, reset,
+// unreachable or timed-out connection is the backend's.
+bool isLocalProbeError(int error);
 
 class Prober {
  public:
@@ -60,7 +68,8 @@ class Prober {
   uint64_t start(const ProbeTarget& target);
 
   // Waits up to `wait_ms` for any probe to progress, then returns those that finished, the ones
-  // past their timeout included. Costs one epoll_wait and work per ready socket.
+  // past their timeout included. Handles every ready socket: epoll_wait is called again while it
+  // fills its batch.
   std::vector<ProbeResult> poll(int wait_ms);
 
   size_t inFlight() const { return probes_.size(); }
@@ -82,7 +91,9 @@ class Prober {
   void advance(Probe& probe, uint32_t events);
   void sendRequest(Probe& probe);
   void readResponse(Probe& probe);
-  void finish(Probe& probe, bool success, std::string detail);
+  void finish(Probe& probe, bool success, std::string detail, bool ran = true);
+  // A failure of `what` with `error`: not run when the error is local.
+  void fail(Probe& probe, absl::string_view what, int error);
 
   int epoll_fd_;
   std::function<uint64_t()> clock_;

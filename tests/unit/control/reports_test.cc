@@ -81,15 +81,23 @@ TEST_F(ReportsTest, ServicesReplyHasJsonAndTheTextTable) {
   EXPECT_THAT(reply, HasSubstr("connections tracked: 7\\n"));
 }
 
-// The text shows "drained" in the health column; the JSON keeps both facts apart.
-TEST_F(ReportsTest, BackendsReplyShowsDrainsInTextAndBothInJson) {
+// The text shows "drained" in the health column, and marks a stale check's verdict; the JSON
+// keeps each fact apart.
+TEST_F(ReportsTest, BackendsReplyShowsDrainsAndStaleChecksInTextAndEachInJson) {
   ASSERT_TRUE(services_[0].setDrained("web-2", true).ok());
-  const std::string reply = backendsReplyJson(backendRows(services_, ids_, traffic_), 0);
+  std::vector<BackendRow> rows = backendRows(services_, ids_, traffic_);
+  rows[0].check_stale = true;
+  const std::string reply = backendsReplyJson(rows, 0);
   EXPECT_THAT(reply, HasSubstr(R"("name":"web-2","address":"198.18.1.2","weight":0,)"
                                R"("drained":true,"health":"healthy","health_check":"none",)"
-                               R"("slots":0,)"));
+                               R"("check_stale":false,"slots":0,)"));
+  EXPECT_THAT(reply, HasSubstr(R"("name":"web-1","address":"198.18.1.1","weight":2,)"
+                               R"("drained":false,"health":"healthy","health_check":"none",)"
+                               R"("check_stale":true,)"));
+  EXPECT_THAT(reply, HasSubstr("web              web-1            198.18.1.1                 2 "
+                               "healthy (stale)      1009"));
   EXPECT_THAT(reply, HasSubstr("web              web-2            198.18.1.2                 0 "
-                               "drained          0"));
+                               "drained                 0"));
 }
 
 TEST_F(ReportsTest, CountersTextAndJsonFromOneReport) {

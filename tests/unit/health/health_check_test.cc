@@ -80,5 +80,42 @@ TEST(HealthCheckTest, ATimedOutProbeIsAFailureLikeAnyOther) {
   EXPECT_EQ(change->reason, "1 probe(s) in a row failed, the last: timed out after 300 ms");
 }
 
+// A probe that could not run (a local error) says nothing of the backend: it counts neither way,
+// and only a check that goes without running probes for fall + 1 intervals and a timeout is
+// stale.
+TEST(HealthCheckTest, AProbeThatDidNotRunCountsNeitherWayAndLongSilenceIsStale) {
+  HealthCheck check(settings(1, 2), Health::kHealthy, 0);
+  EXPECT_FALSE(probe(check, false, 0).has_value());
+  for (uint64_t now = 1000; now <= 6000; now += 1000) {
+    check.started(now);
+    check.notRun(now, 0.5);
+    EXPECT_FALSE(check.inFlight());
+    EXPECT_EQ(check.nextProbeMs(), now + 1000);
+  }
+  EXPECT_EQ(check.health(), Health::kHealthy) << "one real failure, then none that ran";
+  // The last verdict was at 1 ms; fall + 1 intervals and the timeout make 3,300 ms.
+  EXPECT_FALSE(check.stale(3301));
+  EXPECT_TRUE(check.stale(3302));
+  // A probe that runs again ends the staleness, and its failure counts with the earlier one.
+  const std::optional<HealthTransition> change = probe(check, false, 7000);
+  EXPECT_FALSE(check.stale(7001));
+  ASSERT_TRUE(change.has_value());
+  EXPECT_EQ(change->to, Health::kUnhealthy);
+}
+
+TEST(HealthCheckTest, AChecksThatRunsIsNeverStale) {
+  HealthCheck check(settings(1, 1), Health::kHealthy, 0);
+  // Probes an interval and 10% jitter apart, each taking its whole timeout.
+  uint64_t now = 0;
+  for (int i = 0; i < 20; ++i) {
+    check.started(now);
+    now += 300;
+    EXPECT_FALSE(check.stale(now));
+    check.finished(true, "", now, 0.999);
+    now = check.nextProbeMs();
+    EXPECT_FALSE(check.stale(now));
+  }
+}
+
 }  // namespace
 }  // namespace berth

@@ -5,9 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <string>
+#include <thread>
 
 #include "support/loopback.h"
 
@@ -23,13 +29,13 @@ ProbeTarget target(HealthCheckType type, uint16_t port, uint32_t timeout_ms = 10
   return target;
 }
 
-// Starts the probes and polls until every one has a result (or 10 s pass).
+// Starts the probes and polls until every probe started has a result (or 10 s pass).
 std::map<uint64_t, ProbeResult> run(Prober& prober, const std::vector<ProbeTarget>& targets) {
   std::map<uint64_t, ProbeResult> results;
-  std::vector<uint64_t> ids;
-  for (const ProbeTarget& t : targets) ids.push_back(prober.start(t));
+  for (const ProbeTarget& t : targets) prober.start(t);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (results.size() < targets.size() && std::chrono::steady_clock::now() < deadline) {
+  while ((prober.inFlight() > 0 || results.empty()) &&
+         std::chrono::steady_clock::now() < deadline) {
     for (ProbeResult& result : prober.poll(50)) results[result.probe] = result;
   }
   return results;
@@ -109,6 +115,62 @@ TEST(ProberTest, TargetsComeFromABackendsSettingsAndReadWell) {
   const ProbeTarget t = ProbeTarget::of(config);
   EXPECT_EQ(t.toString(), "http [2001:db8::2]:8080/healthz");
   EXPECT_EQ(t, ProbeTarget::of(config)) << "identical settings, one target";
+}
+
+// Out of descriptors, a probe does not run: its result says so, and it is no verdict on the
+// backend, however many there are.
+TEST(ProberTest, ProbesWithoutDescriptorsDidNotRunRatherThanFailed) {
+  Listener ok("HTTP/1.0 200 OK\r\n\r\n");
+  std::unique_ptr<Prober> prober = *Prober::create();
+  rlimit original{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &original), 0);
+  // What is open now, and room for a handful more.
+  size_t open_now = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    (void)entry;
+    ++open_now;
+  }
+  rlimit lowered = original;
+  lowered.rlim_cur = open_now + 5;
+  // Only while the probes start: the listener's thread needs descriptors to answer.
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lowered), 0);
+  for (int i = 0; i < 50; ++i) prober->start(target(HealthCheckType::kHttp, ok.port(), 5000));
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &original), 0);
+  const std::map<uint64_t, ProbeResult> results = run(*prober, {});
+  ASSERT_EQ(results.size(), 50u);
+  size_t ran = 0;
+  size_t not_run = 0;
+  for (const auto& [id, result] : results) {
+    if (result.ran) {
+      ++ran;
+      EXPECT_TRUE(result.success) << result.detail;
+    } else {
+      ++not_run;
+      EXPECT_FALSE(result.success);
+      EXPECT_EQ(result.detail, "socket: Too many open files");
+    }
+  }
+  EXPECT_GT(ran, 0u);
+  EXPECT_GT(not_run, 0u);
+}
+
+TEST(ProberTest, LocalErrorsAreTheHostsAndNetworkErrorsTheBackends) {
+  for (int error : {EMFILE, ENFILE, ENOBUFS, ENOMEM, ENOSPC, EADDRNOTAVAIL}) {
+    EXPECT_TRUE(isLocalProbeError(error)) << strerror(error);
+  }
+  for (int error : {ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, ETIMEDOUT, ECONNRESET}) {
+    EXPECT_FALSE(isLocalProbeError(error)) << strerror(error);
+  }
+}
+
+// More sockets ready than one epoll batch (64): one poll handles them all.
+TEST(ProberTest, OnePollHandlesEveryReadyProbe) {
+  Listener ok(nullptr);
+  std::unique_ptr<Prober> prober = *Prober::create();
+  for (int i = 0; i < 300; ++i) prober->start(target(HealthCheckType::kTcp, ok.port(), 5000));
+  // Let every connect complete, then one poll.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(prober->poll(0).size(), 300u);
 }
 
 }  // namespace

@@ -231,12 +231,17 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
     return fields.site(fields.has("replicas") ? "replicas" : "algorithm").error(status.message());
   }
   if (uint64_t{service.table_size} < 100 * uint64_t{service.backends.size()}) {
+    // The smallest prime that gives every backend 100 slots, where the table can be that big.
+    uint64_t suggestion = 100 * uint64_t{service.backends.size()};
+    while (suggestion < kMaxTableSize && !isPrime(suggestion)) ++suggestion;
     warnings.push_back(
         fields.site("table_size")
-            .warning(absl::StrCat(service.table_size, " is less than 100 slots for each of ",
-                                  service.backends.size(),
-                                  " backends; balance and failover disruption "
-                                  "suffer, consider a larger prime such as 655373")));
+            .warning(absl::StrCat(
+                service.table_size, " is less than 100 slots for each of ", service.backends.size(),
+                " backends; balance and failover disruption suffer",
+                suggestion <= kMaxTableSize
+                    ? absl::StrCat(", consider a larger prime such as ", suggestion)
+                    : std::string())));
   }
   return service;
 }

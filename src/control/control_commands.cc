@@ -65,13 +65,17 @@ std::string ControlPlane::statsReply() const {
                       ",\"stats\":", counters, "}");
 }
 
-std::string ControlPlane::reloadReply() {
-  absl::Status status = reload();
-  return status.ok()
-             ? okReply(absl::StrCat("reloaded ", config_path_, " (snapshot ", generation_, ")\n"))
-             : errorReply(status.message());
+std::unique_ptr<ReplyStream> ControlPlane::reloadReply() {
+  // The build runs off the loop; the reply waits for it on later turns.
+  return pollingReply([this, request = requestReload()]() -> std::optional<std::string> {
+    uint64_t generation = 0;
+    const std::optional<absl::Status> outcome = reloadOutcome(request, &generation);
+    if (!outcome) return std::nullopt;
+    return outcome->ok()
+               ? okReply(absl::StrCat("reloaded ", config_path_, " (snapshot ", generation, ")\n"))
+               : errorReply(outcome->message());
+  });
 }
-
 // Each command of the command table (control/commands.h) and its handler.
 const absl::flat_hash_map<std::string, ControlPlane::CommandHandler>&
 ControlPlane::commandHandlers() {
@@ -88,8 +92,7 @@ ControlPlane::commandHandlers() {
        [](ControlPlane& d, const ControlRequest&) {
          return wholeReply(backendsReplyJson(d.currentBackendRows(), d.connectionsTracked()));
        }},
-      {"reload",
-       [](ControlPlane& d, const ControlRequest&) { return wholeReply(d.reloadReply()); }},
+      {"reload", [](ControlPlane& d, const ControlRequest&) { return d.reloadReply(); }},
       {"drain",
        [](ControlPlane& d, const ControlRequest& r) { return wholeReply(d.drainReply(r, true)); }},
       {"undrain",
@@ -122,6 +125,18 @@ std::unique_ptr<ReplyStream> ControlPlane::handleControl(const ControlRequest& r
     return wholeReply(errorReply(status.message()));
   }
   return commandHandlers().at(command->name)(*this, request);
+}
+
+std::unique_ptr<ReplyStream> ControlPlane::handleReadOnly(const ControlRequest& request) {
+  // Anyone may ask for stats here, and with tens of thousands of backends a stats reply takes
+  // a tenth of a second or more to render: one rendering a second serves every such request.
+  if (request.command != "stats" || !request.fields.empty()) return handleControl(request);
+  const absl::Time now = absl::Now();
+  if (now - read_only_stats_at_ >= kReadOnlyStatsInterval) {
+    read_only_stats_ = statsReply();
+    read_only_stats_at_ = now;
+  }
+  return wholeReply(read_only_stats_);
 }
 
 std::string ControlPlane::statusReply() const {
@@ -166,7 +181,7 @@ std::string ControlPlane::statusReply() const {
   std::string tables_text;
   for (const ServiceState& service : services_) {
     const Table& table = service.liveTable();
-    const std::string fingerprint = absl::StrFormat("%016x", fingerprintOf(table));
+    const std::string fingerprint = absl::StrFormat("%016x", service.liveFingerprint());
     json.beginObject()
         .key("service")
         .value(service.name())
@@ -292,6 +307,7 @@ std::string ControlPlane::drainReply(const ControlRequest& request, bool drain) 
       services_ = std::move(before);
       return errorReply(status.message());
     }
+    ++drain_changes_;
     logLine(absl::StrFormat("%s %s; snapshot %u published", drain ? "drained" : "undrained",
                             absl::StrJoin(moved, ", "), generation_));
   }

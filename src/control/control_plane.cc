@@ -120,10 +120,13 @@ absl::Status ControlPlane::startLcores() {
   // Created on the main lcore, whose CPU the EAL has pinned this thread to: the log's writer
   // runs there too, never on a worker's CPU.
   asyncLog() = std::make_unique<AsyncLog>(STDERR_FILENO, "berthd: ");
+  // Likewise the reload builder, so that parsing a big config never takes a worker's CPU.
+  builder_ = std::make_unique<ReloadBuilder>();
   return absl::OkStatus();
 }
 
 void ControlPlane::stopLcores() {
+  builder_.reset();
   asyncLog().reset();
   rte_ring_free(neighbor_news_);
   neighbor_news_ = nullptr;
@@ -360,10 +363,13 @@ void ControlPlane::run() {
     }
     applyHealthChanges(health_->poll(0));
     reportProbesNotRun();
-    if (reload_.exchange(false)) reload().IgnoreError();
+    if (reload_.exchange(false)) requestReload();
+    serveReloads();
     const auto handle = [this](const ControlRequest& request) { return handleControl(request); };
     control_->serve(handle);
-    if (read_only_) read_only_->serve(handle);
+    if (read_only_) {
+      read_only_->serve([this](const ControlRequest& request) { return handleReadOnly(request); });
+    }
     if (metrics_) metrics_->serve([this] { return prometheusText(); });
     serveTelemetry();
     sampleRates();

@@ -1,64 +1,110 @@
-// berthd's config reload (SIGHUP): the new file is validated in full, and every table, the health
-// monitor and the snapshot are built from it, before anything that serves traffic changes. Any
-// error leaves the running config serving and is logged with its field and line.
+// berthd's config reload (SIGHUP, `berthctl reload`): the file is parsed and its tables built on
+// the reload builder's thread (control/reload_builder.h), so the management loop keeps turning.
+// The loop then checks what needs a restart, applies health and publishes, or logs why not and
+// keeps the running config serving, with the field and line of a bad file.
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "berth/config/loader.h"
 #include "berth/control/control_plane.h"
 #include "berth/control/descriptor_budget.h"
 
 namespace berth {
 
-absl::Status ControlPlane::reload() {
-  const absl::Time start = absl::Now();
-  auto refuse = [&](absl::string_view why) {
-    const std::string message = absl::StrCat("reload of ", config_path_,
-                                             " refused, the running config keeps serving: ", why);
-    logLine(message);
-    return absl::FailedPreconditionError(message);
-  };
-  absl::StatusOr<Config> next = loadConfigFile(config_path_);
-  if (!next.ok()) return refuse(next.status().message());
-  if (const std::vector<std::string> changed = sectionsNeedingRestart(config_, *next);
-      !changed.empty()) {
-    return refuse(absl::StrCat(absl::StrJoin(changed, ", "),
-                               " changed: ports, lcores, connection tables and the metrics "
-                               "endpoint are set up at start, so this change needs a restart of "
-                               "berthd"));
+uint64_t ControlPlane::requestReload() {
+  ++reload_requested_;
+  if (reload_building_ == 0) startReloadBuild();
+  return reload_requested_;
+}
+
+void ControlPlane::startReloadBuild() {
+  // A build answers every request made before it began.
+  reload_building_ = reload_requested_;
+  reload_build_drains_ = drain_changes_;
+  reload_build_start_ = absl::Now();
+  builder_->start(config_path_, drainsOf(services_));
+}
+
+void ControlPlane::serveReloads() {
+  std::optional<absl::StatusOr<BuiltReload>> built = builder_->take();
+  if (!built) return;
+  if (built->ok() && drain_changes_ != reload_build_drains_) {
+    logLine("reload: a drain changed while the new config was being built; building again");
+    startReloadBuild();
+    return;
   }
-  for (const std::string& warning : next->warnings) logLine(absl::StrCat("warning: ", warning));
+  const absl::Status status =
+      built->ok() ? applyReload(**std::move(built)) : refuseReload(built->status().message());
+  reload_outcomes_.push_back({reload_building_, status, generation_});
+  if (reload_outcomes_.size() > kReloadOutcomesKept) reload_outcomes_.pop_front();
+  reload_building_ = 0;
+  if (reload_requested_ > reload_outcomes_.back().request) startReloadBuild();
+}
+
+std::optional<absl::Status> ControlPlane::reloadOutcome(uint64_t request,
+                                                        uint64_t* generation) const {
+  for (const ReloadOutcome& outcome : reload_outcomes_) {
+    if (outcome.request < request) continue;
+    if (generation != nullptr) *generation = outcome.generation;
+    return outcome.status;
+  }
+  return std::nullopt;
+}
+
+absl::Status ControlPlane::refuseReload(absl::string_view why) {
+  const std::string message =
+      absl::StrCat("reload of ", config_path_, " refused, the running config keeps serving: ", why);
+  logLine(message);
+  return absl::FailedPreconditionError(message);
+}
+
+absl::Status ControlPlane::applyReload(BuiltReload built) {
+  Config& next = built.config;
+  if (const std::vector<std::string> changed = sectionsNeedingRestart(config_, next);
+      !changed.empty()) {
+    return refuseReload(absl::StrCat(absl::StrJoin(changed, ", "),
+                                     " changed: ports, lcores, connection tables and the metrics "
+                                     "endpoint are set up at start, so this change needs a "
+                                     "restart of berthd"));
+  }
+  for (const std::string& warning : next.warnings) logLine(absl::StrCat("warning: ", warning));
 
   absl::StatusOr<std::unique_ptr<HealthMonitor>> monitor =
-      HealthMonitor::create(*next, healthClock(), healthJitter(), health_.get());
-  if (!monitor.ok()) return refuse(absl::StrCat("health: ", monitor.status().message()));
+      HealthMonitor::create(next, healthClock(), healthJitter(), health_.get());
+  if (!monitor.ok()) return refuseReload(absl::StrCat("health: ", monitor.status().message()));
   if (absl::Status descriptors = ensureDescriptorsFor((*monitor)->checkCount());
       !descriptors.ok()) {
-    return refuse(descriptors.message());
+    return refuseReload(descriptors.message());
   }
-  // Drains made at run time stay, for the backends the new file still has.
-  absl::StatusOr<std::vector<ServiceState>> services = createServiceStates(
-      next->services, [&](size_t s) { return (*monitor)->healthy(s); }, services_);
-  if (!services.ok()) return refuse(services.status().message());
+  // The builder made every backend healthy; the monitor's verdicts (carried for unchanged
+  // checks, unhealthy for new ones) fail over from there.
+  std::vector<ServiceState>& services = built.services;
+  for (size_t s = 0; s < services.size(); ++s) {
+    const std::vector<bool>& healthy = (*monitor)->healthy(s);
+    if (std::find(healthy.begin(), healthy.end(), false) == healthy.end()) continue;
+    if (absl::StatusOr<SlotChange> change = services[s].setHealth(healthy); !change.ok()) {
+      return refuseReload(change.status().message());
+    }
+  }
   absl::StatusOr<std::unique_ptr<const Snapshot>> snapshot =
-      snapshotFor(next->dataplane, *services, generation_ + 1);
-  if (!snapshot.ok()) return refuse(snapshot.status().message());
+      snapshotFor(next.dataplane, services, generation_ + 1);
+  if (!snapshot.ok()) return refuseReload(snapshot.status().message());
 
   // Everything is built: switch over. Connections keep their backends by stable id.
   size_t backends = 0;
-  for (const ServiceConfig& service : next->services) backends += service.backends.size();
-  config_ = *std::move(next);
-  services_ = *std::move(services);
+  for (const ServiceConfig& service : next.services) backends += service.backends.size();
+  config_ = std::move(next);
+  services_ = std::move(services);
   health_ = *std::move(monitor);
   ++generation_;
   published_token_ = publisher_->publish(*std::move(snapshot));
   logLine(absl::StrFormat("reload of %s applied: %u service(s), %u backend(s); snapshot %u",
                           config_path_, config_.services.size(), backends, generation_));
-  reportWhenInForce(start, "the reload began");
+  reportWhenInForce(reload_build_start_, "the reload began");
   return absl::OkStatus();
 }
 

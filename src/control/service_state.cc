@@ -41,7 +41,8 @@ ServiceState::ServiceState(ServiceConfig configured, ServiceConfig config,
       drained_(std::move(drained)),
       healthy_(std::move(healthy)),
       base_(std::move(base)),
-      live_(std::move(live)) {}
+      live_(std::move(live)),
+      live_fingerprint_(fingerprintOf(live_)) {}
 
 absl::StatusOr<ServiceState> ServiceState::build(const ServiceConfig& configured,
                                                  absl::flat_hash_set<std::string> drained,
@@ -99,6 +100,7 @@ absl::StatusOr<SlotChange> ServiceState::setHealth(std::vector<bool> healthy) {
   SlotChange change{live_.size(), movedSlots(live_, *live)};
   healthy_ = std::move(healthy);
   live_ = *std::move(live);
+  live_fingerprint_ = fingerprintOf(live_);
   return change;
 }
 
@@ -122,20 +124,26 @@ absl::StatusOr<std::optional<SlotChange>> ServiceState::setDrained(absl::string_
   return std::optional<SlotChange>(std::move(change));
 }
 
+DrainsByService drainsOf(absl::Span<const ServiceState> states) {
+  DrainsByService drains;
+  for (const ServiceState& state : states) {
+    for (std::string& name : state.drainedBackends()) drains[state.name()].insert(std::move(name));
+  }
+  return drains;
+}
+
 absl::StatusOr<std::vector<ServiceState>> createServiceStates(
     absl::Span<const ServiceConfig> services,
-    const std::function<std::vector<bool>(size_t)>& healthy,
-    absl::Span<const ServiceState> previous) {
+    const std::function<std::vector<bool>(size_t)>& healthy, const DrainsByService& drains) {
   std::vector<ServiceState> states;
   states.reserve(services.size());
   for (size_t s = 0; s < services.size(); ++s) {
-    absl::flat_hash_set<std::string> drained;
-    for (const ServiceState& old : previous) {
-      if (old.name() != services[s].name) continue;
-      for (std::string& name : old.drainedBackends()) drained.insert(std::move(name));
-    }
-    BERTH_ASSIGN_OR_RETURN(ServiceState state,
-                           ServiceState::create(services[s], healthy(s), drained));
+    const auto drained = drains.find(services[s].name);
+    BERTH_ASSIGN_OR_RETURN(
+        ServiceState state,
+        ServiceState::create(
+            services[s], healthy(s),
+            drained == drains.end() ? absl::flat_hash_set<std::string>() : drained->second));
     states.push_back(std::move(state));
   }
   return states;

@@ -7,7 +7,8 @@ a loose 1 s (a shared 2-CPU VM cannot miss that by chance; the figures are print
   - 200 idle connections to the control socket;
   - 100 idle connections to the metrics port from another user (nobody), while root's scrapes
     still succeed;
-  - 60 parallel scrapes.
+  - 60 parallel scrapes;
+  - a reload to 65,535 backends, parsed and built off the management loop.
 The read-only socket is mode 0666 and refuses commands that change anything. berthd runs on a
 net_null vdev; the loads are tests/support/control_load.py's, each a process of its own.
 
@@ -15,6 +16,7 @@ Usage: berthd_control_load_test.py BERTHD
 """
 import os
 import sys
+import threading
 import time
 import unittest
 
@@ -111,6 +113,26 @@ class BerthdControlLoad(unittest.TestCase):
         self.check(probe, "60 parallel scrapes")
         self.assertEqual(load.stdout.read().strip(), "scrape failures: 0")
         self.assertGreater(self.berthd.endpoint_count("metrics", "answered"), 60)
+
+    def test_reload_of_65535_backends_is_built_off_the_loop(self):
+        berthd = self.berthd
+        berthd.write_config(control_load.config_with_backends(berthd.prefix, 65535))
+        probe = self.probe()
+        replies = []
+        started = time.monotonic()
+        asking = threading.Thread(target=lambda: replies.append(
+            ask(berthd.control, "reload", timeout=60)))
+        asking.start()
+        asking.join(timeout=90)
+        took = time.monotonic() - started
+        self.check(probe, "a reload to 65,535 backends (%.1f s)" % took)
+        self.assertEqual(len(replies), 1)
+        self.assertTrue(replies[0]["ok"], replies[0])
+        self.assertEqual(ask(berthd.control, "status")["backends"], 65535)
+        # Back to the three backends the other tests know.
+        berthd.write_config(control_load.CONFIG % (berthd.prefix, BIG_TABLE))
+        self.assertTrue(ask(berthd.control, "reload", timeout=60)["ok"])
+        self.assertEqual(ask(berthd.control, "status")["backends"], 3)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,15 @@ services:
 """
 
 
+def config_with_backends(prefix, count):
+    """The same berthd config with `count` backends in the big service."""
+    text = CONFIG % (prefix, BIG_TABLE)
+    text = text[:text.index("      - { name: big-1")]
+    for i in range(count):
+        text += "      - { name: big-%d, address: 198.19.%d.%d }\n" % (i + 1, i // 256, i % 256)
+    return text
+
+
 def ask(path, command, timeout=5.0, **fields):
     """One request on a control socket; the reply's JSON."""
     request = dict(command=command, **fields)
@@ -68,8 +77,7 @@ class Berthd:
         self.directory = tempfile.mkdtemp(prefix="berthd-control-load-")
         os.chmod(self.directory, 0o755)  # another user's load reaches the read-only socket
         self.path = os.path.join(self.directory, "berth.yaml")
-        with open(self.path, "w") as out:
-            out.write(CONFIG % (prefix, BIG_TABLE))
+        self.write_config(CONFIG % (prefix, BIG_TABLE))
         self.control = os.path.join(self.directory, "berth.sock")
         self.read_only = os.path.join(self.directory, "berth-ro.sock")
         self.process = subprocess.Popen([berthd, "--", "--config", self.path, "--control_socket",
@@ -86,6 +94,11 @@ class Berthd:
         line = next(l for l in self.lines if "metrics: http://" in l)
         self.url = re.search(r"(http://127\.0\.0\.1:\d+/metrics)", line).group(1)
         self.loads = []
+
+    def write_config(self, text):
+        with open(self.path + ".new", "w") as out:
+            out.write(text)
+        os.replace(self.path + ".new", self.path)
 
     def start_load(self, *args, user=None):
         """A load of this module's, as a process; `user` runs it as that uid and gid."""

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "berth/control/control_socket.h"
 #include "berth/control/mailbox.h"
 #include "berth/control/metrics_server.h"
+#include "berth/control/reload_builder.h"
 #include "berth/control/reports.h"
 #include "berth/control/service_state.h"
 #include "berth/control/stop_withdrawal.h"
@@ -128,18 +130,30 @@ class ControlPlane {
   // Logs each change, rebuilds the affected services' tables with min-disruption failover, and
   // publishes the snapshot.
   void applyHealthChanges(const std::vector<BackendHealthChange>& changes);
-  // Re-reads the config file and applies it, or logs why not, keeps the running one and returns
-  // the reason (control_reload.cc).
-  absl::Status reload();
+  // Reloads (control_reload.cc). A request starts a build on the reload builder's thread, or,
+  // while one runs, is answered by the next; requestReload() returns its number. Each turn,
+  // serveReloads() applies a finished build (or logs why not and keeps the running config), and
+  // reloadOutcome() says how request N ended once a build begun after it has: its status, and
+  // the snapshot generation then.
+  uint64_t requestReload();
+  void startReloadBuild();
+  void serveReloads();
+  std::optional<absl::Status> reloadOutcome(uint64_t request, uint64_t* generation) const;
+  absl::Status applyReload(BuiltReload built);
+  absl::Status refuseReload(absl::string_view why);
   // The control socket's commands (control_commands.cc): the reply to one request.
   std::unique_ptr<ReplyStream> handleControl(const ControlRequest& request);
   using CommandHandler = std::unique_ptr<ReplyStream> (*)(ControlPlane&, const ControlRequest&);
   static const absl::flat_hash_map<std::string, CommandHandler>& commandHandlers();
   // InternalError naming a command of the table that has no handler.
   static absl::Status checkCommandHandlers();
+  // The read-only socket's commands: as handleControl, with `stats` rendered at most once every
+  // kReadOnlyStatsInterval.
+  std::unique_ptr<ReplyStream> handleReadOnly(const ControlRequest& request);
+  static constexpr absl::Duration kReadOnlyStatsInterval = absl::Seconds(1);
   std::string statusReply() const;
   std::string statsReply() const;
-  std::string reloadReply();
+  std::unique_ptr<ReplyStream> reloadReply();
   // The rows of `services`, `backends`, telemetry and the metrics endpoint (control/reports.h),
   // with the workers' traffic counters summed.
   TrafficTotals trafficOf(uint32_t id, bool backend) const;
@@ -214,7 +228,9 @@ class ControlPlane {
   ControlSocketPaths socket_paths_;
   std::unique_ptr<ControlSocket> control_;
   std::unique_ptr<ControlSocket> read_only_;  // when socket_paths_.read_only is set
-  std::unique_ptr<MetricsServer> metrics_;    // when the config has `metrics`
+  std::string read_only_stats_;
+  absl::Time read_only_stats_at_ = absl::InfinitePast();
+  std::unique_ptr<MetricsServer> metrics_;  // when the config has `metrics`
   RateSample rates_previous_;
   RateSample rates_latest_;
   Config config_;  // as the config file gives it; what is in force is in services_
@@ -253,6 +269,21 @@ class ControlPlane {
   std::vector<unsigned> lcores_;  // the worker lcores, one worker each
   std::vector<int> link_up_;      // per port: 1 up, 0 down, -1 not yet looked at
   absl::Time last_link_check_ = absl::InfinitePast();
+  // Reloads: the builder (made on the main lcore with the lcores), request numbers, and the
+  // last outcomes for `berthctl reload` replies still waiting.
+  std::unique_ptr<ReloadBuilder> builder_;
+  uint64_t reload_requested_ = 0;  // the latest request's number
+  uint64_t reload_building_ = 0;   // the request the build under way answers, or 0
+  absl::Time reload_build_start_;
+  uint64_t drain_changes_ = 0;        // drains and undrains so far
+  uint64_t reload_build_drains_ = 0;  // drain_changes_ when the build under way began
+  struct ReloadOutcome {
+    uint64_t request;
+    absl::Status status;
+    uint64_t generation;
+  };
+  static constexpr size_t kReloadOutcomesKept = 16;
+  std::deque<ReloadOutcome> reload_outcomes_;
   uint64_t probes_not_run_logged_ = 0;
   absl::Time last_not_run_log_ = absl::InfinitePast();
   absl::Time started_ = absl::Now();

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -50,6 +51,9 @@ class ServiceState {
   const ServiceConfig& config() const { return config_; }
   const Table& baseTable() const { return base_; }
   const Table& liveTable() const { return live_; }
+  // fingerprintOf(liveTable()), kept with it: `status` reports it on every request, and a
+  // 655,373-slot table takes milliseconds to hash.
+  uint64_t liveFingerprint() const { return live_fingerprint_; }
   // One flag per backend, in config order.
   const std::vector<bool>& healthy() const { return healthy_; }
   size_t healthyCount() const;
@@ -81,14 +85,18 @@ class ServiceState {
   std::vector<bool> healthy_;
   Table base_;
   Table live_;
+  uint64_t live_fingerprint_;
 };
 
+// The backends drained at run time, by service name: what a reload carries over.
+using DrainsByService = absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>>;
+DrainsByService drainsOf(absl::Span<const ServiceState> states);
+
 // The states of `services`, in order: `healthy(s)` gives service s's verdicts, and each keeps
-// the drains of the `previous` state with its name (a reload). Errors name the service.
+// the drains `drains` lists under its name (a reload). Errors name the service.
 absl::StatusOr<std::vector<ServiceState>> createServiceStates(
     absl::Span<const ServiceConfig> services,
-    const std::function<std::vector<bool>(size_t)>& healthy,
-    absl::Span<const ServiceState> previous = {});
+    const std::function<std::vector<bool>(size_t)>& healthy, const DrainsByService& drains = {});
 
 // `base` (every backend healthy) with min-disruption failover for the backends `healthy` marks
 // down; `healthy` is in the order of `service`'s backends, the table's are sorted by name.

@@ -13,6 +13,7 @@
 namespace berth {
 namespace {
 
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -85,6 +86,8 @@ TEST(ConfigLoaderTest, SmallTableForManyBackendsWarnsWithFieldAndLine) {
   ASSERT_EQ(config->warnings.size(), 1u);
   EXPECT_THAT(config->warnings[0],
               StartsWith("w.yaml:6: services[0].table_size: 101 is less than 100"));
+  // The smallest prime that gives each backend 100 slots.
+  EXPECT_THAT(config->warnings[0], EndsWith("consider a larger prime such as 211"));
 }
 
 // Each bad config names file:line:column, the field's path, and the problem, and no Config comes

@@ -1,0 +1,58 @@
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "berth/config/config.h"
+#include "berth/control/service_state.h"
+
+namespace berth {
+
+// What a reload builds away from the management loop (docs/architecture.md, "The management
+// loop"): the config file parsed and validated, and every service's state with the run-time
+// drains kept and every backend healthy. Parsing a 65,535-backend file takes seconds; the loop
+// then applies health (it owns the health monitor) and publishes, which is quick.
+struct BuiltReload {
+  Config config;
+  std::vector<ServiceState> services;
+};
+
+// Parses the config at `path` and builds its services with `drains`. Every error is a refusal
+// that says why, an allocation failure included.
+absl::StatusOr<BuiltReload> buildReload(const std::string& path, const DrainsByService& drains);
+
+// Runs buildReload on a thread of its own, one build at a time. The thread takes the CPU
+// placement of the thread that creates the builder: berthd creates it on the management lcore,
+// so a build never runs on a worker's CPU.
+class ReloadBuilder {
+ public:
+  ReloadBuilder();
+  // Waits for a build under way, then stops the thread.
+  ~ReloadBuilder();
+  ReloadBuilder(const ReloadBuilder&) = delete;
+  ReloadBuilder& operator=(const ReloadBuilder&) = delete;
+
+  // Starts building; false (and nothing started) while a build is under way or not yet taken.
+  bool start(std::string path, DrainsByService drains);
+  // The finished build, once; nullopt while none has finished. Never waits.
+  std::optional<absl::StatusOr<BuiltReload>> take();
+
+ private:
+  void run();
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  bool busy_ = false;  // from start() until take() returns the result
+  std::optional<std::pair<std::string, DrainsByService>> job_;
+  std::optional<absl::StatusOr<BuiltReload>> result_;
+  std::thread thread_;
+};
+
+}  // namespace berth

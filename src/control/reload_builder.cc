@@ -36,25 +36,17 @@ absl::StatusOr<BuiltReload> buildReload(const std::string& path, const DrainsByS
   }
 }
 
-ReloadBuilder::ReloadBuilder() : thread_([this] { run(); }) {}
-
-ReloadBuilder::~ReloadBuilder() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_one();
-  thread_.join();
-}
-
 bool ReloadBuilder::start(std::string path, DrainsByService drains) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (busy_) return false;
     busy_ = true;
-    job_.emplace(std::move(path), std::move(drains));
   }
-  wake_.notify_one();
+  thread_.post([this, path = std::move(path), drains = std::move(drains)] {
+    absl::StatusOr<BuiltReload> built = buildReload(path, drains);
+    std::lock_guard<std::mutex> lock(mutex_);
+    result_ = std::move(built);
+  });
   return true;
 }
 
@@ -65,20 +57,6 @@ std::optional<absl::StatusOr<BuiltReload>> ReloadBuilder::take() {
   result_.reset();
   busy_ = false;
   return result;
-}
-
-void ReloadBuilder::run() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  for (;;) {
-    wake_.wait(lock, [this] { return stopping_ || job_.has_value(); });
-    if (stopping_) return;
-    auto [path, drains] = std::move(*job_);
-    job_.reset();
-    lock.unlock();
-    absl::StatusOr<BuiltReload> built = buildReload(path, drains);
-    lock.lock();
-    result_ = std::move(built);
-  }
 }
 
 }  // namespace berth

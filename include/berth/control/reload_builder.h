@@ -1,16 +1,15 @@
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "berth/config/config.h"
 #include "berth/control/service_state.h"
+#include "berth/util/background_thread.h"
 
 namespace berth {
 
@@ -27,14 +26,13 @@ struct BuiltReload {
 // that says why, an allocation failure included.
 absl::StatusOr<BuiltReload> buildReload(const std::string& path, const DrainsByService& drains);
 
-// Runs buildReload on a thread of its own, one build at a time. The thread takes the CPU
-// placement of the thread that creates the builder: berthd creates it on the management lcore,
-// so a build never runs on a worker's CPU.
+// Runs buildReload on a thread of its own (util/background_thread.h), one build at a time.
+// berthd creates it on the management lcore, so a build never runs on a worker's CPU.
 class ReloadBuilder {
  public:
-  ReloadBuilder();
+  ReloadBuilder() = default;
   // Waits for a build under way, then stops the thread.
-  ~ReloadBuilder();
+  ~ReloadBuilder() = default;
   ReloadBuilder(const ReloadBuilder&) = delete;
   ReloadBuilder& operator=(const ReloadBuilder&) = delete;
 
@@ -44,15 +42,10 @@ class ReloadBuilder {
   std::optional<absl::StatusOr<BuiltReload>> take();
 
  private:
-  void run();
-
   std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
   bool busy_ = false;  // from start() until take() returns the result
-  std::optional<std::pair<std::string, DrainsByService>> job_;
   std::optional<absl::StatusOr<BuiltReload>> result_;
-  std::thread thread_;
+  BackgroundThread thread_{1};  // last: stopped before what its job touches goes
 };
 
 }  // namespace berth

@@ -25,11 +25,18 @@ class ReplyStream {
   virtual Progress next(std::string& out, size_t budget) = 0;
 };
 
-// A reply already whole: one piece.
+// A reply made elsewhere (a rendering thread's, shared by several clients): `poll` is called
+// once per turn of the loop until it returns the text, which is then handed out in pieces of the
+// budget asked for, without a copy.
+std::unique_ptr<ReplyStream> sharedTextReply(
+    std::function<std::shared_ptr<const std::string>()> poll);
+
+// A reply already whole, handed out in pieces of the budget asked for.
 std::unique_ptr<ReplyStream> wholeReply(std::string reply);
 
-// A reply that waits for something outside the loop (a worker's answer): `poll` is called once
-// per turn of the loop until it returns the reply.
+// A reply that waits for something outside the loop (a worker's answer, a rendering thread):
+// `poll` is called once per turn of the loop until it returns the reply, which is then handed
+// out in pieces.
 std::unique_ptr<ReplyStream> pollingReply(std::function<std::optional<std::string>()> poll);
 
 // Every piece of `stream` concatenated, for tests and for callers that want the whole text. A

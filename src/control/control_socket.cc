@@ -166,6 +166,7 @@ bool ControlSocket::writeReply(Client& client, size_t& produced) {
       const size_t before = client.out.size();
       const ReplyStream::Progress progress = client.reply->next(client.out, kPieceBytes);
       produced += client.out.size() - before;
+      client.reply_waiting = progress == ReplyStream::Progress::kWaiting;
       if (progress == ReplyStream::Progress::kDone) {
         client.out.push_back('\n');
         client.reply.reset();
@@ -207,9 +208,14 @@ void ControlSocket::serve(const Handler& handler) {
       ++counts_.answered;
       client.replying = true;
       client.reply = answer(client, handler);
-      client.deadline_ms = now + absl::ToInt64Milliseconds(kReplyPatience);
+      client.deadline_ms = now + absl::ToInt64Milliseconds(options_.reply_patience);
     }
-    if (!done && client.replying) done = writeReply(client, produced);
+    if (!done && client.replying) {
+      done = writeReply(client, produced);
+      if (client.reply_waiting) {
+        client.deadline_ms = now + absl::ToInt64Milliseconds(options_.reply_patience);
+      }
+    }
     if (!done && now >= client.deadline_ms) {
       ++counts_.cut_at_deadline;
       done = true;

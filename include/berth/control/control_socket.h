@@ -28,6 +28,9 @@ struct ControlSocketOptions {
   std::vector<std::string> commands;
   // What this socket is called in errors and logs.
   std::string role = "control socket";
+  // How long a client has to read its reply. The clock stops while berthd's reply waits on
+  // berthd itself (a reload's build, a rendering): that wait is not the client's.
+  absl::Duration reply_patience = absl::Seconds(10);
 };
 
 // berthd's control socket: a Unix stream socket that answers one request line per connection
@@ -36,8 +39,8 @@ struct ControlSocketOptions {
 //   - reads and writes never block: each connection has its own buffers;
 //   - a reply is produced in pieces (reply_stream.h), at most a piece ahead of what the kernel
 //     has taken for the client, and each call of serve() produces and answers a bounded amount;
-//   - a client has kRequestPatience to send its request and kReplyPatience to read its reply,
-//     then it is cut;
+//   - a client has kRequestPatience to send its request and its reply_patience to read its
+//     reply, then it is cut;
 //   - at kMaxClients connections, a new one takes the place of the oldest that has not yet sent
 //     a request, so idle connections cannot lock out `status` and `announce`; only when every
 //     connection is being answered is the new one refused.
@@ -47,7 +50,6 @@ class ControlSocket {
   using Handler = std::function<std::unique_ptr<ReplyStream>(const ControlRequest&)>;
 
   static constexpr absl::Duration kRequestPatience = absl::Seconds(2);
-  static constexpr absl::Duration kReplyPatience = absl::Seconds(10);
   static constexpr size_t kMaxClients = 256;
   // How much of a reply is produced ahead of the reader, and how much serve() produces and how
   // many requests it starts answering per call.
@@ -92,7 +94,8 @@ class ControlSocket {
     bool request_complete = false;
     std::unique_ptr<ReplyStream> reply;  // while pieces remain to be produced
     bool replying = false;
-    std::string out;  // produced, not yet sent from `sent` on
+    bool reply_waiting = false;  // its reply waits on berthd, not on the client
+    std::string out;             // produced, not yet sent from `sent` on
     size_t sent = 0;
   };
   ControlSocket(int fd, ControlSocketOptions options) : fd_(fd), options_(std::move(options)) {}

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace berth {
 namespace {
@@ -203,6 +204,40 @@ TEST_F(ControlSocketServeTest, AReplyThatWaitsLetsServeReturn) {
   EXPECT_EQ(request(fd, "{\"command\":\"explain\"}\n", handler, 50), "");
   ready = true;
   EXPECT_EQ(request(fd, "", handler), "{\"ok\":true}\n");
+  close(fd);
+}
+
+// The reply patience is the client's time to read: a reply waiting on berthd (a reload's build
+// under a loaded CPU) is not cut however long it waits, while a client that stops reading is.
+class ShortPatienceTest : public ControlSocketServeTest {
+ protected:
+  ControlSocketOptions options() override {
+    ControlSocketOptions options = ControlSocketServeTest::options();
+    options.reply_patience = absl::Milliseconds(100);
+    return options;
+  }
+};
+
+TEST_F(ShortPatienceTest, BerthdsOwnWaitIsNotTheClientsButNotReadingIs) {
+  bool ready = false;
+  const auto waiting = [&](const ControlRequest&) {
+    return pollingReply([&]() -> std::optional<std::string> {
+      if (!ready) return std::nullopt;
+      return std::string(4 << 20, 'x');
+    });
+  };
+  const int fd = connectClient(4096);
+  EXPECT_EQ(request(fd, "{\"command\":\"reload\"}\n", waiting, 1), "");
+  absl::SleepFor(absl::Milliseconds(300));
+  socket_->serve(waiting);
+  EXPECT_EQ(socket_->counts().cut_at_deadline, 0u) << "waiting on berthd is not the client's";
+  ready = true;
+  // The reply starts; the client reads nothing, and is cut once its patience has passed.
+  socket_->serve(waiting);
+  absl::SleepFor(absl::Milliseconds(300));
+  socket_->serve(waiting);
+  EXPECT_EQ(socket_->counts().cut_at_deadline, 1u);
+  EXPECT_EQ(socket_->connections(), 0u);
   close(fd);
 }
 

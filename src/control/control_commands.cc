@@ -35,10 +35,9 @@ std::string okReply(absl::string_view text) {
 
 }  // namespace
 
-std::string ControlPlane::statsReply() const {
-  std::string counters = countersJson();
+std::string ControlPlane::statsReplyJson(const CountersReport& report, const Rates& now) {
+  std::string counters = berth::countersJson(report);
   if (!counters.empty() && counters.back() == '\n') counters.pop_back();
-  const Rates now = rates();
   JsonWriter rates;
   rates.beginObject()
       .key("interval_s")
@@ -60,9 +59,39 @@ std::string ControlPlane::statsReply() const {
                       "bit/s), drops %.0f/s\n",
                       now.interval_s, now.rx_pps, now.rx_bps, now.tx_pps, now.tx_bps,
                       now.drops_per_s),
-      countersText()));
+      berth::countersText(report)));
   return absl::StrCat("{\"ok\":true,\"text\":", text.str(), ",\"rates\":", rates.str(),
                       ",\"stats\":", counters, "}");
+}
+
+std::shared_ptr<const RenderedText> ControlPlane::renderOffLoop(ReplyRenderer::Render render) {
+  return renderer_ != nullptr ? renderer_->render(std::move(render)) : renderHere(render);
+}
+
+std::unique_ptr<ReplyStream> ControlPlane::statsReply() {
+  return renderedReply(renderOffLoop(
+      [report = countersReport(), rates = rates()] { return statsReplyJson(report, rates); }));
+}
+
+std::unique_ptr<ReplyStream> ControlPlane::servicesReply() {
+  return renderedReply(renderOffLoop([rows = currentServiceRows(), tracked = connectionsTracked()] {
+    return servicesReplyJson(rows, tracked);
+  }));
+}
+
+std::unique_ptr<ReplyStream> ControlPlane::backendsReply() {
+  // Gathering 65,535 backends' rows takes the loop about 30 ms. A request that arrives while a
+  // rendering of the same snapshot is under way shares it, so clients asking in a loop cost the
+  // loop one gathering per rendering; after a health change, drain or reload they get a new one.
+  if (backends_rendering_ == nullptr || backends_rendering_->ready() ||
+      backends_rendering_generation_ != generation_) {
+    backends_rendering_ =
+        renderOffLoop([rows = currentBackendRows(), tracked = connectionsTracked()] {
+          return backendsReplyJson(rows, tracked);
+        });
+    backends_rendering_generation_ = generation_;
+  }
+  return renderedReply(backends_rendering_);
 }
 
 std::unique_ptr<ReplyStream> ControlPlane::reloadReply() {
@@ -79,19 +108,14 @@ std::unique_ptr<ReplyStream> ControlPlane::reloadReply() {
 // Each command of the command table (control/commands.h) and its handler.
 const absl::flat_hash_map<std::string, ControlPlane::CommandHandler>&
 ControlPlane::commandHandlers() {
-  // Most replies are whole; explain waits for the workers and table comes in pieces.
+  // The per-backend replies are rendered off the loop, explain waits for the workers and table
+  // is rendered in pieces; the rest are whole.
   static const auto* handlers = new absl::flat_hash_map<std::string, CommandHandler>{
       {"status",
        [](ControlPlane& d, const ControlRequest&) { return wholeReply(d.statusReply()); }},
-      {"stats", [](ControlPlane& d, const ControlRequest&) { return wholeReply(d.statsReply()); }},
-      {"services",
-       [](ControlPlane& d, const ControlRequest&) {
-         return wholeReply(servicesReplyJson(d.currentServiceRows(), d.connectionsTracked()));
-       }},
-      {"backends",
-       [](ControlPlane& d, const ControlRequest&) {
-         return wholeReply(backendsReplyJson(d.currentBackendRows(), d.connectionsTracked()));
-       }},
+      {"stats", [](ControlPlane& d, const ControlRequest&) { return d.statsReply(); }},
+      {"services", [](ControlPlane& d, const ControlRequest&) { return d.servicesReply(); }},
+      {"backends", [](ControlPlane& d, const ControlRequest&) { return d.backendsReply(); }},
       {"reload", [](ControlPlane& d, const ControlRequest&) { return d.reloadReply(); }},
       {"drain",
        [](ControlPlane& d, const ControlRequest& r) { return wholeReply(d.drainReply(r, true)); }},
@@ -132,11 +156,12 @@ std::unique_ptr<ReplyStream> ControlPlane::handleReadOnly(const ControlRequest& 
   // a tenth of a second or more to render: one rendering a second serves every such request.
   if (request.command != "stats" || !request.fields.empty()) return handleControl(request);
   const absl::Time now = absl::Now();
-  if (now - read_only_stats_at_ >= kReadOnlyStatsInterval) {
-    read_only_stats_ = statsReply();
+  if (read_only_stats_ == nullptr || now - read_only_stats_at_ >= kReadOnlyStatsInterval) {
+    read_only_stats_ = renderOffLoop(
+        [report = countersReport(), rates = rates()] { return statsReplyJson(report, rates); });
     read_only_stats_at_ = now;
   }
-  return wholeReply(read_only_stats_);
+  return renderedReply(read_only_stats_);
 }
 
 std::string ControlPlane::statusReply() const {

@@ -243,7 +243,7 @@ ControlPlane::Rates ControlPlane::rates() const {
   return rates;
 }
 
-std::string ControlPlane::prometheusText() const {
+std::shared_ptr<const RenderedText> ControlPlane::renderMetrics() {
   MetricsSnapshot metrics;
   metrics.version = kBerthVersion;
   metrics.uptime_s = absl::ToDoubleSeconds(absl::Now() - started_);
@@ -276,7 +276,7 @@ std::string ControlPlane::prometheusText() const {
   if (metrics_) metrics.endpoints.push_back(endpoint("metrics", metrics_->counts()));
   metrics.log_lines_dropped = logLinesDropped();
   metrics.probes_not_run = health_->probesNotRun();
-  return berth::prometheusText(metrics);
+  return renderOffLoop([metrics = std::move(metrics)] { return berth::prometheusText(metrics); });
 }
 
 }  // namespace berth

@@ -120,12 +120,15 @@ absl::Status ControlPlane::startLcores() {
   // Created on the main lcore, whose CPU the EAL has pinned this thread to: the log's writer
   // runs there too, never on a worker's CPU.
   asyncLog() = std::make_unique<AsyncLog>(STDERR_FILENO, "berthd: ");
-  // Likewise the reload builder, so that parsing a big config never takes a worker's CPU.
+  // Likewise the reload builder and the reply renderer, so that parsing a big config or
+  // rendering a big reply never takes a worker's CPU.
   builder_ = std::make_unique<ReloadBuilder>();
+  renderer_ = std::make_unique<ReplyRenderer>();
   return absl::OkStatus();
 }
 
 void ControlPlane::stopLcores() {
+  renderer_.reset();
   builder_.reset();
   asyncLog().reset();
   rte_ring_free(neighbor_news_);
@@ -358,8 +361,12 @@ void ControlPlane::run() {
       last_request = absl::Now();
     }
     if (print_counters_.exchange(false)) {
-      std::fputs(countersText().c_str(), stdout);
-      std::fflush(stdout);
+      // Rendered and written by the renderer's thread: stdout may be a pipe nobody reads.
+      renderOffLoop([report = countersReport()] {
+        std::fputs(berth::countersText(report).c_str(), stdout);
+        std::fflush(stdout);
+        return std::string();
+      });
     }
     applyHealthChanges(health_->poll(0));
     reportProbesNotRun();
@@ -370,7 +377,7 @@ void ControlPlane::run() {
     if (read_only_) {
       read_only_->serve([this](const ControlRequest& request) { return handleReadOnly(request); });
     }
-    if (metrics_) metrics_->serve([this] { return prometheusText(); });
+    if (metrics_) metrics_->serve([this] { return renderMetrics(); });
     serveTelemetry();
     sampleRates();
     publishLoads();

@@ -84,14 +84,40 @@ MetricsServer::~MetricsServer() {
   close(fd_);
 }
 
-std::shared_ptr<const std::string> MetricsServer::rendered(const Renderer& render,
-                                                           uint64_t now_ms) {
-  if (text_ == nullptr || now_ms >= rendered_ms_ + static_cast<uint64_t>(render_interval_ms_)) {
-    text_ = std::make_shared<const std::string>(render());
-    rendered_ms_ = now_ms;
-    ++counts_.renders;
+void MetricsServer::takeRendered() {
+  if (rendering_ == nullptr || !rendering_->ready()) return;
+  if (rendering_->result().ok()) {
+    text_ = *rendering_->result();
+    render_failure_.clear();
+  } else {
+    render_failure_ = std::string(rendering_->result().status().message());
   }
-  return text_;
+  rendered_ms_ = render_started_ms_;
+  ++counts_.renders;
+  rendering_ = nullptr;
+}
+
+void MetricsServer::askForText(Client& client, const Renderer& render, uint64_t now_ms) {
+  client.awaiting_text = true;
+  const bool fresh =
+      text_ != nullptr && now_ms < rendered_ms_ + static_cast<uint64_t>(render_interval_ms_);
+  if (!fresh && rendering_ == nullptr) {
+    rendering_ = render();
+    render_started_ms_ = now_ms;
+    takeRendered();
+  }
+  if (rendering_ == nullptr) answerWithText(client);
+}
+
+void MetricsServer::answerWithText(Client& client) {
+  client.awaiting_text = false;
+  if (!render_failure_.empty()) {
+    client.head = httpReply("503 Service Unavailable", "text/plain", render_failure_ + "\n");
+    if (client.head_only) client.head.resize(client.head.find("\r\n\r\n") + 4);
+    return;
+  }
+  client.head = httpHead("200 OK", "text/plain; version=0.0.4; charset=utf-8", text_->size());
+  if (!client.head_only) client.body = text_;
 }
 
 void MetricsServer::answer(Client& client, const Renderer& render, uint64_t now_ms) {
@@ -110,11 +136,10 @@ void MetricsServer::answer(Client& client, const Renderer& render, uint64_t now_
     return;
   }
   const bool head_only = parts[0] == "HEAD";
+  client.head_only = head_only;
   const absl::string_view path = parts[1].substr(0, parts[1].find('?'));
   if (path == "/metrics") {
-    std::shared_ptr<const std::string> text = rendered(render, now_ms);
-    client.head = httpHead("200 OK", "text/plain; version=0.0.4; charset=utf-8", text->size());
-    if (!head_only) client.body = std::move(text);
+    askForText(client, render, now_ms);
     return;
   }
   client.head = path == "/"
@@ -171,11 +196,15 @@ void MetricsServer::serve(const Renderer& render) {
       fd_, clients_, kMaxClients, now + kRequestPatienceMs, counts_,
       [](const Client& client) { return !client.answered; },
       [&](Client& client) { return readRequest(client, render, now); });
+  takeRendered();
   size_t budget = kBytesPerServe;
   serveEach(clients_, first_served_, [&](Client& client) {
     bool done = false;
     if (!client.answered) done = !readRequest(client, render, now);
-    if (!done && client.answered) done = send(client, budget);
+    if (client.awaiting_text && rendering_ == nullptr) answerWithText(client);
+    // The reply patience is the client's time to read; waiting for a rendering is berthd's.
+    if (client.awaiting_text) client.deadline_ms = now + kReplyPatienceMs;
+    if (!done && client.answered && !client.awaiting_text) done = send(client, budget);
     if (!done && now >= client.deadline_ms) {
       ++counts_.cut_at_deadline;
       done = true;

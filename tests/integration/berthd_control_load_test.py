@@ -8,7 +8,10 @@ a loose 1 s (a shared 2-CPU VM cannot miss that by chance; the figures are print
   - 100 idle connections to the metrics port from another user (nobody), while root's scrapes
     still succeed;
   - 60 parallel scrapes;
-  - a reload to 65,535 backends, parsed and built off the management loop.
+  - a reload to 65,535 backends, parsed and built off the management loop;
+  - with 65,535 backends, `backends` and `stats` asked in a loop on the control socket, `stats`
+    on the read-only socket by another user, and scrapes: each reply 9 to 31 MB, rendered off
+    the management loop.
 The read-only socket is mode 0666 and refuses commands that change anything. berthd runs on a
 net_null vdev; the loads are tests/support/control_load.py's, each a process of its own.
 
@@ -133,6 +136,30 @@ class BerthdControlLoad(unittest.TestCase):
         berthd.write_config(control_load.CONFIG % (berthd.prefix, BIG_TABLE))
         self.assertTrue(ask(berthd.control, "reload", timeout=60)["ok"])
         self.assertEqual(ask(berthd.control, "status")["backends"], 3)
+
+    def test_per_backend_replies_of_65535_backends_are_rendered_off_the_loop(self):
+        berthd = self.berthd
+        berthd.write_config(control_load.config_with_backends(berthd.prefix, 65535))
+        self.assertTrue(ask(berthd.control, "reload", timeout=60)["ok"])
+        try:
+            probe = self.probe()
+            seconds = 6
+            loads = [
+                berthd.start_load("replies", "backends", berthd.control, 65535, seconds),
+                berthd.start_load("replies", "backends", berthd.control, 65535, seconds),
+                berthd.start_load("replies", "stats", berthd.control, 65535, seconds),
+                berthd.start_load("replies", "stats", berthd.read_only, 65535, seconds,
+                                  user=65534),
+                berthd.start_load("replies", "scrape", berthd.url, 65535, seconds),
+            ]
+            outputs = [load.communicate(timeout=120)[0] for load in loads]
+            self.check(probe, "per-backend replies of 65,535 backends")
+            for load, output in zip(loads, outputs):
+                self.assertEqual(load.returncode, 0, output)
+                print(output.strip(), file=sys.stderr)
+        finally:
+            berthd.write_config(control_load.CONFIG % (berthd.prefix, BIG_TABLE))
+            self.assertTrue(ask(berthd.control, "reload", timeout=60)["ok"])
 
 
 if __name__ == "__main__":

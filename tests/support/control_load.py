@@ -256,11 +256,33 @@ def load_scrapes(url, threads, seconds):
     print("scrape failures: %d" % len(failures), flush=True)
 
 
+def load_replies(kind, target, backends, seconds):
+    """Asks for per-backend replies in a loop for `seconds`, checking each covers every backend:
+    `backends` or `stats` on a control socket, or `scrape` of the metrics URL."""
+    end = time.monotonic() + seconds
+    replies = 0
+    while time.monotonic() < end:
+        if kind == "scrape":
+            status, body = scrape(target, timeout=30)
+            assert status == 200
+            assert body.count(b"\nberth_backend_healthy{") == backends, "every backend scraped"
+        else:
+            reply = ask(target, kind, timeout=30)
+            assert reply.get("ok"), reply
+            rows = reply["backends"] if kind == "backends" else reply["stats"]["backends"]
+            # stats counts every backend berthd has had a counter for, these and earlier ones.
+            assert len(rows) == backends or (kind == "stats" and len(rows) > backends), \
+                "%s: %d rows" % (kind, len(rows))
+        replies += 1
+    print("%s: %d replies" % (kind, replies), flush=True)
+
+
 LOADS = {
     "idle": lambda a: load_idle(a[0], a[1], int(a[2]), float(a[3])),
     "tables": lambda a: load_whole_tables(a[0], a[1], int(a[2]), float(a[3])),
     "slow": lambda a: load_slow_reader(a[0], a[1], float(a[2])),
     "scrapes": lambda a: load_scrapes(a[0], int(a[1]), float(a[2])),
+    "replies": lambda a: load_replies(a[0], a[1], int(a[2]), float(a[3])),
 }
 
 if __name__ == "__main__":

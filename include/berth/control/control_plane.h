@@ -17,6 +17,7 @@
 #include "berth/control/mailbox.h"
 #include "berth/control/metrics_server.h"
 #include "berth/control/reload_builder.h"
+#include "berth/control/reply_renderer.h"
 #include "berth/control/reports.h"
 #include "berth/control/service_state.h"
 #include "berth/control/stop_withdrawal.h"
@@ -110,8 +111,6 @@ class ControlPlane {
   double rxWindowSeconds() const;
   // A /berth/... telemetry command's answer (control_metrics.cc); management thread only.
   TelemetryAnswer telemetryAnswer(absl::string_view command, absl::string_view params) const;
-  // The Prometheus text exposition (control_metrics.cc).
-  std::string prometheusText() const;
 
  private:
   // The snapshot of `services` on `dataplane`'s ports, with the MACs learned so far.
@@ -152,7 +151,17 @@ class ControlPlane {
   std::unique_ptr<ReplyStream> handleReadOnly(const ControlRequest& request);
   static constexpr absl::Duration kReadOnlyStatsInterval = absl::Seconds(1);
   std::string statusReply() const;
-  std::string statsReply() const;
+  // stats, services and backends gather their figures on the loop and render them on the
+  // renderer's thread (control/reply_renderer.h); so does the Prometheus text.
+  std::unique_ptr<ReplyStream> statsReply();
+  std::unique_ptr<ReplyStream> servicesReply();
+  std::unique_ptr<ReplyStream> backendsReply();
+  struct Rates;
+  static std::string statsReplyJson(const CountersReport& report, const Rates& rates);
+  // On the renderer's thread, or here before it starts.
+  std::shared_ptr<const RenderedText> renderOffLoop(ReplyRenderer::Render render);
+  // Starts rendering the Prometheus text (control_metrics.cc).
+  std::shared_ptr<const RenderedText> renderMetrics();
   std::unique_ptr<ReplyStream> reloadReply();
   // The rows of `services`, `backends`, telemetry and the metrics endpoint (control/reports.h),
   // with the workers' traffic counters summed.
@@ -228,7 +237,9 @@ class ControlPlane {
   ControlSocketPaths socket_paths_;
   std::unique_ptr<ControlSocket> control_;
   std::unique_ptr<ControlSocket> read_only_;  // when socket_paths_.read_only is set
-  std::string read_only_stats_;
+  std::shared_ptr<const RenderedText> read_only_stats_;
+  std::shared_ptr<const RenderedText> backends_rendering_;  // the latest, maybe under way
+  uint64_t backends_rendering_generation_ = 0;              // the snapshot it shows
   absl::Time read_only_stats_at_ = absl::InfinitePast();
   std::unique_ptr<MetricsServer> metrics_;  // when the config has `metrics`
   RateSample rates_previous_;
@@ -272,6 +283,7 @@ class ControlPlane {
   // Reloads: the builder (made on the main lcore with the lcores), request numbers, and the
   // last outcomes for `berthctl reload` replies still waiting.
   std::unique_ptr<ReloadBuilder> builder_;
+  std::unique_ptr<ReplyRenderer> renderer_;
   uint64_t reload_requested_ = 0;  // the latest request's number
   uint64_t reload_building_ = 0;   // the request the build under way answers, or 0
   absl::Time reload_build_start_;

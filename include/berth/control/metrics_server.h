@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "berth/control/reply_renderer.h"
 #include "berth/net/ip_address.h"
 
 namespace berth {
@@ -16,8 +17,10 @@ namespace berth {
 // management loop, which it never holds up (docs/architecture.md, "The management loop"). Each
 // connection carries one request and is closed after the answer (as Prometheus's scraper is
 // happy with).
-//   - The text is rendered at most once per render interval (a second) and every scrape in that
-//     time is served the same text, so parallel scrapes cost sends, not renders.
+//   - The text is rendered at most once per render interval (a second), away from the loop
+//     (control/reply_renderer.h), and every scrape in that time is served the same text, so
+//     parallel scrapes cost sends, not renders. A scrape that finds the text older waits for
+//     the next rendering; one that failed (out of memory) is answered 503.
 //   - Sends never block, and each serve() sends at most kBytesPerServe over all connections.
 //   - A client has two seconds to send its request headers (8 KiB at most) and five to read the
 //     answer, then it is cut.
@@ -26,9 +29,9 @@ namespace berth {
 //     out the scraper. Only when every connection is being answered is the new one refused.
 class MetricsServer {
  public:
-  // The exposition text, rendered when a scrape asks for it and the last is older than the
-  // render interval.
-  using Renderer = std::function<std::string()>;
+  // Starts rendering the exposition text; called when a scrape asks for it and the last
+  // rendering is older than the render interval.
+  using Renderer = std::function<std::shared_ptr<const RenderedText>()>;
 
   static constexpr absl::Duration kRenderInterval = absl::Seconds(1);
   static constexpr size_t kMaxClients = 256;
@@ -63,6 +66,8 @@ class MetricsServer {
     uint64_t deadline_ms = 0;
     std::string received;
     bool answered = false;
+    bool head_only = false;
+    bool awaiting_text = false;               // for the rendering under way
     std::string head;                         // status line and headers, or a whole error
     std::shared_ptr<const std::string> body;  // the rendered text, shared by every scrape
     size_t sent = 0;                          // over head, then body
@@ -77,13 +82,21 @@ class MetricsServer {
   void answer(Client& client, const Renderer& render, uint64_t now_ms);
   // Sends what the budget allows; true once the answer is sent or the client is gone.
   bool send(Client& client, size_t& budget);
-  std::shared_ptr<const std::string> rendered(const Renderer& render, uint64_t now_ms);
+  // A scrape of /metrics: answered from the text when it is fresh, else once a rendering (begun
+  // now, or already under way) ends.
+  void askForText(Client& client, const Renderer& render, uint64_t now_ms);
+  void answerWithText(Client& client);
+  // Takes the rendering under way once it has ended.
+  void takeRendered();
 
   int fd_;
   Endpoint endpoint_;
   int64_t render_interval_ms_;
   std::shared_ptr<const std::string> text_;
-  uint64_t rendered_ms_ = 0;
+  std::string render_failure_;  // why the latest rendering failed; empty when it did not
+  uint64_t rendered_ms_ = 0;    // when the latest rendering began
+  std::shared_ptr<const RenderedText> rendering_;
+  uint64_t render_started_ms_ = 0;
   std::vector<Client> clients_;
   size_t first_served_ = 0;
   ClientCounts counts_;

@@ -11,6 +11,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <future>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -20,17 +22,24 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-// Sends `request` (possibly in pieces) to the server and serves until the server closes the
-// connection, all on this thread: the server never blocks, so neither does this.
-std::string scrape(
-    MetricsServer& server, const std::string& request, size_t piece = 0,
-    const MetricsServer::Renderer& render = [] { return std::string("berth_up 1\n"); }) {
+int connectTo(const MetricsServer& server) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(server.endpoint().port);
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  return fd;
+}
+
+// Sends `request` (possibly in pieces) to the server and serves until the server closes the
+// connection, all on this thread: the server never blocks, so neither does this.
+std::string scrape(
+    MetricsServer& server, const std::string& request, size_t piece = 0,
+    const MetricsServer::Renderer& render = [] {
+      return renderHere([] { return std::string("berth_up 1\n"); });
+    }) {
+  const int fd = connectTo(server);
   fcntl(fd, F_SETFL, O_NONBLOCK);
   const size_t step = piece == 0 ? request.size() : piece;
   size_t sent = 0;
@@ -90,7 +99,9 @@ TEST(MetricsServerTest, OtherPathsMethodsAndGarbageGetTheirHttpErrors) {
 // text rendered first.
 TEST(MetricsServerTest, ScrapesWithinTheRenderIntervalShareOneRendering) {
   int renders = 0;
-  const auto render = [&] { return "berth_render " + std::to_string(++renders) + "\n"; };
+  const auto render = [&] {
+    return renderHere([&] { return "berth_render " + std::to_string(++renders) + "\n"; });
+  };
   auto server = openLoopback(absl::Hours(1));
   for (int i = 0; i < 3; ++i) {
     EXPECT_THAT(scrape(*server, "GET /metrics HTTP/1.1\r\n\r\n", 0, render),
@@ -104,19 +115,69 @@ TEST(MetricsServerTest, ScrapesWithinTheRenderIntervalShareOneRendering) {
               ::testing::EndsWith("berth_render 3\n"));
 }
 
+// The text is rendered on another thread; a scrape waits for it without holding serve() up,
+// and scrapes that arrive meanwhile share the same rendering.
+TEST(MetricsServerTest, ScrapesWaitForARenderingUnderWayWithoutHoldingTheLoop) {
+  ReplyRenderer renderer;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  int renders = 0;
+  const MetricsServer::Renderer render = [&] {
+    ++renders;
+    return renderer.render([released] {
+      released.wait();
+      return std::string("berth_slow 1\n");
+    });
+  };
+  auto server = openLoopback(absl::Hours(1));
+  std::vector<int> scrapers;
+  for (int i = 0; i < 3; ++i) {
+    scrapers.push_back(connectTo(*server));
+    const std::string request = "GET /metrics HTTP/1.1\r\n\r\n";
+    ASSERT_EQ(send(scrapers.back(), request.data(), request.size(), 0),
+              static_cast<ssize_t>(request.size()));
+  }
+  for (int turn = 0; turn < 20; ++turn) {
+    const auto started = std::chrono::steady_clock::now();
+    server->serve(render);
+    // Not a timing bound: a serve() that waited for the rendering would never return.
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+  }
+  char buffer[256];
+  for (int fd : scrapers) EXPECT_EQ(recv(fd, buffer, sizeof(buffer), MSG_DONTWAIT), -1);
+  release.set_value();
+  for (int fd : scrapers) {
+    std::string reply;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < give_up) {
+      server->serve(render);
+      const ssize_t got = recv(fd, buffer, sizeof(buffer), MSG_DONTWAIT);
+      if (got > 0) reply.append(buffer, static_cast<size_t>(got));
+      if (got == 0) break;
+    }
+    EXPECT_THAT(reply, ::testing::EndsWith("\r\n\r\nberth_slow 1\n"));
+    close(fd);
+  }
+  EXPECT_EQ(renders, 1);
+  EXPECT_EQ(server->counts().renders, 1u);
+}
+
+TEST(MetricsServerTest, ARenderingThatFailedIsAnswered503WithWhy) {
+  auto server = openLoopback();
+  const std::string reply = scrape(*server, "GET /metrics HTTP/1.1\r\n\r\n", 0, [] {
+    return renderHere([]() -> std::string { throw std::bad_alloc(); });
+  });
+  EXPECT_THAT(reply, StartsWith("HTTP/1.1 503 Service Unavailable\r\n"));
+  EXPECT_THAT(reply, HasSubstr("out of memory"));
+}
+
 // Any local user can connect to the metrics port: idle connections give way to new ones.
 TEST(MetricsServerTest, IdleConnectionsMakeRoomForAScrape) {
   auto server = openLoopback();
   std::vector<int> idle;
   for (size_t i = 0; i < MetricsServer::kMaxClients + 5; ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(server->endpoint().port);
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-    idle.push_back(fd);
-    server->serve([] { return std::string(); });
+    idle.push_back(connectTo(*server));
+    server->serve([] { return renderHere([] { return std::string(); }); });
   }
   EXPECT_THAT(scrape(*server, "GET /metrics HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 200 OK"));
   EXPECT_EQ(server->counts().evicted_idle, 6u);

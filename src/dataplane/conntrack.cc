@@ -32,8 +32,6 @@ ConnectionTable::ConnectionTable(ConnectionBucket* buckets, size_t bucket_count,
   timeout_by_state_[static_cast<size_t>(ConnectionState::kTcpClosing)] = timeouts.tcp_closing_ms;
   timeout_by_state_[static_cast<size_t>(ConnectionState::kUdp)] = timeouts.udp_ms;
   insert_rate_ = max_inserts_per_second;
-  insert_token_cap_ = uint64_t{max_inserts_per_second} * 1000;
-  insert_tokens_ = insert_token_cap_;
 }
 
 Connection* ConnectionTable::find(const ConnectionKey& key, uint32_t hash, uint32_t now_ms) {
@@ -53,13 +51,7 @@ Connection* ConnectionTable::find(const ConnectionKey& key, uint32_t hash, uint3
 }
 
 bool ConnectionTable::allowInsert(uint32_t now_ms) {
-  if (insert_rate_ == 0) return true;
-  const uint64_t elapsed = now_ms - last_refill_ms_;
-  last_refill_ms_ = now_ms;
-  insert_tokens_ = std::min(insert_token_cap_, insert_tokens_ + elapsed * insert_rate_);
-  if (insert_tokens_ < 1000) return false;
-  insert_tokens_ -= 1000;
-  return true;
+  return insert_rate_ == 0 || insert_tokens_.take(now_ms, insert_rate_, insert_rate_);
 }
 
 Connection* ConnectionTable::insert(const ConnectionKey& key, uint32_t hash, uint16_t backend,

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "berth/dataplane/counters.h"
+#include "berth/dataplane/token_bucket.h"
 #include "berth/net/flow_hash.h"
 #include "berth/net/flow_key.h"
 
@@ -172,11 +173,9 @@ class ConnectionTable {
   TrafficCounters traffic_;
   size_t occupied_ = 0;
   size_t sweep_cursor_ = 0;
-  // Token bucket in thousandths of an insert: each millisecond adds max_inserts_per_second.
-  uint64_t insert_rate_ = 0;
-  uint64_t insert_tokens_ = 0;
-  uint64_t insert_token_cap_ = 0;
-  uint32_t last_refill_ms_ = 0;
+  // max_inserts_per_second, with a second's worth of burst; 0: no limit.
+  uint32_t insert_rate_ = 0;
+  TokenBucket insert_tokens_;
 };
 
 }  // namespace berth

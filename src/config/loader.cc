@@ -310,14 +310,28 @@ absl::StatusOr<ConntrackConfig> parseConntrack(absl::string_view source, const Y
   return conntrack;
 }
 
+absl::StatusOr<IcmpConfig> parseIcmp(absl::string_view source, const YAML::Node& node) {
+  BERTH_ASSIGN_OR_RETURN(
+      const Fields fields,
+      Fields::read(source, "dataplane.icmp", node, {"too_big_per_second", "too_big_burst"}));
+  IcmpConfig icmp;
+  BERTH_ASSIGN_OR_RETURN(icmp.too_big_per_second,
+                         fields.integer("too_big_per_second", 1, 100'000'000, 1000));
+  BERTH_ASSIGN_OR_RETURN(icmp.too_big_burst, fields.integer("too_big_burst", 1, 100'000'000, 100));
+  return icmp;
+}
+
 absl::StatusOr<DataplaneConfig> parseDataplane(absl::string_view source, const YAML::Node& node) {
-  BERTH_ASSIGN_OR_RETURN(const Fields fields,
-                         Fields::read(source, "dataplane", node, {"eal", "ports", "conntrack"}));
+  BERTH_ASSIGN_OR_RETURN(const Fields fields, Fields::read(source, "dataplane", node,
+                                                           {"eal", "ports", "conntrack", "icmp"}));
   DataplaneConfig dataplane;
   BERTH_ASSIGN_OR_RETURN(dataplane.eal, fields.stringList("eal"));
   if (const YAML::Node* conntrack = fields.find("conntrack");
       conntrack != nullptr && !conntrack->IsNull()) {
     BERTH_ASSIGN_OR_RETURN(dataplane.conntrack, parseConntrack(source, *conntrack));
+  }
+  if (const YAML::Node* icmp = fields.find("icmp"); icmp != nullptr && !icmp->IsNull()) {
+    BERTH_ASSIGN_OR_RETURN(dataplane.icmp, parseIcmp(source, *icmp));
   }
   const YAML::Node* ports = fields.find("ports");
   if (ports == nullptr || ports->IsNull()) return dataplane;

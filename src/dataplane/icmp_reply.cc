@@ -18,7 +18,29 @@ constexpr uint8_t kIcmpv4DestinationUnreachable = 3;
 constexpr uint8_t kIcmpv4FragmentationNeeded = 4;
 constexpr uint8_t kIcmpv6PacketTooBig = 2;
 
+bool isSingleHostIpv4(const uint8_t* address) {
+  // 0/8 "this network", 127/8 loopback, 224/4 multicast, 240/4 class E (with 255.255.255.255).
+  return address[0] != 0 && address[0] != 127 && address[0] < 224;
+}
+
+bool isSingleHostIpv6(const uint8_t* address) {
+  static constexpr uint8_t kZero[15] = {};
+  if (address[0] == 0xff) return false;  // multicast
+  // :: unspecified, ::1 loopback
+  return !(std::memcmp(address, kZero, 15) == 0 && address[15] <= 1);
+}
+
 }  // namespace
+
+bool mayAnswerWithIcmpError(const Frame& frame, const ParsedPacket& packet) {
+  if (packet.icmp_error) return false;
+  if ((frame.data[0] & 0x01) != 0) return false;  // a group MAC: broadcast or multicast
+  if (packet.flow.family == IpFamily::kIpv4) {
+    return !packet.later_fragment && isSingleHostIpv4(packet.flow.source.data()) &&
+           isSingleHostIpv4(packet.flow.destination.data());
+  }
+  return isSingleHostIpv6(packet.flow.source.data());
+}
 
 bool buildTooBigReply(Frame& frame, const ParsedPacket& packet, uint16_t client_mtu,
                       const MacAddress& port_mac) {

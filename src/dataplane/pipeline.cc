@@ -267,6 +267,14 @@ Verdict forward(const Snapshot& snapshot, uint32_t port_index, Frame& frame, Wor
       worker.traffic.backends[snapshot.backend(backend).counter_id].add(received_length);
       return Verdict::kTransmit;
     case ForwardResult::kTooBig: {
+      if (!mayAnswerWithIcmpError(frame, classified.packet)) {
+        return drop(worker, DropReason::kTooBigNotAnswerable);
+      }
+      const IcmpConfig& icmp = snapshot.icmp();
+      if (!worker.too_big_replies.take(worker.now_ms, icmp.too_big_per_second,
+                                       icmp.too_big_burst)) {
+        return drop(worker, DropReason::kTooBigRateLimited);
+      }
       const size_t overhead = encapsulationOverhead(service.forwarding, target->backend.family);
       const auto client_mtu = static_cast<uint16_t>(target->mtu - overhead);
       if (buildTooBigReply(frame, classified.packet, client_mtu, snapshot.port(port_index).mac)) {

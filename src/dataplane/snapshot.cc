@@ -116,6 +116,7 @@ class SnapshotBuilder {
         neighbors_(neighbors),
         snapshot_(std::make_unique<Snapshot>()) {
     snapshot_->generation_ = generation;
+    snapshot_->icmp_ = dataplane.icmp;
   }
 
   absl::StatusOr<std::unique_ptr<const Snapshot>> build(CounterIds& counter_ids) {

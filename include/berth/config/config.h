@@ -70,10 +70,21 @@ struct ConntrackConfig {
   friend bool operator==(const ConntrackConfig&, const ConntrackConfig&) = default;
 };
 
+// The ICMP errors the datapath sends (dataplane/icmp_reply.h): "fragmentation needed" and
+// "packet too big", each worker limited to a token bucket of these, so that a flood of oversized
+// packets cannot turn berth into a flood of replies. Applies on reload.
+struct IcmpConfig {
+  uint32_t too_big_per_second = 1000;  // per worker
+  uint32_t too_big_burst = 100;
+
+  friend bool operator==(const IcmpConfig&, const IcmpConfig&) = default;
+};
+
 struct DataplaneConfig {
   std::vector<std::string> eal;  // EAL arguments, as on berthd's command line before "--"
   std::vector<PortConfig> ports;
   ConntrackConfig conntrack;
+  IcmpConfig icmp;
 
   friend bool operator==(const DataplaneConfig&, const DataplaneConfig&) = default;
 };

@@ -24,9 +24,11 @@ namespace berth {
   X(kNoBackend, "no_backend")           /* the service's table has no backend there */            \
   X(kLaterFragment, "later_fragment")   /* no ports, and the service hashes 5-tuples */           \
   X(kTooBigFragmentable, "too_big_fragmentable") /* over the MTU, DF clear: not fragmented */     \
-  X(kTooBigNoReply, "too_big_no_reply")        /* over the MTU, and no room for the ICMP reply */ \
-  X(kNoHeadroom, "no_headroom")                /* no room in the mbuf for the outer headers */    \
-  X(kNextHopUnresolved, "next_hop_unresolved") /* gateway or backend MAC not known yet */         \
+  X(kTooBigNoReply, "too_big_no_reply") /* over the MTU, and no room for the ICMP reply */        \
+  X(kTooBigNotAnswerable, "too_big_not_answerable") /* over the MTU; no ICMP error may answer */  \
+  X(kTooBigRateLimited, "too_big_rate_limited")     /* over the MTU; past the ICMP reply limit */ \
+  X(kNoHeadroom, "no_headroom")                  /* no room in the mbuf for the outer headers */  \
+  X(kNextHopUnresolved, "next_hop_unresolved")   /* gateway or backend MAC not known yet */       \
   X(kNeighborNotAnswered, "arp_nd_not_answered") /* ARP or ND that asks nothing of berth */       \
   X(kTxRingFull, "tx_ring_full")                 /* the NIC's TX queue refused the burst */       \
   X(kMultiSegment, "multi_segment")              /* a chained mbuf; berth's pools never chain */  \

@@ -19,6 +19,13 @@ namespace berth {
 bool buildTooBigReply(Frame& frame, const ParsedPacket& packet, uint16_t client_mtu,
                       const MacAddress& port_mac);
 
+// Whether an ICMP error may answer `packet` at all (RFC 1122 3.2.2.; RFC 4443 2.4 (e)): never
+// about an ICMP error, a frame sent to a link-layer broadcast or multicast address, or an IPv4
+// fragment other than the first, and never to a source that is not one host: unspecified,
+// loopback, multicast, IPv4 limited broadcast or class E. Anyone can forge such a source, and an
+// error to it would land on a whole network, or on berth itself.
+bool mayAnswerWithIcmpError(const Frame& frame, const ParsedPacket& packet);
+
 inline constexpr size_t kIcmpv4ReplyLimit = 576;
 inline constexpr size_t kIcmpv6ReplyLimit = 1280;
 

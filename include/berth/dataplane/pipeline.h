@@ -7,6 +7,7 @@
 #include "berth/dataplane/forwarding.h"
 #include "berth/dataplane/neighbor_discovery.h"
 #include "berth/dataplane/snapshot.h"
+#include "berth/dataplane/token_bucket.h"
 
 namespace berth {
 
@@ -50,6 +51,9 @@ struct WorkerState {
   // Active-flow counts for bounded-load services; null: they take the table's pick too.
   WorkerLoads* loads = nullptr;
   uint32_t now_ms = 0;  // a millisecond clock, set once per worker loop
+  // The "fragmentation needed" and "packet too big" replies this worker may still send
+  // (Snapshot::icmp()).
+  TokenBucket too_big_replies;
 };
 
 // Decides `frame`, received on `port` (an index into the snapshot's ports). Counts the frame's

@@ -131,6 +131,8 @@ class Snapshot {
   size_t portCount() const { return ports_.size(); }
 
   uint64_t generation() const { return generation_; }
+  // How many ICMP errors each worker may send (dataplane.icmp).
+  const IcmpConfig& icmp() const { return icmp_; }
 
  private:
   friend class SnapshotBuilder;  // snapshot.cc: the only code that fills one
@@ -144,6 +146,7 @@ class Snapshot {
   std::vector<uint8_t> target_ready_;
   std::vector<SnapshotPort> ports_;
   uint64_t generation_ = 0;
+  IcmpConfig icmp_;
 };
 
 // The Maglev table of every service, in config order: the slow part of a snapshot, rebuilt only

@@ -290,6 +290,12 @@ INSTANTIATE_TEST_SUITE_P(
                   "dataplane:\n  conntrack:\n    timeouts: { udp: 0 }\nservices: []\n",
                   "bad.yaml:3:22: dataplane.conntrack.timeouts.udp",
                   "must be an integer from 1 to 86400"},
+        BadConfig{"an ICMP reply rate of zero",
+                  "dataplane:\n  icmp: { too_big_per_second: 0 }\nservices: []\n",
+                  "bad.yaml:2:31: dataplane.icmp.too_big_per_second",
+                  "must be an integer from 1 to 100000000"},
+        BadConfig{"unknown icmp key", "dataplane:\n  icmp: { echo: 5 }\nservices: []\n",
+                  "bad.yaml:2:11: dataplane.icmp.echo", "unknown key"},
         BadConfig{"unknown conntrack key", "dataplane:\n  conntrack: { size: 5 }\nservices: []\n",
                   "bad.yaml:2:16: dataplane.conntrack.size", "unknown key"},
         BadConfig{"health timeout above its interval",
@@ -476,6 +482,23 @@ services:
   const HealthCheckConfig& c = config->services[1].backends[0].health;
   EXPECT_EQ(c.type, HealthCheckType::kNone) << "no health key: always healthy";
   EXPECT_EQ((std::pair{c.interval_ms, c.timeout_ms}), (std::pair{2000u, 1000u}));
+}
+
+TEST(ConfigLoaderTest, IcmpLimitsLoadAndDefault) {
+  absl::StatusOr<Config> config = parseConfig(
+      "dataplane:\n  icmp: { too_big_per_second: 10, too_big_burst: 3 }\nservices: []\n",
+      "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->dataplane.icmp.too_big_per_second, 10u);
+  EXPECT_EQ(config->dataplane.icmp.too_big_burst, 3u);
+  absl::StatusOr<Config> defaults = parseConfig(kValid, "test.yaml");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->dataplane.icmp.too_big_per_second, 1000u);
+  EXPECT_EQ(defaults->dataplane.icmp.too_big_burst, 100u);
+  // Applied by a reload, not at start only.
+  absl::StatusOr<Config> without = parseConfig("services: []\n", "test.yaml");
+  ASSERT_TRUE(without.ok());
+  EXPECT_TRUE(sectionsNeedingRestart(*without, *config).empty());
 }
 
 TEST(ConfigLoaderTest, ConntrackSettingsLoadAndDefault) {

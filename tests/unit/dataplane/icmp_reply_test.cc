@@ -94,5 +94,58 @@ TEST(IcmpReplyTest, WithoutHeadroomTheFrameIsLeftAlone) {
   EXPECT_EQ(Bytes(received.frame.data, received.frame.data + received.frame.length), before);
 }
 
+// A client's oversized TCP segment with DF set, from `source`.
+ReceivedFrame oversizedFrom(const IpAddress& source) {
+  if (source.family == IpFamily::kIpv4) {
+    return ReceivedFrame(concat({ethernet(kEtherTypeIpv4), ipv4(source, kVip, kProtocolTcp, 1480),
+                                 tcp(40000, 80), payload(1460)}));
+  }
+  return ReceivedFrame(concat({ethernet(kEtherTypeIpv6), ipv6(source, kVip6, kProtocolTcp, 1440),
+                               tcp(40000, 443), payload(1420)}));
+}
+
+TEST(IcmpReplyTest, AnOrdinaryClientMayBeAnswered) {
+  EXPECT_TRUE(mayAnswerWithIcmpError(oversizedFrom(kClient).frame, oversizedFrom(kClient).packet));
+  ReceivedFrame v6 = oversizedFrom(kClient6);
+  EXPECT_TRUE(mayAnswerWithIcmpError(v6.frame, v6.packet));
+}
+
+// An error to a forged source that is not one host would land on a network, on a group, or on
+// berth itself.
+TEST(IcmpReplyTest, NoErrorGoesToASourceThatIsNotOneHost) {
+  for (const char* source : {"0.0.0.0", "0.1.2.3", "127.0.0.1", "224.0.0.1", "239.255.255.250",
+                             "240.0.0.1", "255.255.255.255", "::", "::1", "ff02::1", "ff0e::5"}) {
+    ReceivedFrame received = oversizedFrom(*IpAddress::parse(source));
+    ASSERT_EQ(received.parse_error, ParseError::kNone) << source;
+    EXPECT_FALSE(mayAnswerWithIcmpError(received.frame, received.packet)) << source;
+  }
+}
+
+TEST(IcmpReplyTest, NoErrorAnswersAFrameSentToAGroupMac) {
+  for (uint8_t first : {0xff, 0x01, 0x33}) {  // broadcast, IPv4 and IPv6 multicast MACs
+    ReceivedFrame received = oversizedFrom(kClient);
+    received.frame.data[0] = first;
+    EXPECT_FALSE(mayAnswerWithIcmpError(received.frame, received.packet)) << int{first};
+  }
+}
+
+TEST(IcmpReplyTest, NoErrorAnswersAnIcmpErrorOrALaterFragment) {
+  // An oversized "port unreachable" about a packet the VIP sent the client.
+  Bytes quoted = concat({ipv4(kVip, kClient, kProtocolUdp, 8 + 1400), udp(53, 5353, 1400)});
+  ReceivedFrame error(concat({ethernet(kEtherTypeIpv4),
+                              ipv4(kClient, kVip, kProtocolIcmp, 8 + quoted.size() + 1400),
+                              icmp(3, 3), quoted, payload(1400)}));
+  ASSERT_EQ(error.parse_error, ParseError::kNone);
+  ASSERT_TRUE(error.packet.icmp_error);
+  EXPECT_FALSE(mayAnswerWithIcmpError(error.frame, error.packet));
+
+  Ipv4Options later;
+  later.flags_and_offset = 0x4000 | 185;  // DF and offset 1480
+  ReceivedFrame fragment(concat(
+      {ethernet(kEtherTypeIpv4), ipv4(kClient, kVip, kProtocolUdp, 1480, later), payload(1480)}));
+  ASSERT_TRUE(fragment.packet.later_fragment);
+  EXPECT_FALSE(mayAnswerWithIcmpError(fragment.frame, fragment.packet));
+}
+
 }  // namespace
 }  // namespace berth

@@ -387,6 +387,22 @@ const std::vector<Fixture>& fixtures() {
          EXPECT_EQ(out[35], 4);
          EXPECT_EQ(uint32_t{out[40]} << 8 | out[41], 1480u);
        }},
+      {"an ICMP error too big once encapsulated: never answered with another",
+       [] {
+         const Bytes embedded = concat({ipv4(kVip, kClient, kProtocolTcp, 20), tcp(80, 40000)});
+         return concat(
+             {ethernet(kEtherTypeIpv4),
+              ipv4(IpAddress::v4(198, 18, 9, 9), kVip, kProtocolIcmp, 8 + embedded.size() + 1440),
+              icmp(3, 4), embedded, payload(1440)});
+       },
+       Verdict::kDrop, nullptr, "drop_too_big_not_answerable"},
+      {"DF set and too big from a broadcast source: not answered, the error would go to all",
+       [] {
+         return concat({ethernet(kEtherTypeIpv4),
+                        ipv4(IpAddress::v4(255, 255, 255, 255), kVip, kProtocolTcp, 20 + 1460),
+                        tcp(40000, 80), payload(1460)});
+       },
+       Verdict::kDrop, nullptr, "drop_too_big_not_answerable"},
       {"DF clear and too big once encapsulated: counted and dropped, berth does not fragment",
        [] {
          return concat({ethernet(kEtherTypeIpv4),
@@ -606,6 +622,32 @@ TEST(PipelineTest, AnIcmpErrorReachesTheBackendOfTheFlowItIsAbout) {
     ASSERT_EQ(processFrame(*built->snapshot, 0, error.frame, counters.state), Verdict::kTransmit);
     EXPECT_EQ(outerDestination(error.sent()), outerDestination(flow.sent())) << "port " << port;
   }
+}
+
+// A flood of oversized DF packets gets dataplane.icmp's burst of replies, then its rate; the rest
+// are dropped and counted.
+TEST(PipelineTest, TooBigRepliesAreLimitedPerWorker) {
+  std::string yaml = kConfig;
+  yaml.insert(yaml.find("services:"), "  icmp: { too_big_per_second: 50, too_big_burst: 20 }\n");
+  const std::unique_ptr<Built> built = buildFrom(yaml);
+  ASSERT_EQ(built->snapshot->icmp().too_big_burst, 20u);
+  Counters counters;
+  const auto flood = [&](uint32_t now_ms, int packets) {
+    counters.state.now_ms = now_ms;
+    int replies = 0;
+    for (int i = 0; i < packets; ++i) {
+      ReceivedFrame received(tcp4To(kVip, 80, 1500 - 40));
+      if (processFrame(*built->snapshot, 0, received.frame, counters.state) == Verdict::kTransmit) {
+        ++replies;
+      }
+    }
+    return replies;
+  };
+  EXPECT_EQ(flood(1000, 1000), 20);
+  EXPECT_EQ(flood(2000, 1000), 20) << "50 a second, but no more than the burst at once";
+  EXPECT_EQ(flood(2100, 1000), 5);
+  EXPECT_EQ(counters.read("icmp_too_big_replies"), 45u);
+  EXPECT_EQ(counters.read("drop_too_big_rate_limited"), 2955u);
 }
 
 TEST(PipelineTest, ArpFromANextHopBeingResolvedIsReportedOnceItIsNews) {

@@ -10,11 +10,15 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "berth/maglev/bounded_load.h"
 #include "berth/maglev/consistent_hash.h"
 #include "berth/net/crc32c.h"
@@ -246,12 +250,34 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
   return service;
 }
 
+// rss_key: random (the default), symmetric, or the key's bytes in hex, colons between them
+// optional.
+absl::Status parseRssKey(const Fields& fields, PortConfig& port) {
+  if (!fields.has("rss_key")) return absl::OkStatus();
+  BERTH_ASSIGN_OR_RETURN(const std::string text, fields.requiredString("rss_key"));
+  if (text == "random" || text == "symmetric") {
+    port.rss_key = text == "random" ? RssKeyKind::kRandom : RssKeyKind::kSymmetric;
+    return absl::OkStatus();
+  }
+  const std::string hex = absl::StrReplaceAll(text, {{":", ""}});
+  // The 40 bytes most NICs take, or the 52 of Intel's 700 and 800 series.
+  if (hex.size() % 2 != 0 || hex.size() / 2 < 40 || hex.size() / 2 > 52 ||
+      !absl::c_all_of(hex, [](char c) { return absl::ascii_isxdigit(c); })) {
+    return fields.site("rss_key").error(
+        "must be random, symmetric, or a key of 40 to 52 bytes in hex (colons optional)");
+  }
+  const std::string bytes = absl::HexStringToBytes(hex);
+  port.rss_key = RssKeyKind::kFixed;
+  port.rss_key_bytes.assign(bytes.begin(), bytes.end());
+  return absl::OkStatus();
+}
+
 absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string& path,
                                      const YAML::Node& node) {
-  BERTH_ASSIGN_OR_RETURN(
-      const Fields fields,
-      Fields::read(source, path, node,
-                   {"name", "device", "ipv4", "ipv6", "gateway", "gateway_mac", "mtu", "queues"}));
+  BERTH_ASSIGN_OR_RETURN(const Fields fields,
+                         Fields::read(source, path, node,
+                                      {"name", "device", "ipv4", "ipv6", "gateway", "gateway_mac",
+                                       "mtu", "queues", "rss_key"}));
   PortConfig port;
   port.line.number = fields.self().line();
   BERTH_ASSIGN_OR_RETURN(port.name, fields.requiredString("name"));
@@ -280,6 +306,7 @@ absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string
   }
   // RTE_MAX_QUEUES_PER_PORT in DPDK's default build.
   BERTH_ASSIGN_OR_RETURN(port.queues, fields.integer("queues", 1, 1024, 0));
+  BERTH_RETURN_IF_ERROR(parseRssKey(fields, port));
   return port;
 }
 

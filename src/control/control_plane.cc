@@ -136,6 +136,22 @@ void ControlPlane::stopLcores() {
   publisher_.reset();
 }
 
+namespace {
+
+const char* rssKeyText(RssKeyKind key) {
+  switch (key) {
+    case RssKeyKind::kRandom:
+      return "on (random Toeplitz key)";
+    case RssKeyKind::kSymmetric:
+      return "on (symmetric Toeplitz key)";
+    case RssKeyKind::kFixed:
+      return "on (the config's Toeplitz key)";
+  }
+  return "on";
+}
+
+}  // namespace
+
 absl::Status ControlPlane::openPorts() {
   std::vector<std::string> warnings;
   for (const PortConfig& port_config : config_.dataplane.ports) {
@@ -144,7 +160,7 @@ absl::Status ControlPlane::openPorts() {
     if (!port.ok()) return port.status();
     logLine(absl::StrFormat("port '%s': %s, DPDK port %u, MAC %s, %u queue pair(s), RSS %s, MTU %u",
                             port->name, port->driver, port->port_id, port->mac.toString(),
-                            port->queues, port->rss ? "on (symmetric Toeplitz)" : "off",
+                            port->queues, port->rss ? rssKeyText(port_config.rss_key) : "off",
                             port_config.mtu));
     port_macs_.push_back(port->mac);
     ports_.push_back(*std::move(port));

@@ -1,5 +1,7 @@
 #include "berth/runtime/port.h"
 
+#include <sys/random.h>
+
 #include <rte_dev.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -40,11 +42,60 @@ absl::StatusOr<uint16_t> findOrAttach(const PortConfig& config) {
   return port_id;
 }
 
+// Some PMDs ignore the key given to rte_eth_dev_configure and keep their own default, which
+// anyone can look up; the key is set again through the RSS API and read back, and an operator
+// is told when the device holds another.
+void confirmRssKey(const PortConfig& config, const OpenedPort& port, rte_eth_rss_conf wanted,
+                   std::vector<std::string>& warnings) {
+  const int updated = rte_eth_dev_rss_hash_update(port.port_id, &wanted);
+  std::vector<uint8_t> held(wanted.rss_key_len);
+  rte_eth_rss_conf read{};
+  read.rss_key = held.data();
+  read.rss_key_len = wanted.rss_key_len;
+  const int got = rte_eth_dev_rss_hash_conf_get(port.port_id, &read);
+  if (got == 0 && std::memcmp(held.data(), wanted.rss_key, held.size()) == 0) return;
+  warnings.push_back(absl::StrCat(
+      "port '", config.name, "' (", port.driver, "): the device ",
+      got == 0 ? "holds another RSS key than berth set" : "does not report its RSS key",
+      updated == 0 ? ""
+                   : absl::StrCat(" (rte_eth_dev_rss_hash_update: ", rte_strerror(-updated), ")"),
+      "; if it is the PMD's default, a sender can compute flows that all land on one worker"));
+}
+
 }  // namespace
 
 std::vector<uint8_t> symmetricRssKey(size_t length) {
   std::vector<uint8_t> key(length);
   for (size_t i = 0; i < length; ++i) key[i] = i % 2 == 0 ? 0x6d : 0x5a;
+  return key;
+}
+
+absl::StatusOr<std::vector<uint8_t>> rssKeyFor(const PortConfig& config, size_t length) {
+  switch (config.rss_key) {
+    case RssKeyKind::kSymmetric:
+      return symmetricRssKey(length);
+    case RssKeyKind::kFixed:
+      if (config.rss_key_bytes.size() != length) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "port '", config.name, "' (line ", config.line.number, "): rss_key has ",
+            config.rss_key_bytes.size(), " bytes, but the device takes a key of ", length));
+      }
+      return config.rss_key_bytes;
+    case RssKeyKind::kRandom:
+      break;
+  }
+  // From the kernel's CSPRNG: a key a sender could predict would let it aim flows at one worker.
+  std::vector<uint8_t> key(length);
+  size_t filled = 0;
+  while (filled < length) {
+    const ssize_t got = getrandom(key.data() + filled, length - filled, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      return absl::InternalError(absl::StrCat(
+          "port '", config.name, "': no random RSS key (getrandom: ", std::strerror(errno), ")"));
+    }
+    filled += static_cast<size_t>(got);
+  }
   return key;
 }
 
@@ -104,7 +155,10 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
   std::memset(&conf, 0, sizeof(conf));
   std::vector<uint8_t> key;
   if (port.rss) {
-    key = symmetricRssKey(info.hash_key_size > 0 ? info.hash_key_size : 40);
+    absl::StatusOr<std::vector<uint8_t>> chosen =
+        rssKeyFor(config, info.hash_key_size > 0 ? info.hash_key_size : 40);
+    if (!chosen.ok()) return chosen.status();
+    key = *std::move(chosen);
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
     conf.rx_adv_conf.rss_conf.rss_key = key.data();
     conf.rx_adv_conf.rss_conf.rss_key_len = static_cast<uint8_t>(key.size());
@@ -176,6 +230,7 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
     closePort(port);
     return portError(config, "rte_eth_dev_start", result);
   }
+  if (port.rss) confirmRssKey(config, port, conf.rx_adv_conf.rss_conf, warnings);
   return port;
 }
 

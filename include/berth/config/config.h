@@ -40,6 +40,12 @@ struct SourceLine {
 };
 
 // A DPDK port berth receives VIP traffic on and sends to backends from.
+enum class RssKeyKind : uint8_t {
+  kRandom,     // drawn at each start
+  kSymmetric,  // 0x6d5a repeated: a flow and its reverse on the same queue
+  kFixed,      // given in the config
+};
+
 struct PortConfig {
   std::string name;
   // A PCI address ("0000:3b:00.0") or a vdev string ("net_pcap0,rx_pcap=in.pcap,...").
@@ -53,6 +59,11 @@ struct PortConfig {
   // Queue pairs, each polled by one worker. 0: one per worker where the PMD has RSS, one
   // otherwise. Set it for a port whose peer spreads flows over the queues itself (memif).
   uint16_t queues = 0;
+  // The Toeplitz key RSS spreads flows over the queues with. A key anyone knows (the symmetric
+  // 0x6d5a, or a NIC's default) lets a sender compute flows that all land on one worker, so by
+  // default a random key is drawn at each start.
+  RssKeyKind rss_key = RssKeyKind::kRandom;
+  std::vector<uint8_t> rss_key_bytes;  // kFixed: the key, as long as the NIC's
   SourceLine line;
 
   friend bool operator==(const PortConfig&, const PortConfig&) = default;

@@ -13,10 +13,10 @@
 namespace berth {
 
 // A started DPDK port, set up as berthd needs it (queues and RSS): one RX and one TX
-// queue per worker, RSS with a symmetric Toeplitz key where the PMD has RSS, one queue pair
-// otherwise unless the config gives `queues` (a peer that spreads flows itself, as over memif), the
-// configured MTU, and a mempool on the port's NUMA socket whose mbufs hold a whole frame with room
-// in front for the largest encapsulation.
+// queue per worker, RSS with the config's Toeplitz key (rssKeyFor) where the PMD has RSS, one queue
+// pair otherwise unless the config gives `queues` (a peer that spreads flows itself, as over
+// memif), the configured MTU, and a mempool on the port's NUMA socket whose mbufs hold a whole
+// frame with room in front for the largest encapsulation.
 struct OpenedPort {
   std::string name;
   std::string driver;
@@ -61,5 +61,10 @@ void closePort(OpenedPort& port);
 // The symmetric RSS key: 0x6d5a repeated, which makes Toeplitz give a flow and its reverse the
 // same hash (Woo and Park, 2012), for `length` bytes.
 std::vector<uint8_t> symmetricRssKey(size_t length);
+
+// The RSS key of `length` bytes (the device's) that `config.rss_key` asks for: drawn from
+// getrandom(2) for kRandom, so no sender can compute flows that all land on one worker, the
+// symmetric key, or the config's bytes, which must be `length` long.
+absl::StatusOr<std::vector<uint8_t>> rssKeyFor(const PortConfig& config, size_t length);
 
 }  // namespace berth

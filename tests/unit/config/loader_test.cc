@@ -290,6 +290,15 @@ INSTANTIATE_TEST_SUITE_P(
                   "dataplane:\n  conntrack:\n    timeouts: { udp: 0 }\nservices: []\n",
                   "bad.yaml:3:22: dataplane.conntrack.timeouts.udp",
                   "must be an integer from 1 to 86400"},
+        BadConfig{"an RSS key that is neither a choice nor hex",
+                  "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+                  "rss_key: microsoft }\nservices: []\n",
+                  "bad.yaml:3:66: dataplane.ports[0].rss_key",
+                  "must be random, symmetric, or a key of 40 to 52 bytes in hex"},
+        BadConfig{"an RSS key too short",
+                  "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+                  "rss_key: \"6d:5a:6d:5a\" }\nservices: []\n",
+                  "bad.yaml:3:66: dataplane.ports[0].rss_key", "a key of 40 to 52 bytes"},
         BadConfig{"an ICMP reply rate of zero",
                   "dataplane:\n  icmp: { too_big_per_second: 0 }\nservices: []\n",
                   "bad.yaml:2:31: dataplane.icmp.too_big_per_second",
@@ -482,6 +491,25 @@ services:
   const HealthCheckConfig& c = config->services[1].backends[0].health;
   EXPECT_EQ(c.type, HealthCheckType::kNone) << "no health key: always healthy";
   EXPECT_EQ((std::pair{c.interval_ms, c.timeout_ms}), (std::pair{2000u, 1000u}));
+}
+
+TEST(ConfigLoaderTest, RssKeyIsRandomUnlessTheConfigSaysOtherwise) {
+  const auto port = [](absl::string_view rss_key) {
+    absl::StatusOr<Config> config =
+        parseConfig(absl::StrCat("dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: "
+                                 "198.18.0.10",
+                                 rss_key, " }\nservices: []\n"),
+                    "test.yaml");
+    EXPECT_TRUE(config.ok()) << config.status();
+    return config->dataplane.ports.at(0);
+  };
+  EXPECT_EQ(port("").rss_key, RssKeyKind::kRandom);
+  EXPECT_EQ(port(", rss_key: random").rss_key, RssKeyKind::kRandom);
+  EXPECT_EQ(port(", rss_key: symmetric").rss_key, RssKeyKind::kSymmetric);
+  const std::string hex(80, 'a');
+  const PortConfig fixed = port(absl::StrCat(", rss_key: \"", hex, "\""));
+  EXPECT_EQ(fixed.rss_key, RssKeyKind::kFixed);
+  EXPECT_EQ(fixed.rss_key_bytes, std::vector<uint8_t>(40, 0xaa));
 }
 
 TEST(ConfigLoaderTest, IcmpLimitsLoadAndDefault) {

@@ -2,8 +2,8 @@
 // 32, every bucket prefetched before the first lookup. At 1M connections the table (32 MiB) is
 // larger than L3, so a lone lookup is a DRAM miss; the burst overlaps them.
 //
-// Flows are random IPv4 5-tuples; their hashes are berth's flow hash. Run through
-// perf/run-benchmarks.sh.
+// Flows are random IPv4 5-tuples; each lookup computes its bucket's keyed hash, as the datapath
+// does. Run through perf/run-benchmarks.sh.
 
 #include <benchmark/benchmark.h>
 
@@ -21,7 +21,6 @@ constexpr uint16_t kService = 1;
 
 struct Flow {
   ConnectionKey key;
-  uint32_t hash;
 };
 
 std::vector<Flow> randomFlows(size_t count, uint32_t seed) {
@@ -34,7 +33,6 @@ std::vector<Flow> randomFlows(size_t count, uint32_t seed) {
                       static_cast<uint8_t>(client >> 8), static_cast<uint8_t>(client)),
         IpAddress::v4(198, 18, 100, 1), static_cast<uint16_t>(random()), 80, kProtocolTcp);
     flow.key = ConnectionKey::of(key, HashFields::kFiveTuple, kService);
-    flow.hash = flowHash(key, HashFields::kFiveTuple, kDefaultFlowHashSeed);
   }
   return flows;
 }
@@ -42,7 +40,14 @@ std::vector<Flow> randomFlows(size_t count, uint32_t seed) {
 struct Fixture {
   explicit Fixture(uint32_t entries)
       : buckets(ConnectionTable::bucketsFor(entries)),
-        table(buckets.data(), buckets.size(), ConntrackTimeouts{}, 0, &counters) {}
+        table(buckets.data(), buckets.size(), ConntrackTimeouts{}, 0, &counters, secret()) {}
+  static ConnectionHashKey secret() {
+    std::mt19937_64 random(7);
+    ConnectionHashKey key;
+    for (uint64_t& multiplier : key.multipliers) multiplier = random();
+    return key;
+  }
+  uint32_t hashOf(const Flow& flow) const { return table.bucketHash(flow.key); }
   std::vector<ConnectionBucket> buckets;
   ConntrackCounters counters;
   ConnectionTable table;
@@ -54,11 +59,11 @@ void BM_ConntrackHit(benchmark::State& state) {
   Fixture fixture(entries);
   std::vector<Flow> flows = randomFlows(entries, 1);
   for (const Flow& flow : flows) {
-    fixture.table.insert(flow.key, flow.hash, 1, ConnectionState::kTcpEstablished, 0);
+    fixture.table.insert(flow.key, fixture.hashOf(flow), 1, ConnectionState::kTcpEstablished, 0);
   }
   // A full 4-way table keeps about nine in ten of as many random flows: look up those it kept.
   std::erase_if(flows, [&](const Flow& flow) {
-    return fixture.table.find(flow.key, flow.hash, 1) == nullptr;
+    return fixture.table.find(flow.key, fixture.hashOf(flow), 1) == nullptr;
   });
   std::shuffle(flows.begin(), flows.end(), std::mt19937(2));
   const size_t bursts = flows.size() / kBurst;
@@ -66,9 +71,13 @@ void BM_ConntrackHit(benchmark::State& state) {
   uint64_t found = 0;
   for (auto _ : state) {
     const Flow* batch = &flows[burst * kBurst];
-    for (size_t i = 0; i < kBurst; ++i) fixture.table.prefetch(batch[i].hash);
+    uint32_t hashes[kBurst];
     for (size_t i = 0; i < kBurst; ++i) {
-      Connection* connection = fixture.table.find(batch[i].key, batch[i].hash, 2);
+      hashes[i] = fixture.hashOf(batch[i]);
+      fixture.table.prefetch(hashes[i]);
+    }
+    for (size_t i = 0; i < kBurst; ++i) {
+      Connection* connection = fixture.table.find(batch[i].key, hashes[i], 2);
       found += connection != nullptr;
       benchmark::DoNotOptimize(connection);
     }
@@ -94,7 +103,7 @@ void BM_ConntrackMissAndInsert(benchmark::State& state) {
   const auto entries = static_cast<uint32_t>(state.range(0));
   Fixture fixture(entries);
   for (const Flow& flow : randomFlows(entries, 1)) {
-    fixture.table.insert(flow.key, flow.hash, 1, ConnectionState::kTcpEstablished, 0);
+    fixture.table.insert(flow.key, fixture.hashOf(flow), 1, ConnectionState::kTcpEstablished, 0);
   }
   const std::vector<Flow> fresh = randomFlows(size_t{1} << 22, 3);
   const size_t bursts = fresh.size() / kBurst;
@@ -102,12 +111,16 @@ void BM_ConntrackMissAndInsert(benchmark::State& state) {
   uint32_t now = 1;
   for (auto _ : state) {
     const Flow* batch = &fresh[burst * kBurst];
-    for (size_t i = 0; i < kBurst; ++i) fixture.table.prefetch(batch[i].hash);
+    uint32_t hashes[kBurst];
     for (size_t i = 0; i < kBurst; ++i) {
-      Connection* connection = fixture.table.find(batch[i].key, batch[i].hash, now);
+      hashes[i] = fixture.hashOf(batch[i]);
+      fixture.table.prefetch(hashes[i]);
+    }
+    for (size_t i = 0; i < kBurst; ++i) {
+      Connection* connection = fixture.table.find(batch[i].key, hashes[i], now);
       if (connection == nullptr) {
         connection =
-            fixture.table.insert(batch[i].key, batch[i].hash, 2, ConnectionState::kTcpOpening, now);
+            fixture.table.insert(batch[i].key, hashes[i], 2, ConnectionState::kTcpOpening, now);
       }
       benchmark::DoNotOptimize(connection);
     }

@@ -348,7 +348,7 @@ std::string ControlPlane::drainReply(const ControlRequest& request, bool drain) 
   return json.str();
 }
 
-ControlPlane::WorkerQuestions ControlPlane::askWorkers(const ConnectionKey& key, uint32_t hash) {
+ControlPlane::WorkerQuestions ControlPlane::askWorkers(const ConnectionKey& key) {
   WorkerQuestions asked(workers_.size());
   for (size_t w = 0; w < workers_.size(); ++w) {
     ConntrackQuery& query = workers_[w]->conntrack_query;
@@ -356,7 +356,6 @@ ControlPlane::WorkerQuestions ControlPlane::askWorkers(const ConnectionKey& key,
     // A question still unanswered from another explain: the worker may be reading it.
     if (query.answered.load(std::memory_order_acquire) != last) continue;
     query.key = key;
-    query.hash = hash;
     query.asked.store(last + 1, std::memory_order_release);
     asked[w] = last + 1;
   }
@@ -421,8 +420,7 @@ std::unique_ptr<ReplyStream> ControlPlane::explainReply(const ControlRequest& re
   if (!service || !conntrack) return wholeReply(explainAnswer(*flow, std::nullopt, ""));
   // The workers look between bursts, well under a millisecond apart while they run: the reply
   // is checked for on each turn of the loop, and sent without them after kQueryPatience.
-  WorkerQuestions asked =
-      askWorkers(connectionKeyOf(snapshot, *service, *flow), flowHashOf(snapshot, *service, *flow));
+  WorkerQuestions asked = askWorkers(connectionKeyOf(snapshot, *service, *flow));
   const absl::Time give_up = absl::Now() + kQueryPatience;
   return pollingReply(
       [this, flow = *flow, asked = std::move(asked), give_up]() -> std::optional<std::string> {

@@ -23,8 +23,8 @@ size_t ConnectionTable::bucketsFor(uint32_t entries) {
 
 ConnectionTable::ConnectionTable(ConnectionBucket* buckets, size_t bucket_count,
                                  const ConntrackTimeouts& timeouts, uint32_t max_inserts_per_second,
-                                 ConntrackCounters* counters)
-    : buckets_(buckets), mask_(bucket_count - 1), counters_(counters) {
+                                 ConntrackCounters* counters, const ConnectionHashKey& hash_key)
+    : buckets_(buckets), mask_(bucket_count - 1), counters_(counters), hash_key_(hash_key) {
   timeout_by_state_[static_cast<size_t>(ConnectionState::kEmpty)] = 0;
   timeout_by_state_[static_cast<size_t>(ConnectionState::kTcpOpening)] = timeouts.tcp_opening_ms;
   timeout_by_state_[static_cast<size_t>(ConnectionState::kTcpEstablished)] =

@@ -74,8 +74,15 @@ struct Classified {
   ParsedPacket packet;
   const SnapshotService* service = nullptr;  // null: the verdict is already decided
   const uint16_t* entry = nullptr;
-  uint32_t hash = 0;
+  uint32_t hash = 0;  // the flow hash: the Maglev table's slot
+  // With a connection table: the bucket of the flow's connection (keyed, never the flow hash).
+  uint32_t bucket_hash = 0;
 };
+
+ConnectionKey connectionOf(const Classified& classified) {
+  return ConnectionKey::of(classified.packet.flow, classified.service->hash_fields,
+                           static_cast<uint16_t>(classified.service->counter_id));
+}
 
 // Stage one: everything up to the table read. Returns false with the verdict decided for frames
 // that end here (drops, ARP/ND); otherwise fills `out` and starts fetching the table slot.
@@ -209,15 +216,14 @@ uint32_t chooseBackend(const Snapshot& snapshot, WorkerState& worker,
     }
   };
 
-  const ConnectionKey key = ConnectionKey::of(packet.flow, service.hash_fields,
-                                              static_cast<uint16_t>(service.counter_id));
-  Connection* connection = table->find(key, classified.hash, worker.now_ms);
+  const ConnectionKey key = connectionOf(classified);
+  Connection* connection = table->find(key, classified.bucket_hash, worker.now_ms);
   const uint8_t flags = packet.tcp_flags;
   if (connection == nullptr) {
     if (packet.icmp_error) return tablePick();
     uint32_t backend = newConnectionPick();
     if (backend == kNoBackendIndex) return backend;
-    connection = table->insert(key, classified.hash,
+    connection = table->insert(key, classified.bucket_hash,
                                static_cast<uint16_t>(snapshot.backend(backend).counter_id),
                                initialState(packet.flow.protocol, flags), worker.now_ms);
     if (connection == nullptr) {
@@ -311,9 +317,11 @@ void processFrames(const Snapshot& snapshot, uint32_t port_index, Frame* frames,
   // Their prefetches go out back to back, after stage one, rather than one per frame inside it:
   // issued between other work they stalled on their page walks (7.9 against 12.9 Mpps on the
   // pipeline benchmark), issued together the walks and misses overlap.
-  if (worker.conntrack != nullptr) {
+  if (ConnectionTable* table = worker.conntrack; table != nullptr) {
     for (uint16_t i = 0; i < count; ++i) {
-      if (pending[i]) worker.conntrack->prefetch(classified[i].hash);
+      if (!pending[i]) continue;
+      classified[i].bucket_hash = table->bucketHash(connectionOf(classified[i]));
+      table->prefetch(classified[i].bucket_hash);
     }
   }
   for (uint16_t i = 0; i < count; ++i) {

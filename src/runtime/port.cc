@@ -1,7 +1,5 @@
 #include "berth/runtime/port.h"
 
-#include <sys/random.h>
-
 #include <rte_dev.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -12,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "berth/util/random_bytes.h"
 
 namespace berth {
 namespace {
@@ -86,15 +85,9 @@ absl::StatusOr<std::vector<uint8_t>> rssKeyFor(const PortConfig& config, size_t 
   }
   // From the kernel's CSPRNG: a key a sender could predict would let it aim flows at one worker.
   std::vector<uint8_t> key(length);
-  size_t filled = 0;
-  while (filled < length) {
-    const ssize_t got = getrandom(key.data() + filled, length - filled, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      return absl::InternalError(absl::StrCat(
-          "port '", config.name, "': no random RSS key (getrandom: ", std::strerror(errno), ")"));
-    }
-    filled += static_cast<size_t>(got);
+  if (absl::Status status = fillRandom(key.data(), key.size()); !status.ok()) {
+    return absl::InternalError(
+        absl::StrCat("port '", config.name, "': no random RSS key (", status.message(), ")"));
   }
   return key;
 }

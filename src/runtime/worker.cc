@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 
 #include "berth/runtime/mbuf_frame.h"
+#include "berth/util/random_bytes.h"
 
 namespace berth {
 namespace {
@@ -123,8 +124,15 @@ absl::StatusOr<WorkerPtr> Worker::create(const WorkerSetup& setup) {
     const ConntrackTimeouts timeouts{conntrack.tcp_established_s * 1000,
                                      conntrack.tcp_opening_s * 1000, conntrack.tcp_closing_s * 1000,
                                      conntrack.udp_s * 1000};
+    // Each worker's own secret, drawn now: nobody can compute which flows share a bucket.
+    ConnectionHashKey hash_key;
+    if (absl::Status status = fillRandom(hash_key.multipliers.data(), sizeof(hash_key.multipliers));
+        !status.ok()) {
+      return absl::InternalError(
+          absl::StrCat("workers: no secret for the connection table (", status.message(), ")"));
+    }
     w.connections_.emplace(w.conntrack_buckets_, buckets, timeouts, conntrack.max_inserts_per_sec,
-                           &w.counters.conntrack);
+                           &w.counters.conntrack, hash_key);
   }
 
   TrafficCounters traffic;
@@ -271,8 +279,7 @@ void Worker::sendControlFrames() {
 void Worker::answerConntrackQuery() {
   const uint32_t asked = conntrack_query.asked.load(std::memory_order_acquire);
   if (asked == conntrack_query.answered.load(std::memory_order_relaxed)) return;
-  const Connection* found =
-      connections_ ? connections_->peek(conntrack_query.key, conntrack_query.hash) : nullptr;
+  const Connection* found = connections_ ? connections_->peek(conntrack_query.key) : nullptr;
   conntrack_query.found = found != nullptr;
   if (found != nullptr) conntrack_query.connection = *found;
   conntrack_query.now_ms = state.now_ms;

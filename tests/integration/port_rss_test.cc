@@ -20,9 +20,10 @@ namespace {
 
 PortConfig portWith(absl::string_view rss_key_line) {
   static int ports = 0;
-  const std::string yaml = absl::StrCat(
-      "dataplane:\n  ports:\n    - { name: p0, device: net_null", ports++,
-      ", ipv4: 198.18.0.10, gateway_mac: \"02:00:00:00:00:fe\"", rss_key_line, " }\nservices: []\n");
+  const std::string yaml =
+      absl::StrCat("dataplane:\n  ports:\n    - { name: p0, device: net_null", ports++,
+                   ", ipv4: 198.18.0.10, gateway_mac: \"02:00:00:00:00:fe\"", rss_key_line,
+                   " }\nservices: []\n");
   absl::StatusOr<Config> config = parseConfig(yaml, "test.yaml");
   EXPECT_TRUE(config.ok()) << config.status();
   return config->dataplane.ports.at(0);

@@ -179,7 +179,7 @@ class ControlPlane {
   // Asks every worker free to take a question for its connection-table entry of `key`; per
   // worker, the number of the question asked, or nullopt when it was not asked.
   using WorkerQuestions = std::vector<std::optional<uint32_t>>;
-  WorkerQuestions askWorkers(const ConnectionKey& key, uint32_t hash);
+  WorkerQuestions askWorkers(const ConnectionKey& key);
   bool workersAnswered(const WorkerQuestions& asked) const;
   // The first entry a worker found, or nullopt; `note` says which workers did not answer.
   std::optional<TrackedConnection> collectAnswers(const WorkerQuestions& asked,

@@ -19,10 +19,10 @@ namespace berth {
 // hand.
 //
 // Layout: set-associative. A bucket is two cache lines holding four 32-byte connections; a
-// connection is found in the bucket its flow hash selects, and a full bucket gives up the
-// connection seen least recently (LRU by last-seen time, inside the bucket). An expired
-// connection is reclaimed when a lookup or an insert meets it, and by the owning worker's sweep,
-// one bucket per loop, so that the per-service and per-backend connection gauges count live
+// connection is found in the bucket its keyed hash selects (ConnectionHashKey), and a full bucket
+// gives up the connection seen least recently (LRU by last-seen time, inside the bucket). An
+// expired connection is reclaimed when a lookup or an insert meets it, and by the owning worker's
+// sweep, one bucket per loop, so that the per-service and per-backend connection gauges count live
 // connections rather than everything not yet overwritten.
 
 // How long a connection lives after its last packet, by state.
@@ -89,6 +89,16 @@ struct alignas(128) ConnectionBucket {
 };
 static_assert(sizeof(ConnectionBucket) == 128, "a bucket is two cache lines");
 
+// The secret of a table's bucket hash: a connection's bucket is a multilinear hash of its key's
+// five 32-bit words under six random 64-bit multipliers, (m0 + m1 w1 + ... + m5 w5) mod 2^64,
+// high half (strongly universal: Lemire and Kaser, 2016). Were the bucket the flow hash, whose
+// seed is public and which is affine, a sender could compute offline flows that share a
+// tracked connection's bucket and push it out; without the multipliers it cannot. Drawn at
+// each start (runtime/worker.h); the Maglev pick keeps the documented flow hash.
+struct ConnectionHashKey {
+  std::array<uint64_t, 6> multipliers{};
+};
+
 // The state a new connection starts in, from its first packet's TCP flags (0 for UDP).
 ConnectionState initialState(uint8_t protocol, uint8_t tcp_flags);
 
@@ -101,10 +111,26 @@ class ConnectionTable {
   // worker's NUMA socket, and keeps alive. `max_inserts_per_second` 0 means no limit; the limit
   // allows bursts of one second's worth. Counts into `counters`.
   ConnectionTable(ConnectionBucket* buckets, size_t bucket_count, const ConntrackTimeouts& timeouts,
-                  uint32_t max_inserts_per_second, ConntrackCounters* counters);
+                  uint32_t max_inserts_per_second, ConntrackCounters* counters,
+                  const ConnectionHashKey& hash_key);
 
-  // Starts fetching the bucket of `hash`: a datapath burst prefetches every packet's bucket
-  // before the first lookup, which hides the DRAM latency of a table larger than L3.
+  // The hash whose low bits pick `key`'s bucket: what find(), insert() and prefetch() take.
+  uint32_t bucketHash(const ConnectionKey& key) const {
+    uint64_t words[2];
+    std::memcpy(words, key.source.data(), 16);
+    const std::array<uint64_t, 6>& m = hash_key_.multipliers;
+    uint64_t sum = m[0] + m[1] * static_cast<uint32_t>(words[0]) +
+                   m[5] * (uint32_t{key.source_port} | uint32_t{key.service} << 16);
+    // An IPv4 source fills the first word alone: the rest add nothing, so skip their products.
+    if ((words[0] >> 32 | words[1]) != 0) {
+      sum += m[2] * (words[0] >> 32) + m[3] * static_cast<uint32_t>(words[1]) +
+             m[4] * (words[1] >> 32);
+    }
+    return static_cast<uint32_t>(sum >> 32);
+  }
+
+  // Starts fetching the bucket of `hash` (bucketHash): a datapath burst prefetches every packet's
+  // bucket before the first lookup, which hides the DRAM latency of a table larger than L3.
   void prefetch(uint32_t hash) const {
     const char* bucket = reinterpret_cast<const char*>(&buckets_[hash & mask_]);
     __builtin_prefetch(bucket);
@@ -117,8 +143,8 @@ class ConnectionTable {
 
   // The entry for `key`, live or expired, without counting, reclaiming or refreshing anything:
   // for diagnostics (berthctl explain), on the owning worker.
-  const Connection* peek(const ConnectionKey& key, uint32_t hash) const {
-    for (const Connection& way : buckets_[hash & mask_].ways) {
+  const Connection* peek(const ConnectionKey& key) const {
+    for (const Connection& way : buckets_[bucketHash(key) & mask_].ways) {
       if (way.state != ConnectionState::kEmpty && way.matches(key)) return &way;
     }
     return nullptr;
@@ -173,6 +199,7 @@ class ConnectionTable {
   TrafficCounters traffic_;
   size_t occupied_ = 0;
   size_t sweep_cursor_ = 0;
+  ConnectionHashKey hash_key_;
   // max_inserts_per_second, with a second's worth of burst; 0: no limit.
   uint32_t insert_rate_ = 0;
   TokenBucket insert_tokens_;

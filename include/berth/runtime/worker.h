@@ -60,7 +60,6 @@ struct alignas(64) ConntrackQuery {
   std::atomic<uint32_t> asked{0};
   std::atomic<uint32_t> answered{0};
   ConnectionKey key;
-  uint32_t hash = 0;
   bool found = false;
   Connection connection{};
   uint32_t now_ms = 0;  // the worker's clock when it looked

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <vector>
 
 #include "berth/dataplane/snapshot.h"
@@ -12,11 +14,15 @@ namespace {
 
 // A table of `entries` connections with its own zeroed buckets and counters; time is whatever
 // the test passes in, so nothing sleeps.
+const ConnectionHashKey kTestHashKey{{0x9e3779b97f4a7c15, 0xbf58476d1ce4e5b9, 0x94d049bb133111eb,
+                                      0x2545f4914f6cdd1d, 0xd6e8feb86659fd93, 0xa0761d6478bd642f}};
+
 struct TestTable {
   explicit TestTable(uint32_t entries, uint32_t max_inserts_per_second = 0,
                      ConntrackTimeouts timeouts = {})
       : buckets(ConnectionTable::bucketsFor(entries)),
-        table(buckets.data(), buckets.size(), timeouts, max_inserts_per_second, &counters) {}
+        table(buckets.data(), buckets.size(), timeouts, max_inserts_per_second, &counters,
+              kTestHashKey) {}
   uint64_t count(ConntrackEvent event) const {
     return counters.values[static_cast<size_t>(event)].read();
   }
@@ -30,6 +36,29 @@ ConnectionKey keyOf(uint32_t client, uint16_t port, uint16_t service = 1) {
       IpAddress::v4(198, 18, static_cast<uint8_t>(client >> 8), static_cast<uint8_t>(client)),
       IpAddress::v4(198, 18, 100, 1), port, 80, kProtocolTcp);
   return ConnectionKey::of(flow, HashFields::kFiveTuple, service);
+}
+
+// The bucket hash depends on the secret, and spreads neighbouring clients and ports evenly.
+TEST(ConntrackTest, TheBucketHashIsKeyedAndSpreadsKeys) {
+  TestTable t(1 << 12);
+  ConnectionHashKey other = kTestHashKey;
+  other.multipliers[5] ^= 0x5555555555555555;
+  std::vector<ConnectionBucket> buckets(ConnectionTable::bucketsFor(1 << 12));
+  ConntrackCounters counters;
+  const ConnectionTable keyed(buckets.data(), buckets.size(), {}, 0, &counters, other);
+  const uint32_t mask = ConnectionTable::bucketsFor(1 << 12) - 1;
+  std::vector<int> load(mask + 1);
+  int differ = 0;
+  for (uint32_t client = 0; client < 64; ++client) {
+    for (uint16_t port = 1000; port < 1064; ++port) {
+      const ConnectionKey key = keyOf(client, port);
+      ++load[t.table.bucketHash(key) & mask];
+      differ += (t.table.bucketHash(key) & mask) != (keyed.bucketHash(key) & mask);
+    }
+  }
+  EXPECT_GT(differ, 4096 * 9 / 10) << "another secret, other buckets";
+  // 4,096 keys over 1,024 buckets: about 4 each; none near a bucket's worth of a flood.
+  EXPECT_LE(*std::max_element(load.begin(), load.end()), 14);
 }
 
 TEST(ConntrackTest, AFlowIsFoundAfterItsInsertAndOthersAreNot) {

@@ -14,6 +14,7 @@
 #include "berth/dataplane/backend_loads.h"
 #include "berth/dataplane/explain.h"
 #include "berth/dataplane/pipeline.h"
+#include "berth/net/flow_hash.h"
 #include "support/frames.h"
 #include "support/packet_builder.h"
 
@@ -49,7 +50,9 @@ class Harness {
  public:
   Harness()
       : buckets_(ConnectionTable::bucketsFor(1 << 16)),
-        table_(buckets_.data(), buckets_.size(), ConntrackTimeouts{}, 0, &counters_.conntrack),
+        table_(buckets_.data(), buckets_.size(), ConntrackTimeouts{}, 0, &counters_.conntrack,
+               ConnectionHashKey{{0x9e3779b97f4a7c15, 0xbf58476d1ce4e5b9, 0x94d049bb133111eb,
+                                  0x2545f4914f6cdd1d, 0xd6e8feb86659fd93, 0xa0761d6478bd642f}}),
         services_(CounterIds::kMaxServices),
         backends_(CounterIds::kMaxBackends) {
     state.counters = &counters_;
@@ -90,8 +93,11 @@ class Harness {
   // The backend address a TCP packet from source port `port` with `flags` went to, or "" if
   // dropped.
   std::string send(uint16_t port, uint8_t flags = kTcpAck) {
+    return sendFrom(kClient, port, flags);
+  }
+  std::string sendFrom(const IpAddress& client, uint16_t port, uint8_t flags) {
     Bytes frame =
-        concat({ethernet(kEtherTypeIpv4), ipv4(kClient, kVip, kProtocolTcp, 20), tcp(port, 80)});
+        concat({ethernet(kEtherTypeIpv4), ipv4(client, kVip, kProtocolTcp, 20), tcp(port, 80)});
     frame[14 + 20 + 13] = flags;
     return deliver(frame);
   }
@@ -121,8 +127,7 @@ class Harness {
     std::optional<TrackedConnection> tracked;
     const std::optional<uint32_t> service = snapshot_->findService(flow);
     if (service) {
-      const Connection* entry = table_.peek(connectionKeyOf(*snapshot_, *service, flow),
-                                            flowHashOf(*snapshot_, *service, flow));
+      const Connection* entry = table_.peek(connectionKeyOf(*snapshot_, *service, flow));
       if (entry != nullptr) {
         tracked = TrackedConnection{0, *entry, table_.expired(*entry, state.now_ms),
                                     state.now_ms - entry->last_seen_ms};
@@ -182,6 +187,36 @@ TEST(PipelineConntrackTest, AMissIsPickedAndRecordedAndTheNextPacketHits) {
   EXPECT_EQ(harness.send(40000), first);
   EXPECT_EQ(harness.count(ConntrackEvent::kHit), 1u);
   EXPECT_EQ(first, harness.tablePick(40000));
+}
+
+// The attack the keyed bucket hash stops: flows computed offline, with the public flow hash, to
+// share a tracked victim's bucket. When the bucket was the flow hash, eight such SYNs evicted
+// the victim; now they land in buckets nobody can predict.
+TEST(PipelineConntrackTest, SynsComputedToCollideWithAVictimDoNotEvictIt) {
+  Harness harness;
+  harness.use(configWith({{1, 1}, {2, 1}}));
+  const uint32_t mask = ConnectionTable::bucketsFor(1 << 16) - 1;
+  const auto bucketByFlowHash = [&](const IpAddress& client, uint16_t port) {
+    const FlowKey flow = FlowKey::make(client, kVip, port, 80, kProtocolTcp);
+    return flowHash(flow, HashFields::kFiveTuple, kDefaultFlowHashSeed) & mask;
+  };
+  const std::string victim = harness.sendFrom(kClient, 40000, kTcpSyn);
+  harness.sendFrom(kClient, 40000, kTcpAck);
+  const uint32_t target = bucketByFlowHash(kClient, 40000);
+  int colliding = 0;
+  for (uint32_t i = 0; colliding < 64 && i < (1u << 24); ++i) {
+    const IpAddress client = IpAddress::v4(198, 19, static_cast<uint8_t>(i >> 16 & 0xff),
+                                           static_cast<uint8_t>(i >> 8 & 0xff));
+    const auto port = static_cast<uint16_t>(1024 + (i & 0xff) * 251);
+    if (bucketByFlowHash(client, port) != target) continue;
+    ++colliding;
+    harness.sendFrom(client, port, kTcpSyn);
+  }
+  ASSERT_EQ(colliding, 64);
+  EXPECT_EQ(harness.count(ConntrackEvent::kEviction), 0u);
+  const uint64_t hits = harness.count(ConntrackEvent::kHit);
+  EXPECT_EQ(harness.sendFrom(kClient, 40000, kTcpAck), victim);
+  EXPECT_EQ(harness.count(ConntrackEvent::kHit), hits + 1) << "the victim is still tracked";
 }
 
 TEST(PipelineConntrackTest, FlowsStayOnTheirBackendWhenAnotherBackendJoins) {

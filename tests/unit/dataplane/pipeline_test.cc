@@ -223,7 +223,9 @@ class Counters {
   // Gives the worker a connection table.
   void trackConnections() {
     buckets_.resize(ConnectionTable::bucketsFor(1024));
-    table_.emplace(buckets_.data(), buckets_.size(), ConntrackTimeouts{}, 0, &counters_.conntrack);
+    table_.emplace(buckets_.data(), buckets_.size(), ConntrackTimeouts{}, 0, &counters_.conntrack,
+                   ConnectionHashKey{{0x9e3779b97f4a7c15, 0xbf58476d1ce4e5b9, 0x94d049bb133111eb,
+                                      0x2545f4914f6cdd1d, 0xd6e8feb86659fd93, 0xa0761d6478bd642f}});
     state.conntrack = &*table_;
   }
   WorkerState state;

@@ -8,12 +8,13 @@
 namespace berth {
 
 ConnectionState initialState(uint8_t protocol, uint8_t tcp_flags) {
-  if (protocol != kProtocolTcp) return ConnectionState::kUdp;
-  if (tcp_flags & (kTcpFin | kTcpRst)) return ConnectionState::kTcpClosing;
-  // A SYN opens; anything else is a connection already under way that this core has not seen
-  // (a restart, or an ECMP or RSS change), which Maglev also keeps on the table's pick.
-  if ((tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn) return ConnectionState::kTcpOpening;
-  return ConnectionState::kTcpEstablished;
+  if (protocol != kProtocolTcp) return ConnectionState::kUdpUnconfirmed;
+  // A SYN opens. Anything else is a connection already under way that this core has not seen
+  // (a restart, or an ECMP or RSS change), or a spoofed packet: unconfirmed until the next.
+  if ((tcp_flags & (kTcpSyn | kTcpAck | kTcpFin | kTcpRst)) == kTcpSyn) {
+    return ConnectionState::kTcpOpening;
+  }
+  return ConnectionState::kTcpUnconfirmed;
 }
 
 size_t ConnectionTable::bucketsFor(uint32_t entries) {
@@ -31,6 +32,10 @@ ConnectionTable::ConnectionTable(ConnectionBucket* buckets, size_t bucket_count,
       timeouts.tcp_established_ms;
   timeout_by_state_[static_cast<size_t>(ConnectionState::kTcpClosing)] = timeouts.tcp_closing_ms;
   timeout_by_state_[static_cast<size_t>(ConnectionState::kUdp)] = timeouts.udp_ms;
+  timeout_by_state_[static_cast<size_t>(ConnectionState::kTcpUnconfirmed)] =
+      timeouts.tcp_opening_ms;
+  timeout_by_state_[static_cast<size_t>(ConnectionState::kUdpUnconfirmed)] =
+      std::min(timeouts.udp_ms, timeouts.tcp_opening_ms);
   insert_rate_ = max_inserts_per_second;
 }
 
@@ -63,7 +68,10 @@ Connection* ConnectionTable::insert(const ConnectionKey& key, uint32_t hash, uin
   if (occupied_ == capacity()) count(ConntrackEvent::kTableFull);
   ConnectionBucket& bucket = buckets_[hash & mask_];
   Connection* chosen = nullptr;
-  Connection* oldest = nullptr;
+  // The least recently seen connection of each class: [0] established and the like, [1]
+  // unconfirmed or opening, which a full bucket gives up first.
+  Connection* oldest[2] = {nullptr, nullptr};
+  uint32_t oldest_age[2] = {0, 0};
   for (Connection& way : bucket.ways) {
     if (way.state == ConnectionState::kEmpty) {
       chosen = &way;
@@ -76,14 +84,18 @@ Connection* ConnectionTable::insert(const ConnectionKey& key, uint32_t hash, uin
       count(ConntrackEvent::kExpiry);
       break;
     }
-    if (oldest == nullptr || now_ms - way.last_seen_ms > now_ms - oldest->last_seen_ms) {
-      oldest = &way;
+    const size_t weak = unconfirmedOrOpening(way.state) ? 1 : 0;
+    const uint32_t age = now_ms - way.last_seen_ms;
+    if (oldest[weak] == nullptr || age > oldest_age[weak]) {
+      oldest[weak] = &way;
+      oldest_age[weak] = age;
     }
   }
   if (chosen == nullptr) {
-    chosen = oldest;
+    chosen = oldest[1] != nullptr ? oldest[1] : oldest[0];
     gauge(*chosen, -1);
     count(ConntrackEvent::kEviction);
+    if (oldest[1] != nullptr) count(ConntrackEvent::kUnconfirmedEviction);
   }
   chosen->source = key.source;
   chosen->source_port = key.source_port;
@@ -95,6 +107,9 @@ Connection* ConnectionTable::insert(const ConnectionKey& key, uint32_t hash, uin
   chosen->state = state;
   gauge(*chosen, +1);
   count(ConntrackEvent::kInsert);
+  if (state == ConnectionState::kTcpUnconfirmed || state == ConnectionState::kUdpUnconfirmed) {
+    count(ConntrackEvent::kUnconfirmedInsert);
+  }
   return chosen;
 }
 
@@ -140,6 +155,15 @@ void ConnectionTable::sweep(uint32_t now_ms) {
 void ConnectionTable::touch(Connection& connection, uint8_t tcp_flags, uint32_t now_ms) {
   connection.last_seen_ms = now_ms;
   switch (connection.state) {
+    case ConnectionState::kTcpUnconfirmed:
+      connection.state = tcp_flags & (kTcpFin | kTcpRst) ? ConnectionState::kTcpClosing
+                                                         : ConnectionState::kTcpEstablished;
+      count(ConntrackEvent::kConfirmation);
+      break;
+    case ConnectionState::kUdpUnconfirmed:
+      connection.state = ConnectionState::kUdp;
+      count(ConntrackEvent::kConfirmation);
+      break;
     case ConnectionState::kTcpOpening:
       if (tcp_flags & (kTcpFin | kTcpRst)) {
         connection.state = ConnectionState::kTcpClosing;

@@ -17,6 +17,10 @@ absl::string_view toString(ConnectionState state) {
       return "tcp_closing";
     case ConnectionState::kUdp:
       return "udp";
+    case ConnectionState::kTcpUnconfirmed:
+      return "tcp_unconfirmed";
+    case ConnectionState::kUdpUnconfirmed:
+      return "udp_unconfirmed";
   }
   return "unknown";
 }

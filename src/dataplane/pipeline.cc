@@ -139,6 +139,11 @@ bool classify(const Snapshot& snapshot, uint32_t port_index, Frame& frame, Worke
   out.service = &snapshot.service(*service_index);
   out.hash = flowHash(packet.flow, out.service->hash_fields, out.service->hash_seed);
   out.entry = out.service->table.entryFor(out.hash);
+  if (const ConnectionTable* table = worker.conntrack; table != nullptr) {
+    const bool ports = out.service->hash_fields == HashFields::kFiveTuple;
+    out.bucket_hash = table->bucketHash(packet.flow.source, ports ? packet.flow.source_port : 0,
+                                        static_cast<uint16_t>(out.service->counter_id));
+  }
   // The table is 128 KiB at the default M: an L2 read per packet, which the prefetch overlaps
   // with the rest of the burst's stage one instead of stalling on it here.
   __builtin_prefetch(out.entry);
@@ -253,7 +258,7 @@ uint32_t chooseBackend(const Snapshot& snapshot, WorkerState& worker,
     countNewConnection(backend);
     if (reopened) connection->state = initialState(packet.flow.protocol, flags);
   }
-  if (!packet.icmp_error) ConnectionTable::touch(*connection, flags, worker.now_ms);
+  if (!packet.icmp_error) table->touch(*connection, flags, worker.now_ms);
   return backend;
 }
 
@@ -319,9 +324,7 @@ void processFrames(const Snapshot& snapshot, uint32_t port_index, Frame* frames,
   // pipeline benchmark), issued together the walks and misses overlap.
   if (ConnectionTable* table = worker.conntrack; table != nullptr) {
     for (uint16_t i = 0; i < count; ++i) {
-      if (!pending[i]) continue;
-      classified[i].bucket_hash = table->bucketHash(connectionOf(classified[i]));
-      table->prefetch(classified[i].bucket_hash);
+      if (pending[i]) table->prefetch(classified[i].bucket_hash);
     }
   }
   for (uint16_t i = 0; i < count; ++i) {

@@ -33,13 +33,30 @@ struct ConntrackTimeouts {
   uint32_t udp_ms = 30'000;
 };
 
+// A connection is unconfirmed until a second packet shows a sender that is really there: until
+// then it lives only as long as an opening one, and a full bucket gives it up first. A sender
+// that spoofs one packet per flow (a lone ACK, a UDP datagram) fills the table only with entries
+// that expire in seconds and make way for established ones; a real flow that ECMP or a restart
+// moved here, first seen mid-way, keeps its backend from its first packet and is confirmed by its
+// second.
 enum class ConnectionState : uint8_t {
   kEmpty = 0,
-  kTcpOpening,
+  kTcpOpening,  // a SYN seen, nothing after it yet
   kTcpEstablished,
   kTcpClosing,
-  kUdp,
+  kUdp,             // confirmed: a second packet seen
+  kTcpUnconfirmed,  // its first packet was not a SYN
+  kUdpUnconfirmed,  // one packet seen
 };
+inline constexpr size_t kConnectionStateCount = 7;
+
+// Whether a full bucket gives `state` up before an established connection.
+inline bool unconfirmedOrOpening(ConnectionState state) {
+  constexpr uint32_t kWeak = 1u << static_cast<int>(ConnectionState::kTcpOpening) |
+                             1u << static_cast<int>(ConnectionState::kTcpUnconfirmed) |
+                             1u << static_cast<int>(ConnectionState::kUdpUnconfirmed);
+  return (kWeak >> static_cast<int>(state) & 1) != 0;
+}
 
 // What identifies a connection: the service (its stable id, which also fixes the VIP, the
 // protocol and, for a 5-tuple service, the destination port) and the client side of the fields
@@ -116,11 +133,16 @@ class ConnectionTable {
 
   // The hash whose low bits pick `key`'s bucket: what find(), insert() and prefetch() take.
   uint32_t bucketHash(const ConnectionKey& key) const {
+    return bucketHash(key.source, key.source_port, key.service);
+  }
+  // The same from the key's fields, as the datapath has them at hand.
+  uint32_t bucketHash(const std::array<uint8_t, 16>& source, uint16_t source_port,
+                      uint16_t service) const {
     uint64_t words[2];
-    std::memcpy(words, key.source.data(), 16);
+    std::memcpy(words, source.data(), 16);
     const std::array<uint64_t, 6>& m = hash_key_.multipliers;
     uint64_t sum = m[0] + m[1] * static_cast<uint32_t>(words[0]) +
-                   m[5] * (uint32_t{key.source_port} | uint32_t{key.service} << 16);
+                   m[5] * (uint32_t{source_port} | uint32_t{service} << 16);
     // An IPv4 source fills the first word alone: the rest add nothing, so skip their products.
     if ((words[0] >> 32 | words[1]) != 0) {
       sum += m[2] * (words[0] >> 32) + m[3] * static_cast<uint32_t>(words[1]) +
@@ -156,8 +178,9 @@ class ConnectionTable {
   Connection* insert(const ConnectionKey& key, uint32_t hash, uint16_t backend,
                      ConnectionState state, uint32_t now_ms);
 
-  // A packet of a tracked connection: refreshes its last-seen time and moves its TCP state on.
-  static void touch(Connection& connection, uint8_t tcp_flags, uint32_t now_ms);
+  // A packet of a tracked connection: refreshes its last-seen time and moves its state on (an
+  // unconfirmed connection's second packet confirms it, counted).
+  void touch(Connection& connection, uint8_t tcp_flags, uint32_t now_ms);
 
   // Moves a tracked connection to another backend (a stable id), keeping the gauges right.
   void reassign(Connection& connection, uint16_t backend);
@@ -194,7 +217,7 @@ class ConnectionTable {
 
   ConnectionBucket* buckets_;
   size_t mask_;
-  std::array<uint32_t, 5> timeout_by_state_;
+  std::array<uint32_t, kConnectionStateCount> timeout_by_state_;
   ConntrackCounters* counters_;
   TrafficCounters traffic_;
   size_t occupied_ = 0;

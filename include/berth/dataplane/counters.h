@@ -64,16 +64,19 @@ class Counter {
 };
 
 // What the per-core connection table counts (conntrack.h), each with its counter's name.
-#define BERTH_CONNTRACK_EVENTS(X)                                                                \
-  X(kHit, "hits")                      /* a live connection found */                             \
-  X(kMiss, "misses")                   /* none found: the table picks */                         \
-  X(kInsert, "inserts")                /* a new connection recorded */                           \
-  X(kEviction, "evictions")            /* a live connection pushed out of a full bucket (LRU) */ \
-  X(kExpiry, "expiries")               /* a connection reclaimed after its timeout */            \
-  X(kRepick, "repicks")                /* its backend gone or unhealthy: picked again */         \
-  X(kInsertSkipped, "inserts_skipped") /* over the insert rate limit: forwarded, not recorded */ \
-  X(kTableFull, "table_full")          /* an insert while every way of the table was taken */    \
-  X(kBoundedLoadFallback, "bounded_load_fallbacks") /* new, past its pick at its load bound */
+#define BERTH_CONNTRACK_EVENTS(X)                                                                  \
+  X(kHit, "hits")                      /* a live connection found */                               \
+  X(kMiss, "misses")                   /* none found: the table picks */                           \
+  X(kInsert, "inserts")                /* a new connection recorded */                             \
+  X(kEviction, "evictions")            /* a live connection pushed out of a full bucket (LRU) */   \
+  X(kExpiry, "expiries")               /* a connection reclaimed after its timeout */              \
+  X(kRepick, "repicks")                /* its backend gone or unhealthy: picked again */           \
+  X(kInsertSkipped, "inserts_skipped") /* over the insert rate limit: forwarded, not recorded */   \
+  X(kTableFull, "table_full")          /* an insert while every way of the table was taken */      \
+  X(kBoundedLoadFallback, "bounded_load_fallbacks") /* new, past its pick at its load bound */     \
+  X(kUnconfirmedInsert, "unconfirmed_inserts")      /* first packet not a SYN, or a UDP flow's */  \
+  X(kConfirmation, "confirmations")                /* an unconfirmed connection's second packet */ \
+  X(kUnconfirmedEviction, "evictions_unconfirmed") /* evictions of unconfirmed or opening */
 
 enum class ConntrackEvent : uint8_t {
 #define BERTH_CONNTRACK_EVENT_ENUM(name, text) name,

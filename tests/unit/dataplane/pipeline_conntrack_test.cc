@@ -219,6 +219,41 @@ TEST(PipelineConntrackTest, SynsComputedToCollideWithAVictimDoNotEvictIt) {
   EXPECT_EQ(harness.count(ConntrackEvent::kHit), hits + 1) << "the victim is still tracked";
 }
 
+// A flow first seen mid-way (a lone ACK) is unconfirmed: if it is spoofed it is gone after the
+// opening timeout; if ECMP moved a real one here, its next packet confirms it and it keeps its
+// backend as any established connection does.
+TEST(PipelineConntrackTest, ALoneAckExpiresQuicklyWhileAMovedFlowIsConfirmed) {
+  Harness harness;
+  harness.use(configWith({{1, 1}, {2, 1}, {3, 1}, {4, 1}}));
+  std::map<uint16_t, std::string> first;
+  harness.state.now_ms = 1'000;
+  for (uint16_t port = kFirstPort; port < kFirstPort + kFlows; ++port) {
+    first[port] = harness.send(port, kTcpAck);
+  }
+  EXPECT_EQ(harness.count(ConntrackEvent::kUnconfirmedInsert), kFlows);
+  harness.state.now_ms = 1'010;
+  for (uint16_t port = kFirstPort; port < kFirstPort + kFlows; port += 2) {
+    EXPECT_EQ(harness.send(port, kTcpAck), first[port]);
+  }
+  EXPECT_EQ(harness.count(ConntrackEvent::kConfirmation), kFlows / 2);
+  // Past the opening timeout, a backend joins: the confirmed flows stay, the lone ACKs' entries
+  // are gone and their next packets take the new table's pick.
+  harness.use(configWith({{1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}}));
+  harness.state.now_ms = 1'010 + 5'001;
+  size_t moved_lone = 0;
+  for (uint16_t port = kFirstPort; port < kFirstPort + kFlows; ++port) {
+    const std::string now = harness.send(port, kTcpAck);
+    if (port % 2 == 0) {
+      EXPECT_EQ(now, first[port]) << "confirmed flow " << port;
+    } else {
+      EXPECT_EQ(now, harness.tablePick(port)) << "expired lone ACK " << port;
+      moved_lone += now != first[port];
+    }
+  }
+  EXPECT_GT(moved_lone, kFlows / 20) << "the new table moved some of them";
+  EXPECT_EQ(harness.count(ConntrackEvent::kExpiry), kFlows / 2);
+}
+
 TEST(PipelineConntrackTest, FlowsStayOnTheirBackendWhenAnotherBackendJoins) {
   Harness harness;
   harness.use(configWith({{1, 1}, {2, 1}, {3, 1}, {4, 1}}));

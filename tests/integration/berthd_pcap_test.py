@@ -7,7 +7,9 @@ It checks that every output frame is a well-formed encapsulation with correct ch
 input packet intact inside, that every packet of a flow reaches one backend, and that this is the
 backend the Maglev table (from `berthctl table --json`) gives for the flow's hash, computed here
 with an independent CRC32-C; that backend shares match the table's within 2 points; and that the
-malformed frames appear only as their named drop counters.
+malformed frames appear only as their named drop counters. Oversized DF packets mixed in get ICMP
+"fragmentation needed" within dataplane.icmp's burst and rate, and an oversized ICMP error or
+packet from 255.255.255.255 gets none.
 
 Usage: berthd_pcap_test.py BERTHD BERTHCTL
 """
@@ -24,7 +26,7 @@ import threading
 import time
 import unittest
 
-from scapy.all import ARP, GRE, IP, TCP, UDP, Ether, IPv6, PcapWriter, Raw, raw, rdpcap
+from scapy.all import ARP, GRE, ICMP, IP, TCP, UDP, Ether, IPv6, PcapWriter, Raw, raw, rdpcap
 
 BERTHD, BERTHCTL = sys.argv.pop(1), sys.argv.pop(1)
 
@@ -152,6 +154,34 @@ def malformed_frames():
     ]
 
 
+# Oversized packets: too big for the port's MTU once encapsulated (ipip adds 20 bytes to 1500).
+TOO_BIG_FLOOD = 1000
+TOO_BIG_BURST = 100     # dataplane.icmp's defaults
+TOO_BIG_PER_SECOND = 1000
+
+
+def too_big_frames(generator):
+    """(frame, kind) for a flood of oversized DF packets to the ipip VIP from 198.18.200.0/24,
+    one from 255.255.255.255, and an oversized ICMP error: the last two may get no ICMP error."""
+    frames = []
+    for _ in range(TOO_BIG_FLOOD):
+        client = "198.18.200.%d" % (1 + generator.randrange(254))
+        packet = IP(src=client, dst="198.18.100.1", flags="DF") / \
+            TCP(sport=1024 + generator.randrange(64000), dport=80, flags="A") / Raw(b"x" * 1460)
+        frames.append((raw(Ether(dst=PORT_MAC, src=CLIENT_MAC) / packet), "flood"))
+    broadcast = IP(src="255.255.255.255", dst="198.18.100.1", flags="DF") / \
+        TCP(sport=4000, dport=80) / Raw(b"x" * 1460)
+    frames.append((raw(Ether(dst=PORT_MAC, src=CLIENT_MAC) / broadcast), "not_answerable"))
+    quoted = IP(src="198.18.100.1", dst="198.18.0.1") / TCP(sport=80, dport=40000) / Raw(b"y" * 1420)
+    error = IP(src="198.18.9.9", dst="198.18.100.1", flags="DF") / ICMP(type=3, code=4) / quoted
+    frames.append((raw(Ether(dst=PORT_MAC, src=CLIENT_MAC) / error), "not_answerable"))
+    return frames
+
+
+def is_too_big_reply(frame):
+    return IP in frame and frame[IP].proto == 1 and frame[IP].src == "198.18.100.1"
+
+
 class BerthdOnPcap(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -186,6 +216,9 @@ class BerthdOnPcap(unittest.TestCase):
         generator.shuffle(frames)
         cls.malformed = malformed_frames()
         for frame, _ in cls.malformed:
+            frames.insert(generator.randrange(len(frames)), frame)
+        cls.too_big = too_big_frames(generator)
+        for frame, _ in cls.too_big:
             frames.insert(generator.randrange(len(frames)), frame)
         frames.insert(100, raw(Ether(dst="ff:ff:ff:ff:ff:ff", src=CLIENT_MAC) /
                                ARP(op=1, hwsrc=CLIENT_MAC, psrc="198.18.0.1", pdst="198.18.0.10")))
@@ -252,7 +285,9 @@ class BerthdOnPcap(unittest.TestCase):
         expected = collections.Counter(name for _, name in self.malformed)
         for name, count in expected.items():
             self.assertEqual(counters[name], count, name)
-        dropped = sum(value for name, value in counters.items() if name.startswith(("parse_", "drop_")))
+        too_big = ("drop_too_big_rate_limited", "drop_too_big_not_answerable")
+        dropped = sum(value for name, value in counters.items()
+                      if name.startswith(("parse_", "drop_")) and name not in too_big)
         self.assertEqual(dropped, len(self.malformed), "no drop other than the malformed frames")
         malformed = {frame for frame, _ in self.malformed}
         for frame in self.output:
@@ -263,6 +298,26 @@ class BerthdOnPcap(unittest.TestCase):
         self.assertEqual(len(replies), 1)
         self.assertEqual((replies[0][ARP].op, replies[0][ARP].psrc, replies[0][ARP].hwsrc),
                          (2, "198.18.0.10", PORT_MAC))
+
+    def test_too_big_replies_are_limited_and_never_about_an_error_or_to_a_broadcast(self):
+        counters = self.counters["counters"]
+        replies = [frame for frame in self.output if is_too_big_reply(frame)]
+        # Each reply quotes the start of a flood packet: 576 bytes in all, so 548 of it.
+        quoted_starts = {raw(Ether(frame)[IP])[:548] for frame, kind in self.too_big if kind == "flood"}
+        self.assertEqual(counters["drop_too_big_not_answerable"], 2)
+        self.assertEqual(counters["icmp_too_big_replies"], len(replies))
+        self.assertEqual(len(replies) + counters["drop_too_big_rate_limited"], TOO_BIG_FLOOD)
+        # The burst at once, then the rate over the replay (one worker).
+        window = self.counters["rx_window_s"]
+        self.assertGreaterEqual(len(replies), min(TOO_BIG_BURST, TOO_BIG_FLOOD))
+        self.assertLessEqual(len(replies), TOO_BIG_BURST + TOO_BIG_PER_SECOND * window + 2)
+        print("\n  %d oversized DF packets over a %.3f s replay: %d replies, %d rate-limited" % (
+            TOO_BIG_FLOOD, window, len(replies), counters["drop_too_big_rate_limited"]),
+            file=sys.stderr)
+        for reply in replies:
+            self.assertEqual((reply[ICMP].type, reply[ICMP].code, reply[ICMP].nexthopmtu), (3, 4, 1480))
+            self.assertTrue(reply[IP].dst.startswith("198.18.200."), "only to the flood's sources")
+            self.assertIn(raw(reply[ICMP].payload), quoted_starts, "it quotes a flood packet")
 
     def decode(self, frame):
         """(service, backend address, inner IP packet bytes) of one output frame, after checking
@@ -303,7 +358,8 @@ class BerthdOnPcap(unittest.TestCase):
         backend_of_flow = {}
         flows_per_backend = collections.defaultdict(collections.Counter)
         inner_seen = collections.Counter()
-        data_frames = [frame for frame in self.output if ARP not in frame]
+        data_frames = [frame for frame in self.output
+                       if ARP not in frame and not is_too_big_reply(frame)]
         self.assertEqual(len(data_frames), sum(len(packets) for packets in self.sent.values()))
         for frame in data_frames:
             service, backend, inner = self.decode(frame)
@@ -336,7 +392,7 @@ class BerthdOnPcap(unittest.TestCase):
     def test_per_backend_counters_match_what_was_sent(self):
         packets = collections.Counter()
         for frame in self.output:
-            if ARP not in frame:
+            if ARP not in frame and not is_too_big_reply(frame):
                 service, backend, _ = self.decode(frame)
                 packets[service] += 1
         for service, count in packets.items():

@@ -68,10 +68,12 @@ std::shared_ptr<const RenderedText> ControlPlane::renderOffLoop(ReplyRenderer::R
   return renderer_ != nullptr ? renderer_->render(std::move(render)) : renderHere(render);
 }
 
-std::unique_ptr<ReplyStream> ControlPlane::statsReply() {
-  return renderedReply(renderOffLoop(
-      [report = countersReport(), rates = rates()] { return statsReplyJson(report, rates); }));
+std::shared_ptr<const RenderedText> ControlPlane::renderStats() {
+  return renderOffLoop(
+      [report = countersReport(), rates = rates()] { return statsReplyJson(report, rates); });
 }
+
+std::unique_ptr<ReplyStream> ControlPlane::statsReply() { return renderedReply(renderStats()); }
 
 std::unique_ptr<ReplyStream> ControlPlane::servicesReply() {
   return renderedReply(renderOffLoop([rows = currentServiceRows(), tracked = connectionsTracked()] {
@@ -105,6 +107,7 @@ std::unique_ptr<ReplyStream> ControlPlane::reloadReply() {
                : errorReply(outcome->message());
   });
 }
+
 // Each command of the command table (control/commands.h) and its handler.
 const absl::flat_hash_map<std::string, ControlPlane::CommandHandler>&
 ControlPlane::commandHandlers() {
@@ -157,8 +160,7 @@ std::unique_ptr<ReplyStream> ControlPlane::handleReadOnly(const ControlRequest& 
   if (request.command != "stats" || !request.fields.empty()) return handleControl(request);
   const absl::Time now = absl::Now();
   if (read_only_stats_ == nullptr || now - read_only_stats_at_ >= kReadOnlyStatsInterval) {
-    read_only_stats_ = renderOffLoop(
-        [report = countersReport(), rates = rates()] { return statsReplyJson(report, rates); });
+    read_only_stats_ = renderStats();
     read_only_stats_at_ = now;
   }
   return renderedReply(read_only_stats_);

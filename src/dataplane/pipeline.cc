@@ -140,9 +140,9 @@ bool classify(const Snapshot& snapshot, uint32_t port_index, Frame& frame, Worke
   out.hash = flowHash(packet.flow, out.service->hash_fields, out.service->hash_seed);
   out.entry = out.service->table.entryFor(out.hash);
   if (const ConnectionTable* table = worker.conntrack; table != nullptr) {
-    const bool ports = out.service->hash_fields == HashFields::kFiveTuple;
-    out.bucket_hash = table->bucketHash(packet.flow.source, ports ? packet.flow.source_port : 0,
-                                        static_cast<uint16_t>(out.service->counter_id));
+    out.bucket_hash = table->bucketHash(
+        packet.flow.source, ConnectionKey::sourcePortOf(packet.flow, out.service->hash_fields),
+        static_cast<uint16_t>(out.service->counter_id));
   }
   // The table is 128 KiB at the default M: an L2 read per packet, which the prefetch overlaps
   // with the rest of the burst's stage one instead of stalling on it here.

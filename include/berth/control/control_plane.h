@@ -154,6 +154,7 @@ class ControlPlane {
   // stats, services and backends gather their figures on the loop and render them on the
   // renderer's thread (control/reply_renderer.h); so does the Prometheus text.
   std::unique_ptr<ReplyStream> statsReply();
+  std::shared_ptr<const RenderedText> renderStats();
   std::unique_ptr<ReplyStream> servicesReply();
   std::unique_ptr<ReplyStream> backendsReply();
   struct Rates;

@@ -137,12 +137,9 @@ TEST(MetricsServerTest, ScrapesWaitForARenderingUnderWayWithoutHoldingTheLoop) {
     ASSERT_EQ(send(scrapers.back(), request.data(), request.size(), 0),
               static_cast<ssize_t>(request.size()));
   }
-  for (int turn = 0; turn < 20; ++turn) {
-    const auto started = std::chrono::steady_clock::now();
-    server->serve(render);
-    // Not a timing bound: a serve() that waited for the rendering would never return.
-    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
-  }
+  // A serve() that waited for the rendering would never return: the rendering waits for
+  // `release`, which comes only after these turns.
+  for (int turn = 0; turn < 20; ++turn) server->serve(render);
   char buffer[256];
   for (int fd : scrapers) EXPECT_EQ(recv(fd, buffer, sizeof(buffer), MSG_DONTWAIT), -1);
   release.set_value();

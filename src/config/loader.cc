@@ -17,6 +17,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "berth/maglev/bounded_load.h"
@@ -277,7 +278,7 @@ absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string
   BERTH_ASSIGN_OR_RETURN(const Fields fields,
                          Fields::read(source, path, node,
                                       {"name", "device", "ipv4", "ipv6", "gateway", "gateway_mac",
-                                       "mtu", "queues", "rss_key"}));
+                                       "mtu", "queues", "rss_key", "learn_announcements"}));
   PortConfig port;
   port.line.number = fields.self().line();
   BERTH_ASSIGN_OR_RETURN(port.name, fields.requiredString("name"));
@@ -289,6 +290,7 @@ absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string
   }
   BERTH_ASSIGN_OR_RETURN(port.gateway, fields.optionalAddress("gateway", std::nullopt));
   BERTH_ASSIGN_OR_RETURN(port.gateway_mac, fields.optionalMac("gateway_mac"));
+  BERTH_ASSIGN_OR_RETURN(port.learn_announcements, fields.boolean("learn_announcements", false));
   if (port.gateway && port.gateway_mac) {
     return fields.site("gateway_mac")
         .error("give gateway (resolved by ARP/ND) or gateway_mac, not both");
@@ -348,9 +350,34 @@ absl::StatusOr<IcmpConfig> parseIcmp(absl::string_view source, const YAML::Node&
   return icmp;
 }
 
+absl::StatusOr<NeighborConfig> parseNeighbors(absl::string_view source, const YAML::Node& node) {
+  BERTH_ASSIGN_OR_RETURN(const Fields fields, Fields::read(source, "dataplane.neighbors", node,
+                                                           {"lock_time", "refresh_interval",
+                                                            "request_timeout", "refresh_retries"}));
+  NeighborConfig neighbors;
+  BERTH_ASSIGN_OR_RETURN(neighbors.lock_time_ms,
+                         fields.milliseconds("lock_time", 0, 3600, neighbors.lock_time_ms));
+  BERTH_ASSIGN_OR_RETURN(
+      neighbors.request_timeout_ms,
+      fields.milliseconds("request_timeout", 0.01, 60, neighbors.request_timeout_ms));
+  BERTH_ASSIGN_OR_RETURN(
+      neighbors.refresh_interval_ms,
+      fields.milliseconds("refresh_interval", 0.1, 86400, neighbors.refresh_interval_ms));
+  if (neighbors.refresh_interval_ms <= neighbors.request_timeout_ms) {
+    return fields.site("refresh_interval")
+        .error(absl::StrFormat("must be longer than request_timeout (%.3f s): a refresh waits "
+                               "that long for its answer",
+                               neighbors.request_timeout_ms / 1000.0));
+  }
+  BERTH_ASSIGN_OR_RETURN(neighbors.refresh_retries,
+                         fields.integer("refresh_retries", 0, 100, neighbors.refresh_retries));
+  return neighbors;
+}
+
 absl::StatusOr<DataplaneConfig> parseDataplane(absl::string_view source, const YAML::Node& node) {
-  BERTH_ASSIGN_OR_RETURN(const Fields fields, Fields::read(source, "dataplane", node,
-                                                           {"eal", "ports", "conntrack", "icmp"}));
+  BERTH_ASSIGN_OR_RETURN(
+      const Fields fields,
+      Fields::read(source, "dataplane", node, {"eal", "ports", "conntrack", "icmp", "neighbors"}));
   DataplaneConfig dataplane;
   BERTH_ASSIGN_OR_RETURN(dataplane.eal, fields.stringList("eal"));
   if (const YAML::Node* conntrack = fields.find("conntrack");
@@ -359,6 +386,10 @@ absl::StatusOr<DataplaneConfig> parseDataplane(absl::string_view source, const Y
   }
   if (const YAML::Node* icmp = fields.find("icmp"); icmp != nullptr && !icmp->IsNull()) {
     BERTH_ASSIGN_OR_RETURN(dataplane.icmp, parseIcmp(source, *icmp));
+  }
+  if (const YAML::Node* neighbors = fields.find("neighbors");
+      neighbors != nullptr && !neighbors->IsNull()) {
+    BERTH_ASSIGN_OR_RETURN(dataplane.neighbors, parseNeighbors(source, *neighbors));
   }
   const YAML::Node* ports = fields.find("ports");
   if (ports == nullptr || ports->IsNull()) return dataplane;

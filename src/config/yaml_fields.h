@@ -153,6 +153,17 @@ class Fields {
     return std::optional<MacAddress>(*mac);
   }
 
+  // true or false, or `fallback` when the key is absent.
+  absl::StatusOr<bool> boolean(absl::string_view key, bool fallback) const {
+    const YAML::Node* node = find(key);
+    if (node == nullptr) return fallback;
+    if (node->IsScalar() && (node->Scalar() == "true" || node->Scalar() == "false")) {
+      return node->Scalar() == "true";
+    }
+    return site(key).error(absl::StrCat("must be true or false, got '",
+                                        node->IsScalar() ? node->Scalar() : "a non-scalar", "'"));
+  }
+
   // One of `choices`, or `fallback` when the key is absent.
   absl::StatusOr<std::string> choice(absl::string_view key,
                                      std::initializer_list<absl::string_view> choices,

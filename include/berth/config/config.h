@@ -64,6 +64,9 @@ struct PortConfig {
   // default a random key is drawn at each start.
   RssKeyKind rss_key = RssKeyKind::kRandom;
   std::vector<uint8_t> rss_key_bytes;  // kFixed: the key, as long as the NIC's
+  // Whether a gratuitous ARP or an unsolicited neighbour advertisement may change a next hop's
+  // MAC here. Off, only replies to berth's own requests do (docs/neighbors.md).
+  bool learn_announcements = false;
   SourceLine line;
 
   friend bool operator==(const PortConfig&, const PortConfig&) = default;
@@ -91,11 +94,27 @@ struct IcmpConfig {
   friend bool operator==(const IcmpConfig&, const IcmpConfig&) = default;
 };
 
+// How next hops' MACs are resolved and kept (docs/neighbors.md). Applies on reload.
+struct NeighborConfig {
+  // A learned MAC holds this long before anything may change it.
+  uint32_t lock_time_ms = 1000;
+  // A known next hop is asked again this often; berth learns only from answers to its own
+  // requests, so this is how soon it follows a replaced gateway.
+  uint32_t refresh_interval_ms = 30'000;
+  // How long a request waits for its answer, and how often an unanswered one is asked again.
+  uint32_t request_timeout_ms = 1000;
+  // Unanswered requests after a refresh, before the next hop is marked unresolved.
+  uint32_t refresh_retries = 3;
+
+  friend bool operator==(const NeighborConfig&, const NeighborConfig&) = default;
+};
+
 struct DataplaneConfig {
   std::vector<std::string> eal;  // EAL arguments, as on berthd's command line before "--"
   std::vector<PortConfig> ports;
   ConntrackConfig conntrack;
   IcmpConfig icmp;
+  NeighborConfig neighbors;
 
   friend bool operator==(const DataplaneConfig&, const DataplaneConfig&) = default;
 };

@@ -305,6 +305,20 @@ INSTANTIATE_TEST_SUITE_P(
                   "must be an integer from 1 to 100000000"},
         BadConfig{"unknown icmp key", "dataplane:\n  icmp: { echo: 5 }\nservices: []\n",
                   "bad.yaml:2:11: dataplane.icmp.echo", "unknown key"},
+        BadConfig{"a neighbour refresh no longer than its request timeout",
+                  "dataplane:\n  neighbors: { refresh_interval: 1, request_timeout: 2 }\n"
+                  "services: []\n",
+                  "bad.yaml:2:34: dataplane.neighbors.refresh_interval",
+                  "must be longer than request_timeout (2.000 s)"},
+        BadConfig{"a negative lock time",
+                  "dataplane:\n  neighbors: { lock_time: -1 }\nservices: []\n",
+                  "bad.yaml:2:27: dataplane.neighbors.lock_time",
+                  "must be a number of seconds from 0 to 3600"},
+        BadConfig{"learn_announcements not a boolean",
+                  "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+                  "learn_announcements: yes }\nservices: []\n",
+                  "bad.yaml:3:78: dataplane.ports[0].learn_announcements",
+                  "must be true or false, got 'yes'"},
         BadConfig{"unknown conntrack key", "dataplane:\n  conntrack: { size: 5 }\nservices: []\n",
                   "bad.yaml:2:16: dataplane.conntrack.size", "unknown key"},
         BadConfig{"health timeout above its interval",
@@ -510,6 +524,31 @@ TEST(ConfigLoaderTest, RssKeyIsRandomUnlessTheConfigSaysOtherwise) {
   const PortConfig fixed = port(absl::StrCat(", rss_key: \"", hex, "\""));
   EXPECT_EQ(fixed.rss_key, RssKeyKind::kFixed);
   EXPECT_EQ(fixed.rss_key_bytes, std::vector<uint8_t>(40, 0xaa));
+}
+
+TEST(ConfigLoaderTest, NeighborSettingsLoadDefaultAndApplyOnReload) {
+  absl::StatusOr<Config> config = parseConfig(
+      "dataplane:\n  neighbors: { lock_time: 2.5, refresh_interval: 10, request_timeout: 0.2, "
+      "refresh_retries: 5 }\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+      "learn_announcements: true }\nservices: []\n",
+      "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->dataplane.neighbors.lock_time_ms, 2500u);
+  EXPECT_EQ(config->dataplane.neighbors.refresh_interval_ms, 10'000u);
+  EXPECT_EQ(config->dataplane.neighbors.request_timeout_ms, 200u);
+  EXPECT_EQ(config->dataplane.neighbors.refresh_retries, 5u);
+  EXPECT_TRUE(config->dataplane.ports[0].learn_announcements);
+  absl::StatusOr<Config> defaults = parseConfig(kValid, "test.yaml");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->dataplane.neighbors, NeighborConfig{});
+  EXPECT_EQ(defaults->dataplane.neighbors.lock_time_ms, 1000u);
+  EXPECT_EQ(defaults->dataplane.neighbors.refresh_interval_ms, 30'000u);
+  EXPECT_EQ(defaults->dataplane.neighbors.request_timeout_ms, 1000u);
+  EXPECT_EQ(defaults->dataplane.neighbors.refresh_retries, 3u);
+  EXPECT_FALSE(PortConfig{}.learn_announcements);
+  Config reloaded = *defaults;
+  reloaded.dataplane.neighbors.refresh_interval_ms = 5000;
+  EXPECT_TRUE(sectionsNeedingRestart(*defaults, reloaded).empty());
 }
 
 TEST(ConfigLoaderTest, IcmpLimitsLoadAndDefault) {

@@ -40,6 +40,11 @@ const std::vector<CommandSpec>& commandTable() {
       {"table",
        {{"service", "NAME", false, true}},
        "the live table: slots per backend and the backend of every slot"},
+      {"neighbors",
+       {{"action", "flush", true}},
+       "each next hop resolved by ARP or ND (gateways, l2dsr backends): port, address, MAC,\n"
+       "state, seconds since it last answered, changes, and claims of another MAC refused.\n"
+       "neighbors flush asks every next hop again now; the MACs in use serve until answered"},
       {"announce",
        {{"announced", "N"}},
        "the VIP routes this instance wants announced over BGP (berth-announcer's input): none\n"

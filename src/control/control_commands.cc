@@ -126,6 +126,7 @@ ControlPlane::commandHandlers() {
        [](ControlPlane& d, const ControlRequest& r) { return wholeReply(d.drainReply(r, false)); }},
       {"explain", [](ControlPlane& d, const ControlRequest& r) { return d.explainReply(r); }},
       {"table", [](ControlPlane& d, const ControlRequest& r) { return d.tableReply(r); }},
+      {"neighbors", [](ControlPlane& d, const ControlRequest& r) { return d.neighborsReply(r); }},
       {"announce",
        [](ControlPlane& d, const ControlRequest& r) { return wholeReply(d.announceReply(r)); }},
   };
@@ -294,6 +295,27 @@ uint64_t ControlPlane::connectionsTracked() const {
     if (worker->connections() != nullptr) connections += worker->connections()->occupied();
   }
   return connections;
+}
+
+std::unique_ptr<ReplyStream> ControlPlane::neighborsReply(const ControlRequest& request) {
+  const std::string& action = request.field("action");
+  if (action == "flush") {
+    neighbors_.flush(absl::Now());
+    return wholeReply(
+        okReply(absl::StrCat("asking ", neighbors_.table().size(),
+                             " next hop(s) again; the MACs in use serve until they answer\n")));
+  }
+  if (!action.empty()) {
+    return wholeReply(
+        errorReply(absl::StrCat("neighbors takes flush or nothing, not '", action, "'")));
+  }
+  std::vector<std::string> port_names;
+  for (const PortConfig& port : config_.dataplane.ports) port_names.push_back(port.name);
+  // Thousands of l2dsr backends make a long reply: rendered off the loop, like backends.
+  return renderedReply(
+      renderOffLoop([rows = neighbors_.rows(absl::Now()), names = std::move(port_names)] {
+        return neighborsReplyJson(rows, names);
+      }));
 }
 
 std::string ControlPlane::drainReply(const ControlRequest& request, bool drain) {

@@ -150,9 +150,7 @@ TelemetryAnswer ControlPlane::telemetryAnswer(absl::string_view command,
     return answer;
   }
   if (command == "/berth/stats") {
-    std::vector<const WorkerCounters*> counters;
-    for (const WorkerPtr& worker : workers_) counters.push_back(&worker->counters);
-    for (const auto& [name, value] : sumCounters(counters)) entries.emplace_back(name, value);
+    for (const auto& [name, value] : summedCounters()) entries.emplace_back(name, value);
     entries.emplace_back("conntrack_entries", connectionsTracked());
     return answer;
   }
@@ -248,9 +246,7 @@ std::shared_ptr<const RenderedText> ControlPlane::renderMetrics() {
   metrics.version = kBerthVersion;
   metrics.uptime_s = absl::ToDoubleSeconds(absl::Now() - started_);
   metrics.generation = generation_;
-  std::vector<const WorkerCounters*> counters;
   for (const WorkerPtr& worker : workers_) {
-    counters.push_back(&worker->counters);
     WorkerMetrics own;
     own.rx_packets = worker->counters.rx_packets.read();
     own.rx_bytes = worker->counters.rx_bytes.read();
@@ -264,7 +260,7 @@ std::shared_ptr<const RenderedText> ControlPlane::renderMetrics() {
     }
     metrics.workers.push_back(own);
   }
-  metrics.sums = sumCounters(counters);
+  metrics.sums = summedCounters();
   metrics.services = currentServiceRows();
   metrics.backends = currentBackendRows();
   auto endpoint = [](std::string name, const auto& counts) {

@@ -31,7 +31,6 @@
 namespace berth {
 namespace {
 
-constexpr unsigned kNeighborRingSize = 1024;
 // How often the management loop wakes: the latency of a stop, a counter print or a learned MAC.
 constexpr absl::Duration kManagementTick = absl::Milliseconds(1);
 // On a stop with BGP announcements, how long berthd waits for berth-announcer to report the
@@ -39,10 +38,6 @@ constexpr absl::Duration kManagementTick = absl::Milliseconds(1);
 // `birdc configure` took up to 0.25 s in the ECMP end-to-end test on a loaded 2-CPU VM; five
 // seconds leave room for a much slower machine and still bound a stop.
 constexpr absl::Duration kWithdrawalConfirmationLimit = absl::Seconds(5);
-// ARP/ND for next hops: ask every second while unknown, and refresh a known one now and then
-// so that a replaced gateway is noticed even if it never announces itself.
-constexpr absl::Duration kResolveRetry = absl::Seconds(1);
-constexpr absl::Duration kResolveRefresh = absl::Seconds(60);
 // How often the ports' link states are read for the log: cheap, and a peer's coming and going
 // shows within a tenth of a second.
 constexpr absl::Duration kLinkCheckInterval = absl::Milliseconds(100);
@@ -94,7 +89,8 @@ ControlPlane::ControlPlane(std::string config_path, ControlSocketPaths sockets, 
       config_(std::move(config)),
       stop_(signals.stop),
       print_counters_(signals.print_counters),
-      reload_(signals.reload) {}
+      reload_(signals.reload),
+      neighbors_(NeighborSettings::of(config_.dataplane.neighbors), std::random_device{}()) {}
 
 absl::Status ControlPlane::startLcores() {
   BERTH_RETURN_IF_ERROR(checkCommandHandlers());
@@ -110,13 +106,6 @@ absl::Status ControlPlane::startLcores() {
   }
   BERTH_ASSIGN_OR_RETURN(publisher_,
                          SnapshotPublisher::create(static_cast<uint16_t>(lcores_.size())));
-  neighbor_news_ =
-      rte_ring_create_elem("berth_neighbor_news", sizeof(NeighborMessage), kNeighborRingSize,
-                           static_cast<int>(rte_socket_id()), RING_F_SC_DEQ);
-  if (neighbor_news_ == nullptr) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("management: neighbour ring: ", rte_strerror(rte_errno)));
-  }
   // Created on the main lcore, whose CPU the EAL has pinned this thread to: the log's writer
   // runs there too, never on a worker's CPU.
   asyncLog() = std::make_unique<AsyncLog>(STDERR_FILENO, "berthd: ");
@@ -131,8 +120,6 @@ void ControlPlane::stopLcores() {
   renderer_.reset();
   builder_.reset();
   asyncLog().reset();
-  rte_ring_free(neighbor_news_);
-  neighbor_news_ = nullptr;
   publisher_.reset();
 }
 
@@ -183,7 +170,6 @@ absl::Status ControlPlane::createWorkers() {
     setup.rcu_thread_id = w;
     setup.snapshot = &publisher_->current();
     setup.stop = &workers_stop_;
-    setup.neighbor_news = neighbor_news_;
     setup.conntrack = config_.dataplane.conntrack;
     setup.backend_loads = backend_loads_.get();
     // Worker w serves queue w of every port that has that many.
@@ -282,7 +268,9 @@ absl::StatusOr<std::unique_ptr<const Snapshot>> ControlPlane::snapshotFor(
   for (const ServiceState& service : services) {
     inputs.push_back({service.config(), service.liveTable()});
   }
-  return buildSnapshot(dataplane, inputs, port_macs_, neighbors_, counter_ids_, generation);
+  // A next hop new to the cache gets its slot before the snapshot that resolves it.
+  neighbors_.track(nextHopsToResolve(dataplane, inputs), dataplane.ports, absl::Now());
+  return buildSnapshot(dataplane, inputs, port_macs_, neighbors_.table(), counter_ids_, generation);
 }
 
 absl::Status ControlPlane::publishSnapshot() {
@@ -315,16 +303,16 @@ std::string describe(const SlotChange& change) {
                          100.0 * change.movedShare());
 }
 
-void ControlPlane::drainNeighborNews() {
-  NeighborMessage message;
-  bool changed = false;
-  while (rte_ring_sc_dequeue_elem(neighbor_news_, &message, sizeof(message)) == 0) {
-    const NeighborObservation& seen = message.observation;
-    if (neighbors_.learn(seen.address, seen.mac)) {
-      logLine(absl::StrFormat("port '%s': next hop %s is at %s", ports_[seen.port].name,
-                              seen.address.toString(), seen.mac.toString()));
-      changed = true;
-    }
+void ControlPlane::resolveNeighbors() {
+  const absl::Time now = absl::Now();
+  neighbor_news_.clear();
+  const bool changed = neighbors_.turn(
+      now, [this](const NextHopToResolve& hop) { return sendNeighborRequest(hop); },
+      neighbor_news_);
+  for (const NeighborNews& news : neighbor_news_) {
+    std::optional<std::string> line = neighbor_log_.admit(
+        now, absl::StrFormat("port '%s': %s", ports_[news.hop.port].name, describe(news)));
+    if (line) logLine(*line);
   }
   if (changed) {
     if (absl::Status status = publishSnapshot(); !status.ok()) {
@@ -334,29 +322,28 @@ void ControlPlane::drainNeighborNews() {
   }
 }
 
-void ControlPlane::requestUnresolvedNextHops() {
-  const bool refresh = absl::Now() - last_refresh_ >= kResolveRefresh;
-  if (refresh) last_refresh_ = absl::Now();
-  for (const NextHopToResolve& hop : nextHopsToResolve(config_)) {
-    if (!refresh && neighbors_.find(hop.address)) continue;
-    const OpenedPort& port = ports_[hop.port];
-    rte_mbuf* mbuf = rte_pktmbuf_alloc(port.pool);
-    if (mbuf == nullptr) return;
-    const size_t length =
-        buildNeighborRequest(rte_pktmbuf_mtod(mbuf, uint8_t*), rte_pktmbuf_tailroom(mbuf), port.mac,
-                             hop.source, hop.address);
-    if (length == 0 || rte_pktmbuf_append(mbuf, static_cast<uint16_t>(length)) == nullptr) {
-      rte_pktmbuf_free(mbuf);
-      continue;
-    }
-    mbuf->port = hop.port;
-    // Worker 0 serves queue 0 of every port.
-    if (!workers_[0]->queueControlFrame(mbuf)) rte_pktmbuf_free(mbuf);
+bool ControlPlane::sendNeighborRequest(const NextHopToResolve& hop) {
+  const OpenedPort& port = ports_[hop.port];
+  rte_mbuf* mbuf = rte_pktmbuf_alloc(port.pool);
+  if (mbuf == nullptr) return false;
+  const size_t length =
+      buildNeighborRequest(rte_pktmbuf_mtod(mbuf, uint8_t*), rte_pktmbuf_tailroom(mbuf), port.mac,
+                           hop.source, hop.address);
+  if (length == 0 || rte_pktmbuf_append(mbuf, static_cast<uint16_t>(length)) == nullptr) {
+    // Not a shortage that passes: counted as asked, so the next hops due after it still are.
+    rte_pktmbuf_free(mbuf);
+    return true;
   }
+  mbuf->port = hop.port;
+  // Worker 0 serves queue 0 of every port.
+  if (!workers_[0]->queueControlFrame(mbuf)) {
+    rte_pktmbuf_free(mbuf);
+    return false;
+  }
+  return true;
 }
 
 void ControlPlane::run() {
-  absl::Time last_request = absl::InfinitePast();
   // On a stop signal with BGP announcements, first withdraw them while still forwarding, so that
   // routers move the flows away before this instance stops taking them (control/stop_withdrawal.h).
   while (true) {
@@ -371,11 +358,7 @@ void ControlPlane::run() {
           absl::ToInt64Milliseconds(stop_withdrawal_->confirmationLimit())));
     }
     if (stop_withdrawal_ && stop_withdrawal_->done(absl::Now())) break;
-    drainNeighborNews();
-    if (absl::Now() - last_request >= kResolveRetry) {
-      requestUnresolvedNextHops();
-      last_request = absl::Now();
-    }
+    resolveNeighbors();
     if (print_counters_.exchange(false)) {
       // Rendered and written by the renderer's thread: stdout may be a pipe nobody reads.
       renderOffLoop([report = countersReport()] {
@@ -542,18 +525,25 @@ double ControlPlane::rxWindowSeconds() const {
   return static_cast<double>(last - first) / static_cast<double>(rte_get_tsc_hz());
 }
 
+std::vector<std::pair<std::string, uint64_t>> ControlPlane::summedCounters() const {
+  std::vector<const WorkerCounters*> counters;
+  for (const WorkerPtr& worker : workers_) counters.push_back(&worker->counters);
+  std::vector<std::pair<std::string, uint64_t>> sums = sumCounters(counters);
+  for (auto& sum : neighbors_.sums()) sums.push_back(std::move(sum));
+  sums.emplace_back("neighbor_log_lines_held_back", neighbor_log_.heldBack());
+  return sums;
+}
+
 CountersReport ControlPlane::countersReport() const {
   CountersReport report;
   report.elapsed_s = absl::ToDoubleSeconds(absl::Now() - started_);
   report.generation = generation_;
   report.rx_window_s = rxWindowSeconds();
-  std::vector<const WorkerCounters*> counters;
   for (const WorkerPtr& worker : workers_) {
-    counters.push_back(&worker->counters);
     report.workers.push_back(
         {worker->counters.rx_packets.read(), worker->counters.tx_packets.read()});
   }
-  report.sums = sumCounters(counters);
+  report.sums = summedCounters();
   const std::vector<std::string>& services = counter_ids_.serviceNames();
   for (size_t id = 0; id < services.size(); ++id) {
     report.services.emplace_back(services[id], trafficOf(static_cast<uint32_t>(id), false));

@@ -56,6 +56,8 @@ std::optional<absl::Status> ControlPlane::reloadOutcome(uint64_t request,
 }
 
 absl::Status ControlPlane::refuseReload(absl::string_view why) {
+  // Next hops the refused config brought in are not resolved.
+  neighbors_.keepOnly(nextHopsToResolve(config_));
   const std::string message =
       absl::StrCat("reload of ", config_path_, " refused, the running config keeps serving: ", why);
   logLine(message);
@@ -100,6 +102,8 @@ absl::Status ControlPlane::applyReload(BuiltReload built) {
   config_ = std::move(next);
   services_ = std::move(services);
   health_ = *std::move(monitor);
+  neighbors_.keepOnly(nextHopsToResolve(config_));
+  neighbors_.setSettings(NeighborSettings::of(config_.dataplane.neighbors));
   ++generation_;
   published_token_ = publisher_->publish(*std::move(snapshot));
   logLine(absl::StrFormat("reload of %s applied: %u service(s), %u backend(s); snapshot %u",

@@ -99,6 +99,8 @@ std::string prometheusText(const MetricsSnapshot& metrics) {
   byPrefix("drop_", "berth_drops_total", "reason", "Frames dropped after parsing, by reason");
   byPrefix("parse_", "berth_parse_errors_total", "error", "Malformed frames dropped, by error");
   byPrefix("conntrack_", "berth_conntrack_events_total", "event", "Connection-table events");
+  byPrefix("neighbor_", "berth_neighbor_events_total", "event",
+           "Next-hop resolution: requests, answers, MAC changes, losses, claims refused");
   for (const auto& [counter, value] : sums) {
     if (counter == "arp_nd_replies" || counter == "icmp_too_big_replies") {
       Family(out, absl::StrCat("berth_", counter, "_total"), "counter",

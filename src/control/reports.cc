@@ -1,5 +1,6 @@
 #include "berth/control/reports.h"
 
+#include <optional>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
@@ -12,7 +13,8 @@ namespace {
 // One column of a reply: its JSON key and its text header (either may be absent), its text
 // width (negative: left-aligned), and the cell of each row. `text`, when set, is what the text
 // table shows instead of the JSON value.
-using Cell = std::variant<std::string, uint64_t, int64_t, bool>;
+// std::monostate is an absent value: null in JSON, "-" in text.
+using Cell = std::variant<std::string, uint64_t, int64_t, bool, double, std::monostate>;
 template <typename Row>
 struct Column {
   const char* key;     // nullptr: text only
@@ -26,6 +28,8 @@ std::string cellText(const Cell& cell) {
   if (const auto* s = std::get_if<std::string>(&cell)) return *s;
   if (const auto* u = std::get_if<uint64_t>(&cell)) return absl::StrCat(*u);
   if (const auto* i = std::get_if<int64_t>(&cell)) return absl::StrCat(*i);
+  if (const auto* d = std::get_if<double>(&cell)) return absl::StrFormat("%.1f", *d);
+  if (std::holds_alternative<std::monostate>(cell)) return "-";
   return std::get<bool>(cell) ? "true" : "false";
 }
 
@@ -36,6 +40,10 @@ void writeCell(JsonWriter& json, const Cell& cell) {
     json.value(*u);
   } else if (const auto* i = std::get_if<int64_t>(&cell)) {
     json.value(*i);
+  } else if (const auto* d = std::get_if<double>(&cell)) {
+    json.value(*d);
+  } else if (std::holds_alternative<std::monostate>(cell)) {
+    json.null();
   } else {
     json.value(std::get<bool>(cell));
   }
@@ -48,12 +56,14 @@ std::string padded(const std::string& text, int width) {
   return width < 0 ? text + pad : pad + text;
 }
 
-// {"ok": true, "conntrack_entries": N, ARRAY: [rows], "text": the table}.
+// {"ok": true, "conntrack_entries": N, ARRAY: [rows], "text": the table}, without the
+// connections where none are given.
 template <typename Row>
 std::string tableReply(const char* array, const std::vector<Column<Row>>& columns,
-                       const std::vector<Row>& rows, uint64_t connections_tracked) {
+                       const std::vector<Row>& rows, std::optional<uint64_t> connections_tracked) {
   JsonWriter json;
-  json.beginObject().key("ok").value(true).key("conntrack_entries").value(connections_tracked);
+  json.beginObject().key("ok").value(true);
+  if (connections_tracked) json.key("conntrack_entries").value(*connections_tracked);
   auto line = [&](auto text_of) {
     std::string out;
     for (const Column<Row>& column : columns) {
@@ -77,7 +87,9 @@ std::string tableReply(const char* array, const std::vector<Column<Row>>& column
     }));
   }
   json.endArray();
-  absl::StrAppendFormat(&text, "connections tracked: %u\n", connections_tracked);
+  if (connections_tracked) {
+    absl::StrAppendFormat(&text, "connections tracked: %u\n", *connections_tracked);
+  }
   json.key("text").value(text).endObject();
   return json.str();
 }
@@ -171,6 +183,29 @@ std::string backendsReplyJson(const std::vector<BackendRow>& rows, uint64_t conn
   };
   for (Column<R>& column : trafficColumns<R>()) columns.push_back(std::move(column));
   return tableReply("backends", columns, rows, connections_tracked);
+}
+
+std::string neighborsReplyJson(const std::vector<NeighborRow>& rows,
+                               const std::vector<std::string>& port_names) {
+  using R = NeighborRow;
+  const auto port_name = [&port_names](const R& r) {
+    return r.port < port_names.size() ? port_names[r.port] : absl::StrCat(r.port);
+  };
+  std::vector<Column<R>> columns = {
+      {"port", "port", -12, [port_name](const R& r) { return Cell(port_name(r)); }},
+      {"address", "address", -26, [](const R& r) { return Cell(r.address.toString()); }},
+      {"mac", "mac", -17,
+       [](const R& r) { return r.mac ? Cell(r.mac->toString()) : Cell(std::monostate()); }},
+      {"state", "state", -10, [](const R& r) { return Cell(std::string(toString(r.state))); }},
+      {"age_s", "age_s", 8,
+       [](const R& r) {
+         return r.age ? Cell(absl::ToDoubleSeconds(*r.age)) : Cell(std::monostate());
+       }},
+      {"unanswered", "unanswered", 10, [](const R& r) { return Cell(uint64_t{r.unanswered}); }},
+      {"changes", "changes", 8, [](const R& r) { return Cell(r.changes); }},
+      {"refused", "refused", 8, [](const R& r) { return Cell(r.refused); }},
+  };
+  return tableReply("neighbors", columns, rows, std::nullopt);
 }
 
 uint64_t CountersReport::sum(absl::string_view name) const {

@@ -24,6 +24,16 @@ absl::string_view toString(ConntrackEvent event) {
   return index < kConntrackEventCount ? kNames[index] : "unknown";
 }
 
+absl::string_view toString(NeighborRefusal refusal) {
+  static constexpr absl::string_view kNames[] = {
+#define BERTH_NEIGHBOR_REFUSAL_NAME(name, text) text,
+      BERTH_NEIGHBOR_REFUSALS(BERTH_NEIGHBOR_REFUSAL_NAME)
+#undef BERTH_NEIGHBOR_REFUSAL_NAME
+  };
+  const auto index = static_cast<size_t>(refusal);
+  return index < kNeighborRefusalCount ? kNames[index] : "unknown";
+}
+
 std::vector<std::pair<std::string, uint64_t>> sumCounters(
     absl::Span<const WorkerCounters* const> workers) {
   std::vector<std::pair<std::string, uint64_t>> totals;
@@ -51,6 +61,10 @@ std::vector<std::pair<std::string, uint64_t>> sumCounters(
   for (size_t i = 0; i < kConntrackEventCount; ++i) {
     sum(absl::StrCat("conntrack_", toString(static_cast<ConntrackEvent>(i))),
         [i](const WorkerCounters& w) -> const Counter& { return w.conntrack.values[i]; });
+  }
+  for (size_t i = 0; i < kNeighborRefusalCount; ++i) {
+    sum(absl::StrCat("neighbor_refused_", toString(static_cast<NeighborRefusal>(i))),
+        [i](const WorkerCounters& w) -> const Counter& { return w.neighbor_refusals[i]; });
   }
   return totals;
 }

@@ -31,10 +31,21 @@ std::optional<NeighborObservation> observeArp(const Frame& frame, const ParsedPa
     return std::nullopt;
   }
   NeighborObservation seen;
+  if (arp->arp_data.arp_sip == arp->arp_data.arp_tip) {
+    seen.claim = NeighborClaim::kAnnouncement;  // RFC 5227's announcement, request or reply
+  } else if (arp->arp_opcode == rte_cpu_to_be_16(RTE_ARP_OP_REPLY)) {
+    seen.claim = NeighborClaim::kReply;
+  } else if (arp->arp_opcode == rte_cpu_to_be_16(RTE_ARP_OP_REQUEST)) {
+    seen.claim = NeighborClaim::kRequest;
+  } else {
+    return std::nullopt;
+  }
   seen.address.family = IpFamily::kIpv4;
   std::memcpy(seen.address.bytes.data(), &arp->arp_data.arp_sip, 4);
   std::memcpy(seen.mac.bytes.data(), &arp->arp_data.arp_sha, RTE_ETHER_ADDR_LEN);
   if (isUnspecified(seen.address.bytes.data(), 4) || seen.mac.isMulticast()) return std::nullopt;
+  seen.from_claimed_mac =
+      std::memcmp(frame.data + RTE_ETHER_ADDR_LEN, seen.mac.bytes.data(), RTE_ETHER_ADDR_LEN) == 0;
   return seen;
 }
 
@@ -50,13 +61,17 @@ std::optional<NeighborObservation> observeNeighborDiscovery(const Frame& frame,
   if (message[1] != 0) return std::nullopt;
   uint8_t wanted_option;
   const uint8_t* address;
+  NeighborClaim claim;
   if (message[0] == kNeighborSolicitation) {
     wanted_option = kSourceLinkLayerOption;
     // The parser swaps nothing for ND messages: flow.source is the IPv6 source address.
     address = frame.data + packet.l3_offset + 8;
+    claim = NeighborClaim::kRequest;
   } else if (message[0] == kNeighborAdvertisement) {
     wanted_option = kTargetLinkLayerOption;
     address = message + 8;
+    claim =
+        (message[4] & kSolicitedFlag) != 0 ? NeighborClaim::kReply : NeighborClaim::kAnnouncement;
   } else {
     return std::nullopt;
   }
@@ -72,6 +87,9 @@ std::optional<NeighborObservation> observeNeighborDiscovery(const Frame& frame,
       std::memcpy(seen.address.bytes.data(), address, 16);
       std::memcpy(seen.mac.bytes.data(), frame.data + at + 2, RTE_ETHER_ADDR_LEN);
       if (seen.mac.isMulticast()) return std::nullopt;
+      seen.claim = claim;
+      seen.from_claimed_mac = std::memcmp(frame.data + RTE_ETHER_ADDR_LEN, seen.mac.bytes.data(),
+                                          RTE_ETHER_ADDR_LEN) == 0;
       return seen;
     }
     at += length;
@@ -140,17 +158,35 @@ size_t buildNeighborRequest(uint8_t* out, size_t capacity, const MacAddress& sou
   return length;
 }
 
-bool NeighborTable::learn(const IpAddress& address, const MacAddress& mac) {
-  auto [it, inserted] = macs_.try_emplace(address, mac);
-  if (inserted) return true;
-  if (it->second == mac) return false;
-  it->second = mac;
+bool NeighborTable::learn(uint16_t port, const IpAddress& address, const MacAddress& mac) {
+  ResolvingNextHop& hop = hops_[NeighborKey(port, address)];
+  if (hop.mac == mac) return false;
+  hop.mac = mac;
   return true;
 }
 
-std::optional<MacAddress> NeighborTable::find(const IpAddress& address) const {
-  auto it = macs_.find(address);
-  if (it == macs_.end()) return std::nullopt;
+void NeighborTable::forget(uint16_t port, const IpAddress& address) {
+  if (auto it = hops_.find(NeighborKey(port, address)); it != hops_.end()) it->second.mac.reset();
+}
+
+void NeighborTable::attach(uint16_t port, const IpAddress& address,
+                           std::shared_ptr<NeighborSlot> slot) {
+  hops_[NeighborKey(port, address)].slot = std::move(slot);
+}
+
+void NeighborTable::erase(uint16_t port, const IpAddress& address) {
+  hops_.erase(NeighborKey(port, address));
+}
+
+std::optional<MacAddress> NeighborTable::find(uint16_t port, const IpAddress& address) const {
+  auto it = hops_.find(NeighborKey(port, address));
+  if (it == hops_.end()) return std::nullopt;
+  return it->second.mac;
+}
+
+ResolvingNextHop NeighborTable::resolving(uint16_t port, const IpAddress& address) const {
+  auto it = hops_.find(NeighborKey(port, address));
+  if (it == hops_.end()) return {};
   return it->second;
 }
 

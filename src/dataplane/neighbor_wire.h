@@ -17,5 +17,7 @@ inline constexpr uint8_t kNeighborAdvertisement = 136;
 inline constexpr uint8_t kSourceLinkLayerOption = 1;
 inline constexpr uint8_t kTargetLinkLayerOption = 2;
 inline constexpr uint8_t kNeighborDiscoveryHopLimit = 255;
+// In an advertisement's flags byte: sent in answer to a solicitation (RFC 4861, 4.4).
+inline constexpr uint8_t kSolicitedFlag = 0x40;
 
 }  // namespace berth

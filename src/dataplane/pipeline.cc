@@ -36,17 +36,58 @@ bool isNeighborDiscovery(const Frame& frame, const ParsedPacket& packet) {
   return type >= kRouterSolicitation && type <= kRedirect;
 }
 
-// ARP and ND: learn what is news about a next hop being resolved, answer questions for an
-// address berth holds on this port, and drop the rest. Rare next to data packets.
+// What an ARP or ND frame claims about a next hop being resolved: a reply to berth's request is
+// recorded in the next hop's slot for the management thread to decide on; an announcement is
+// recorded where the port learns from them; any other claim of a MAC other than the one in use
+// is refused and counted (docs/neighbors.md). A claim of the MAC in use changes nothing.
+void judgeNeighborClaim(const SnapshotPort& port, const Frame& frame,
+                        const NeighborObservation& seen, WorkerState& worker) {
+  auto it = port.resolving.find(seen.address);
+  if (it == port.resolving.end()) return;
+  const ResolvingNextHop& hop = it->second;
+  NeighborSlot* slot = hop.slot.get();
+  const bool other_mac = hop.mac != seen.mac;
+  auto refuse = [&](NeighborRefusal refusal) {
+    if (!other_mac) return;
+    worker.counters->count(refusal);
+    if (slot != nullptr) slot->countRefused();
+  };
+  switch (seen.claim) {
+    case NeighborClaim::kReply:
+      // berth asks from the port's MAC, so a reply to it comes to that MAC.
+      if (!seen.from_claimed_mac) {
+        refuse(NeighborRefusal::kSourceMismatch);
+      } else if (slot == nullptr || !sameMac(frame.data, port.mac) || !slot->asking()) {
+        refuse(NeighborRefusal::kUnsolicited);
+      } else if (other_mac) {
+        if (!slot->recordOtherAnswer(seen.mac)) refuse(NeighborRefusal::kLateAnswer);
+      } else {
+        slot->recordKnownAnswered();
+      }
+      return;
+    case NeighborClaim::kAnnouncement:
+      if (!other_mac) return;
+      if (!port.learn_announcements || slot == nullptr) {
+        refuse(NeighborRefusal::kAnnouncement);
+      } else if (!seen.from_claimed_mac) {
+        refuse(NeighborRefusal::kSourceMismatch);
+      } else {
+        slot->recordAnnouncement(seen.mac);
+      }
+      return;
+    case NeighborClaim::kRequest:
+      refuse(NeighborRefusal::kNotAReply);
+      return;
+  }
+}
+
+// ARP and ND: judge what a frame claims about a next hop, answer questions for an address berth
+// holds on this port, and drop the rest. Rare next to data packets.
 Verdict handleNeighborFrame(const Snapshot& snapshot, uint32_t port_index, Frame& frame,
                             const ParsedPacket& packet, WorkerState& worker) {
   const SnapshotPort& port = snapshot.port(port_index);
   if (std::optional<NeighborObservation> seen = observeNeighbor(frame, packet)) {
-    auto it = port.resolving.find(seen->address);
-    if (it != port.resolving.end() && it->second != seen->mac && worker.neighbors != nullptr) {
-      seen->port = static_cast<uint16_t>(port_index);
-      worker.neighbors->report(*seen);
-    }
+    judgeNeighborClaim(port, frame, *seen, worker);
   }
   const std::optional<IpAddress> asked = neighborQuery(frame, packet);
   if (asked &&

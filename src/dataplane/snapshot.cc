@@ -142,13 +142,15 @@ class SnapshotBuilder {
       view.ipv4 = port.ipv4;
       view.ipv6 = port.ipv6;
       view.mtu = port.mtu;
+      view.learn_announcements = port.learn_announcements;
       if (port.ipv4) view.answered.push_back(*port.ipv4);
       if (port.ipv6) view.answered.push_back(*port.ipv6);
       snapshot_->ports_.push_back(std::move(view));
     }
     const auto service_at = [&](size_t s) -> const ServiceConfig& { return services_[s].config; };
     for (const NextHopToResolve& hop : nextHopsOf(dataplane_, services_.size(), service_at)) {
-      snapshot_->ports_[hop.port].resolving.emplace(hop.address, neighbors_.find(hop.address));
+      snapshot_->ports_[hop.port].resolving.emplace(hop.address,
+                                                    neighbors_.resolving(hop.port, hop.address));
     }
   }
 
@@ -237,7 +239,9 @@ class SnapshotBuilder {
     for (size_t p = 0; p < dataplane_.ports.size(); ++p) {
       const PortConfig& port = dataplane_.ports[p];
       std::optional<MacAddress> gateway_mac = port.gateway_mac;
-      if (!gateway_mac && port.gateway) gateway_mac = neighbors_.find(*port.gateway);
+      if (!gateway_mac && port.gateway) {
+        gateway_mac = neighbors_.find(static_cast<uint16_t>(p), *port.gateway);
+      }
       for (size_t s = 0; s < services_.size(); ++s) {
         const ServiceConfig& config = services_[s].config;
         const SnapshotService& service = snapshot_->services_list_[s];
@@ -255,7 +259,7 @@ class SnapshotBuilder {
           if (config.forwarding == Forwarding::kL2Dsr) {
             // The backend must sit on this port's L2; its MAC is configured or learned here.
             const std::optional<MacAddress>& fixed = backend_configs_[index]->mac;
-            next_hop = fixed ? fixed : neighbors_.find(backend.address);
+            next_hop = fixed ? fixed : neighbors_.find(static_cast<uint16_t>(p), backend.address);
           } else {
             next_hop = source ? gateway_mac : std::nullopt;
           }
@@ -315,6 +319,12 @@ std::vector<NextHopToResolve> nextHopsToResolve(const DataplaneConfig& dataplane
                                                 absl::Span<const ServiceConfig> services) {
   return nextHopsOf(dataplane, services.size(),
                     [&](size_t s) -> const ServiceConfig& { return services[s]; });
+}
+
+std::vector<NextHopToResolve> nextHopsToResolve(const DataplaneConfig& dataplane,
+                                                absl::Span<const ServiceInput> services) {
+  return nextHopsOf(dataplane, services.size(),
+                    [&](size_t s) -> const ServiceConfig& { return services[s].config; });
 }
 
 }  // namespace berth

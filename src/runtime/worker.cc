@@ -74,7 +74,6 @@ absl::StatusOr<WorkerPtr> Worker::create(const WorkerSetup& setup) {
   w.rcu_thread_id_ = setup.rcu_thread_id;
   w.snapshot_ = setup.snapshot;
   w.stop_ = setup.stop;
-  w.neighbor_news_ = setup.neighbor_news;
   w.tx_drain_cycles_ = rte_get_tsc_hz() / 1'000'000 * setup.tx_drain_us;
   w.tsc_per_ms_ = std::max<uint64_t>(1, rte_get_tsc_hz() / 1000);
 
@@ -145,7 +144,6 @@ absl::StatusOr<WorkerPtr> Worker::create(const WorkerSetup& setup) {
     return absl::ResourceExhaustedError("workers: no memory for traffic counters");
   }
   w.state.counters = &w.counters;
-  w.state.neighbors = &w;
   w.state.conntrack = w.connections_ ? &*w.connections_ : nullptr;
   if (w.connections_) w.connections_->countConnectionsIn(traffic);
   if (setup.backend_loads != nullptr) {
@@ -247,13 +245,6 @@ void Worker::flush() {
       queue.tx_buffer->length = 0;
     }
   }
-}
-
-void Worker::report(const NeighborObservation& observation) {
-  // A full ring loses this report; the management thread asks again on its next round, and a
-  // reply to that is news again.
-  NeighborMessage message{observation};
-  rte_ring_mp_enqueue_elem(neighbor_news_, &message, sizeof(message));
 }
 
 void Worker::sendControlFrames() {

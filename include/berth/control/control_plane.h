@@ -16,6 +16,7 @@
 #include "berth/control/control_socket.h"
 #include "berth/control/mailbox.h"
 #include "berth/control/metrics_server.h"
+#include "berth/control/neighbor_cache.h"
 #include "berth/control/reload_builder.h"
 #include "berth/control/reply_renderer.h"
 #include "berth/control/reports.h"
@@ -31,6 +32,7 @@
 #include "berth/runtime/port.h"
 #include "berth/runtime/publisher.h"
 #include "berth/runtime/worker.h"
+#include "berth/util/line_limiter.h"
 
 namespace berth {
 
@@ -77,7 +79,7 @@ class ControlPlane {
   // The start-up steps, in the order berthd's start-up table runs them (src/berthd/main.cc).
   // Each step's stop undoes it, and does nothing when the step did not run, so a failed start
   // unwinds by calling the stops of the steps before it, in reverse.
-  //   lcores:  the worker lcores, the RCU publisher and the neighbour ring
+  //   lcores:  the worker lcores and the RCU publisher
   //   ports:   every configured port, started
   //   workers: one per worker lcore, on its socket (Worker::create)
   //   services: the health monitor, every service's state, and the first snapshot published
@@ -124,8 +126,14 @@ class ControlPlane {
   void reportWhenInForce(absl::Time start, absl::string_view event);
   // The management loop's step for the above, and frees retired snapshots.
   void reportRollouts();
-  void drainNeighborNews();
-  void requestUnresolvedNextHops();
+  // The neighbour cache's turn (control/neighbor_cache.h): its requests sent through worker 0,
+  // what it learned logged (at most kNeighborLogLinesPerSecond), the snapshot published on a
+  // change.
+  void resolveNeighbors();
+  bool sendNeighborRequest(const NextHopToResolve& hop);
+  static constexpr uint32_t kNeighborLogLinesPerSecond = 10;
+  // `neighbors`, and `neighbors flush`.
+  std::unique_ptr<ReplyStream> neighborsReply(const ControlRequest& request);
   // Logs each change, rebuilds the affected services' tables with min-disruption failover, and
   // publishes the snapshot.
   void applyHealthChanges(const std::vector<BackendHealthChange>& changes);
@@ -171,6 +179,9 @@ class ControlPlane {
   std::vector<BackendRow> currentBackendRows() const;
   // The summed counters, for `stats`, SIGUSR1 and the exit report.
   CountersReport countersReport() const;
+  // The workers' counters summed (sumCounters()), then the neighbour cache's: what `stats`,
+  // the metrics endpoint and telemetry all show.
+  std::vector<std::pair<std::string, uint64_t>> summedCounters() const;
   // Ways of every worker's connection table that hold a connection.
   uint64_t connectionsTracked() const;
   std::string drainReply(const ControlRequest& request, bool drain);
@@ -257,7 +268,9 @@ class ControlPlane {
   std::vector<MacAddress> port_macs_;
   std::unique_ptr<HealthMonitor> health_;
   CounterIds counter_ids_;
-  NeighborTable neighbors_;
+  NeighborCache neighbors_;
+  std::vector<NeighborNews> neighbor_news_;  // one turn's, reused
+  LineLimiter neighbor_log_{kNeighborLogLinesPerSecond};
   std::unique_ptr<SnapshotPublisher> publisher_;
   std::unique_ptr<BackendLoads> backend_loads_ = std::make_unique<BackendLoads>();
   absl::Time last_load_publish_ = absl::InfinitePast();
@@ -266,7 +279,6 @@ class ControlPlane {
   // the withdrawal has had time to reach the routers.
   std::optional<StopWithdrawal> stop_withdrawal_;
   std::vector<WorkerPtr> workers_;  // each in memory on its lcore's socket
-  rte_ring* neighbor_news_ = nullptr;
   uint64_t generation_ = 0;
   uint64_t published_token_ = 0;  // the RCU token of the latest publish
   // Publishes not yet in force on every worker, to be reported when they are.
@@ -300,7 +312,6 @@ class ControlPlane {
   uint64_t probes_not_run_logged_ = 0;
   absl::Time last_not_run_log_ = absl::InfinitePast();
   absl::Time started_ = absl::Now();
-  absl::Time last_refresh_ = absl::InfinitePast();
 };
 
 // Helpers the daemon's files share.

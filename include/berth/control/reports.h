@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "berth/control/neighbor_cache.h"
 #include "berth/control/service_state.h"
 #include "berth/dataplane/snapshot.h"
 
@@ -70,6 +71,11 @@ std::vector<BackendRow> backendRows(absl::Span<const ServiceState> services,
 // connections every worker's table holds.
 std::string servicesReplyJson(const std::vector<ServiceRow>& rows, uint64_t connections_tracked);
 std::string backendsReplyJson(const std::vector<BackendRow>& rows, uint64_t connections_tracked);
+
+// The `neighbors` reply: every next hop resolved by ARP or ND, as JSON and as the text table;
+// `port_names` by port index.
+std::string neighborsReplyJson(const std::vector<NeighborRow>& rows,
+                               const std::vector<std::string>& port_names);
 
 // The summed counters `stats` prints, and berthd on exit.
 struct CountersReport {

@@ -91,6 +91,24 @@ struct ConntrackCounters {
   std::array<Counter, kConntrackEventCount> values;
 };
 
+// Why a worker refused an ARP or ND frame's claim that a next hop is at another MAC than the one
+// in use (docs/neighbors.md), each with its counter's name.
+#define BERTH_NEIGHBOR_REFUSALS(X)                                                                 \
+  X(kUnsolicited, "unsolicited") /* a reply no request of berth's waits for, or not to berth */    \
+  X(kSourceMismatch, "source_mismatch") /* the Ethernet source is not the MAC claimed */           \
+  X(kAnnouncement, "announcement") /* gratuitous ARP or unsolicited NA, not learned on the port */ \
+  X(kNotAReply, "not_a_reply")     /* a request or solicitation claiming the next hop's address */ \
+  X(kLateAnswer, "late_answer")    /* another MAC's reply after a request already has one */
+
+enum class NeighborRefusal : uint8_t {
+#define BERTH_NEIGHBOR_REFUSAL_ENUM(name, text) name,
+  BERTH_NEIGHBOR_REFUSALS(BERTH_NEIGHBOR_REFUSAL_ENUM)
+#undef BERTH_NEIGHBOR_REFUSAL_ENUM
+      kCount
+};
+inline constexpr size_t kNeighborRefusalCount = static_cast<size_t>(NeighborRefusal::kCount);
+absl::string_view toString(NeighborRefusal refusal);
+
 // One worker's counters, in a cache line of its own so workers never share one.
 struct alignas(64) WorkerCounters {
   Counter rx_packets;
@@ -102,9 +120,11 @@ struct alignas(64) WorkerCounters {
   std::array<Counter, kParseErrorCount> parse_errors;
   std::array<Counter, kDropReasonCount> drops;
   ConntrackCounters conntrack;
+  std::array<Counter, kNeighborRefusalCount> neighbor_refusals;
 
   void count(ParseError error) { parse_errors[static_cast<size_t>(error)].add(1); }
   void count(DropReason reason) { drops[static_cast<size_t>(reason)].add(1); }
+  void count(NeighborRefusal refusal) { neighbor_refusals[static_cast<size_t>(refusal)].add(1); }
 };
 
 // Packets and bytes of one service or one backend, on one worker, and the connections this
@@ -128,8 +148,8 @@ struct TrafficCounters {
 };
 
 // The sum over workers, as the management thread reports it: (name, value) in a fixed order,
-// "rx_packets" ... then "parse_<error>", "drop_<reason>" and "conntrack_<event>" for every error,
-// reason and event.
+// "rx_packets" ... then "parse_<error>", "drop_<reason>", "conntrack_<event>" and
+// "neighbor_refused_<refusal>" for every error, reason, event and refusal.
 std::vector<std::pair<std::string, uint64_t>> sumCounters(
     absl::Span<const WorkerCounters* const> workers);
 

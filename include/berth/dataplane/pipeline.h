@@ -28,25 +28,14 @@ enum class Verdict : uint8_t {
   kTransmit,  // the frame was rewritten in place: send it out of the port it came in on
 };
 
-// Where a worker hands what ARP and ND frames tell about the next hops the snapshot is resolving.
-// Called only for news (an address being resolved, with a MAC the snapshot lacks), never per data
-// packet, so an implementation may be a ring enqueue.
-class NeighborSink {
- public:
-  virtual void report(const NeighborObservation& observation) = 0;
-
- protected:
-  ~NeighborSink() = default;
-};
-
-// What one worker brings to the pipeline: its counters, where neighbour news goes, and its
-// connection table with the time the table ages connections by.
+// What one worker brings to the pipeline: its counters, and its connection table with the time
+// the table ages connections by. What ARP and ND frames claim about next hops goes to their
+// slots in the snapshot (SnapshotPort::resolving).
 class WorkerLoads;
 
 struct WorkerState {
   WorkerCounters* counters = nullptr;
   TrafficCounters traffic;
-  NeighborSink* neighbors = nullptr;
   ConnectionTable* conntrack = nullptr;  // null: every packet goes to the table's pick
   // Active-flow counts for bounded-load services; null: they take the table's pick too.
   WorkerLoads* loads = nullptr;

@@ -60,10 +60,12 @@ struct SnapshotPort {
   uint16_t mtu = 1500;
   // The addresses berth answers ARP and ND for here: the port's own and `announce: arp` VIPs.
   std::vector<IpAddress> answered;
-  // The next hops whose MACs the port resolves (gateway, l2dsr backends without a fixed MAC), and
-  // the MAC this snapshot uses for each, if known. Workers report ARP and ND traffic about these
-  // addresses to the management thread only when it tells something new.
-  absl::flat_hash_map<IpAddress, std::optional<MacAddress>> resolving;
+  // The next hops whose MACs the port resolves (gateway, l2dsr backends without a fixed MAC),
+  // each with the MAC this snapshot uses, if known, and the slot where workers record the replies
+  // to berth's requests and the claims they refuse (docs/neighbors.md).
+  absl::flat_hash_map<IpAddress, ResolvingNextHop> resolving;
+  // Whether a gratuitous ARP or unsolicited advertisement may change a next hop's MAC here.
+  bool learn_announcements = false;
 };
 
 // A backend in one service, with where to send its packets from each port.
@@ -187,5 +189,7 @@ std::vector<NextHopToResolve> nextHopsToResolve(const DataplaneConfig& dataplane
 inline std::vector<NextHopToResolve> nextHopsToResolve(const Config& config) {
   return nextHopsToResolve(config.dataplane, config.services);
 }
+std::vector<NextHopToResolve> nextHopsToResolve(const DataplaneConfig& dataplane,
+                                                absl::Span<const ServiceInput> services);
 
 }  // namespace berth

@@ -45,12 +45,6 @@ struct WorkerQueue {
   bool link_up = true;
 };
 
-// What a worker reports to the management thread: news about a next hop's MAC.
-struct alignas(4) NeighborMessage {
-  NeighborObservation observation;
-};
-static_assert(sizeof(NeighborMessage) % 4 == 0, "rte_ring elements are multiples of 4 bytes");
-
 // A question from the management thread to one worker about its connection table (berthctl
 // explain): the worker alone may read its table, so it answers. The management thread writes
 // key and hash, then bumps `asked` (release); the worker, between bursts, looks the key up,
@@ -74,7 +68,6 @@ struct WorkerSetup {
   unsigned rcu_thread_id = 0;
   const std::atomic<const Snapshot*>* snapshot = nullptr;
   const std::atomic<bool>* stop = nullptr;
-  rte_ring* neighbor_news = nullptr;  // to the management thread; many producers, one consumer
   struct Queue {
     uint16_t port_id = 0;                  // DPDK's port id
     uint16_t queue = 0;                    // the RX and TX queue number
@@ -98,7 +91,7 @@ struct WorkerDeleter {
 };
 using WorkerPtr = std::unique_ptr<Worker, WorkerDeleter>;
 
-class alignas(64) Worker final : public NeighborSink {
+class alignas(64) Worker final {
  public:
   // A worker for `setup`, with everything it owns allocated on its lcore's socket: the worker
   // itself, a TX buffer per queue, its control ring, its connection table and its traffic
@@ -123,7 +116,7 @@ class alignas(64) Worker final : public NeighborSink {
   // that did: the window a capture replay took, for a packets-per-second figure.
   Counter first_rx_tsc;
   Counter last_rx_tsc;
-  WorkerState state;  // counters, traffic arrays and this worker as the neighbour sink
+  WorkerState state;  // counters, traffic arrays and the connection table
   // The management thread's question about a connection (berthctl explain).
   ConntrackQuery conntrack_query;
 
@@ -142,8 +135,6 @@ class alignas(64) Worker final : public NeighborSink {
 
   // The loop: until *stop, then flushes TX and goes RCU-offline.
   void run();
-
-  void report(const NeighborObservation& observation) override;
 
  private:
   friend struct WorkerDeleter;
@@ -164,7 +155,6 @@ class alignas(64) Worker final : public NeighborSink {
   const std::atomic<const Snapshot*>* snapshot_ = nullptr;
   const std::atomic<bool>* stop_ = nullptr;
   std::vector<WorkerQueue> queues_;
-  rte_ring* neighbor_news_ = nullptr;
   rte_ring* control_frames_ = nullptr;  // from the management thread: ARP/ND requests to send
   uint64_t tx_drain_cycles_ = 0;
   uint64_t tsc_per_ms_ = 1;  // for the connection table's millisecond clock

@@ -22,7 +22,8 @@ TEST(CommandsTest, NamesAreUniqueAndFound) {
   }
   EXPECT_EQ(findControlCommand("frobnicate"), nullptr);
   EXPECT_EQ(controlCommandNames(),
-            "status, stats, services, backends, reload, drain, undrain, explain, table, announce");
+            "status, stats, services, backends, reload, drain, undrain, explain, table, neighbors, "
+            "announce");
 }
 
 TEST(CommandsTest, SynopsisShowsWordsFlagsAndWhatIsOptional) {

@@ -23,6 +23,7 @@ MetricsSnapshot sample() {
                   {"drop_no_service", 1},
                   {"parse_truncated", 2},
                   {"conntrack_hit", 7},
+                  {"neighbor_refused_unsolicited", 9},
                   {"arp_nd_replies", 3}};
   ServiceRow service;
   service.name = "web";
@@ -58,6 +59,7 @@ TEST(PrometheusTest, EveryFamilyOnceWithItsSamples) {
   EXPECT_THAT(text, HasSubstr("berth_drops_total{reason=\"no_service\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("berth_parse_errors_total{error=\"truncated\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("berth_conntrack_events_total{event=\"hit\"} 7\n"));
+  EXPECT_THAT(text, HasSubstr("berth_neighbor_events_total{event=\"refused_unsolicited\"} 9\n"));
   EXPECT_THAT(text, HasSubstr("berth_arp_nd_replies_total 3\n"));
   EXPECT_THAT(text, HasSubstr("berth_service_packets_total{service=\"web\"} 14\n"));
   EXPECT_THAT(text,

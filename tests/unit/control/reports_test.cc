@@ -12,6 +12,7 @@ namespace berth {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 ServiceConfig webService() {
@@ -120,6 +121,32 @@ TEST_F(ReportsTest, CountersTextAndJsonFromOneReport) {
   EXPECT_THAT(json, HasSubstr(R"("counters":{"rx_packets":1000,"tx_packets":990})"));
   EXPECT_THAT(json,
               HasSubstr(R"("services":{"web":{"packets":1000,"bytes":64000,"connections":12}})"));
+}
+
+// A resolved next hop shows its MAC and age; an unresolved one has null for both in JSON and
+// "-" in text, and the reply has no connections line.
+TEST(NeighborsReplyTest, RowsInJsonAndTheTextTable) {
+  NeighborRow resolved;
+  resolved.port = 0;
+  resolved.address = IpAddress::v4(198, 18, 0, 254);
+  resolved.mac = *MacAddress::parse("02:00:00:00:00:fe");
+  resolved.state = NeighborState::kReachable;
+  resolved.age = absl::Milliseconds(2500);
+  resolved.changes = 1;
+  resolved.refused = 1004;
+  NeighborRow unresolved;
+  unresolved.port = 1;
+  unresolved.address = IpAddress::v4(198, 18, 0, 21);
+  unresolved.unanswered = 3;
+  const std::string reply = neighborsReplyJson({resolved, unresolved}, {"uplink", "lan"});
+  EXPECT_THAT(reply, StartsWith(R"({"ok":true,"neighbors":[{"port":"uplink",)"
+                                R"("address":"198.18.0.254","mac":"02:00:00:00:00:fe",)"
+                                R"("state":"reachable","age_s":2.5,"unanswered":0,"changes":1,)"
+                                R"("refused":1004},{"port":"lan","address":"198.18.0.21",)"
+                                R"("mac":null,"state":"unresolved","age_s":null,)"));
+  EXPECT_THAT(reply, HasSubstr("lan          198.18.0.21                -                 "
+                               "unresolved        -          3        0        0\\n"));
+  EXPECT_THAT(reply, Not(HasSubstr("connections tracked")));
 }
 
 }  // namespace

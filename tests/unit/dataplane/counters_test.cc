@@ -41,7 +41,8 @@ TEST(CountersTest, EveryCounterHasADistinctName) {
   std::set<std::string> names;
   for (const auto& [name, value] : totals) names.insert(name);
   EXPECT_EQ(names.size(), totals.size());
-  EXPECT_EQ(totals.size(), 6 + (kParseErrorCount - 1) + kDropReasonCount + kConntrackEventCount);
+  EXPECT_EQ(totals.size(), 6 + (kParseErrorCount - 1) + kDropReasonCount + kConntrackEventCount +
+                               kNeighborRefusalCount);
   EXPECT_EQ(names.count("conntrack_evictions"), 1u);
 }
 

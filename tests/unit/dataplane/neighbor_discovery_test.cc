@@ -32,6 +32,8 @@ TEST(NeighborDiscoveryTest, ArpRequestAsksForTheTargetFromThePort) {
   ASSERT_TRUE(seen.has_value());
   EXPECT_EQ(seen->address, kPort4);
   EXPECT_EQ(seen->mac, kPortMac);
+  EXPECT_EQ(seen->claim, NeighborClaim::kRequest);
+  EXPECT_TRUE(seen->from_claimed_mac);
 }
 
 TEST(NeighborDiscoveryTest, SolicitationGoesToTheSolicitedNodeGroupWithAValidChecksum) {
@@ -49,6 +51,18 @@ TEST(NeighborDiscoveryTest, SolicitationGoesToTheSolicitedNodeGroupWithAValidChe
   ASSERT_TRUE(seen.has_value());
   EXPECT_EQ(seen->address, kGateway6);
   EXPECT_EQ(seen->mac, gateway_mac);
+  EXPECT_EQ(seen->claim, NeighborClaim::kReply) << "the solicited flag is set";
+  EXPECT_TRUE(seen->from_claimed_mac);
+
+  // Without the solicited flag, the same advertisement is an announcement.
+  ReceivedFrame unsolicited(request.sent());
+  unsolicited.frame.data[14 + 40 + 4] &= ~0x40;
+  EXPECT_EQ(observeNeighbor(unsolicited.frame, unsolicited.packet)->claim,
+            NeighborClaim::kAnnouncement);
+  // From another Ethernet source, it speaks for someone else.
+  ReceivedFrame relayed(request.sent());
+  relayed.frame.data[6 + 5] ^= 0x01;
+  EXPECT_FALSE(observeNeighbor(relayed.frame, relayed.packet)->from_claimed_mac);
 }
 
 TEST(NeighborDiscoveryTest, ArpRepliesTeachTheSendersMac) {
@@ -60,6 +74,27 @@ TEST(NeighborDiscoveryTest, ArpRepliesTeachTheSendersMac) {
   ASSERT_TRUE(seen.has_value());
   EXPECT_EQ(seen->address, kGateway4);
   EXPECT_EQ(seen->mac, gateway_mac);
+  EXPECT_EQ(seen->claim, NeighborClaim::kReply);
+  EXPECT_TRUE(seen->from_claimed_mac);
+
+  ReceivedFrame relayed(request.sent());
+  relayed.frame.data[6] ^= 0x02;  // another (still unicast) Ethernet source
+  EXPECT_FALSE(observeNeighbor(relayed.frame, relayed.packet)->from_claimed_mac);
+}
+
+TEST(NeighborDiscoveryTest, ArpWhoseSenderIsItsTargetIsAnAnnouncement) {
+  // A gratuitous request: "who has 198.18.0.254? tell 198.18.0.254".
+  ReceivedFrame gratuitous = receivedRequest(kGateway4, kGateway4);
+  EXPECT_EQ(observeNeighbor(gratuitous.frame, gratuitous.packet)->claim,
+            NeighborClaim::kAnnouncement);
+  // A gratuitous reply is one too.
+  gratuitous.frame.data[14 + 7] = 2;
+  EXPECT_EQ(observeNeighbor(gratuitous.frame, gratuitous.packet)->claim,
+            NeighborClaim::kAnnouncement);
+  // An opcode that is neither request nor reply claims nothing.
+  ReceivedFrame odd = receivedRequest(kPort4, kGateway4);
+  odd.frame.data[14 + 7] = 9;
+  EXPECT_FALSE(observeNeighbor(odd.frame, odd.packet).has_value());
 }
 
 TEST(NeighborDiscoveryTest, FramesThatTeachNothingAreIgnored) {
@@ -85,16 +120,55 @@ TEST(NeighborDiscoveryTest, RequestsNeedRoomAndMatchingFamilies) {
   EXPECT_EQ(buildNeighborRequest(buffer, sizeof(buffer), kPortMac, kPort4, kGateway6), 0u);
 }
 
-TEST(NeighborDiscoveryTest, TheTableReportsOnlyChanges) {
+TEST(NeighborDiscoveryTest, TheTableReportsOnlyChangesPerPort) {
   NeighborTable table;
   const MacAddress first = *MacAddress::parse("02:00:00:00:00:01");
   const MacAddress second = *MacAddress::parse("02:00:00:00:00:02");
-  EXPECT_TRUE(table.learn(kGateway4, first));
-  EXPECT_FALSE(table.learn(kGateway4, first));
-  EXPECT_TRUE(table.learn(kGateway4, second));
-  EXPECT_EQ(table.find(kGateway4), second);
-  EXPECT_EQ(table.find(kGateway6), std::nullopt);
+  EXPECT_TRUE(table.learn(0, kGateway4, first));
+  EXPECT_FALSE(table.learn(0, kGateway4, first));
+  EXPECT_TRUE(table.learn(0, kGateway4, second));
+  EXPECT_EQ(table.find(0, kGateway4), second);
+  EXPECT_EQ(table.find(1, kGateway4), std::nullopt) << "the same address behind another port";
+  EXPECT_EQ(table.find(0, kGateway6), std::nullopt);
   EXPECT_EQ(table.size(), 1u);
+
+  // Forgetting keeps the slot that snapshots share with the workers.
+  auto slot = std::make_shared<NeighborSlot>();
+  table.attach(0, kGateway4, slot);
+  table.forget(0, kGateway4);
+  EXPECT_EQ(table.find(0, kGateway4), std::nullopt);
+  EXPECT_EQ(table.resolving(0, kGateway4).slot, slot);
+  table.erase(0, kGateway4);
+  EXPECT_EQ(table.resolving(0, kGateway4).slot, nullptr);
+}
+
+TEST(NeighborDiscoveryTest, TheSlotKeepsTheFirstOtherAnswerOfARequest) {
+  NeighborSlot slot;
+  const MacAddress first = *MacAddress::parse("02:00:00:00:00:0a");
+  const MacAddress second = *MacAddress::parse("02:00:00:00:00:0b");
+  EXPECT_FALSE(slot.asking());
+  slot.openRequest();
+  EXPECT_TRUE(slot.asking());
+  EXPECT_TRUE(slot.recordOtherAnswer(first));
+  EXPECT_FALSE(slot.recordOtherAnswer(second));
+  EXPECT_TRUE(slot.recordOtherAnswer(first)) << "the answer kept, again";
+  EXPECT_EQ(slot.otherAnswer(), first);
+  EXPECT_FALSE(slot.knownAnswered());
+  slot.recordKnownAnswered();
+  EXPECT_TRUE(slot.knownAnswered());
+  slot.closeRequest();
+  EXPECT_FALSE(slot.asking());
+  slot.openRequest();  // a new request forgets the last one's answers
+  EXPECT_EQ(slot.otherAnswer(), std::nullopt);
+  EXPECT_FALSE(slot.knownAnswered());
+
+  slot.recordAnnouncement(second);
+  slot.recordAnnouncement(first);
+  EXPECT_EQ(slot.takeAnnouncement(), second);
+  EXPECT_EQ(slot.takeAnnouncement(), std::nullopt) << "taken";
+  slot.countRefused();
+  slot.countRefused();
+  EXPECT_EQ(slot.refused(), 2u);
 }
 
 }  // namespace

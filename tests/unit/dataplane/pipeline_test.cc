@@ -259,12 +259,6 @@ std::unique_ptr<Built> buildFrom(absl::string_view yaml, const NeighborTable& ne
   return built;
 }
 
-class RecordingSink : public NeighborSink {
- public:
-  void report(const NeighborObservation& observation) override { reports.push_back(observation); }
-  std::vector<NeighborObservation> reports;
-};
-
 const std::vector<Fixture>& fixtures() {
   static const std::vector<Fixture> kFixtures = {
       {"ipip over IPv4: the client's packet inside an outer header to the backend",
@@ -650,51 +644,6 @@ TEST(PipelineTest, TooBigRepliesAreLimitedPerWorker) {
   EXPECT_EQ(flood(2100, 1000), 5);
   EXPECT_EQ(counters.read("icmp_too_big_replies"), 45u);
   EXPECT_EQ(counters.read("drop_too_big_rate_limited"), 2955u);
-}
-
-TEST(PipelineTest, ArpFromANextHopBeingResolvedIsReportedOnceItIsNews) {
-  constexpr char kResolving[] = R"(
-dataplane:
-  ports: [ { name: p0, device: net_null0, ipv4: 198.18.0.10, gateway: 198.18.0.254 } ]
-services:
-  - { name: web, vip: 198.18.100.1, port: 80, protocol: tcp,
-      backends: [ { name: a, address: 198.18.1.2 } ] }
-)";
-  const IpAddress gateway = IpAddress::v4(198, 18, 0, 254);
-  const std::unique_ptr<Built> unresolved = buildFrom(kResolving);
-  RecordingSink sink;
-  Counters counters;
-  counters.state.neighbors = &sink;
-
-  ReceivedFrame data(tcp4To(kVip, 80));
-  EXPECT_EQ(processFrame(*unresolved->snapshot, 0, data.frame, counters.state), Verdict::kDrop);
-  EXPECT_EQ(counters.read("drop_next_hop_unresolved"), 1u);
-
-  // The gateway asks for the port's address: berth answers and learns the gateway's MAC.
-  ReceivedFrame question(arpRequest(kPort4, gateway));
-  EXPECT_EQ(processFrame(*unresolved->snapshot, 0, question.frame, counters.state),
-            Verdict::kTransmit);
-  ASSERT_EQ(sink.reports.size(), 1u);
-  EXPECT_EQ(sink.reports[0].address, gateway);
-  EXPECT_EQ(sink.reports[0].mac, *MacAddress::parse("02:00:00:00:00:02"));
-
-  // Someone else's ARP is no news.
-  ReceivedFrame other(arpRequest(kPort4, IpAddress::v4(198, 18, 0, 77)));
-  processFrame(*unresolved->snapshot, 0, other.frame, counters.state);
-  EXPECT_EQ(sink.reports.size(), 1u);
-
-  // Once the snapshot carries the learned MAC, the same ARP is no news either, and data flows.
-  NeighborTable neighbors;
-  neighbors.learn(gateway, sink.reports[0].mac);
-  const std::unique_ptr<Built> resolved = buildFrom(kResolving, neighbors);
-  ReceivedFrame again(arpRequest(kPort4, gateway));
-  processFrame(*resolved->snapshot, 0, again.frame, counters.state);
-  EXPECT_EQ(sink.reports.size(), 1u);
-  ReceivedFrame data_again(tcp4To(kVip, 80));
-  EXPECT_EQ(processFrame(*resolved->snapshot, 0, data_again.frame, counters.state),
-            Verdict::kTransmit);
-  const Bytes sent = data_again.sent();
-  EXPECT_EQ(Bytes(sent.begin(), sent.begin() + 6), (Bytes{0x02, 0, 0, 0, 0, 0x02}));
 }
 
 }  // namespace

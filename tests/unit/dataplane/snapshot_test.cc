@@ -68,8 +68,8 @@ TEST(SnapshotTest, TargetsWaitForTheirNextHopsMac) {
   EXPECT_EQ(unresolved->target(0, 3), nullptr);
 
   NeighborTable neighbors;
-  neighbors.learn(IpAddress::v4(198, 18, 0, 254), *MacAddress::parse("02:00:00:00:00:fe"));
-  neighbors.learn(IpAddress::v4(198, 18, 0, 21), *MacAddress::parse("02:00:00:00:00:21"));
+  neighbors.learn(0, IpAddress::v4(198, 18, 0, 254), *MacAddress::parse("02:00:00:00:00:fe"));
+  neighbors.learn(0, IpAddress::v4(198, 18, 0, 21), *MacAddress::parse("02:00:00:00:00:21"));
   const auto resolved = snapshotOf(loaded, neighbors, ids);
   const ForwardingTarget* web1 = resolved->target(0, 0);
   ASSERT_NE(web1, nullptr);

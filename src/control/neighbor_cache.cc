@@ -45,9 +45,8 @@ std::string describe(const NeighborNews& news) {
   const std::string offered = news.offered ? news.offered->toString() : "nothing";
   switch (news.event) {
     case NeighborEvent::kChange:
-      return news.offered
-                 ? absl::StrCat("next hop ", address, " moved from ", offered, " to ", mac)
-                 : absl::StrCat("next hop ", address, " is at ", mac);
+      return news.offered ? absl::StrCat("next hop ", address, " moved from ", offered, " to ", mac)
+                          : absl::StrCat("next hop ", address, " is at ", mac);
     case NeighborEvent::kLost:
       return absl::StrCat("next hop ", address, " stopped answering; unresolved (was at ", offered,
                           ")");

@@ -52,12 +52,12 @@ enum class NeighborState : uint8_t {
 absl::string_view toString(NeighborState state);
 
 // What the cache counts, each with its counter's name (after "neighbor_" in `stats`).
-#define BERTH_NEIGHBOR_EVENTS(X)                                                               \
-  X(kRequest, "requests")            /* ARP requests and neighbour solicitations sent */       \
-  X(kConfirmation, "confirmations")  /* the MAC in use answered */                            \
-  X(kChange, "changes")              /* a next hop's MAC learned or changed */                 \
-  X(kLost, "lost")                   /* a refresh and its retries unanswered: unresolved */    \
-  X(kRefusedLocked, "refused_locked") /* another MAC within the lock time */                   \
+#define BERTH_NEIGHBOR_EVENTS(X)                                                                 \
+  X(kRequest, "requests")                 /* ARP requests and neighbour solicitations sent */    \
+  X(kConfirmation, "confirmations")       /* the MAC in use answered */                          \
+  X(kChange, "changes")                   /* a next hop's MAC learned or changed */              \
+  X(kLost, "lost")                        /* a refresh and its retries unanswered: unresolved */ \
+  X(kRefusedLocked, "refused_locked")     /* another MAC within the lock time */                 \
   X(kRefusedConflict, "refused_conflict") /* another MAC answered, but so did the one in use */
 
 enum class NeighborEvent : uint8_t {

@@ -20,8 +20,8 @@ class LineLimiter {
   // The line to log, or nullopt when it is held back.
   std::optional<std::string> admit(absl::Time now, std::string line) {
     if (last_ != absl::InfinitePast()) {
-      tokens_ = std::min<double>(per_second_,
-                                 tokens_ + absl::ToDoubleSeconds(now - last_) * per_second_);
+      tokens_ =
+          std::min<double>(per_second_, tokens_ + absl::ToDoubleSeconds(now - last_) * per_second_);
     }
     last_ = now;
     if (tokens_ < 1) {

@@ -180,8 +180,8 @@ TEST(NeighborCacheTest, ARealGatewayChangeIsFollowedAtTheNextRefresh) {
     }
   });
   EXPECT_EQ(harness.mac(), kReplacementMac);
-  EXPECT_LE(followed - replaced, settings.refresh_interval + settings.request_timeout +
-                                     absl::Milliseconds(2))
+  EXPECT_LE(followed - replaced,
+            settings.refresh_interval + settings.request_timeout + absl::Milliseconds(2))
       << "the refresh, and the timeout the MAC in use had to answer it";
   EXPECT_EQ(harness.cache.count(NeighborEvent::kChange), 2u);
   EXPECT_EQ(harness.publishes, 1);
@@ -261,9 +261,9 @@ TEST(NeighborCacheTest, ARandomMacAnnouncementFloodPublishesAtMostOncePerLockTim
   harness.run(absl::Seconds(10), [&] {
     // Every millisecond, workers see 100 announcements with random MACs; the slot keeps one.
     for (int i = 0; i < 100; ++i, ++sequence) {
-      harness.slot().recordAnnouncement(MacAddress{
-          {0x02, 0x20, static_cast<uint8_t>(sequence >> 16), static_cast<uint8_t>(sequence >> 8),
-           static_cast<uint8_t>(sequence), 0}});
+      harness.slot().recordAnnouncement(
+          MacAddress{{0x02, 0x20, static_cast<uint8_t>(sequence >> 16),
+                      static_cast<uint8_t>(sequence >> 8), static_cast<uint8_t>(sequence), 0}});
     }
     news += harness.news.size();
   });

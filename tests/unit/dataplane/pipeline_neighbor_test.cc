@@ -70,8 +70,7 @@ Bytes arp(const ArpFrame& a) {
   std::copy(a.sender.bytes.begin(), a.sender.bytes.begin() + 4, body.begin() + 14);
   std::copy(a.target_mac.bytes.begin(), a.target_mac.bytes.end(), body.begin() + 18);
   std::copy(a.target.bytes.begin(), a.target.bytes.begin() + 4, body.begin() + 24);
-  return concat(
-      {ethernetBetween(a.ethernet_destination, a.ethernet_source, kEtherTypeArp), body});
+  return concat({ethernetBetween(a.ethernet_destination, a.ethernet_source, kEtherTypeArp), body});
 }
 
 // A neighbour advertisement of `target` at `mac`, from `target`'s address.
@@ -100,8 +99,8 @@ Bytes solicitation(const MacAddress& ethernet_source, const IpAddress& source,
   std::copy(mac.bytes.begin(), mac.bytes.end(), message.begin() + 26);
   IpAddress group = *IpAddress::parse("ff02::1:ff00:0");
   std::copy(target.bytes.begin() + 13, target.bytes.end(), group.bytes.begin() + 13);
-  const MacAddress group_mac{{0x33, 0x33, 0xFF, target.bytes[13], target.bytes[14],
-                              target.bytes[15]}};
+  const MacAddress group_mac{
+      {0x33, 0x33, 0xFF, target.bytes[13], target.bytes[14], target.bytes[15]}};
   return concat({ethernetBetween(group_mac, ethernet_source, kEtherTypeIpv6),
                  ipv6(source, group, kProtocolIcmpv6, message.size(), 255), message});
 }
@@ -155,16 +154,15 @@ class NeighborHarness {
   }
   // A client's SYN to the service of the gateway's family: where the worker sends it.
   std::optional<MacAddress> dataGoesTo() {
-    const Bytes syn =
-        gateway_.isV4()
-            ? concat({ethernet(kEtherTypeIpv4),
-                      ipv4(IpAddress::v4(198, 18, 7, 7), IpAddress::v4(198, 18, 100, 1),
-                           kProtocolTcp, 20),
-                      tcp(40000, 80)})
-            : concat({ethernet(kEtherTypeIpv6),
-                      ipv6(*IpAddress::parse("2001:db8:7::7"), *IpAddress::parse("2001:db8:100::1"),
-                           kProtocolTcp, 20),
-                      tcp(40000, 80)});
+    const Bytes syn = gateway_.isV4()
+                          ? concat({ethernet(kEtherTypeIpv4),
+                                    ipv4(IpAddress::v4(198, 18, 7, 7),
+                                         IpAddress::v4(198, 18, 100, 1), kProtocolTcp, 20),
+                                    tcp(40000, 80)})
+                          : concat({ethernet(kEtherTypeIpv6),
+                                    ipv6(*IpAddress::parse("2001:db8:7::7"),
+                                         *IpAddress::parse("2001:db8:100::1"), kProtocolTcp, 20),
+                                    tcp(40000, 80)});
     if (process(syn) != Verdict::kTransmit) return std::nullopt;
     MacAddress destination;
     std::copy(last_sent_.begin(), last_sent_.begin() + 6, destination.bytes.begin());
@@ -253,8 +251,8 @@ TEST(PipelineNeighborTest, EachSpoofedNeighborDiscoveryFrameIsRefusedUnderItsRea
                                /*solicited=*/false));
   EXPECT_EQ(worker.read("neighbor_refused_announcement"), 1u);
   // A solicitation for another host from the gateway's address, at the attacker's MAC.
-  worker.process(solicitation(kAttackerMac, kGateway6, *IpAddress::parse("2001:db8::77"),
-                              kAttackerMac));
+  worker.process(
+      solicitation(kAttackerMac, kGateway6, *IpAddress::parse("2001:db8::77"), kAttackerMac));
   EXPECT_EQ(worker.read("neighbor_refused_not_a_reply"), 1u);
 
   EXPECT_EQ(worker.slot().otherAnswer(), std::nullopt);
@@ -271,9 +269,9 @@ TEST(PipelineNeighborTest, EachSpoofedNeighborDiscoveryFrameIsRefusedUnderItsRea
 TEST(PipelineNeighborTest, ClaimsOfTheMacInUseAreNeitherRecordedNorRefused) {
   NeighborHarness worker(kGateway4, kGatewayMac);
   // The gateway asks for berth's address: answered, as ever.
-  EXPECT_EQ(worker.process(
-                arp({1, kGatewayMac, kBroadcast, kGatewayMac, kGateway4, kNobody, kPort4})),
-            Verdict::kTransmit);
+  EXPECT_EQ(
+      worker.process(arp({1, kGatewayMac, kBroadcast, kGatewayMac, kGateway4, kNobody, kPort4})),
+      Verdict::kTransmit);
   EXPECT_EQ(worker.read("arp_nd_replies"), 1u);
   // It announces itself, and replies late to a request long closed.
   worker.process(arp({1, kGatewayMac, kBroadcast, kGatewayMac, kGateway4, kNobody, kGateway4}));
@@ -306,8 +304,8 @@ TEST(PipelineNeighborTest, AFloodOfAnswersKeepsOnlyTheFirstBesideTheMacInUse) {
   NeighborHarness worker(kGateway4, kGatewayMac);
   worker.slot().openRequest();
   for (int i = 0; i < 1000; ++i) {
-    const MacAddress random{{0x02, 0x10, static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i), 0,
-                             1}};
+    const MacAddress random{
+        {0x02, 0x10, static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i), 0, 1}};
     worker.process(arp({2, random, kPortMac, random, kGateway4, kPortMac, kPort4}));
   }
   worker.process(arp(gatewayReply()));

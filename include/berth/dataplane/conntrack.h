@@ -109,12 +109,16 @@ struct alignas(128) ConnectionBucket {
 };
 static_assert(sizeof(ConnectionBucket) == 128, "a bucket is two cache lines");
 
-// The secret of a table's bucket hash: a connection's bucket is a multilinear hash of its key's
-// five 32-bit words under six random 64-bit multipliers, (m0 + m1 w1 + ... + m5 w5) mod 2^64,
-// high half (strongly universal: Lemire and Kaser, 2016). Were the bucket the flow hash, whose
-// seed is public and which is affine, a sender could compute offline flows that share a
-// tracked connection's bucket and push it out; without the multipliers it cannot. Drawn at
-// each start (runtime/worker.h); the Maglev pick keeps the documented flow hash.
+// The secret of a table's bucket hash: a connection's bucket comes from a multilinear hash of its
+// key's five 32-bit words under six random 64-bit multipliers, (m0 + m1 w1 + ... + m5 w5) mod
+// 2^64 (strongly universal in its high half: Lemire and Kaser, 2016), passed through MurmurHash3's
+// 64-bit finalizer. Were the bucket the flow hash, whose seed is public and which is affine, a
+// sender could compute offline flows that share a tracked connection's bucket and push it out;
+// without the multipliers it cannot. The finalizer, a fixed bijection, adds no collision of the
+// sum; it breaks the lattice a linear hash makes of structured keys: 1M clients of a /15 times
+// 8 ports put from none to a third of the flows in overflowing buckets over 20 random secrets,
+// and 14.2 to 14.5% (as random keys do) once mixed. Drawn at each start (runtime/worker.h); the
+// Maglev pick keeps the documented flow hash.
 struct ConnectionHashKey {
   std::array<uint64_t, 6> multipliers{};
 };
@@ -152,7 +156,12 @@ class ConnectionTable {
       sum += m[2] * (words[0] >> 32) + m[3] * static_cast<uint32_t>(words[1]) +
              m[4] * (words[1] >> 32);
     }
-    return static_cast<uint32_t>(sum >> 32);
+    sum ^= sum >> 33;
+    sum *= 0xff51afd7ed558ccdULL;
+    sum ^= sum >> 33;
+    sum *= 0xc4ceb9fe1a85ec53ULL;
+    sum ^= sum >> 33;
+    return static_cast<uint32_t>(sum);
   }
 
   // Starts fetching the bucket of `hash` (bucketHash): a datapath burst prefetches every packet's

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 
 #include <vector>
 
@@ -59,6 +60,35 @@ TEST(ConntrackTest, TheBucketHashIsKeyedAndSpreadsKeys) {
   EXPECT_GT(differ, 4096 * 9 / 10) << "another secret, other buckets";
   // 4,096 keys over 1,024 buckets: about 4 each; none near a bucket's worth of a flood.
   EXPECT_LE(*std::max_element(load.begin(), load.end()), 14);
+}
+
+// A block of clients times a few ports is a lattice, which a linear hash maps to a lattice of
+// buckets: for some secrets far more keys share overflowing buckets than random keys would. The
+// mixed hash spreads it as random keys spread, whatever the secret.
+TEST(ConntrackTest, AnAddressBlockTimesPortsSpreadsAsRandomKeysUnderEverySecret) {
+  constexpr uint32_t kEntries = 1 << 17;
+  const uint32_t mask = ConnectionTable::bucketsFor(kEntries) - 1;
+  std::vector<ConnectionBucket> buckets(mask + 1);
+  std::mt19937_64 secrets(7);
+  for (int secret = 0; secret < 8; ++secret) {
+    ConnectionHashKey key;
+    for (uint64_t& multiplier : key.multipliers) multiplier = secrets();
+    ConntrackCounters counters;
+    const ConnectionTable table(buckets.data(), buckets.size(), {}, 0, &counters, key);
+    std::vector<uint32_t> load(mask + 1);
+    for (uint32_t client = 0; client < (1 << 14); ++client) {
+      for (uint16_t port = 1024; port < 1028; ++port) {
+        ++load[table.bucketHash(keyOf(client, port)) & mask];
+      }
+    }
+    // 65,536 keys over 32,768 4-way buckets, 2 a bucket on average: random keys leave 14.3% of
+    // them in buckets holding more than 4.
+    uint32_t crowded = 0;
+    for (uint32_t keys : load) crowded += keys > kConnectionsPerBucket ? keys : 0;
+    const double share = crowded / 65536.0;
+    EXPECT_GT(share, 0.12) << "secret " << secret;
+    EXPECT_LT(share, 0.17) << "secret " << secret;
+  }
 }
 
 TEST(ConntrackTest, AFlowIsFoundAfterItsInsertAndOthersAreNot) {

@@ -30,13 +30,8 @@ absl::string_view toString(NeighborState state) {
 }
 
 absl::string_view toString(NeighborEvent event) {
-  static constexpr absl::string_view kNames[] = {
-#define BERTH_NEIGHBOR_EVENT_NAME(name, text) text,
-      BERTH_NEIGHBOR_EVENTS(BERTH_NEIGHBOR_EVENT_NAME)
-#undef BERTH_NEIGHBOR_EVENT_NAME
-  };
-  const auto index = static_cast<size_t>(event);
-  return index < kNeighborEventCount ? kNames[index] : "unknown";
+  static constexpr absl::string_view kNames[] = {BERTH_NEIGHBOR_EVENTS(BERTH_ENUMERATOR_NAME)};
+  return nameIn(kNames, event);
 }
 
 std::string describe(const NeighborNews& news) {

@@ -5,33 +5,18 @@
 namespace berth {
 
 absl::string_view toString(DropReason reason) {
-  static constexpr absl::string_view kNames[] = {
-#define BERTH_DROP_REASON_NAME(name, text) text,
-      BERTH_DROP_REASONS(BERTH_DROP_REASON_NAME)
-#undef BERTH_DROP_REASON_NAME
-  };
-  const auto index = static_cast<size_t>(reason);
-  return index < kDropReasonCount ? kNames[index] : "unknown";
+  static constexpr absl::string_view kNames[] = {BERTH_DROP_REASONS(BERTH_ENUMERATOR_NAME)};
+  return nameIn(kNames, reason);
 }
 
 absl::string_view toString(ConntrackEvent event) {
-  static constexpr absl::string_view kNames[] = {
-#define BERTH_CONNTRACK_EVENT_NAME(name, text) text,
-      BERTH_CONNTRACK_EVENTS(BERTH_CONNTRACK_EVENT_NAME)
-#undef BERTH_CONNTRACK_EVENT_NAME
-  };
-  const auto index = static_cast<size_t>(event);
-  return index < kConntrackEventCount ? kNames[index] : "unknown";
+  static constexpr absl::string_view kNames[] = {BERTH_CONNTRACK_EVENTS(BERTH_ENUMERATOR_NAME)};
+  return nameIn(kNames, event);
 }
 
 absl::string_view toString(NeighborRefusal refusal) {
-  static constexpr absl::string_view kNames[] = {
-#define BERTH_NEIGHBOR_REFUSAL_NAME(name, text) text,
-      BERTH_NEIGHBOR_REFUSALS(BERTH_NEIGHBOR_REFUSAL_NAME)
-#undef BERTH_NEIGHBOR_REFUSAL_NAME
-  };
-  const auto index = static_cast<size_t>(refusal);
-  return index < kNeighborRefusalCount ? kNames[index] : "unknown";
+  static constexpr absl::string_view kNames[] = {BERTH_NEIGHBOR_REFUSALS(BERTH_ENUMERATOR_NAME)};
+  return nameIn(kNames, refusal);
 }
 
 std::vector<std::pair<std::string, uint64_t>> sumCounters(

@@ -250,13 +250,8 @@ ParseError parseIpv6(const uint8_t* ip, size_t available, ParsedPacket& packet) 
 }  // namespace
 
 absl::string_view toString(ParseError error) {
-  static constexpr absl::string_view kNames[] = {"none",
-#define BERTH_PARSE_ERROR_NAME(name, text) text,
-                                                 BERTH_PARSE_ERRORS(BERTH_PARSE_ERROR_NAME)
-#undef BERTH_PARSE_ERROR_NAME
-  };
-  const auto index = static_cast<size_t>(error);
-  return index < sizeof(kNames) / sizeof(kNames[0]) ? kNames[index] : "unknown";
+  static constexpr absl::string_view kNames[] = {"none", BERTH_PARSE_ERRORS(BERTH_ENUMERATOR_NAME)};
+  return nameIn(kNames, error);
 }
 
 ParseError parsePacket(const uint8_t* frame, size_t length, ParsedPacket& packet) {

@@ -17,6 +17,7 @@
 #include "berth/config/config.h"
 #include "berth/dataplane/neighbor_discovery.h"
 #include "berth/dataplane/snapshot.h"
+#include "berth/util/named_enum.h"
 
 namespace berth {
 
@@ -60,12 +61,7 @@ absl::string_view toString(NeighborState state);
   X(kRefusedLocked, "refused_locked")     /* another MAC within the lock time */                 \
   X(kRefusedConflict, "refused_conflict") /* another MAC answered, but so did the one in use */
 
-enum class NeighborEvent : uint8_t {
-#define BERTH_NEIGHBOR_EVENT_ENUM(name, text) name,
-  BERTH_NEIGHBOR_EVENTS(BERTH_NEIGHBOR_EVENT_ENUM)
-#undef BERTH_NEIGHBOR_EVENT_ENUM
-      kCount
-};
+enum class NeighborEvent : uint8_t { BERTH_NEIGHBOR_EVENTS(BERTH_ENUMERATOR) kCount };
 inline constexpr size_t kNeighborEventCount = static_cast<size_t>(NeighborEvent::kCount);
 absl::string_view toString(NeighborEvent event);
 

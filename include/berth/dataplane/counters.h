@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "berth/net/packet_parser.h"
+#include "berth/util/named_enum.h"
 
 namespace berth {
 
@@ -34,12 +35,7 @@ namespace berth {
   X(kMultiSegment, "multi_segment")              /* a chained mbuf; berth's pools never chain */  \
   X(kPortDown, "port_down")                      /* its memif port was down or still connecting */
 
-enum class DropReason : uint8_t {
-#define BERTH_DROP_REASON_ENUM(name, text) name,
-  BERTH_DROP_REASONS(BERTH_DROP_REASON_ENUM)
-#undef BERTH_DROP_REASON_ENUM
-      kCount
-};
+enum class DropReason : uint8_t { BERTH_DROP_REASONS(BERTH_ENUMERATOR) kCount };
 inline constexpr size_t kDropReasonCount = static_cast<size_t>(DropReason::kCount);
 absl::string_view toString(DropReason reason);
 
@@ -78,12 +74,7 @@ class Counter {
   X(kConfirmation, "confirmations")                /* an unconfirmed connection's second packet */ \
   X(kUnconfirmedEviction, "evictions_unconfirmed") /* evictions of unconfirmed or opening */
 
-enum class ConntrackEvent : uint8_t {
-#define BERTH_CONNTRACK_EVENT_ENUM(name, text) name,
-  BERTH_CONNTRACK_EVENTS(BERTH_CONNTRACK_EVENT_ENUM)
-#undef BERTH_CONNTRACK_EVENT_ENUM
-      kCount
-};
+enum class ConntrackEvent : uint8_t { BERTH_CONNTRACK_EVENTS(BERTH_ENUMERATOR) kCount };
 inline constexpr size_t kConntrackEventCount = static_cast<size_t>(ConntrackEvent::kCount);
 absl::string_view toString(ConntrackEvent event);
 
@@ -100,12 +91,7 @@ struct ConntrackCounters {
   X(kNotAReply, "not_a_reply")     /* a request or solicitation claiming the next hop's address */ \
   X(kLateAnswer, "late_answer")    /* another MAC's reply after a request already has one */
 
-enum class NeighborRefusal : uint8_t {
-#define BERTH_NEIGHBOR_REFUSAL_ENUM(name, text) name,
-  BERTH_NEIGHBOR_REFUSALS(BERTH_NEIGHBOR_REFUSAL_ENUM)
-#undef BERTH_NEIGHBOR_REFUSAL_ENUM
-      kCount
-};
+enum class NeighborRefusal : uint8_t { BERTH_NEIGHBOR_REFUSALS(BERTH_ENUMERATOR) kCount };
 inline constexpr size_t kNeighborRefusalCount = static_cast<size_t>(NeighborRefusal::kCount);
 absl::string_view toString(NeighborRefusal refusal);
 

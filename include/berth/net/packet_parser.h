@@ -6,6 +6,7 @@
 
 #include "absl/strings/string_view.h"
 #include "berth/net/flow_key.h"
+#include "berth/util/named_enum.h"
 
 namespace berth {
 
@@ -34,13 +35,7 @@ namespace berth {
   X(kTruncatedIcmp, "truncated_icmp")                                            \
   X(kIcmpInnerTruncated, "icmp_inner_truncated") /* error without the inner header */
 
-enum class ParseError : uint8_t {
-  kNone = 0,
-#define BERTH_PARSE_ERROR_ENUM(name, text) name,
-  BERTH_PARSE_ERRORS(BERTH_PARSE_ERROR_ENUM)
-#undef BERTH_PARSE_ERROR_ENUM
-      kCount
-};
+enum class ParseError : uint8_t { kNone = 0, BERTH_PARSE_ERRORS(BERTH_ENUMERATOR) kCount };
 inline constexpr size_t kParseErrorCount = static_cast<size_t>(ParseError::kCount);
 
 // The counter name of an error, "none" for kNone.

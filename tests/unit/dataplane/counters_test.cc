@@ -6,17 +6,10 @@
 #include <thread>
 #include <vector>
 
+#include "support/counters.h"
+
 namespace berth {
 namespace {
-
-uint64_t valueOf(const std::vector<std::pair<std::string, uint64_t>>& totals,
-                 const std::string& name) {
-  for (const auto& [counter, value] : totals) {
-    if (counter == name) return value;
-  }
-  ADD_FAILURE() << "no counter " << name;
-  return 0;
-}
 
 TEST(CountersTest, SumsEveryWorkerByName) {
   WorkerCounters first;
@@ -28,10 +21,10 @@ TEST(CountersTest, SumsEveryWorkerByName) {
   second.count(DropReason::kNoService);
   const std::vector<const WorkerCounters*> workers = {&first, &second};
   const auto totals = sumCounters(workers);
-  EXPECT_EQ(valueOf(totals, "rx_packets"), 7u);
-  EXPECT_EQ(valueOf(totals, "parse_short_frame"), 2u);
-  EXPECT_EQ(valueOf(totals, "drop_no_service"), 1u);
-  EXPECT_EQ(valueOf(totals, "drop_no_backend"), 0u);
+  EXPECT_EQ(counterNamed(totals, "rx_packets"), 7u);
+  EXPECT_EQ(counterNamed(totals, "parse_short_frame"), 2u);
+  EXPECT_EQ(counterNamed(totals, "drop_no_service"), 1u);
+  EXPECT_EQ(counterNamed(totals, "drop_no_backend"), 0u);
 }
 
 TEST(CountersTest, EveryCounterHasADistinctName) {

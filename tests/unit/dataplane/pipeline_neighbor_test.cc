@@ -14,6 +14,7 @@
 #include "absl/strings/str_replace.h"
 #include "berth/config/loader.h"
 #include "berth/dataplane/pipeline.h"
+#include "support/counters.h"
 #include "support/frames.h"
 #include "support/packet_builder.h"
 
@@ -137,14 +138,7 @@ class NeighborHarness {
     last_sent_ = received.sent();
     return verdict;
   }
-  uint64_t read(const std::string& name) const {
-    const WorkerCounters* workers[] = {&counters_};
-    for (const auto& [counter, value] : sumCounters(workers)) {
-      if (counter == name) return value;
-    }
-    ADD_FAILURE() << "no counter " << name;
-    return 0;
-  }
+  uint64_t read(const std::string& name) const { return counterNamed(counters_, name); }
   uint64_t refusals() const {
     uint64_t total = 0;
     for (size_t i = 0; i < kNeighborRefusalCount; ++i) {

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "berth/config/loader.h"
 #include "berth/maglev/analysis.h"
+#include "support/counters.h"
 #include "support/frames.h"
 #include "support/packet_builder.h"
 
@@ -203,14 +204,7 @@ class Counters {
     state.counters = &counters_;
     state.traffic = {services_.data(), backends_.data()};
   }
-  uint64_t read(const std::string& name) const {
-    const WorkerCounters* workers[] = {&counters_};
-    for (const auto& [counter, value] : sumCounters(workers)) {
-      if (counter == name) return value;
-    }
-    ADD_FAILURE() << "no counter " << name;
-    return 0;
-  }
+  uint64_t read(const std::string& name) const { return counterNamed(counters_, name); }
   // Every counter but the connection table's, which the conntrack fixtures check on their own.
   uint64_t total() const {
     const WorkerCounters* workers[] = {&counters_};

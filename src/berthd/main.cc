@@ -126,6 +126,9 @@ int main(int argc, char** argv) {
   for (const std::string& warning : config->warnings) {
     std::fprintf(stderr, "berthd: warning: %s\n", warning.c_str());
   }
+  for (const std::string& note : config->notes) {
+    std::fprintf(stderr, "berthd: config: %s\n", note.c_str());
+  }
   berth::retainFreedHeapMemory();
 
   for (const std::string& arg : config->dataplane.eal) eal_args.push_back(arg);

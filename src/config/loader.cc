@@ -116,7 +116,8 @@ absl::StatusOr<BackendConfig> parseBackend(absl::string_view source, const std::
 
 absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::string& path,
                                            const YAML::Node& node,
-                                           std::vector<std::string>& warnings) {
+                                           std::vector<std::string>& warnings,
+                                           std::vector<std::string>& notes) {
   BERTH_ASSIGN_OR_RETURN(const Fields fields,
                          Fields::read(source, path, node,
                                       {"name", "vip", "port", "protocol", "table_size", "algorithm",
@@ -137,9 +138,14 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
     return fields.site("protocol").error(absl::StrCat("must be tcp or udp, got '", protocol, "'"));
   }
 
-  BERTH_ASSIGN_OR_RETURN(service.table_size,
-                         fields.integer("table_size", 2, kMaxTableSize, kDefaultTableSize));
-  if (!isPrime(service.table_size)) {
+  const YAML::Node* table_size = fields.find("table_size");
+  service.table_size_auto =
+      table_size != nullptr && table_size->IsScalar() && table_size->Scalar() == "auto";
+  if (!service.table_size_auto) {
+    BERTH_ASSIGN_OR_RETURN(service.table_size,
+                           fields.integer("table_size", 2, kMaxTableSize, kDefaultTableSize));
+  }
+  if (!service.table_size_auto && !isPrime(service.table_size)) {
     return fields.site("table_size")
         .error(absl::StrCat(service.table_size,
                             " is not prime; Maglev needs a prime table size (65537 and 655373 are "
@@ -228,6 +234,20 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
     service.backends.push_back(std::move(backend));
   }
 
+  if (service.table_size_auto) {
+    // 100 slots a backend keeps balance and failover disruption near their ideals.
+    uint64_t size = std::max<uint64_t>(kDefaultTableSize, 100 * uint64_t{service.backends.size()});
+    while (!isPrime(size)) ++size;
+    if (size > kMaxTableSize) {
+      return fields.site("table_size")
+          .error(absl::StrCat("auto needs ", size, " slots for ", service.backends.size(),
+                              " backends, more than ", kMaxTableSize));
+    }
+    service.table_size = static_cast<uint32_t>(size);
+    notes.push_back(fields.site("table_size")
+                        .note(absl::StrCat("auto: M = ", service.table_size, " for ",
+                                           service.backends.size(), " backend(s)")));
+  }
   const std::vector<Backend> hashing_backends = service.hashingBackends();
   if (absl::Status status = validateBackends(hashing_backends, service.table_size); !status.ok()) {
     return fields.site("backends").error(status.message());
@@ -558,7 +578,7 @@ absl::StatusOr<Config> parseConfig(absl::string_view yaml_text, absl::string_vie
       const std::string path = absl::StrCat("services[", i, "]");
       const YAML::Node node = (*services)[i];
       BERTH_ASSIGN_OR_RETURN(ServiceConfig service,
-                             parseService(source_name, path, node, config.warnings));
+                             parseService(source_name, path, node, config.warnings, config.notes));
       const ErrorSite site(source_name, path, node.Mark());
       if (!names.insert(service.name).second) {
         return site.error(absl::StrCat("duplicate service name '", service.name, "'"));

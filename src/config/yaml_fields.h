@@ -36,9 +36,11 @@ class ErrorSite {
     return absl::InvalidArgumentError(absl::StrCat(source_, ":", mark_.line + 1, ":",
                                                    mark_.column + 1, ": ", path_, ": ", message));
   }
+  // "file:line: path: message", for advice and for what the loader chose.
   std::string warning(absl::string_view message) const {
     return absl::StrCat(source_, ":", mark_.line + 1, ": ", path_, ": ", message);
   }
+  std::string note(absl::string_view message) const { return warning(message); }
   int line() const { return mark_.line + 1; }
 
  private:

@@ -74,6 +74,7 @@ absl::Status ControlPlane::applyReload(BuiltReload built) {
                                      "restart of berthd"));
   }
   for (const std::string& warning : next.warnings) logLine(absl::StrCat("warning: ", warning));
+  for (const std::string& note : next.notes) logLine(absl::StrCat("config: ", note));
 
   absl::StatusOr<std::unique_ptr<HealthMonitor>> monitor =
       HealthMonitor::create(next, healthClock(), healthJitter(), health_.get());

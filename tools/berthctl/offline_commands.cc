@@ -18,6 +18,21 @@
 namespace berth {
 namespace {
 
+// The config's warnings and the loader's notes, as JSON arrays and as text lines.
+void appendWarningsAndNotes(const Config& config, JsonWriter& json, std::string& out) {
+  json.key("warnings").beginArray();
+  for (const std::string& warning : config.warnings) {
+    json.value(warning);
+    absl::StrAppend(&out, "warning: ", warning, "\n");
+  }
+  json.endArray().key("notes").beginArray();
+  for (const std::string& note : config.notes) {
+    json.value(note);
+    absl::StrAppend(&out, "note: ", note, "\n");
+  }
+  json.endArray();
+}
+
 // A service's all-healthy table and the one with the requested failures applied.
 struct ServiceTables {
   Table full;
@@ -231,12 +246,9 @@ absl::StatusOr<std::string> analyzeReport(const Config& config, const OfflineOpt
     }
     json.endObject();
   }
-  json.endArray().key("warnings").beginArray();
-  for (const std::string& warning : config.warnings) {
-    json.value(warning);
-    absl::StrAppend(&out, "warning: ", warning, "\n");
-  }
-  json.endArray().endObject();
+  json.endArray();
+  appendWarningsAndNotes(config, json, out);
+  json.endObject();
   return options.json ? json.str() + "\n" : out;
 }
 
@@ -391,12 +403,9 @@ absl::StatusOr<ComparisonOutput> comparisonReport(const Config& config,
                     "    moved over the least that had to move, so 1.00 is ideal.\n");
     for (const std::string& note : notes) absl::StrAppend(&out, "  ", note, "\n");
   }
-  json.endArray().key("warnings").beginArray();
-  for (const std::string& warning : config.warnings) {
-    json.value(warning);
-    absl::StrAppend(&out, "warning: ", warning, "\n");
-  }
-  json.endArray().endObject();
+  json.endArray();
+  appendWarningsAndNotes(config, json, out);
+  json.endObject();
   ComparisonOutput output;
   output.report = options.json ? json.str() + "\n" : out;
   if (options.plot) output.svg = comparisonSvg(plotted);

@@ -162,6 +162,9 @@ struct ServiceConfig {
   uint16_t port = 0;
   Protocol protocol = Protocol::kTcp;
   uint32_t table_size = kDefaultTableSize;
+  // `table_size: auto`: table_size is the smallest prime of at least max(65537, 100 per backend),
+  // so a reload that changes the number of backends may change it.
+  bool table_size_auto = false;
   Algorithm algorithm = Algorithm::kMaglev;
   uint32_t ring_replicas = kDefaultRingReplicas;  // algorithm: ring only
   HashFields hash_fields = HashFields::kFiveTuple;
@@ -231,6 +234,9 @@ struct Config {
   std::vector<ServiceConfig> services;
   // Advice that does not stop the config from loading, each naming its field and line.
   std::vector<std::string> warnings;
+  // What the loader chose where the config let it (a table size of `auto`), each naming its
+  // field and line: logged by berthd at start and on reload, printed by berthctl.
+  std::vector<std::string> notes;
   // CRC32-C of the text this config was parsed from: `status` shows the one in force, which
   // after a refused reload is not the file on disk.
   uint32_t source_crc32c = 0;

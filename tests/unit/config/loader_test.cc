@@ -526,6 +526,32 @@ TEST(ConfigLoaderTest, RssKeyIsRandomUnlessTheConfigSaysOtherwise) {
   EXPECT_EQ(fixed.rss_key_bytes, std::vector<uint8_t>(40, 0xaa));
 }
 
+// auto: the smallest prime of at least max(65537, 100 a backend), reported as a note.
+TEST(ConfigLoaderTest, AutoTableSizeGivesEveryBackendAHundredSlots) {
+  auto serviceWith = [](int backends) {
+    std::string yaml =
+        "services:\n  - name: web\n    vip: 198.18.100.1\n    port: 80\n"
+        "    protocol: tcp\n    table_size: auto\n    backends:\n";
+    for (int i = 0; i < backends; ++i) {
+      absl::StrAppend(&yaml, "      - { name: b", i, ", address: 198.18.", 1 + i / 250, ".",
+                      1 + i % 250, " }\n");
+    }
+    return parseConfig(yaml, "auto.yaml");
+  };
+  absl::StatusOr<Config> few = serviceWith(12);
+  ASSERT_TRUE(few.ok()) << few.status();
+  EXPECT_TRUE(few->services[0].table_size_auto);
+  EXPECT_EQ(few->services[0].table_size, 65537u);
+  ASSERT_EQ(few->notes.size(), 1u);
+  EXPECT_EQ(few->notes[0],
+            "auto.yaml:6: services[0].table_size: auto: M = 65537 for 12 backend(s)");
+  EXPECT_TRUE(few->warnings.empty());
+  absl::StatusOr<Config> many = serviceWith(1000);
+  ASSERT_TRUE(many.ok()) << many.status();
+  EXPECT_EQ(many->services[0].table_size, 100003u) << "the first prime from 100,000";
+  EXPECT_TRUE(many->warnings.empty()) << "100 slots a backend: no advice";
+}
+
 TEST(ConfigLoaderTest, NeighborSettingsLoadDefaultAndApplyOnReload) {
   absl::StatusOr<Config> config = parseConfig(
       "dataplane:\n  neighbors: { lock_time: 2.5, refresh_interval: 10, request_timeout: 0.2, "

@@ -29,7 +29,7 @@ import unittest
 from scapy.all import IP, TCP, Ether, rdpcap
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from control_load import ask  # noqa: E402
+from control_load import ask, interrupt_and_wait  # noqa: E402
 
 BERTHD = sys.argv.pop(1)
 FRAMES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support",
@@ -150,15 +150,9 @@ class Berthd:
         return next(row for row in rows if row["address"] == GATEWAY)
 
     def stop(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        returncode = interrupt_and_wait(self.process)
         shutil.rmtree("/var/run/dpdk/" + self.prefix, ignore_errors=True)
-        return self.process.returncode
+        return returncode
 
 
 def capture_start(segment, directory, name="gateway.pcap"):

@@ -48,6 +48,20 @@ def config_with_backends(prefix, count):
     return text
 
 
+def interrupt_and_wait(process, timeout=30):
+    """SIGINT, as an operator stops berthd, then SIGKILL if it has not stopped in `timeout` s.
+    The exit status, or None when it was killed."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            return None
+    return process.returncode
+
+
 def ask(path, command, timeout=5.0, **fields):
     """One request on a control socket; the reply's JSON."""
     request = dict(command=command, **fields)
@@ -122,12 +136,7 @@ class Berthd:
             if load.poll() is None:
                 load.kill()
                 load.wait()
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
+        interrupt_and_wait(self.process)
         shutil.rmtree("/var/run/dpdk/" + self.prefix, ignore_errors=True)
         shutil.rmtree(self.directory, ignore_errors=True)
 

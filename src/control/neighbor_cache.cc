@@ -79,7 +79,7 @@ void NeighborCache::track(absl::Span<const NextHopToResolve> hops,
     } else if (entry.hop.source != hop.source) {
       // Reached another way now: ask that way at once.
       entry.hop = hop;
-      if (!entry.asking) {
+      if (!asking(entry)) {
         unschedule(entry);
         schedule(entry, now);
       }
@@ -104,7 +104,7 @@ void NeighborCache::keepOnly(absl::Span<const NextHopToResolve> hops) {
     Entry& entry = it->second;
     // Snapshots still in use may hold the slot: close it so their workers record nothing more.
     entry.slot->closeRequest();
-    if (!entry.asking) unschedule(entry);
+    if (!asking(entry)) unschedule(entry);
     asking_.erase(it->first);
     listening_.erase(it->first);
     table_.erase(it->first.first, it->first.second);
@@ -129,7 +129,6 @@ bool NeighborCache::turn(absl::Time now, SendRequest send, std::vector<NeighborN
     due_.erase(first);
     bump(NeighborEvent::kRequest);
     entry.slot->openRequest();
-    entry.asking = true;
     entry.answer_by = now + settings_.request_timeout;
     asking_.insert(keyOf(entry.hop));
   }
@@ -170,9 +169,7 @@ bool NeighborCache::judgeAnswers(Entry& entry, absl::Time now, std::vector<Neigh
     refuse(entry, NeighborEvent::kRefusedLocked, *other, news);
   }
   // Unanswered by the MAC in use: ask again at once, since the timeout has passed.
-  entry.slot->closeRequest();
-  entry.asking = false;
-  asking_.erase(keyOf(entry.hop));
+  closeRequest(entry);
   ++entry.unanswered;
   bool changed = false;
   if (entry.mac) {
@@ -224,10 +221,13 @@ void NeighborCache::setMac(Entry& entry, std::optional<MacAddress> mac, absl::Ti
   }
 }
 
-void NeighborCache::settle(Entry& entry, absl::Time now) {
+void NeighborCache::closeRequest(Entry& entry) {
   entry.slot->closeRequest();
-  entry.asking = false;
   asking_.erase(keyOf(entry.hop));
+}
+
+void NeighborCache::settle(Entry& entry, absl::Time now) {
+  closeRequest(entry);
   entry.state = NeighborState::kReachable;
   entry.answered_at = now;
   entry.unanswered = 0;
@@ -245,7 +245,7 @@ void NeighborCache::refuse(Entry& entry, NeighborEvent event, const MacAddress& 
 void NeighborCache::flush(absl::Time now) {
   for (auto& [key, entry] : entries_) {
     entry.lock_waived = true;
-    if (entry.asking) continue;
+    if (asking(entry)) continue;
     unschedule(entry);
     schedule(entry, now);
   }

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "berth/config/config.h"
 #include "berth/control/control_socket.h"
+#include "berth/control/line_limiter.h"
 #include "berth/control/mailbox.h"
 #include "berth/control/metrics_server.h"
 #include "berth/control/neighbor_cache.h"
@@ -32,7 +33,6 @@
 #include "berth/runtime/port.h"
 #include "berth/runtime/publisher.h"
 #include "berth/runtime/worker.h"
-#include "berth/util/line_limiter.h"
 
 namespace berth {
 

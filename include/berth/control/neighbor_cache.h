@@ -132,7 +132,6 @@ class NeighborCache {
     std::optional<MacAddress> mac;
     NeighborState state = NeighborState::kUnresolved;
     bool learns_announcements = false;
-    bool asking = false;
     bool lock_waived = false;  // until the answer to a flush's request
     absl::Time next_request;   // while not asking
     absl::Time answer_by;      // while asking
@@ -155,6 +154,9 @@ class NeighborCache {
   bool judgeAnswers(Entry& entry, absl::Time now, std::vector<NeighborNews>& news);
   bool judgeAnnouncement(Entry& entry, absl::Time now, std::vector<NeighborNews>& news);
   void setMac(Entry& entry, std::optional<MacAddress> mac, absl::Time now);
+  // Whether a request of the entry's waits for its answer; closeRequest() ends the wait.
+  bool asking(const Entry& entry) const { return asking_.contains(keyOf(entry.hop)); }
+  void closeRequest(Entry& entry);
   // A request answered (or its answer taken): the next is a refresh, an interval away.
   void settle(Entry& entry, absl::Time now);
   void refuse(Entry& entry, NeighborEvent event, const MacAddress& offered,

@@ -1,7 +1,7 @@
 // The log's flood bound: at most N lines a second through, and the first line after a hold
 // says how many were held back.
 
-#include "berth/util/line_limiter.h"
+#include "berth/control/line_limiter.h"
 
 #include <gtest/gtest.h>
 

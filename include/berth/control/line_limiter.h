@@ -1,12 +1,12 @@
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "berth/dataplane/token_bucket.h"
 
 namespace berth {
 
@@ -15,21 +15,16 @@ namespace berth {
 // were held back says how many.
 class LineLimiter {
  public:
-  explicit LineLimiter(uint32_t per_second) : per_second_(per_second), tokens_(per_second) {}
+  explicit LineLimiter(uint32_t per_second) : per_second_(per_second) {}
 
   // The line to log, or nullopt when it is held back.
   std::optional<std::string> admit(absl::Time now, std::string line) {
-    if (last_ != absl::InfinitePast()) {
-      tokens_ =
-          std::min<double>(per_second_, tokens_ + absl::ToDoubleSeconds(now - last_) * per_second_);
-    }
-    last_ = now;
-    if (tokens_ < 1) {
+    // The bucket's millisecond clock may wrap; it only takes differences.
+    if (!tokens_.take(static_cast<uint32_t>(absl::ToUnixMillis(now)), per_second_, per_second_)) {
       ++held_back_;
       ++held_back_total_;
       return std::nullopt;
     }
-    tokens_ -= 1;
     if (held_back_ > 0) {
       absl::StrAppend(&line, " (", held_back_, " similar line(s) held back before this one)");
       held_back_ = 0;
@@ -40,8 +35,7 @@ class LineLimiter {
 
  private:
   uint32_t per_second_;
-  double tokens_;
-  absl::Time last_ = absl::InfinitePast();
+  TokenBucket tokens_;
   uint64_t held_back_ = 0;
   uint64_t held_back_total_ = 0;
 };

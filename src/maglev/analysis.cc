@@ -17,14 +17,14 @@ BalanceStats balanceOf(const Table& table) {
   const std::vector<uint32_t> counts = table.slotCounts();
   uint64_t serving_weight = 0;
   for (size_t i = 0; i < backends.size(); ++i) {
-    if (table.healthy()[i]) serving_weight += static_cast<uint64_t>(backends[i].weight);
+    if (table.serves(i)) serving_weight += static_cast<uint64_t>(backends[i].weight);
   }
   BalanceStats stats;
   if (serving_weight == 0) return stats;
   stats.min_slots = std::numeric_limits<uint32_t>::max();
   stats.min_over_ideal = std::numeric_limits<double>::max();
   for (size_t i = 0; i < backends.size(); ++i) {
-    if (!table.healthy()[i] || backends[i].weight == 0) continue;
+    if (!table.serves(i)) continue;
     ++stats.serving;
     const double ideal = static_cast<double>(table.size()) *
                          static_cast<double>(backends[i].weight) /
@@ -79,6 +79,95 @@ std::vector<uint32_t> movedSlots(const Table& before, const Table& after) {
 
 namespace {
 
+// Share of the hash space whose backend differs, by name (kNoBackend as a name of its own).
+void fillMovedShare(const Table& before, const Table& after, TableMovement& movement) {
+  movement.size_before = before.size();
+  movement.size_after = after.size();
+  if (movement.sameSize()) {
+    movement.moved_slots = slotsChanged(before, after);
+    movement.moved_share = static_cast<double>(movement.moved_slots) / after.size();
+    return;
+  }
+  absl::flat_hash_map<absl::string_view, double> before_share;
+  const std::vector<uint32_t> before_counts = before.slotCounts();
+  for (size_t b = 0; b < before_counts.size(); ++b) {
+    before_share[before.backends()[b].name] = static_cast<double>(before_counts[b]) / before.size();
+  }
+  const auto unowned = [](const Table& table) {
+    return static_cast<double>(
+               std::count(table.entries().begin(), table.entries().end(), kNoBackend)) /
+           table.size();
+  };
+  double same = unowned(before) * unowned(after);
+  const std::vector<uint32_t> after_counts = after.slotCounts();
+  for (size_t b = 0; b < after_counts.size(); ++b) {
+    const auto found = before_share.find(after.backends()[b].name);
+    if (found == before_share.end()) continue;
+    same += found->second * static_cast<double>(after_counts[b]) / after.size();
+  }
+  movement.moved_share = std::max(0.0, 1.0 - same);
+}
+
+// Each backend's weighted share among the backends the table serves, by name.
+absl::flat_hash_map<absl::string_view, double> servingShares(const Table& table) {
+  double total = 0;
+  for (size_t b = 0; b < table.backends().size(); ++b) {
+    if (table.serves(b)) total += static_cast<double>(table.backends()[b].weight);
+  }
+  absl::flat_hash_map<absl::string_view, double> shares;
+  for (size_t b = 0; b < table.backends().size(); ++b) {
+    if (table.serves(b)) {
+      shares[table.backends()[b].name] = static_cast<double>(table.backends()[b].weight) / total;
+    }
+  }
+  return shares;
+}
+
+}  // namespace
+
+double TableMovement::movedSlotsEquivalent() const {
+  return sameSize() ? static_cast<double>(moved_slots) : moved_share * size_after;
+}
+
+double TableMovement::movedOverMinimum() const {
+  if (moved_share == 0) return 0;
+  if (minimum_share == 0) return std::numeric_limits<double>::infinity();
+  return moved_share / minimum_share;
+}
+
+TableMovement availabilityMovement(const Table& before, const Table& after) {
+  TableMovement movement;
+  fillMovedShare(before, after, movement);
+  const std::vector<uint32_t> before_counts = before.slotCounts();
+  const std::vector<uint32_t> after_counts = after.slotCounts();
+  double least = 0;
+  for (size_t b = 0; b < after.backends().size(); ++b) {
+    const absl::StatusOr<uint16_t> old = before.indexOf(after.backends()[b].name);
+    if (!old.ok()) continue;
+    const bool served = before.serves(*old);
+    const bool serves = after.serves(b);
+    if (served && !serves) least += static_cast<double>(before_counts[*old]) / before.size();
+    if (!served && serves) least += static_cast<double>(after_counts[b]) / after.size();
+  }
+  movement.minimum_share = least;
+  return movement;
+}
+
+TableMovement configMovement(const Table& before, const Table& after) {
+  TableMovement movement;
+  fillMovedShare(before, after, movement);
+  const auto before_shares = servingShares(before);
+  double least = 0;
+  for (const auto& [name, share] : servingShares(after)) {
+    const auto found = before_shares.find(name);
+    least += std::max(0.0, share - (found == before_shares.end() ? 0.0 : found->second));
+  }
+  movement.minimum_share = least;
+  return movement;
+}
+
+namespace {
+
 void appendLittleEndian(std::string& out, uint64_t value, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xFF));
 }
@@ -86,7 +175,7 @@ void appendLittleEndian(std::string& out, uint64_t value, int bytes) {
 }  // namespace
 
 uint64_t fingerprintOf(const Table& table) {
-  std::string layout = "berth-table-v1";
+  std::string layout = "berth-table-v2";
   layout.push_back('\0');
   absl::StrAppend(&layout, toString(table.algorithm()));
   layout.push_back('\0');
@@ -98,6 +187,7 @@ uint64_t fingerprintOf(const Table& table) {
     layout.push_back('\0');
     appendLittleEndian(layout, static_cast<uint64_t>(table.backends()[b].weight), 8);
     layout.push_back(table.healthy()[b] ? 1 : 0);
+    layout.push_back(table.drained()[b] ? 1 : 0);
   }
   layout.reserve(layout.size() + 2 * table.size());
   for (uint16_t entry : table.entries()) appendLittleEndian(layout, entry, 2);
@@ -110,6 +200,8 @@ absl::StatusOr<Table> rebuildWithout(const Table& full, const std::vector<bool>&
   for (size_t i = 0; i < full.backends().size(); ++i) {
     if (i < leave_out.size() && leave_out[i]) continue;
     backends.push_back(full.backends()[i]);
+    // A full rebuild is what a drain did before drains became failovers: weight 0.
+    if (full.drained()[i]) backends.back().weight = 0;
     if (full.algorithm() == Algorithm::kMaglev) permutations.push_back(full.permutations()[i]);
   }
   if (full.algorithm() != Algorithm::kMaglev)
@@ -140,7 +232,7 @@ absl::StatusOr<std::vector<FailureImpact>> singleFailureImpacts(const Table& ful
     flags[i] = true;
     BERTH_ASSIGN_OR_RETURN(const Table rebuilt, rebuildWithout(full, flags));
     flags.flip();
-    BERTH_ASSIGN_OR_RETURN(const Table failover, withHealth(full, flags));
+    BERTH_ASSIGN_OR_RETURN(const Table failover, withHealth(full, flags, full.drained()));
 
     FailureImpact impact;
     impact.backend = full.backends()[i].name;

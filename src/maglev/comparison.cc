@@ -322,8 +322,8 @@ std::vector<std::string> notesFor(ComparedAlgorithm algorithm, const AlgorithmCo
     case ComparedAlgorithm::kMaglev:
       if (result.remove_one.worst > 1.0) {
         notes.push_back(
-            "failover caps each survivor at 1.02 x its share, so a failure moves a few slots "
-            "beyond the failed backend's own (table.h)");
+            "failover caps each survivor near its share (3%, or 9.5 slots where that is more), "
+            "so a failure may move a few slots beyond the failed backend's own (table.h)");
       }
       break;
     case ComparedAlgorithm::kRing:

@@ -214,7 +214,8 @@ absl::StatusOr<Table> buildTable(std::vector<Backend> backends, const TableOptio
   auto shared_entries = std::make_shared<const std::vector<uint16_t>>(std::move(entries));
   layout->full_entries = shared_entries;
   std::vector<bool> healthy(layout->backends.size(), true);
-  return Table(std::move(layout), std::move(shared_entries), std::move(healthy),
+  std::vector<bool> drained(layout->backends.size(), false);
+  return Table(std::move(layout), std::move(shared_entries), std::move(healthy), std::move(drained),
                options.table_size);
 }
 

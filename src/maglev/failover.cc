@@ -11,13 +11,18 @@
 namespace berth {
 namespace {
 
-// The most slots a healthy backend may hold while others are down:
-// ceil(M * weight / healthy_weight * (100 + slack) / 100), and never less than it already owns.
-uint32_t failoverCap(uint32_t table_size, int64_t weight, uint64_t healthy_weight, uint32_t owned) {
-  const uint64_t numerator =
-      uint64_t{table_size} * static_cast<uint64_t>(weight) * (100 + kFailoverLoadSlackPercent);
-  const uint64_t denominator = healthy_weight * 100;
-  const auto cap = static_cast<uint32_t>((numerator + denominator - 1) / denominator);
+// The most slots a healthy backend may hold while others are down (table.h, withHealth()):
+// ideal * (1 + max(slack%, kFailoverSlackSlotsTenths / 10 / base_quota)), rounded down, where
+// ideal = M * weight / serving_weight and base_quota = M * weight / total_weight. Multiplied
+// out, that is max((100 + slack) * M * weight, 100 * M * weight + 10 * tenths * total_weight)
+// / (100 * serving_weight), all in integers so every machine computes the same cap. Never less
+// than the backend already owns.
+uint32_t failoverCap(uint32_t table_size, int64_t weight, uint64_t serving_weight,
+                     uint64_t total_weight, uint32_t owned) {
+  const uint64_t share = uint64_t{table_size} * static_cast<uint64_t>(weight);
+  const uint64_t by_percent = share * (100 + kFailoverLoadSlackPercent);
+  const uint64_t by_slots = share * 100 + total_weight * kFailoverSlackSlotsTenths * 10;
+  const auto cap = static_cast<uint32_t>(std::max(by_percent, by_slots) / (serving_weight * 100));
   return std::max(cap, owned);
 }
 
@@ -128,36 +133,53 @@ void assignBySlots(std::vector<Claimant> claimants, int64_t max_weight, uint32_t
 
 absl::StatusOr<Table> withHealth(const Table& table, const std::vector<bool>& healthy,
                                  FailoverStrategy strategy) {
+  return withHealth(table, healthy, {}, strategy);
+}
+
+absl::StatusOr<Table> withHealth(const Table& table, const std::vector<bool>& healthy,
+                                 const std::vector<bool>& drained_or_empty,
+                                 FailoverStrategy strategy) {
   const absl::Span<const Backend> backends = table.backends();
   if (healthy.size() != backends.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "health flags for ", healthy.size(), " backends, but the table has ", backends.size()));
   }
+  if (!drained_or_empty.empty() && drained_or_empty.size() != backends.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("drain flags for ", drained_or_empty.size(),
+                                                   " backends, but the table has ",
+                                                   backends.size()));
+  }
+  std::vector<bool> drained =
+      drained_or_empty.empty() ? std::vector<bool>(backends.size(), false) : drained_or_empty;
+  // Drained backends give up their slots exactly as unhealthy ones do.
+  std::vector<bool> serving(backends.size());
+  for (size_t i = 0; i < backends.size(); ++i) serving[i] = healthy[i] && !drained[i];
   const uint32_t table_size = table.size();
-  if (std::find(healthy.begin(), healthy.end(), false) == healthy.end()) {
-    return Table(table.layout_, table.layout_->full_entries, healthy, table_size);
+  if (std::find(serving.begin(), serving.end(), false) == serving.end()) {
+    return Table(table.layout_, table.layout_->full_entries, healthy, std::move(drained),
+                 table_size);
   }
   if (table.algorithm() == Algorithm::kRing) {
     return Table(table.layout_,
                  std::make_shared<const std::vector<uint16_t>>(
-                     table.layout_->ring->slotTable(table_size, healthy)),
-                 healthy, table_size);
+                     table.layout_->ring->slotTable(table_size, serving)),
+                 healthy, std::move(drained), table_size);
   }
   if (table.algorithm() == Algorithm::kRendezvous) {
     return Table(table.layout_,
                  std::make_shared<const std::vector<uint16_t>>(
-                     table.layout_->rendezvous->slotTable(table.fullEntries(), healthy)),
-                 healthy, table_size);
+                     table.layout_->rendezvous->slotTable(table.fullEntries(), serving)),
+                 healthy, std::move(drained), table_size);
   }
   auto entries_owner = std::make_shared<std::vector<uint16_t>>(table.fullEntries().begin(),
                                                                table.fullEntries().end());
   std::vector<uint16_t>& entries = *entries_owner;
 
-  // Take back every slot an unhealthy backend owns in the all-healthy table. Healthy owners
-  // keep theirs, which is what keeps established flows on healthy backends in place. A flag per
+  // Take back every slot a backend that is down owns in the all-healthy table. Serving owners
+  // keep theirs, which is what keeps established flows on serving backends in place. A flag per
   // possible entry value keeps the scan over M slots free of unpredictable branches.
   std::vector<uint8_t> down(size_t{kNoBackend} + 1, 0);
-  for (size_t i = 0; i < backends.size(); ++i) down[i] = !healthy[i];
+  for (size_t i = 0; i < backends.size(); ++i) down[i] = !serving[i];
   SlotBitmap vacant(table_size);
   std::vector<uint32_t> vacated;
   for (uint32_t slot = 0; slot < table_size; ++slot) {
@@ -169,17 +191,20 @@ absl::StatusOr<Table> withHealth(const Table& table, const std::vector<bool>& he
   }
   const std::vector<uint32_t>& owned = table.layout_->full_slot_counts;
 
-  uint64_t healthy_weight = 0;
+  uint64_t serving_weight = 0;
+  uint64_t total_weight = 0;
   for (size_t i = 0; i < backends.size(); ++i) {
-    if (healthy[i]) healthy_weight += static_cast<uint64_t>(backends[i].weight);
+    total_weight += static_cast<uint64_t>(backends[i].weight);
+    if (serving[i]) serving_weight += static_cast<uint64_t>(backends[i].weight);
   }
   std::vector<Claimant> claimants;
   int64_t max_weight = 0;
-  if (healthy_weight > 0) {
+  if (serving_weight > 0) {
     const absl::Span<const Permutation> permutations = table.permutations();
     for (size_t i = 0; i < backends.size(); ++i) {
-      if (!healthy[i] || backends[i].weight == 0) continue;
-      const uint32_t cap = failoverCap(table_size, backends[i].weight, healthy_weight, owned[i]);
+      if (!serving[i] || backends[i].weight == 0) continue;
+      const uint32_t cap =
+          failoverCap(table_size, backends[i].weight, serving_weight, total_weight, owned[i]);
       if (owned[i] == cap) continue;
       claimants.push_back({permutations[i].offset, permutations[i].skip, permutations[i].offset,
                            owned[i], cap, 0, backends[i].weight, static_cast<uint16_t>(i)});
@@ -187,7 +212,7 @@ absl::StatusOr<Table> withHealth(const Table& table, const std::vector<bool>& he
     }
   }
   if (claimants.empty() || vacated.empty()) {
-    return Table(table.layout_, std::move(entries_owner), healthy, table_size);
+    return Table(table.layout_, std::move(entries_owner), healthy, std::move(drained), table_size);
   }
 
   if (strategy == FailoverStrategy::kAuto) {
@@ -202,7 +227,7 @@ absl::StatusOr<Table> withHealth(const Table& table, const std::vector<bool>& he
     assignByRounds(std::move(claimants), max_weight, table_size, vacant,
                    static_cast<uint32_t>(vacated.size()), entries);
   }
-  return Table(table.layout_, std::move(entries_owner), healthy, table_size);
+  return Table(table.layout_, std::move(entries_owner), healthy, std::move(drained), table_size);
 }
 
 }  // namespace berth

@@ -301,7 +301,9 @@ absl::StatusOr<Table> buildWithPermutations(std::vector<Backend> backends,
   fillByTurns(layout->backends, layout->permutations, layout->full_slot_counts, *entries);
   layout->full_entries = entries;
   std::vector<bool> healthy(layout->backends.size(), true);
-  return Table(std::move(layout), std::move(entries), std::move(healthy), table_size);
+  std::vector<bool> drained(layout->backends.size(), false);
+  return Table(std::move(layout), std::move(entries), std::move(healthy), std::move(drained),
+               table_size);
 }
 
 absl::StatusOr<Table> build(std::vector<Backend> backends, uint32_t table_size) {
@@ -316,11 +318,12 @@ absl::StatusOr<Table> build(std::vector<Backend> backends, uint32_t table_size) 
 
 Table::Table(std::shared_ptr<const Layout> layout,
              std::shared_ptr<const std::vector<uint16_t>> entries, std::vector<bool> healthy,
-             uint32_t size)
+             std::vector<bool> drained, uint32_t size)
     : layout_(std::move(layout)),
       entries_(std::move(entries)),
       entries_data_(entries_->data()),
       healthy_(std::move(healthy)),
+      drained_(std::move(drained)),
       size_(size),
       modulo_multiplier_(UINT64_MAX / size + 1) {}
 

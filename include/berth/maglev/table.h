@@ -89,39 +89,60 @@ absl::StatusOr<Table> buildWithPermutations(std::vector<Backend> backends,
                                             std::vector<Permutation> permutations,
                                             uint32_t table_size);
 
-// The table to use while some backends are unhealthy.
+// The table to use while some backends are unhealthy or drained.
 //
 // For ring and rendezvous tables, the table their algorithm gives for the healthy backends alone:
 // each slot of an unhealthy backend goes to the next healthy point on the ring, or to the healthy
 // backend with the next-highest score, and every other slot stays. Only the vacated slots are
 // recomputed (consistent_hash.h). The rest of this comment is about Maglev tables.
 //
-// Slots owned by a healthy backend in the all-healthy table never move. Each slot vacated by an
-// unhealthy backend goes to the healthy backend that ranks it earliest, where a backend's rank
-// of a slot is its position in that backend's preference list divided by its weight (ties to the
-// earlier name). A backend already holding its cap of ceil(ideal * (100 + slack) / 100) slots,
-// where ideal is its weighted share of M among the healthy backends and slack is
-// kFailoverLoadSlackPercent, takes no more, and the slot goes to the next-ranked. Vacated slots
-// are handed out in the order of those ranks, so the result is a pure function of (configured
-// backends, healthy set): every instance agrees, and recovery restores the all-healthy table.
+// A drained backend gives up its slots exactly as an unhealthy one does; it differs only in
+// what the datapath does with its established flows (dataplane/snapshot.h). Below, "down" means
+// unhealthy or drained, and "serving" means neither.
+//
+// Slots owned by a serving backend in the all-healthy table never move. Each slot vacated by a
+// backend that is down goes to the serving backend that ranks it earliest, where a backend's
+// rank of a slot is its position in that backend's preference list divided by its weight (ties
+// to the earlier name). A backend already holding its cap takes no more, and the slot goes to
+// the next-ranked. Vacated slots are handed out in the order of those ranks, so the result is a
+// pure function of (configured backends, healthy set, drained set): every instance agrees, and
+// recovery or undrain restores the all-healthy table exactly.
+//
+// The cap is ideal * (1 + max(slack, room / base)), rounded down, where ideal is the backend's
+// weighted share of M among the serving backends, base its share among all configured ones,
+// slack kFailoverLoadSlackPercent and room kFailoverSlackSlotsTenths / 10 slots.
 //
 // Trade-off: without a cap, each vacated slot would move only when its own owner fails, but the
 // spread over backends is that of balls in bins (max/ideal near 1.04 after 10% of 1,000 backends
-// fail). The cap bounds max/ideal by 1 + slack / 100. The price is that a backend reaching its
-// cap pushes its later-ranked vacated slots elsewhere, which moves a few slots beyond the newly
-// failed backend's own: at worst 4.6% more over 100 successive failures among 1,000 backends.
-// With only a few backends, ranks alone do not split vacated slots by weight, and the cap is
-// what keeps each backend within 1 + slack / 100 of its share.
+// fail at M = 655373). A cap bounds max/ideal. Its price is that a backend at its cap pushes its
+// later-ranked vacated slots elsewhere, and when failures raise the cap, it takes some of them
+// back: slots beyond the newly failed backend's own move. A cap of 3% alone is fine where a
+// backend holds hundreds of slots, but at tens of slots (1,000 backends at M = 65537) nearly
+// every backend meets it, each rise of one slot re-hands slots across the whole table, and a
+// single step moved 5.5x the failed backend's slots. A room of 9.5 slots keeps the cap out of
+// reach of all but a few backends at any size. Measured over 10% of the backends failing one by
+// one in random orders, each step moved at most 1.03x the slots the newly failed backend held:
+// max/ideal stays at 1.03 where each backend has at least 317 slots (M >= 100 * N gives 100 or
+// more, and N=100 at 65537 or N=1,000 at 655373 give 655), and at 1 + 9.5 / base below that:
+// 1.145 for N=1,000 at M=65537 (tests/unit/maglev/failover_test.cc). With only a few backends,
+// ranks alone do not split vacated slots by weight, and the cap is what keeps each backend near
+// its share.
 //
-// `healthy` has one flag per backend, in Table::backends() order. Cost: the cheaper of about
-// M ln(V) probes and V * H rank computations, for V vacated slots and H healthy backends; about
-// 0.15 ms for one failure among N=1000 at M=65537.
-inline constexpr uint32_t kFailoverLoadSlackPercent = 2;
+// `healthy` and `drained` have one flag per backend, in Table::backends() order; an empty
+// `drained` drains nothing. Cost: the cheaper of about M ln(V) probes and V * H rank
+// computations, for V vacated slots and H serving backends; about 0.15 ms for one failure among
+// N=1000 at M=65537.
+inline constexpr uint32_t kFailoverLoadSlackPercent = 3;
+inline constexpr uint32_t kFailoverSlackSlotsTenths = 95;
 
 // How withHealth() computes its (identical) result; kAuto picks the cheaper. For tests and
 // benchmarks that pin one.
 enum class FailoverStrategy { kAuto, kByRounds, kBySlots };
 
+absl::StatusOr<Table> withHealth(const Table& table, const std::vector<bool>& healthy,
+                                 const std::vector<bool>& drained,
+                                 FailoverStrategy strategy = FailoverStrategy::kAuto);
+// As above with nothing drained.
 absl::StatusOr<Table> withHealth(const Table& table, const std::vector<bool>& healthy,
                                  FailoverStrategy strategy = FailoverStrategy::kAuto);
 
@@ -155,6 +176,12 @@ class Table {
   // The all-healthy table this one was derived from (itself when all are healthy).
   absl::Span<const uint16_t> fullEntries() const { return *layout_->full_entries; }
   const std::vector<bool>& healthy() const { return healthy_; }
+  // Drained at run time or by the config (see withHealth()), in backends() order.
+  const std::vector<bool>& drained() const { return drained_; }
+  // Whether backend b takes new flows: healthy, not drained, with a weight.
+  bool serves(size_t b) const {
+    return healthy_[b] && !drained_[b] && layout_->backends[b].weight > 0;
+  }
 
   // The index of the backend with this name, or NotFound.
   absl::StatusOr<uint16_t> indexOf(absl::string_view name) const;
@@ -164,7 +191,8 @@ class Table {
  private:
   friend absl::StatusOr<Table> buildWithPermutations(std::vector<Backend>, std::vector<Permutation>,
                                                      uint32_t);
-  friend absl::StatusOr<Table> withHealth(const Table&, const std::vector<bool>&, FailoverStrategy);
+  friend absl::StatusOr<Table> withHealth(const Table&, const std::vector<bool>&,
+                                          const std::vector<bool>&, FailoverStrategy);
   friend absl::StatusOr<Table> buildTable(std::vector<Backend>, const TableOptions&);
 
   struct Layout {
@@ -181,12 +209,13 @@ class Table {
   };
 
   Table(std::shared_ptr<const Layout> layout, std::shared_ptr<const std::vector<uint16_t>> entries,
-        std::vector<bool> healthy, uint32_t size);
+        std::vector<bool> healthy, std::vector<bool> drained, uint32_t size);
 
   std::shared_ptr<const Layout> layout_;
   std::shared_ptr<const std::vector<uint16_t>> entries_;
   const uint16_t* entries_data_ = nullptr;  // entries_->data(), one indirection less per lookup
   std::vector<bool> healthy_;
+  std::vector<bool> drained_;
   uint32_t size_ = 0;
   uint64_t modulo_multiplier_ = 0;
 };

@@ -76,13 +76,13 @@ TEST(MaglevAnalysisTest, FailureImpactNeedsTheAllHealthyTable) {
 }
 
 TEST(TableFingerprintTest, IsPinnedSoEveryMachineAndBuildAgrees) {
-  // The value is part of the contract between instances: a change here means that
-  // instances of two berth versions would send flows to different backends.
+  // The value is part of the contract between instances: a change here without a new layout
+  // version ("berth-table-v2") means that instances of two berth versions would disagree.
   const Table maglev = *build(equalBackends(10), 65537);
-  EXPECT_EQ(absl::StrFormat("%016x", fingerprintOf(maglev)), "bf8ca95685e3712e");
+  EXPECT_EQ(absl::StrFormat("%016x", fingerprintOf(maglev)), "d7497da40932f9fe");
   const Table ring =
       *buildTable(equalBackends(10), {.algorithm = Algorithm::kRing, .table_size = 65537});
-  EXPECT_EQ(absl::StrFormat("%016x", fingerprintOf(ring)), "4bf58a118ad91199");
+  EXPECT_EQ(absl::StrFormat("%016x", fingerprintOf(ring)), "d65073b01eab0d19");
 }
 
 TEST(TableFingerprintTest, SameInputsAgreeAndEveryDecidingInputChangesIt) {
@@ -98,6 +98,11 @@ TEST(TableFingerprintTest, SameInputsAgreeAndEveryDecidingInputChangesIt) {
   EXPECT_EQ(fingerprintOf(*withHealth(table, healthy)), fingerprintOf(failed));
   EXPECT_EQ(fingerprintOf(*withHealth(failed, std::vector<bool>(6, true))), fingerprintOf(table))
       << "recovery restores the table, and so the fingerprint";
+  std::vector<bool> drained(6, false);
+  drained[2] = true;
+  EXPECT_NE(fingerprintOf(*withHealth(table, std::vector<bool>(6, true), drained)),
+            fingerprintOf(failed))
+      << "a drain moves the same slots as a failure, but keeps established flows";
 
   backends[0].weight = 2;
   EXPECT_NE(fingerprintOf(*build(backends, 65537)), fingerprintOf(table)) << "weight";
@@ -105,6 +110,52 @@ TEST(TableFingerprintTest, SameInputsAgreeAndEveryDecidingInputChangesIt) {
   EXPECT_NE(fingerprintOf(*buildTable(equalBackends(6), {.algorithm = Algorithm::kRendezvous})),
             fingerprintOf(table))
       << "algorithm";
+}
+
+// A failure's least is the slots the failed backend held, inherited ones included; a recovery's,
+// the slots the recovered backend holds after.
+TEST(TableMovementTest, HealthAndDrainChangesCountTheSlotsOfTheBackendsThatChanged) {
+  const Table full = *build(equalBackends(100), 65537);
+  std::vector<bool> healthy(100, true);
+  healthy[7] = false;
+  const Table one_down = *withHealth(full, healthy);
+  const TableMovement failed = availabilityMovement(full, one_down);
+  EXPECT_TRUE(failed.sameSize());
+  EXPECT_EQ(failed.moved_slots, full.slotCounts()[7]);
+  EXPECT_DOUBLE_EQ(failed.minimumSlots(), full.slotCounts()[7]);
+  EXPECT_DOUBLE_EQ(failed.movedOverMinimum(), 1.0);
+  const TableMovement recovered = availabilityMovement(one_down, full);
+  EXPECT_DOUBLE_EQ(recovered.minimumSlots(), full.slotCounts()[7]);
+  EXPECT_EQ(availabilityMovement(full, full).movedOverMinimum(), 0.0);
+}
+
+// After a config change the least is the sum of the weighted shares' increases: an added
+// backend's new share, or for a weight change the quota increases; a full rebuild moves more.
+TEST(TableMovementTest, ConfigChangesCountTheIncreasesOfTheShares) {
+  const Table before = *build(equalBackends(100), 65537);
+  const Table added = *build(equalBackends(101), 65537);
+  const TableMovement add = configMovement(before, added);
+  EXPECT_NEAR(add.minimumSlots(), 65537.0 / 101, 1e-6);
+  EXPECT_GE(add.movedOverMinimum(), 1.0);
+  std::vector<Backend> heavier = equalBackends(100);
+  heavier[3].weight = 3;  // its share goes from 1/100 to 3/102
+  const TableMovement weight = configMovement(before, *build(heavier, 65537));
+  EXPECT_NEAR(weight.minimum_share, 3.0 / 102 - 1.0 / 100, 1e-12);
+}
+
+// Where M changes, slots cannot be compared; the share of the hash space whose backend changed
+// is 1 - sum of the products of each backend's slot shares, and for one unchanged backend it is 0.
+TEST(TableMovementTest, AChangeOfSizeComparesSharesOfTheHashSpace) {
+  const Table small = *build(equalBackends(1), 65537);
+  const Table large = *build(equalBackends(1), 655373);
+  const TableMovement same_backend = configMovement(small, large);
+  EXPECT_FALSE(same_backend.sameSize());
+  EXPECT_EQ(same_backend.moved_slots, 0u);
+  EXPECT_NEAR(same_backend.moved_share, 0.0, 1e-12);
+  const TableMovement resized =
+      configMovement(*build(equalBackends(4), 65537), *build(equalBackends(4), 65539));
+  EXPECT_NEAR(resized.moved_share, 0.75, 0.001);  // independent slots: 1 - 4 * (1/4)^2
+  EXPECT_NEAR(resized.minimum_share, 0.0, 1e-12);
 }
 
 }  // namespace

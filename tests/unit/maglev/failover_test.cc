@@ -38,14 +38,14 @@ std::vector<std::string> ownerNames(const Table& table) {
 }
 
 // The paper's example with B1 down. B1 owned slots 0 and 2. Slot 0 is B0's 2nd preference and
-// B2's 5th, so B0 takes it. Slot 2 is B0's 6th and B2's 7th preference, but B0 now holds its cap
-// of ceil(7/2 * 1.02) = 4 slots, so B2 takes it. B0 and B2 keep every slot they had.
+// B2's 5th, and slot 2 is B0's 6th and B2's 7th, so B0 takes both: in a 7-slot table the cap's
+// room of 9.5 slots is out of reach, and ranks alone decide. B0 and B2 keep every slot they had.
 TEST(MaglevFailoverTest, PaperExampleWithB1Down) {
   absl::StatusOr<Table> full =
       buildWithPermutations({{"B0", 1}, {"B1", 1}, {"B2", 1}}, {{3, 4}, {0, 2}, {3, 1}}, 7);
   ASSERT_TRUE(full.ok()) << full.status();
   const Table failover = withHealthOrDie(*full, {true, false, true});
-  EXPECT_THAT(ownerNames(failover), ElementsAre("B0", "B0", "B2", "B0", "B2", "B2", "B0"));
+  EXPECT_THAT(ownerNames(failover), ElementsAre("B0", "B0", "B0", "B0", "B2", "B2", "B0"));
 }
 
 TEST(MaglevFailoverTest, OneFailureMovesExactlyTheFailedBackendsSlots) {
@@ -68,16 +68,19 @@ TEST(MaglevFailoverTest, OneFailureMovesExactlyTheFailedBackendsSlots) {
   }
 }
 
-// Backends fail one after another (up to 10% of them). Each step may move at most 1.1 times the
-// slots that the newly failed backend held just before, and balance stays within 3% of ideal.
-class MaglevFailureSequenceTest : public ::testing::TestWithParam<std::tuple<size_t, uint32_t>> {};
+// Backends fail one after another (10% of them, in random order). Each step may move at most 1.1
+// times the slots that the newly failed backend held just before, inherited ones included, and
+// balance stays within the bound: 1.03 where each backend has hundreds of slots, and 1.15 for
+// 1,000 backends at M = 65537, where each has 65 and a stable table cannot balance that finely.
+class MaglevFailureSequenceTest
+    : public ::testing::TestWithParam<std::tuple<size_t, uint32_t, double, uint32_t>> {};
 
 TEST_P(MaglevFailureSequenceTest, EachStepMovesLittleMoreThanTheNewlyFailedSlots) {
-  const auto [backend_count, table_size] = GetParam();
+  const auto [backend_count, table_size, max_over_ideal, order_seed] = GetParam();
   const Table full = buildOrDie(equalBackends(backend_count), table_size);
   std::vector<uint16_t> order(backend_count);
   std::iota(order.begin(), order.end(), uint16_t{0});
-  std::shuffle(order.begin(), order.end(), std::mt19937(42));
+  std::shuffle(order.begin(), order.end(), std::mt19937(order_seed));
   const size_t failures = std::max<size_t>(1, backend_count / 10);
 
   std::vector<bool> healthy(backend_count, true);
@@ -100,7 +103,7 @@ TEST_P(MaglevFailureSequenceTest, EachStepMovesLittleMoreThanTheNewlyFailedSlots
       }
     }
     const BalanceStats balance = balanceOf(current);
-    ASSERT_LE(balance.max_over_ideal, 1.03) << "step " << step;
+    ASSERT_LE(balance.max_over_ideal, max_over_ideal) << "step " << step;
     previous = current;
   }
   RecordProperty("worst_changed_over_vacated", absl::StrFormat("%.4f", worst_ratio));
@@ -108,9 +111,11 @@ TEST_P(MaglevFailureSequenceTest, EachStepMovesLittleMoreThanTheNewlyFailedSlots
                  absl::StrFormat("%.4f", balanceOf(previous).max_over_ideal));
 }
 
-INSTANTIATE_TEST_SUITE_P(Sizes, MaglevFailureSequenceTest,
-                         ::testing::Values(std::tuple{4, 65537u}, std::tuple{100, 65537u},
-                                           std::tuple{1000, 655373u}));
+INSTANTIATE_TEST_SUITE_P(
+    Sizes, MaglevFailureSequenceTest,
+    ::testing::Values(std::tuple{4, 65537u, 1.03, 42u}, std::tuple{100, 65537u, 1.03, 42u},
+                      std::tuple{100, 65537u, 1.03, 7u}, std::tuple{1000, 655373u, 1.03, 42u},
+                      std::tuple{1000, 65537u, 1.15, 42u}, std::tuple{1000, 65537u, 1.15, 7u}));
 
 TEST(MaglevFailoverTest, RecoveryRestoresTheOriginalTableExactly) {
   const Table full = buildOrDie(equalBackends(100), 65537);
@@ -161,6 +166,54 @@ TEST(MaglevFailoverTest, DrainedBackendsTakeNoVacatedSlots) {
   EXPECT_EQ(counts[0], 0u);
   EXPECT_EQ(counts[1], 0u);
   EXPECT_EQ(counts[2] + counts[3] + counts[4], 65537u);
+}
+
+// A drain gives up exactly the drained backend's slots, as a failure does; no other backend's
+// slot moves. 1,000 backends at the default M and at M = 655373.
+TEST(MaglevDrainTest, DrainingOneOfAThousandMovesExactlyItsSlots) {
+  for (uint32_t table_size : {65537u, 655373u}) {
+    const Table full = buildOrDie(equalBackends(1000), table_size);
+    std::vector<bool> drained(1000, false);
+    drained[417] = true;
+    const Table after = *withHealth(full, std::vector<bool>(1000, true), drained);
+    EXPECT_EQ(slotsChanged(full, after), full.slotCounts()[417]) << "M=" << table_size;
+    EXPECT_EQ(after.slotCounts()[417], 0u);
+    EXPECT_TRUE(after.drained()[417]);
+    EXPECT_TRUE(after.healthy()[417]);
+    EXPECT_FALSE(after.serves(417));
+  }
+}
+
+// Drains, undrains, failures and recoveries in any order give the table computed from the final
+// sets alone, so instances that agree on the sets agree on every slot; undrain restores exactly.
+TEST(MaglevDrainTest, TableIsAPureFunctionOfTheHealthyAndDrainedSets) {
+  const Table full = buildOrDie(equalBackends(1000), 65537);
+  const std::vector<bool> all_up(1000, true);
+  std::vector<bool> drained(1000, false);
+  drained[3] = true;
+  const Table drained_only = *withHealth(full, all_up, drained);
+  std::vector<bool> healthy = all_up;
+  healthy[600] = false;
+  // Drain, then a failure: equal to the table from both sets, and the failure moved only what
+  // backend 600 held.
+  const Table drain_then_fail = *withHealth(drained_only, healthy, drained);
+  const Table fail_only = *withHealth(full, healthy);
+  const Table fail_then_drain = *withHealth(fail_only, healthy, drained);
+  EXPECT_EQ(slotsChanged(drain_then_fail, fail_then_drain), 0u);
+  EXPECT_EQ(slotsChanged(drained_only, drain_then_fail), drained_only.slotCounts()[600]);
+  // Undrain with the failure still in place gives the failure's table; recovery then the full one.
+  const Table undrained = *withHealth(drain_then_fail, healthy, std::vector<bool>(1000, false));
+  EXPECT_EQ(slotsChanged(undrained, fail_only), 0u);
+  const Table recovered = *withHealth(undrained, all_up);
+  EXPECT_TRUE(std::equal(recovered.entries().begin(), recovered.entries().end(),
+                         full.entries().begin(), full.entries().end()));
+}
+
+TEST(MaglevDrainTest, DrainFlagsMustMatchTheBackendCount) {
+  const Table full = buildOrDie(equalBackends(3), 65537);
+  absl::StatusOr<Table> result = withHealth(full, {true, true, true}, {true});
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(), ::testing::HasSubstr("drain flags for 1 backends"));
 }
 
 TEST(MaglevFailoverTest, NoHealthyBackendMapsEverySlotToNoBackend) {

@@ -35,6 +35,7 @@
 #include "berth/control/announcer.h"
 #include "berth/control/control_client.h"
 #include "berth/control/request.h"
+#include "berth/util/whole_file.h"
 
 ABSL_FLAG(std::string, socket, "/run/berth/berth-ro.sock",
           "berthd's read-only socket (berthd --read_only_socket), or its control socket");
@@ -63,39 +64,6 @@ void log(const std::string& line) {
                absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::UTCTimeZone()).c_str(),
                line.c_str());
   std::fflush(stderr);
-}
-
-// Writes `contents` to `path` whole: a new file of a unique name beside it, mode 0644, synced,
-// then renamed over `path`, so BIRD never reads half a file. A link at `path` is replaced, never
-// followed.
-absl::Status writeWhole(const std::string& path, const std::string& contents) {
-  std::string temporary = path + ".XXXXXX";
-  const int fd = mkostemp(temporary.data(), O_CLOEXEC);
-  if (fd < 0) {
-    return absl::UnavailableError(absl::StrCat("cannot create ", temporary, ": ", strerror(errno)));
-  }
-  auto fail = [&](absl::string_view what) {
-    const std::string message = absl::StrCat(what, " ", temporary, ": ", strerror(errno));
-    close(fd);
-    unlink(temporary.c_str());
-    return absl::UnavailableError(message);
-  };
-  if (fchmod(fd, 0644) != 0) return fail("cannot set the mode of");
-  for (size_t written = 0; written < contents.size();) {
-    const ssize_t n = write(fd, contents.data() + written, contents.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return fail("cannot write");
-    written += static_cast<size_t>(n);
-  }
-  if (fsync(fd) != 0) return fail("cannot sync");
-  close(fd);
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string message =
-        absl::StrCat("cannot rename ", temporary, " to ", path, ": ", strerror(errno));
-    unlink(temporary.c_str());
-    return absl::UnavailableError(message);
-  }
-  return absl::OkStatus();
 }
 
 // `birdc -s SOCKET configure`, killed when it has not answered by `deadline` or when
@@ -169,8 +137,9 @@ absl::Status birdConfigure(absl::Time deadline, bool stop_counts) {
 absl::Status apply(const std::vector<berth::VipRoute>& routes, bool final = false) {
   const std::string directory = absl::GetFlag(FLAGS_routes_dir);
   for (berth::IpFamily family : {berth::IpFamily::kIpv4, berth::IpFamily::kIpv6}) {
-    absl::Status written =
-        writeWhole(berth::routesFile(directory, family), berth::birdStaticRoutes(routes, family));
+    // Whole files, so BIRD never reads half of one.
+    absl::Status written = berth::writeFileWhole(berth::routesFile(directory, family),
+                                                 berth::birdStaticRoutes(routes, family), 0644);
     if (!written.ok()) return written;
   }
   // A stop withdraws within 2 s: at most a round (two intervals), then two short deadlines.

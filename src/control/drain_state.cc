@@ -1,0 +1,137 @@
+#include "berth/control/drain_state.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "berth/util/json_writer.h"
+#include "berth/util/whole_file.h"
+
+namespace berth {
+
+std::string renderDrainState(const DrainsByService& drains) {
+  std::vector<std::string> services;
+  for (const auto& [service, backends] : drains) {
+    if (!backends.empty()) services.push_back(service);
+  }
+  std::sort(services.begin(), services.end());
+  JsonWriter json;
+  json.beginObject().key("version").value(kDrainStateVersion).key("drains").beginObject();
+  for (const std::string& service : services) {
+    const auto& set = drains.at(service);
+    std::vector<std::string> backends(set.begin(), set.end());
+    std::sort(backends.begin(), backends.end());
+    json.key(service).beginArray();
+    for (const std::string& backend : backends) json.value(backend);
+    json.endArray();
+  }
+  json.endObject().endObject();
+  return json.str() + "\n";
+}
+
+absl::StatusOr<DrainsByService> parseDrainState(absl::string_view text) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& error) {
+    return absl::InvalidArgumentError(absl::StrCat("not JSON: ", error.what()));
+  }
+  if (!root.IsMap()) return absl::InvalidArgumentError("not a JSON object");
+  const YAML::Node version = root["version"];
+  int number = 0;
+  if (!version || !version.IsScalar() || !YAML::convert<int>::decode(version, number)) {
+    return absl::InvalidArgumentError("version: missing or not a number");
+  }
+  if (number != kDrainStateVersion) {
+    return absl::InvalidArgumentError(absl::StrCat("version ", number, ": this berthd reads only ",
+                                                   kDrainStateVersion));
+  }
+  DrainsByService drains;
+  const YAML::Node services = root["drains"];
+  if (!services) return drains;
+  if (!services.IsMap()) return absl::InvalidArgumentError("drains: not an object");
+  for (const auto& entry : services) {
+    const std::string service = entry.first.as<std::string>();
+    if (!entry.second.IsSequence()) {
+      return absl::InvalidArgumentError(absl::StrCat("drains.", service, ": not a list"));
+    }
+    for (const YAML::Node& backend : entry.second) {
+      if (!backend.IsScalar()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("drains.", service, ": a backend that is not a name"));
+      }
+      drains[service].insert(backend.as<std::string>());
+    }
+  }
+  return drains;
+}
+
+absl::StatusOr<DrainsByService> loadDrainState(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    if (errno == ENOENT) return DrainsByService();
+    return absl::UnavailableError(absl::StrCat("cannot read ", path, ": ", strerror(errno)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<DrainsByService> drains = parseDrainState(text.str());
+  if (!drains.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", drains.status().message()));
+  }
+  return drains;
+}
+
+DrainStateWriter::DrainStateWriter(std::string path)
+    : path_(std::move(path)), thread_(std::make_unique<BackgroundThread>(1)) {}
+
+DrainStateWriter::~DrainStateWriter() {
+  // The thread's destructor waits for the running job; one that is queued is dropped, so the
+  // newest drains are written here if no job will.
+  thread_.reset();
+  std::optional<std::string> text;
+  {
+    std::lock_guard lock(mutex_);
+    text = std::move(pending_);
+  }
+  if (text) writeFileWhole(path_, *text, 0644).IgnoreError();
+}
+
+void DrainStateWriter::save(const DrainsByService& drains) {
+  std::string text = renderDrainState(drains);
+  std::lock_guard lock(mutex_);
+  pending_ = std::move(text);
+  if (writing_) return;  // the running job writes it next
+  writing_ = thread_->post([this] { writeNewest(); });
+}
+
+void DrainStateWriter::writeNewest() {
+  for (;;) {
+    std::optional<std::string> text;
+    {
+      std::lock_guard lock(mutex_);
+      if (!pending_) {
+        writing_ = false;
+        return;
+      }
+      text = std::move(pending_);
+      pending_.reset();
+    }
+    absl::Status written = writeFileWhole(path_, *text, 0644);
+    std::lock_guard lock(mutex_);
+    last_write_ = std::move(written);
+  }
+}
+
+absl::Status DrainStateWriter::lastWrite() const {
+  std::lock_guard lock(mutex_);
+  return last_write_;
+}
+
+}  // namespace berth

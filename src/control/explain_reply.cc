@@ -106,6 +106,7 @@ std::string explainReplyJson(const Snapshot& snapshot, const FlowKey& flow,
     json.value(snapshot.backend(explanation.next_backend).name);
   }
   json.key("dropped").value(dropped).key("tracked").value(explanation.tracked);
+  json.key("bounded_load_fallback").value(explanation.fell_back);
   json.key("reason").value(reason);
   if (!note.empty()) json.key("note").value(note);
   absl::StrAppendFormat(

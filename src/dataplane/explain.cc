@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "berth/maglev/bounded_load.h"
 
 namespace berth {
 
@@ -36,8 +37,8 @@ ConnectionKey connectionKeyOf(const Snapshot& snapshot, uint32_t service, const 
 }
 
 FlowExplanation explainFlow(const Snapshot& snapshot, const FlowKey& flow,
-                            const std::optional<TrackedConnection>& tracked,
-                            bool conntrack_enabled) {
+                            const std::optional<TrackedConnection>& tracked, bool conntrack_enabled,
+                            const BackendLoads* loads) {
   FlowExplanation out;
   out.service = snapshot.findService(flow);
   if (!out.service) {
@@ -55,6 +56,38 @@ FlowExplanation explainFlow(const Snapshot& snapshot, const FlowKey& flow,
                      ? absl::StrCat(why, "; the table has no backend at slot ", out.slot,
                                     " (none serving): dropped as no_backend")
                      : absl::StrCat(why, "; the table's backend at slot ", out.slot);
+    // A flow that starts anew under bounded load goes past a backend at its bound, by the
+    // pipeline's rule (pipeline.cc, boundedLoadPick), with the loads last published.
+    if (!conntrack_enabled || service.bounded_load <= 0 || loads == nullptr ||
+        out.table_backend == kNoBackendIndex) {
+      return;
+    }
+    const double total_and_this_one =
+        static_cast<double>(
+            loads->serving_total[service.counter_id].load(std::memory_order_relaxed)) +
+        1;
+    auto activeOf = [&](const SnapshotBackend& backend) {
+      return loads->active[backend.counter_id].load(std::memory_order_relaxed);
+    };
+    const uint16_t pick = boundedLoadChoice(
+        service.table.entries().data(), service.table.size(), out.slot, [&](uint16_t candidate) {
+          const SnapshotBackend& backend = snapshot.backend(service.first_backend + candidate);
+          return static_cast<double>(activeOf(backend)) < backend.load_share * total_and_this_one;
+        });
+    if (pick == entry) {
+      absl::StrAppendFormat(&out.reason, ", under its bounded-load limit (%u active flows)",
+                            activeOf(snapshot.backend(out.table_backend)));
+      return;
+    }
+    const SnapshotBackend& full = snapshot.backend(out.table_backend);
+    out.fell_back = true;
+    out.next_backend = service.first_backend + pick;
+    absl::StrAppendFormat(&out.reason,
+                          ", %s, holds %u active flows, at its bound of %.1f (bounded_load %.2f, "
+                          "by the loads last published): the flow goes on to %s, the first "
+                          "backend under its bound after slot %u",
+                          full.name, activeOf(full), full.load_share * total_and_this_one,
+                          service.bounded_load, snapshot.backend(out.next_backend).name, out.slot);
   };
 
   if (!conntrack_enabled) {

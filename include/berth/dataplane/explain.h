@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "berth/dataplane/backend_loads.h"
 #include "berth/dataplane/conntrack.h"
 #include "berth/dataplane/snapshot.h"
 #include "berth/net/flow_key.h"
@@ -29,15 +30,19 @@ struct FlowExplanation {
   uint32_t table_backend = kNoBackendIndex;  // the table's entry at the slot
   uint32_t next_backend = kNoBackendIndex;   // where the next packet goes; none: dropped
   bool tracked = false;                      // a live connection-table entry decides it
+  bool fell_back = false;                    // bounded load: a new flow goes past the table's pick
   std::string reason;                        // why next_backend, in a sentence
 };
 
 // The flow's service, hash and slot, and the backend its next (non-SYN) packet goes to given
 // `tracked`, its connection-table entry if a worker holds one. `conntrack_enabled` false: the
-// table alone decides.
+// table alone decides. For a service with bounded_load, a flow that starts anew goes to the
+// first backend under its bound from its slot on, as the pipeline chooses it
+// (maglev/bounded_load.h), judged by `loads` as last published; a worker also counts the flows
+// it placed since, which explain cannot see. Without `loads` the table's pick is given.
 FlowExplanation explainFlow(const Snapshot& snapshot, const FlowKey& flow,
-                            const std::optional<TrackedConnection>& tracked,
-                            bool conntrack_enabled);
+                            const std::optional<TrackedConnection>& tracked, bool conntrack_enabled,
+                            const BackendLoads* loads = nullptr);
 
 // The connection-table key and hash of `flow` for the snapshot's service `service`.
 ConnectionKey connectionKeyOf(const Snapshot& snapshot, uint32_t service, const FlowKey& flow);

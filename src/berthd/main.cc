@@ -1,7 +1,7 @@
 // berthd: the berth load balancer daemon.
 //
 //   berthd [EAL options] -- --config FILE [--control_socket PATH] [--read_only_socket PATH]
-//          [--read_only_group NAME] [--counters_json FILE]
+//          [--read_only_group NAME] [--drain_state FILE] [--counters_json FILE]
 //
 // EAL options may also come from the config (dataplane.eal); the command line's come first. The
 // start-up order is one table below (the config first, then the EAL and the control plane's
@@ -39,6 +39,9 @@ ABSL_FLAG(std::string, read_only_socket, "",
           "--control_socket, berth.sock giving berth-ro.sock; 'off' for none");
 ABSL_FLAG(std::string, read_only_group, "",
           "the group of the read-only socket, which is then mode 0660");
+ABSL_FLAG(std::string, drain_state, "",
+          "the file that keeps drains made with berthctl across restarts; default: beside "
+          "--control_socket, berth.sock giving berth-drains.json; 'off' for none");
 ABSL_FLAG(std::string, counters_json, "",
           "on exit, also write the final counters as JSON to this file");
 
@@ -94,10 +97,19 @@ absl::StatusOr<berth::ControlSocketPaths> controlSocketPaths() {
   return paths;
 }
 
+std::string drainStatePath(const std::string& control_socket) {
+  std::string path = absl::GetFlag(FLAGS_drain_state);
+  if (path == "off") return "";
+  if (!path.empty()) return path;
+  const size_t slash = control_socket.rfind('/');
+  return slash == std::string::npos ? "berth-drains.json"
+                                    : control_socket.substr(0, slash + 1) + "berth-drains.json";
+}
+
 constexpr char kUsage[] =
     "berth's load balancer daemon.\n\n"
     "  berthd [EAL options] -- --config FILE [--control_socket PATH] [--read_only_socket PATH]\n"
-    "         [--read_only_group NAME] [--counters_json FILE]\n\n"
+    "         [--read_only_group NAME] [--drain_state FILE] [--counters_json FILE]\n\n"
     "EAL options may also be given in the config as dataplane.eal; those on the command line "
     "come first. SIGINT/SIGTERM stop it; SIGUSR1 prints the counters; SIGHUP reloads the "
     "config file.";
@@ -140,7 +152,9 @@ int main(int argc, char** argv) {
   bool eal_up = false;
   absl::StatusOr<berth::ControlSocketPaths> sockets = controlSocketPaths();
   if (!sockets.ok()) return fail(sockets.status().message());
-  berth::ControlPlane control(absl::GetFlag(FLAGS_config), *std::move(sockets), *std::move(config),
+  std::string drain_state = drainStatePath(sockets->control);
+  berth::ControlPlane control(absl::GetFlag(FLAGS_config), std::move(drain_state),
+                              *std::move(sockets), *std::move(config),
                               {g_stop, g_print_counters, g_reload});
   berth::StartSequence start_up({
       {"EAL",

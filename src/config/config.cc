@@ -1,6 +1,9 @@
 #include "berth/config/config.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "berth/maglev/consistent_hash.h"
 
 namespace berth {
 
@@ -38,10 +41,50 @@ std::string ServiceConfig::listener() const {
 }
 
 std::vector<Backend> ServiceConfig::hashingBackends() const {
+  std::vector<int64_t> positive;
+  for (const BackendConfig& backend : backends) {
+    if (backend.weight > 0) positive.push_back(backend.weight);
+  }
+  int64_t drained_weight = 1;
+  if (!positive.empty()) {
+    auto median = positive.begin() + static_cast<ptrdiff_t>((positive.size() - 1) / 2);
+    std::nth_element(positive.begin(), median, positive.end());
+    drained_weight = *median;
+  }
   std::vector<Backend> result;
   result.reserve(backends.size());
-  for (const BackendConfig& backend : backends) result.push_back({backend.name, backend.weight});
+  for (const BackendConfig& backend : backends) {
+    result.push_back({backend.name, backend.weight > 0 ? backend.weight : drained_weight});
+  }
   return result;
+}
+
+absl::StatusOr<Table> servingTable(const ServiceConfig& service, const Table& base,
+                                   const std::vector<bool>& healthy_in_config_order,
+                                   const absl::flat_hash_set<std::string>& drained_names) {
+  if (!healthy_in_config_order.empty() &&
+      healthy_in_config_order.size() != service.backends.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(healthy_in_config_order.size(),
+                                                   " health flags for ", service.backends.size(),
+                                                   " backends"));
+  }
+  // The table lists its backends sorted by name; the config may list them in any order.
+  std::vector<bool> healthy(base.backends().size(), true);
+  std::vector<bool> drained(base.backends().size(), false);
+  for (size_t b = 0; b < service.backends.size(); ++b) {
+    const BackendConfig& backend = service.backends[b];
+    absl::StatusOr<uint16_t> index = base.indexOf(backend.name);
+    if (!index.ok()) continue;
+    if (!healthy_in_config_order.empty()) healthy[*index] = healthy_in_config_order[b];
+    drained[*index] = backend.weight == 0 || drained_names.contains(backend.name);
+  }
+  return withHealth(base, healthy, drained);
+}
+
+absl::StatusOr<Table> buildServingTable(const ServiceConfig& service) {
+  absl::StatusOr<Table> base = buildTable(service.hashingBackends(), service.tableOptions());
+  if (!base.ok()) return base.status();
+  return servingTable(service, *base);
 }
 
 TableOptions ServiceConfig::tableOptions() const {

@@ -203,31 +203,69 @@ std::string ControlPlane::statusReply() const {
     }
   }
   json.endArray();
+  // Where the drains above are kept across a restart, and whether the last write failed.
+  std::string drain_state_text = "drain state: not kept (--drain_state off)\n";
+  json.key("drain_state").beginObject();
+  if (drain_state_) {
+    const absl::Status written = drain_state_->lastWrite();
+    json.key("path").value(drain_state_->path());
+    json.key("last_write_error").value(written.ok() ? "" : written.message());
+    drain_state_text = absl::StrCat(
+        "drain state: ", drain_state_->path(),
+        written.ok() ? "" : absl::StrCat(" (last write failed: ", written.message(), ")"), "\n");
+  }
+  json.endObject();
   // Per service, the fingerprint of the table in use: instances behind one ECMP group send a
   // flow to the same backend exactly when these agree.
   json.key("tables").beginArray();
   std::string tables_text;
   for (const ServiceState& service : services_) {
     const Table& table = service.liveTable();
-    const std::string fingerprint = absl::StrFormat("%016x", service.liveFingerprint());
+    const std::string fingerprint = fingerprintText(service.liveFingerprint());
     json.beginObject()
         .key("service")
         .value(service.name())
         .key("algorithm")
         .value(toString(table.algorithm()))
+        .key("table_size")
+        .value(table.size())
         .key("fingerprint")
-        .value(fingerprint)
-        .endObject();
-    absl::StrAppendFormat(&tables_text, "table %s: %s, fingerprint %s\n", service.name(),
-                          toString(table.algorithm()), fingerprint);
+        .value(fingerprint);
+    absl::StrAppendFormat(&tables_text, "table %s: %s, M=%u, fingerprint %s\n", service.name(),
+                          toString(table.algorithm()), table.size(), fingerprint);
+    // The last change of the table, and what it moved against the least it had to.
+    const auto history = table_changes_.find(service.name());
+    if (history != table_changes_.end() && history->second.last) {
+      const SlotChange& last = *history->second.last;
+      const double ago = absl::ToDoubleSeconds(absl::Now() - history->second.last_at);
+      json.key("last_change")
+          .beginObject()
+          .key("cause")
+          .value(toString(last.cause))
+          .key("seconds_ago")
+          .value(ago)
+          .key("table_size_before")
+          .value(last.movement.size_before)
+          .key("moved_slots")
+          .value(last.movement.moved_slots)
+          .key("moved_share")
+          .value(last.movement.moved_share)
+          .key("minimum_share")
+          .value(last.movement.minimum_share)
+          .key("moved_over_minimum")
+          .value(last.movement.movedOverMinimum())
+          .endObject();
+      absl::StrAppendFormat(&tables_text, "  last change %.0f s ago: %s\n", ago, describe(last));
+    }
+    json.endObject();
   }
   json.endArray();
   json.key("text").value(absl::StrFormat(
       "berthd %s, up %.0f s\nconfig %s (crc32c %08x)\nsnapshot %u, %u worker(s), %u service(s), "
-      "%u backend(s)\ndrained: %s\n%s",
+      "%u backend(s)\ndrained: %s\n%s%s",
       kBerthVersion, absl::ToDoubleSeconds(absl::Now() - started_), config_path_, config_crc,
       generation_, workers_.size(), config_.services.size(), backends,
-      drained.empty() ? "none" : absl::StrJoin(drained, ", "), tables_text));
+      drained.empty() ? "none" : absl::StrJoin(drained, ", "), drain_state_text, tables_text));
   json.endObject();
   return json.str();
 }
@@ -336,6 +374,7 @@ std::string ControlPlane::drainReply(const ControlRequest& request, bool drain) 
   std::vector<ServiceState> changed_states;
   std::vector<std::string> changed;
   std::vector<std::string> moved;
+  std::vector<SlotChange> changes;
   for (ServiceState* state : matches) {
     ServiceState next = *state;
     absl::StatusOr<std::optional<SlotChange>> change = next.setDrained(backend_name, drain);
@@ -343,6 +382,7 @@ std::string ControlPlane::drainReply(const ControlRequest& request, bool drain) 
     if (!change->has_value()) continue;
     changed.push_back(absl::StrCat(state->name(), "/", backend_name));
     moved.push_back(absl::StrCat(changed.back(), " ", describe(**change)));
+    changes.push_back(**std::move(change));
     changed_states.push_back(std::move(next));
   }
   if (!changed.empty()) {
@@ -357,6 +397,10 @@ std::string ControlPlane::drainReply(const ControlRequest& request, bool drain) 
       return errorReply(status.message());
     }
     ++drain_changes_;
+    saveDrains();
+    for (size_t i = 0; i < changes.size(); ++i) {
+      table_changes_[changed_states[i].name()].record(changes[i], absl::Now());
+    }
     logLine(absl::StrFormat("%s %s; snapshot %u published", drain ? "drained" : "undrained",
                             absl::StrJoin(moved, ", "), generation_));
   }
@@ -426,7 +470,8 @@ std::string ControlPlane::explainAnswer(const FlowKey& flow,
                                         const std::string& note) const {
   const Snapshot& snapshot = *publisher_->snapshot();
   const bool conntrack = !workers_.empty() && workers_[0]->connections() != nullptr;
-  const FlowExplanation explanation = explainFlow(snapshot, flow, tracked, conntrack);
+  const FlowExplanation explanation =
+      explainFlow(snapshot, flow, tracked, conntrack, backend_loads_.get());
   std::string listener;
   if (explanation.service) {
     const ServiceConfig* service = config_.findService(snapshot.service(*explanation.service).name);

@@ -263,6 +263,11 @@ std::shared_ptr<const RenderedText> ControlPlane::renderMetrics() {
   metrics.sums = summedCounters();
   metrics.services = currentServiceRows();
   metrics.backends = currentBackendRows();
+  for (const ServiceState& service : services_) {
+    const auto history = table_changes_.find(service.name());
+    metrics.table_changes.push_back(
+        {service.name(), history == table_changes_.end() ? TableChangeHistory() : history->second});
+  }
   auto endpoint = [](std::string name, const auto& counts) {
     return EndpointMetrics{std::move(name),     counts.accepted,     counts.answered,
                            counts.evicted_idle, counts.refused_full, counts.cut_at_deadline};

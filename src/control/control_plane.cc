@@ -82,9 +82,13 @@ void logLine(absl::string_view line) {
   }
 }
 
-ControlPlane::ControlPlane(std::string config_path, ControlSocketPaths sockets, Config config,
+ControlPlane::ControlPlane(std::string config_path, std::string drain_state_path,
+                           ControlSocketPaths sockets, Config config,
                            const ControlPlaneSignals& signals)
     : config_path_(std::move(config_path)),
+      drain_state_(drain_state_path.empty()
+                       ? nullptr
+                       : std::make_unique<DrainStateWriter>(std::move(drain_state_path))),
       socket_paths_(std::move(sockets)),
       config_(std::move(config)),
       stop_(signals.stop),
@@ -196,15 +200,49 @@ absl::Status ControlPlane::startServices() {
   }
   health_ = *std::move(monitor);
   BERTH_RETURN_IF_ERROR(ensureDescriptorsFor(health_->checkCount()));
-  BERTH_ASSIGN_OR_RETURN(services_, createServiceStates(config_.services, [&](size_t s) {
-                           return health_->healthy(s);
-                         }));
+  BERTH_ASSIGN_OR_RETURN(
+      services_,
+      createServiceStates(
+          config_.services, [&](size_t s) { return health_->healthy(s); }, restoredDrains()));
   BERTH_RETURN_IF_ERROR(publishSnapshot());
   if (health_->checkCount() > 0) {
     logLine(
         absl::StrFormat("health: %u check(s) for the configured backends", health_->checkCount()));
   }
   return absl::OkStatus();
+}
+
+DrainsByService ControlPlane::restoredDrains() {
+  if (!drain_state_) return {};
+  const std::string& path = drain_state_->path();
+  absl::StatusOr<DrainsByService> drains = loadDrainState(path);
+  if (!drains.ok()) {
+    // berthd starts all the same: refusing would take a whole balancer down for a lost drain.
+    // The file is kept aside for the operator; the next drain writes a new one.
+    const std::string aside = path + ".unreadable";
+    const bool kept = std::rename(path.c_str(), aside.c_str()) == 0;
+    logLine(absl::StrCat("warning: drains not restored: ", drains.status().message(),
+                         kept ? absl::StrCat("; kept as ", aside) : std::string()));
+    return {};
+  }
+  std::vector<std::string> restored;
+  for (const ServiceConfig& service : config_.services) {
+    const auto found = drains->find(service.name);
+    if (found == drains->end()) continue;
+    for (const BackendConfig& backend : service.backends) {
+      if (found->second.contains(backend.name)) {
+        restored.push_back(absl::StrCat(service.name, "/", backend.name));
+      }
+    }
+  }
+  if (!restored.empty()) {
+    logLine(absl::StrCat("drains restored from ", path, ": ", absl::StrJoin(restored, ", ")));
+  }
+  return *std::move(drains);
+}
+
+void ControlPlane::saveDrains() {
+  if (drain_state_) drain_state_->save(drainsOf(services_));
 }
 
 void ControlPlane::stopServices() {
@@ -298,9 +336,9 @@ void ControlPlane::reportRollouts() {
   rollouts_.erase(std::remove_if(rollouts_.begin(), rollouts_.end(), in_force), rollouts_.end());
 }
 
-std::string describe(const SlotChange& change) {
-  return absl::StrFormat("moved %u of %u slots (%.2f%%)", change.moved.size(), change.table_size,
-                         100.0 * change.movedShare());
+void ControlPlane::noteTableChange(const std::string& service, const SlotChange& change) {
+  logLine(absl::StrCat("table: service '", service, "': ", describe(change)));
+  table_changes_[service].record(change, absl::Now());
 }
 
 void ControlPlane::resolveNeighbors() {
@@ -398,15 +436,11 @@ void ControlPlane::publishLoads() {
   const absl::Time now = absl::Now();
   if (now - last_load_publish_ < absl::Milliseconds(kLoadPublishIntervalMs)) return;
   last_load_publish_ = now;
+  std::vector<TrafficCounters> traffic;
+  traffic.reserve(workers_.size());
+  for (const WorkerPtr& worker : workers_) traffic.push_back(worker->state.traffic);
   publishBackendLoads(
-      services_, counter_ids_,
-      [this](uint32_t id) {
-        uint64_t active = 0;
-        for (const WorkerPtr& worker : workers_) {
-          active += worker->state.traffic.backends[id].connections.read();
-        }
-        return active;
-      },
+      services_, counter_ids_, [&](uint32_t id) { return activeFlows(traffic, id); },
       *backend_loads_);
 }
 
@@ -466,7 +500,7 @@ void ControlPlane::applyHealthChanges(const std::vector<BackendHealthChange>& ch
                            change.status().message()));
       continue;
     }
-    logLine(absl::StrCat("health: service '", services_[s].name(), "': ", describe(*change)));
+    noteTableChange(services_[s].name(), *change);
   }
   if (absl::Status status = publishSnapshot(); !status.ok()) {
     logLine(

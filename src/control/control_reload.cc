@@ -97,6 +97,17 @@ absl::Status ControlPlane::applyReload(BuiltReload built) {
       snapshotFor(next.dataplane, services, generation_ + 1);
   if (!snapshot.ok()) return refuseReload(snapshot.status().message());
 
+  // What the reload did to each table that was there before, against the least it had to move.
+  std::vector<std::pair<std::string, SlotChange>> table_changes;
+  for (const ServiceState& after : services) {
+    for (const ServiceState& before : services_) {
+      if (before.name() != after.name()) continue;
+      if (std::optional<SlotChange> change = reloadChange(before, after)) {
+        table_changes.emplace_back(after.name(), *std::move(change));
+      }
+    }
+  }
+
   // Everything is built: switch over. Connections keep their backends by stable id.
   size_t backends = 0;
   for (const ServiceConfig& service : next.services) backends += service.backends.size();
@@ -105,6 +116,8 @@ absl::Status ControlPlane::applyReload(BuiltReload built) {
   health_ = *std::move(monitor);
   neighbors_.keepOnly(nextHopsToResolve(config_));
   neighbors_.setSettings(NeighborSettings::of(config_.dataplane.neighbors));
+  saveDrains();  // without the backends the new config dropped
+  for (const auto& [service, change] : table_changes) noteTableChange(service, change);
   ++generation_;
   published_token_ = publisher_->publish(*std::move(snapshot));
   logLine(absl::StrFormat("reload of %s applied: %u service(s), %u backend(s); snapshot %u",

@@ -29,12 +29,19 @@ bool publishBackendLoads(absl::Span<const ServiceState> services, const CounterI
       if (!id) continue;
       const uint32_t flows = clamped(active(*id));
       loads.active[*id].store(flows, std::memory_order_relaxed);
-      if (table.healthy()[b] && table.backends()[b].weight > 0) serving_total += flows;
+      if (table.serves(b)) serving_total += flows;
     }
     loads.serving_total[*service_id].store(clamped(serving_total), std::memory_order_relaxed);
   }
   if (published) loads.generation.fetch_add(1, std::memory_order_release);
   return published;
+}
+
+uint64_t activeFlows(absl::Span<const TrafficCounters> workers, uint32_t backend_id) {
+  uint64_t active = 0;
+  for (const TrafficCounters& worker : workers)
+    active += worker.backends[backend_id].connections.read();
+  return active;
 }
 
 }  // namespace berth

@@ -1,5 +1,7 @@
 #include "berth/control/prometheus.h"
 
+#include <cmath>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -33,8 +35,12 @@ class Family {
                     "\n");
   }
   void sample(absl::string_view labels, double value) {
-    absl::StrAppendFormat(&out_, "%s%s %.6g\n", name_,
-                          labels.empty() ? "" : absl::StrCat("{", labels, "}"), value);
+    const std::string braced = labels.empty() ? "" : absl::StrCat("{", labels, "}");
+    if (std::isinf(value)) {
+      absl::StrAppend(&out_, name_, braced, value > 0 ? " +Inf\n" : " -Inf\n");
+      return;
+    }
+    absl::StrAppendFormat(&out_, "%s%s %.6g\n", name_, braced, value);
   }
 
  private:
@@ -125,6 +131,28 @@ std::string prometheusText(const MetricsSnapshot& metrics) {
              [](const ServiceRow& r) { return r.traffic.connections; });
   perService("berth_service_backends_healthy", "gauge", "Healthy backends",
              [](const ServiceRow& r) { return r.healthy; });
+  {
+    Family family(out, "berth_table_slots_moved_total", "counter",
+                  "Slots whose backend changed, by cause (health, drain, weight, added, removed, "
+                  "reload); where M changed, the share of the hash space times the new M");
+    for (const TableChangeMetrics& changes : metrics.table_changes) {
+      for (size_t c = 0; c < changes.history.slots_moved.size(); ++c) {
+        family.sample(absl::StrCat("service=\"", prometheusLabel(changes.service), "\",cause=\"",
+                                   toString(static_cast<TableChangeCause>(c)), "\""),
+                      changes.history.slots_moved[c]);
+      }
+    }
+  }
+  {
+    Family family(out, "berth_table_last_change_moved_over_minimum", "gauge",
+                  "The last table change's slots moved over the least that had to move (1 is "
+                  "ideal; 0 when nothing moved)");
+    for (const TableChangeMetrics& changes : metrics.table_changes) {
+      if (!changes.history.last) continue;
+      family.sample(absl::StrCat("service=\"", prometheusLabel(changes.service), "\""),
+                    changes.history.last->movement.movedOverMinimum());
+    }
+  }
   const std::vector<BackendRow>& backends = metrics.backends;
   auto perBackend = [&](const char* name, const char* type, const char* help, auto value) {
     Family family(out, name, type, help);

@@ -1,11 +1,15 @@
 #include "berth/control/service_state.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "berth/maglev/analysis.h"
 #include "berth/maglev/consistent_hash.h"
+#include "berth/maglev/name_hash.h"
 #include "berth/util/status_macros.h"
 
 namespace berth {
@@ -16,21 +20,106 @@ absl::Status inService(const ServiceConfig& service, const absl::Status& status)
                       absl::StrCat("service '", service.name, "': ", status.message()));
 }
 
+SlotChange availabilityChange(const Table& before, const Table& after, TableChangeCause cause) {
+  return SlotChange{after.size(), movedSlots(before, after), cause,
+                    availabilityMovement(before, after)};
+}
+
 }  // namespace
 
-absl::StatusOr<Table> tableWithHealth(const ServiceConfig& service, const Table& base,
-                                      const std::vector<bool>& healthy_in_config_order) {
-  if (healthy_in_config_order.size() != service.backends.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(healthy_in_config_order.size(),
-                                                   " health flags for ", service.backends.size(),
-                                                   " backends"));
+uint64_t serviceFingerprint(const ServiceConfig& service, const Table& table) {
+  std::string layout = absl::StrCat("berth-service-v", kFingerprintVersion);
+  layout.push_back('\0');
+  absl::StrAppend(&layout, service.vip.toString(), "|", service.port, "|",
+                  toString(service.protocol), "|", toString(service.hash_fields), "|",
+                  kDefaultFlowHashSeed, "|", absl::StrFormat("%.17g", service.bounded_load), "|",
+                  service.drain_keeps_established ? "keep" : "repick");
+  layout.push_back('\0');
+  // In the table's (name) order, so the config's order does not matter.
+  absl::flat_hash_map<absl::string_view, const BackendConfig*> by_name;
+  for (const BackendConfig& backend : service.backends) by_name[backend.name] = &backend;
+  for (const Backend& backend : table.backends()) {
+    const auto found = by_name.find(backend.name);
+    absl::StrAppend(&layout, backend.name, "=",
+                    found == by_name.end() ? "" : found->second->address.toString());
+    layout.push_back('\0');
   }
-  std::vector<bool> healthy(base.backends().size(), true);
-  for (size_t b = 0; b < service.backends.size(); ++b) {
-    absl::StatusOr<uint16_t> index = base.indexOf(service.backends[b].name);
-    if (index.ok()) healthy[*index] = healthy_in_config_order[b];
+  absl::StrAppend(&layout, absl::StrFormat("%016x", fingerprintOf(table)));
+  return nameHash64(layout, kFingerprintSeed);
+}
+
+std::string fingerprintText(uint64_t fingerprint) {
+  return absl::StrFormat("v%d-%016x", kFingerprintVersion, fingerprint);
+}
+
+absl::string_view toString(TableChangeCause cause) {
+  static constexpr absl::string_view kNames[] = {BERTH_TABLE_CHANGE_CAUSES(BERTH_ENUMERATOR_NAME)};
+  return nameIn(kNames, cause);
+}
+
+std::string describe(const SlotChange& change) {
+  const TableMovement& m = change.movement;
+  const double ratio = m.movedOverMinimum();
+  const std::string times = ratio == 0          ? "nothing had to"
+                            : std::isinf(ratio) ? "none had to"
+                                                : absl::StrFormat("%.2fx", ratio);
+  if (m.sameSize()) {
+    return absl::StrFormat("moved %u of %u slots (%.2f%%), least %.0f (%s): %s", m.moved_slots,
+                           change.table_size, 100.0 * m.moved_share, m.minimumSlots(), times,
+                           toString(change.cause));
   }
-  return withHealth(base, healthy);
+  return absl::StrFormat("M %u -> %u: moved %.2f%% of the hash space, least %.2f%% (%s): %s",
+                         m.size_before, m.size_after, 100.0 * m.moved_share,
+                         100.0 * m.minimum_share, times, toString(change.cause));
+}
+
+void TableChangeHistory::record(const SlotChange& change, absl::Time at) {
+  slots_moved[static_cast<size_t>(change.cause)] +=
+      static_cast<uint64_t>(std::llround(change.movement.movedSlotsEquivalent()));
+  last = SlotChange{change.table_size, {}, change.cause, change.movement};
+  last_at = at;
+}
+
+std::optional<SlotChange> reloadChange(const ServiceState& before, const ServiceState& after) {
+  const Table& old_table = before.liveTable();
+  const Table& new_table = after.liveTable();
+  TableMovement movement = configMovement(old_table, new_table);
+  if (movement.sameSize() && movement.moved_slots == 0) return std::nullopt;
+  // The one kind of change the reload made to the backends, if it made only one.
+  const ServiceConfig& was = before.configured();
+  const ServiceConfig& is = after.configured();
+  absl::flat_hash_map<absl::string_view, int64_t> old_weights;
+  for (const BackendConfig& backend : was.backends) old_weights[backend.name] = backend.weight;
+  bool added = false;
+  bool weight = false;
+  bool only_to_or_from_zero = true;  // weight 0 drains: such a change is a drain
+  size_t kept = 0;
+  for (const BackendConfig& backend : is.backends) {
+    const auto found = old_weights.find(backend.name);
+    if (found == old_weights.end()) {
+      added = true;
+      continue;
+    }
+    ++kept;
+    if (found->second == backend.weight) continue;
+    weight = true;
+    only_to_or_from_zero &= found->second == 0 || backend.weight == 0;
+  }
+  const bool removed = kept < was.backends.size();
+  const bool same_table_settings = was.algorithm == is.algorithm &&
+                                   was.table_size == is.table_size &&
+                                   was.ring_replicas == is.ring_replicas;
+  TableChangeCause cause = TableChangeCause::kReload;
+  if (same_table_settings && added + removed + weight == 1) {
+    cause = added                  ? TableChangeCause::kAdded
+            : removed              ? TableChangeCause::kRemoved
+            : only_to_or_from_zero ? TableChangeCause::kDrain
+                                   : TableChangeCause::kWeight;
+  }
+  return SlotChange{
+      new_table.size(),
+      movement.sameSize() ? movedSlots(old_table, new_table) : std::vector<uint32_t>(), cause,
+      movement};
 }
 
 ServiceState::ServiceState(ServiceConfig configured, ServiceConfig config,
@@ -42,7 +131,7 @@ ServiceState::ServiceState(ServiceConfig configured, ServiceConfig config,
       healthy_(std::move(healthy)),
       base_(std::move(base)),
       live_(std::move(live)),
-      live_fingerprint_(fingerprintOf(live_)) {}
+      live_fingerprint_(serviceFingerprint(configured_, live_)) {}
 
 absl::StatusOr<ServiceState> ServiceState::build(const ServiceConfig& configured,
                                                  absl::flat_hash_set<std::string> drained,
@@ -51,9 +140,9 @@ absl::StatusOr<ServiceState> ServiceState::build(const ServiceConfig& configured
   for (BackendConfig& backend : config.backends) {
     if (drained.contains(backend.name)) backend.weight = 0;
   }
-  absl::StatusOr<Table> base = buildTable(config.hashingBackends(), config.tableOptions());
+  absl::StatusOr<Table> base = buildTable(configured.hashingBackends(), configured.tableOptions());
   if (!base.ok()) return inService(config, base.status());
-  absl::StatusOr<Table> live = tableWithHealth(config, *base, healthy);
+  absl::StatusOr<Table> live = servingTable(configured, *base, healthy, drained);
   if (!live.ok()) return inService(config, live.status());
   return ServiceState(configured, std::move(config), std::move(drained), std::move(healthy),
                       *std::move(base), *std::move(live));
@@ -82,6 +171,13 @@ std::vector<std::string> ServiceState::drainedBackends() const {
   return names;
 }
 
+int64_t ServiceState::configuredWeight(absl::string_view backend) const {
+  for (const BackendConfig& candidate : configured_.backends) {
+    if (candidate.name == backend) return candidate.weight;
+  }
+  return 0;
+}
+
 bool ServiceState::hasBackend(absl::string_view backend) const {
   return std::any_of(configured_.backends.begin(), configured_.backends.end(),
                      [&](const BackendConfig& candidate) { return candidate.name == backend; });
@@ -95,12 +191,12 @@ bool ServiceState::serving() const {
 }
 
 absl::StatusOr<SlotChange> ServiceState::setHealth(std::vector<bool> healthy) {
-  absl::StatusOr<Table> live = tableWithHealth(config_, base_, healthy);
+  absl::StatusOr<Table> live = servingTable(configured_, base_, healthy, drained_);
   if (!live.ok()) return inService(config_, live.status());
-  SlotChange change{live_.size(), movedSlots(live_, *live)};
+  SlotChange change = availabilityChange(live_, *live, TableChangeCause::kHealth);
   healthy_ = std::move(healthy);
   live_ = *std::move(live);
-  live_fingerprint_ = fingerprintOf(live_);
+  live_fingerprint_ = serviceFingerprint(configured_, live_);
   return change;
 }
 
@@ -117,10 +213,17 @@ absl::StatusOr<std::optional<SlotChange>> ServiceState::setDrained(absl::string_
   } else {
     next_drained.erase(backend);
   }
-  // A weight change is a config change: the base table is built again in full.
-  BERTH_ASSIGN_OR_RETURN(ServiceState next, build(configured_, std::move(next_drained), healthy_));
-  SlotChange change{live_.size(), movedSlots(live_, next.live_)};
-  *this = std::move(next);
+  // The base table stays: a drain gives up the backend's slots as a failure does, and undrain
+  // restores them exactly.
+  absl::StatusOr<Table> live = servingTable(configured_, base_, healthy_, next_drained);
+  if (!live.ok()) return inService(config_, live.status());
+  SlotChange change = availabilityChange(live_, *live, TableChangeCause::kDrain);
+  for (BackendConfig& entry : config_.backends) {
+    if (entry.name == backend) entry.weight = drained ? 0 : configuredWeight(backend);
+  }
+  drained_ = std::move(next_drained);
+  live_ = *std::move(live);
+  live_fingerprint_ = serviceFingerprint(configured_, live_);
   return std::optional<SlotChange>(std::move(change));
 }
 

@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "berth/control/service_state.h"
 #include "berth/maglev/analysis.h"
 #include "berth/util/json_writer.h"
 
@@ -27,7 +28,7 @@ TableRenderer::TableRenderer(const ServiceConfig& service, Table table, std::str
     const auto found = by_name.find(backend.name);
     addresses_.push_back(found == by_name.end() ? "" : found->second->address.toString());
   }
-  const std::string fingerprint = absl::StrFormat("%016x", fingerprintOf(table_));
+  const std::string fingerprint = fingerprintText(serviceFingerprint(service, table_));
   JsonWriter json;
   json.beginObject().key("service").value(service.name).key("table_size").value(table_.size());
   json.key("listener").value(service.listener());
@@ -54,6 +55,8 @@ void TableRenderer::appendBackendJson(std::string& out, size_t b) const {
       .value(table_.backends()[b].weight)
       .key("healthy")
       .value(static_cast<bool>(table_.healthy()[b]))
+      .key("drained")
+      .value(static_cast<bool>(table_.drained()[b]))
       .key("slots")
       .value(counts_[b])
       .endObject();
@@ -64,7 +67,9 @@ void TableRenderer::appendBackendJson(std::string& out, size_t b) const {
 void TableRenderer::appendBackendLine(std::string& out, size_t b) const {
   absl::StrAppendFormat(&out, "  %-24s %8u  %7.3f%%  weight %d%s\n", table_.backends()[b].name,
                         counts_[b], 100.0 * counts_[b] / table_.size(), table_.backends()[b].weight,
-                        table_.healthy()[b] ? "" : "  (unhealthy)");
+                        !table_.healthy()[b]  ? "  (unhealthy)"
+                        : table_.drained()[b] ? "  (drained)"
+                                              : "");
 }
 
 void TableRenderer::appendSlotLine(std::string& out, uint32_t slot) const {

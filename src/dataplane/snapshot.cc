@@ -64,7 +64,7 @@ absl::StatusOr<std::vector<Table>> buildServiceTables(const Config& config) {
   std::vector<Table> tables;
   tables.reserve(config.services.size());
   for (const ServiceConfig& service : config.services) {
-    absl::StatusOr<Table> table = buildTable(service.hashingBackends(), service.tableOptions());
+    absl::StatusOr<Table> table = buildServingTable(service);
     if (!table.ok()) {
       return absl::Status(table.status().code(),
                           absl::StrCat("service '", service.name, "': ", table.status().message()));
@@ -199,7 +199,7 @@ class SnapshotBuilder {
                         config.drain_keeps_established, config.bounded_load});
     double serving_weight = 0;
     for (size_t b = 0; b < table.backends().size(); ++b) {
-      if (table.healthy()[b]) serving_weight += static_cast<double>(table.backends()[b].weight);
+      if (table.serves(b)) serving_weight += static_cast<double>(table.backends()[b].weight);
     }
     // The table indexes its backends sorted by name; the config may list them in any order.
     absl::flat_hash_map<absl::string_view, const BackendConfig*> by_name;
@@ -214,13 +214,13 @@ class SnapshotBuilder {
       }
       BERTH_ASSIGN_OR_RETURN(const uint32_t backend_counter,
                              counter_ids.backend(config.name, backend.name));
-      const bool serving = table.healthy()[b] && backend.weight > 0;
+      const bool serving = table.serves(b);
       const double load_share =
           serving ? config.bounded_load * static_cast<double>(backend.weight) / serving_weight
                   : 0.0;
-      snapshot_->backends_.push_back(SnapshotBackend{backend.name, it->second->address,
-                                                     backend_counter, table.healthy()[b],
-                                                     backend.weight == 0, load_share});
+      snapshot_->backends_.push_back(
+          SnapshotBackend{backend.name, it->second->address, backend_counter, table.healthy()[b],
+                          table.drained()[b] || backend.weight == 0, load_share});
       backend_configs_.push_back(it->second);
       std::vector<uint32_t>& by_counter = snapshot_->backend_by_counter_id_;
       if (by_counter.size() <= backend_counter)

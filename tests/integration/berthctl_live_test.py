@@ -123,10 +123,10 @@ class Live:
             offline = json.loads(subprocess.run(
                 [BERTHCTL, "table", "--config", self.config, "--service", table["service"],
                  "--json"], capture_output=True, text=True, check=True, timeout=60).stdout)
-            self.assertRegex(table["fingerprint"], "^[0-9a-f]{16}$")
+            self.assertRegex(table["fingerprint"], "^v2-[0-9a-f]{16}$")
             self.assertEqual(table["fingerprint"], offline["fingerprint"], table["service"])
-            self.assertIn("table %s: maglev, fingerprint %s" % (table["service"],
-                                                                table["fingerprint"]), out)
+            self.assertIn("table %s: maglev, M=65537, fingerprint %s" % (table["service"],
+                                                                       table["fingerprint"]), out)
 
     def test_stats(self):
         reply = json.loads(self.berthctl("stats", "--json").stdout)
@@ -155,7 +155,12 @@ class Live:
         self.berthctl("undrain", "web-1")
         out = self.berthctl("drain", "web-1", "--service", "web").stdout
         self.assertIn("drained web/web-1", out)
-        self.assertIn("web/web-1", json.loads(self.berthctl("status", "--json").stdout)["drained"])
+        status = json.loads(self.berthctl("status", "--json").stdout)
+        self.assertIn("web/web-1", status["drained"])
+        # The table's last change: the drain, which moved exactly web-1's slots.
+        last = [t for t in status["tables"] if t["service"] == "web"][0]["last_change"]
+        self.assertEqual((last["cause"], last["moved_over_minimum"]), ("drain", 1.0))
+        self.assertIn("): drain\n", self.berthctl("status").stdout)
         self.assertIn("already so", self.berthctl("drain", "web-1", "--service", "web").stdout)
         self.assertIn("undrained web/web-1", self.berthctl("undrain", "web-1", "--service", "web").stdout)
         missing = self.berthctl("drain", "web-9", check=False)
@@ -345,6 +350,10 @@ class Live:
         self.assertIn(("berth_drops_total", (("reason", "no_service"),)), second)
         self.assertIn(("berth_parse_errors_total", (("error", "short_frame"),)), second)
         self.assertIn(("berth_conntrack_events_total", (("event", "inserts"),)), second)
+        # Slots moved by table changes, per service and cause, every cause listed.
+        for cause in ("health", "drain", "weight", "added", "removed", "reload"):
+            self.assertIn(("berth_table_slots_moved_total", (("cause", cause), ("service", "web"))),
+                          second)
         if self.VDEV == "pcap":
             self.assertEqual(second[("berth_service_connections", (("service", "web"),))], FLOWS)
             self.assertEqual(second[("berth_worker_rx_packets_total", worker)], 4 * FLOWS)

@@ -5,7 +5,10 @@ Usage: berthctl_test.py BERTHCTL SOURCE_ROOT
 """
 import json
 import os
+import random
 import re
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -108,6 +111,133 @@ class AnalyzeCommand(unittest.TestCase):
         result = berthctl("analyze", "--config", DEMO, "--fail", "web-99", check=False)
         self.assertEqual(result.returncode, 1)
         self.assertIn("--fail: no backend named 'web-99'", result.stderr)
+
+
+def pool(count, weights=None, table_size=65537):
+    """A service of `count` backends of weight 1, with `weights` ({index: weight}) changed."""
+    text = ("services:\n  - name: web\n    vip: 198.18.100.1\n    port: 80\n    protocol: tcp\n"
+            "    table_size: %d\n    backends:\n" % table_size)
+    for i in range(count):
+        text += "      - { name: web-%04d, address: 198.18.%d.%d, weight: %d }\n" % (
+            i, 1 + i // 250, 1 + i % 250, (weights or {}).get(i, 1))
+    return text
+
+
+class ChangeAnalysis(unittest.TestCase):
+    """analyze --config NEW --against OLD: what a reload would move, as berthd would log it."""
+
+    def analyze(self, new, old, *extra):
+        paths = []
+        for text in (new, old):
+            with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as config:
+                config.write(text)
+            paths.append(config.name)
+        try:
+            return berthctl("analyze", "--config", paths[0], "--against", paths[1], *extra).stdout
+        finally:
+            for path in paths:
+                os.unlink(path)
+
+    def test_a_drain_by_weight_zero_moves_exactly_the_backends_slots(self):
+        base = pool(1000)
+        report = json.loads(self.analyze(pool(1000, {500: 0}), base, "--json"))
+        web = report["services"][0]
+        self.assertEqual((web["service"], web["change"], web["table_size"]), ("web", "drain", 65537))
+        self.assertEqual(web["moved_slots"], round(web["minimum_slots"]))
+        self.assertIn("(1.01x): drain", self.analyze(pool(1000, {500: 0}), base))
+
+    def test_added_weight_and_resized_tables_name_their_cause(self):
+        base = pool(100)
+        self.assertRegex(self.analyze(pool(101), base),
+                         r"^service web: moved \d+ of 65537 slots \([\d.]+%\), least 649 "
+                         r"\([\d.]+x\): added\n$")
+        self.assertRegex(self.analyze(pool(100, {3: 2}), base), r": weight\n$")
+        self.assertRegex(self.analyze(pool(100, table_size=65539), base),
+                         r"^service web: M 65537 -> 65539: moved [\d.]+% of the hash space, "
+                         r"least 0.00% \(none had to\): reload\n$")
+        self.assertEqual(self.analyze(base, base), "service web: the table stays as it is\n")
+
+
+def ipv4_tcp_frame(source, destination, sport, dport):
+    """An Ethernet/IPv4/TCP SYN, checksummed, built by hand (this test runs without scapy)."""
+    def checksum(data):
+        total = sum(int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2))
+        while total >> 16:
+            total = (total & 0xFFFF) + (total >> 16)
+        return ~total & 0xFFFF
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, 1, 0, 5 << 4, 0x02, 65535, 0, 0)
+    header = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 0, 0x4000, 64, 6, 0,
+                         socket.inet_aton(source), socket.inet_aton(destination))
+    header = header[:10] + struct.pack("!H", checksum(header)) + header[12:]
+    return b"\x02\x00\x00\x00\x00\x01\x02\x00\x00\x00\x00\x02\x08\x00" + header + tcp
+
+
+def write_pcap(path, frames):
+    with open(path, "wb") as out:
+        out.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))  # Ethernet
+        for frame in frames:
+            out.write(struct.pack("<IIII", 0, 0, len(frame), len(frame)) + frame)
+
+
+class PcapAnalysis(unittest.TestCase):
+    """analyze --pcap: a capture's flows hashed as berthd hashes them, and chi-squared tests."""
+
+    def analyze(self, config_text, frames, *extra):
+        with tempfile.TemporaryDirectory() as directory:
+            config = os.path.join(directory, "berth.yaml")
+            capture = os.path.join(directory, "capture.pcap")
+            with open(config, "w") as out:
+                out.write(config_text)
+            write_pcap(capture, frames)
+            return berthctl("analyze", "--config", config, "--pcap", capture, *extra).stdout
+
+    def test_random_clients_spread_as_the_weights_ask(self):
+        generator = random.Random(7)
+        frames = []
+        for _ in range(20000):
+            client = "198.18.%d.%d" % (32 + generator.randrange(64), 1 + generator.randrange(254))
+            sport = 1024 + generator.randrange(64000)
+            frame = ipv4_tcp_frame(client, "198.18.100.1", sport, 80)
+            frames += [frame] * (1 + generator.randrange(3))
+        frames += [ipv4_tcp_frame("198.18.40.1", "198.18.100.1", 1000, 81)] * 5  # no service
+        report = json.loads(self.analyze(pool(8), frames, "--json"))
+        self.assertEqual((report["frames"], report["skipped"]), (len(frames), 5))
+        web = report["services"][0]
+        self.assertEqual(web["flows"], 20000)
+        self.assertEqual(web["packets"], len(frames) - 5)
+        self.assertEqual(sum(b["flows"] for b in web["backends"]), 20000)
+        for backend in web["backends"]:
+            self.assertAlmostEqual(backend["flow_share"], 1 / 8, delta=0.02)
+        self.assertGreater(web["flows_over_backends"]["p_value"], 0.001)
+        self.assertEqual(web["flows_over_backends"]["degrees_of_freedom"], 7)
+        self.assertGreater(web["hashes_over_bins"]["p_value"], 0.001)
+        self.assertEqual(web["hashes_over_bins"]["degrees_of_freedom"], 1023)
+        self.assertTrue(web["bins_test_has_enough_flows"])
+        text = self.analyze(pool(8), frames)
+        self.assertIn("flows over backends against weights: chi-squared", text)
+
+    def test_a_few_heavy_clients_under_source_hashing_show_as_a_tiny_p(self):
+        config = pool(8).replace("    backends:", "    hash_fields: source\n    backends:")
+        frames = [ipv4_tcp_frame("198.18.40.%d" % (1 + i % 3), "198.18.100.1", 2000 + i, 80)
+                  for i in range(3000)]
+        web = json.loads(self.analyze(config, frames, "--json"))["services"][0]
+        self.assertEqual(web["hash_fields"], "source")
+        self.assertLess(web["flows_over_backends"]["p_value"], 1e-9)
+        self.assertLessEqual(sum(1 for b in web["backends"] if b["flows"] > 0), 3)
+        self.assertFalse(web["bins_test_has_enough_flows"])
+
+    def test_a_capture_that_is_not_one_is_named(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".pcap", delete=False) as bad:
+            bad.write("not a capture")
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as config:
+            config.write(pool(2))
+        try:
+            result = berthctl("analyze", "--config", config.name, "--pcap", bad.name, check=False)
+        finally:
+            os.unlink(bad.name)
+            os.unlink(config.name)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("--pcap: ", result.stderr)
 
 
 # Two backends on seven slots: small enough to count by hand.

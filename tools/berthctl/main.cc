@@ -16,6 +16,7 @@
 #include "berth/util/heap.h"
 #include "live_commands.h"
 #include "offline_commands.h"
+#include "pcap_report.h"
 
 ABSL_FLAG(std::string, config, "", "path of the YAML config to read");
 ABSL_FLAG(std::string, service, "", "service name (table; drain and undrain to narrow)");
@@ -33,6 +34,11 @@ ABSL_FLAG(int, max_failures, 100,
 ABSL_FLAG(std::string, algorithms, "",
           "analyze: compare these algorithms, comma-separated: maglev, ring, rendezvous, jump, "
           "modulo");
+ABSL_FLAG(std::string, pcap, "",
+          "analyze: hash the flows of this Ethernet capture with each service's hash fields and "
+          "test how they spread over the backends and the hash space");
+ABSL_FLAG(std::string, against, "",
+          "analyze: what a reload from this config to --config would move in each table");
 ABSL_FLAG(std::string, plot, "", "analyze --algorithms: also write the charts to this SVG file");
 ABSL_FLAG(bool, timing, true, "analyze --algorithms: measure build and lookup times");
 ABSL_FLAG(std::string, routes_dir, "/run/berth",
@@ -50,6 +56,13 @@ Commands that read a config file:
           per service: balance, and how many slots each single backend failure moves with
           min-disruption failover and with a full rebuild, against the ideal; with --fail,
           the same figures with those backends unhealthy
+  analyze --config FILE --pcap CAPTURE [--service NAME] [--json]
+          per service, the capture's flows hashed as berthd hashes them: flows and packets per
+          backend against its weight, and chi-squared tests (with p-values) of the flows over
+          the backends and of their hashes over 1,024 bins of the hash space
+  analyze --config NEW --against OLD [--service NAME] [--json]
+          per service, what a reload from OLD to NEW would move in its table against the
+          least that had to move, and why (added, removed, weight or reload), as berthd logs it
   analyze --config FILE --algorithms maglev,ring,rendezvous,jump,modulo [--service NAME]
           [--plot FILE.svg] [--max_failures N] [--notiming] [--json]
           per service, each algorithm on its backends: build time, lookup cost, memory,
@@ -138,6 +151,19 @@ int main(int argc, char** argv) {
   } else if (command == "table") {
     if (absl::GetFlag(FLAGS_service).empty()) return fail("table needs --service NAME");
     report = berth::tableReport(*config, absl::GetFlag(FLAGS_service), options);
+  } else if (const std::string capture = absl::GetFlag(FLAGS_pcap); !capture.empty()) {
+    if (!absl::GetFlag(FLAGS_algorithms).empty() || !absl::GetFlag(FLAGS_against).empty()) {
+      return fail("--pcap goes without --algorithms and --against");
+    }
+    options.service = absl::GetFlag(FLAGS_service);
+    report = berth::pcapReport(*config, capture, options);
+  } else if (const std::string against = absl::GetFlag(FLAGS_against); !against.empty()) {
+    if (!absl::GetFlag(FLAGS_algorithms).empty())
+      return fail("--against and --algorithms go separately");
+    absl::StatusOr<berth::Config> previous = berth::loadConfigFile(against);
+    if (!previous.ok()) return fail(absl::StrCat("--against: ", previous.status().message()));
+    options.service = absl::GetFlag(FLAGS_service);
+    report = berth::changeReport(*config, *previous, options);
   } else if (!absl::GetFlag(FLAGS_algorithms).empty()) {
     absl::StatusOr<std::vector<berth::ComparedAlgorithm>> algorithms =
         berth::parseComparedAlgorithms(absl::GetFlag(FLAGS_algorithms));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "berth/control/service_state.h"
 #include "berth/control/table_report.h"
 #include "berth/maglev/analysis.h"
 #include "berth/maglev/comparison.h"
@@ -42,16 +43,19 @@ struct ServiceTables {
 
 absl::StatusOr<ServiceTables> tablesFor(const ServiceConfig& service,
                                         const std::vector<std::string>& fail) {
-  BERTH_ASSIGN_OR_RETURN(Table full, buildTable(service.hashingBackends(), service.tableOptions()));
-  std::vector<bool> healthy(full.backends().size(), true);
+  BERTH_ASSIGN_OR_RETURN(const Table base,
+                         buildTable(service.hashingBackends(), service.tableOptions()));
+  BERTH_ASSIGN_OR_RETURN(Table full, servingTable(service, base));
+  std::vector<bool> healthy(service.backends.size(), true);
   std::vector<std::string> failed;
   for (const std::string& name : fail) {
-    absl::StatusOr<uint16_t> index = full.indexOf(name);
-    if (!index.ok()) continue;
-    healthy[*index] = false;
-    failed.push_back(name);
+    for (size_t b = 0; b < service.backends.size(); ++b) {
+      if (service.backends[b].name != name) continue;
+      healthy[b] = false;
+      failed.push_back(name);
+    }
   }
-  BERTH_ASSIGN_OR_RETURN(Table current, withHealth(full, healthy));
+  BERTH_ASSIGN_OR_RETURN(Table current, servingTable(service, base, healthy));
   return ServiceTables{std::move(full), std::move(current), std::move(failed)};
 }
 
@@ -335,8 +339,8 @@ absl::StatusOr<ComparisonOutput> comparisonReport(const Config& config,
   std::vector<ServiceComparison> plotted;
   for (const ServiceConfig* service : services) {
     std::vector<Backend> serving;
-    for (const Backend& backend : service->hashingBackends()) {
-      if (backend.weight > 0) serving.push_back(backend);
+    for (const BackendConfig& backend : service->backends) {
+      if (backend.weight > 0) serving.push_back({backend.name, backend.weight});
     }
     if (serving.empty()) {
       absl::StrAppendFormat(&out, "service %s (%s): no backend with a weight; nothing to compare\n",
@@ -410,6 +414,69 @@ absl::StatusOr<ComparisonOutput> comparisonReport(const Config& config,
   output.report = options.json ? json.str() + "\n" : out;
   if (options.plot) output.svg = comparisonSvg(plotted);
   return output;
+}
+
+absl::StatusOr<std::string> changeReport(const Config& next, const Config& previous,
+                                         const OfflineOptions& options) {
+  auto stateOf = [](const ServiceConfig& service) {
+    return ServiceState::create(service, std::vector<bool>(service.backends.size(), true));
+  };
+  JsonWriter json;
+  json.beginObject().key("services").beginArray();
+  std::string out;
+  bool found = options.service.empty();
+  for (const ServiceConfig& service : next.services) {
+    if (!options.service.empty() && service.name != options.service) continue;
+    found = true;
+    const ServiceConfig* before = previous.findService(service.name);
+    json.beginObject().key("service").value(service.name);
+    if (before == nullptr) {
+      json.key("change").value("new service").endObject();
+      absl::StrAppendFormat(&out, "service %s: new; nothing to compare\n", service.name);
+      continue;
+    }
+    BERTH_ASSIGN_OR_RETURN(const ServiceState old_state, stateOf(*before));
+    BERTH_ASSIGN_OR_RETURN(const ServiceState new_state, stateOf(service));
+    const std::optional<SlotChange> change = reloadChange(old_state, new_state);
+    if (!change) {
+      json.key("change").value("none").endObject();
+      absl::StrAppendFormat(&out, "service %s: the table stays as it is\n", service.name);
+      continue;
+    }
+    const TableMovement& m = change->movement;
+    json.key("change")
+        .value(toString(change->cause))
+        .key("table_size_before")
+        .value(m.size_before)
+        .key("table_size")
+        .value(m.size_after)
+        .key("moved_slots")
+        .value(m.moved_slots)
+        .key("moved_share")
+        .value(m.moved_share)
+        .key("minimum_slots")
+        .value(m.minimumSlots())
+        .key("minimum_share")
+        .value(m.minimum_share)
+        .key("moved_over_minimum")
+        .value(m.movedOverMinimum())
+        .endObject();
+    absl::StrAppendFormat(&out, "service %s: %s\n", service.name, describe(*change));
+  }
+  for (const ServiceConfig& service : previous.services) {
+    if (!options.service.empty() && service.name != options.service) continue;
+    if (next.findService(service.name) != nullptr) continue;
+    found = true;
+    json.beginObject().key("service").value(service.name).key("change").value("removed service");
+    json.endObject();
+    absl::StrAppendFormat(&out, "service %s: removed; its flows have nowhere to go\n",
+                          service.name);
+  }
+  json.endArray().endObject();
+  if (!found) {
+    return absl::NotFoundError(absl::StrCat("no service named '", options.service, "'"));
+  }
+  return options.json ? json.str() + "\n" : out;
 }
 
 }  // namespace berth

@@ -33,6 +33,12 @@ absl::StatusOr<std::string> tableReport(const Config& config, const std::string&
 // by min-disruption failover and by full rebuild; with `fail`, the figures for that failure set.
 absl::StatusOr<std::string> analyzeReport(const Config& config, const OfflineOptions& options);
 
+// `berthctl analyze --config NEW --against OLD`: per service of either file, what a reload from
+// OLD to NEW would move in its table (every backend healthy, no run-time drain) against the
+// least that had to move, and the cause berthd would log (service_state.h reloadChange()).
+absl::StatusOr<std::string> changeReport(const Config& next, const Config& previous,
+                                         const OfflineOptions& options);
+
 // `berthctl analyze --algorithms A,B,...`: per service, each algorithm's build time, lookup
 // cost, memory, balance, weighted error and movement (comparison.h), as text or JSON, and with
 // `plot` the SVG charts of comparison_plot.h.

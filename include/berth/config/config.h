@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
 #include "berth/maglev/consistent_hash.h"
 #include "berth/maglev/table.h"
@@ -147,7 +148,9 @@ struct HealthCheckConfig {
 struct BackendConfig {
   std::string name;
   IpAddress address;
-  int64_t weight = 1;             // 0 drains the backend: no new flows, established ones finish
+  // 0 drains the backend: no new flows, established ones finish. A drain moves only the
+  // backend's own slots (ServiceConfig::hashingBackends()).
+  int64_t weight = 1;
   std::optional<MacAddress> mac;  // l2dsr: fixed instead of resolved by ARP or ND
   // The service's health settings with this backend's overrides, address and port filled in.
   HealthCheckConfig health;
@@ -182,7 +185,11 @@ struct ServiceConfig {
   std::vector<BackendConfig> backends;
   SourceLine line;
 
-  // The backends as the table build takes them, and the build's options.
+  // The backends as the base table's build takes them, and the build's options. A backend with
+  // weight 0 is drained, and a drain gives up only the backend's own slots (servingTable()), so
+  // it takes part in the base table with the weight it most likely had: the lower median of the
+  // service's positive weights, or 1 if there are none. In a pool of equal weights, setting one
+  // backend's weight to 0 then moves exactly that backend's slots.
   std::vector<Backend> hashingBackends() const;
   TableOptions tableOptions() const;
   // "tcp 198.18.100.1:80", "udp [2001:db8::1]:53": what the service listens on.
@@ -190,6 +197,17 @@ struct ServiceConfig {
 
   friend bool operator==(const ServiceConfig&, const ServiceConfig&) = default;
 };
+
+// The table that serves `service`, from its base table, buildTable(service.hashingBackends(),
+// service.tableOptions()): backends that `healthy` marks down (config order; empty: all up) and
+// drained ones, named in `drained` (run-time drains) or configured with weight 0, give up their
+// slots by min-disruption failover (maglev/table.h withHealth()). So the table is a pure function
+// of (config, healthy set, drained set), whatever the order of the changes that led to it.
+absl::StatusOr<Table> servingTable(const ServiceConfig& service, const Table& base,
+                                   const std::vector<bool>& healthy = {},
+                                   const absl::flat_hash_set<std::string>& drained = {});
+// The base table and servingTable() of it, with every backend healthy and no run-time drain.
+absl::StatusOr<Table> buildServingTable(const ServiceConfig& service);
 
 // berthd's Prometheus text endpoint: off unless the config has a `metrics` section.
 inline constexpr char kDefaultMetricsListen[] = "127.0.0.1:9464";

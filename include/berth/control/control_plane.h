@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "berth/config/config.h"
 #include "berth/control/control_socket.h"
+#include "berth/control/drain_state.h"
 #include "berth/control/line_limiter.h"
 #include "berth/control/mailbox.h"
 #include "berth/control/metrics_server.h"
@@ -70,8 +71,10 @@ inline constexpr absl::Duration kStallProbeInterval = absl::Milliseconds(100);
 // load_publication.h, explain_reply.h); this class gathers their inputs from the runtime.
 class ControlPlane {
  public:
-  ControlPlane(std::string config_path, ControlSocketPaths sockets, Config config,
-               const ControlPlaneSignals& signals);
+  // `drain_state_path`: where drains made with berthctl are kept across restarts
+  // (control/drain_state.h); empty for nowhere.
+  ControlPlane(std::string config_path, std::string drain_state_path, ControlSocketPaths sockets,
+               Config config, const ControlPlaneSignals& signals);
   ~ControlPlane();
   ControlPlane(const ControlPlane&) = delete;
   ControlPlane& operator=(const ControlPlane&) = delete;
@@ -150,6 +153,13 @@ class ControlPlane {
   absl::Status refuseReload(absl::string_view why);
   // The control socket's commands (control_commands.cc): the reply to one request.
   std::unique_ptr<ReplyStream> handleControl(const ControlRequest& request);
+  // The drains kept by the last run (logged), or none; an unreadable file is logged and set
+  // aside, never fatal.
+  DrainsByService restoredDrains();
+  // Hands the drains in force to the drain state writer, which writes them off the loop.
+  void saveDrains();
+  // Logs what a change to a service's table moved, and adds it to the service's history.
+  void noteTableChange(const std::string& service, const SlotChange& change);
   using CommandHandler = std::unique_ptr<ReplyStream> (*)(ControlPlane&, const ControlRequest&);
   static const absl::flat_hash_map<std::string, CommandHandler>& commandHandlers();
   // InternalError naming a command of the table that has no handler.
@@ -246,6 +256,7 @@ class ControlPlane {
   void reportProbesNotRun();
 
   std::string config_path_;
+  std::unique_ptr<DrainStateWriter> drain_state_;  // none without a path
   ControlSocketPaths socket_paths_;
   std::unique_ptr<ControlSocket> control_;
   std::unique_ptr<ControlSocket> read_only_;  // when socket_paths_.read_only is set
@@ -267,6 +278,8 @@ class ControlPlane {
   std::vector<OpenedPort> ports_;
   std::vector<MacAddress> port_macs_;
   std::unique_ptr<HealthMonitor> health_;
+  // Per service name, kept across reloads: what the table changes moved (status, metrics).
+  absl::flat_hash_map<std::string, TableChangeHistory> table_changes_;
   CounterIds counter_ids_;
   NeighborCache neighbors_;
   std::vector<NeighborNews> neighbor_news_;  // one turn's, reused
@@ -322,7 +335,5 @@ uint64_t logLinesDropped();
 // Milliseconds of wall time, and uniform jitter in [0, 1), for the health monitor.
 std::function<uint64_t()> healthClock();
 std::function<double()> healthJitter();
-// "moved 66 of 65537 slots (0.10%)": how much a table change moved, for the log.
-std::string describe(const SlotChange& change);
 
 }  // namespace berth

@@ -6,6 +6,7 @@
 #include "absl/types/span.h"
 #include "berth/control/service_state.h"
 #include "berth/dataplane/backend_loads.h"
+#include "berth/dataplane/counters.h"
 #include "berth/dataplane/snapshot.h"
 
 namespace berth {
@@ -23,5 +24,9 @@ namespace berth {
 bool publishBackendLoads(absl::Span<const ServiceState> services, const CounterIds& counter_ids,
                          const std::function<uint64_t(uint32_t backend_id)>& active,
                          BackendLoads& loads);
+
+// The active flows on the backend of counter id `backend_id`: the connection gauges of every
+// worker's counters for it (WorkerState::traffic), summed. What berthd passes as `active` above.
+uint64_t activeFlows(absl::Span<const TrafficCounters> workers, uint32_t backend_id);
 
 }  // namespace berth

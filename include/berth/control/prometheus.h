@@ -37,6 +37,12 @@ struct EndpointMetrics {
   uint64_t cut_at_deadline = 0;
 };
 
+// What one service's table changes moved since berthd started (TableChangeHistory).
+struct TableChangeMetrics {
+  std::string service;
+  TableChangeHistory history;
+};
+
 struct MetricsSnapshot {
   std::string version;
   double uptime_s = 0;
@@ -45,6 +51,7 @@ struct MetricsSnapshot {
   std::vector<std::pair<std::string, uint64_t>> sums;  // sumCounters(), by counter name
   std::vector<ServiceRow> services;
   std::vector<BackendRow> backends;
+  std::vector<TableChangeMetrics> table_changes;
   std::vector<EndpointMetrics> endpoints;
   uint64_t log_lines_dropped = 0;
   uint64_t probes_not_run = 0;  // HealthMonitor::probesNotRun

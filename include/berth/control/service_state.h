@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -10,17 +11,37 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "berth/config/config.h"
+#include "berth/maglev/analysis.h"
 #include "berth/maglev/table.h"
+#include "berth/util/named_enum.h"
 
 namespace berth {
 
-// What a change to a service's table did: the slots that now name another backend. The control
-// plane logs it with every change, so an operator sees how much each one moved.
+// Why a service's table changed. A reload names the one kind of change it made to the service's
+// backends (added, removed, weight; a weight set to or from 0 is a drain), or `reload` for
+// anything else or a mix.
+#define BERTH_TABLE_CHANGE_CAUSES(X) \
+  X(kHealth, "health")               \
+  X(kDrain, "drain")                 \
+  X(kWeight, "weight")               \
+  X(kAdded, "added")                 \
+  X(kRemoved, "removed")             \
+  X(kReload, "reload")
+enum class TableChangeCause : uint8_t { BERTH_TABLE_CHANGE_CAUSES(BERTH_ENUMERATOR) kCount };
+absl::string_view toString(TableChangeCause cause);
+
+// What a change to a service's table did: the slots that now name another backend, against the
+// least that had to move (maglev/analysis.h TableMovement), and why. The control plane logs it
+// with every change, counts it per cause and shows the last one, so an operator sees how much
+// each change moved.
 struct SlotChange {
   uint32_t table_size = 0;
-  std::vector<uint32_t> moved;  // slot numbers, ascending
+  std::vector<uint32_t> moved;  // slot numbers, ascending; empty when M changed
+  TableChangeCause cause = TableChangeCause::kHealth;
+  TableMovement movement;
 
   double movedShare() const {
     return table_size == 0 ? 0.0
@@ -35,9 +56,10 @@ struct SlotChange {
 // as it was when it fails. Pure: no DPDK, no clock, no I/O.
 //
 // The health policy is min-disruption failover from the base table (maglev/table.h
-// withHealth()): healthy backends keep their slots, and the live table is a pure function of
+// withHealth()): serving backends keep their slots, and the live table is a pure function of
 // (settings, drained set, healthy set), so every instance that agrees on those agrees on it.
-// A drain sets the backend's weight to 0 and builds the base table again in full.
+// A drain is handled as a failure is: the base table stays, only the drained backend's slots
+// move, and undrain restores them.
 class ServiceState {
  public:
   // The service as `config` gives it, with the backends named in `drained` drained (a reload
@@ -47,12 +69,15 @@ class ServiceState {
                                              const absl::flat_hash_set<std::string>& drained = {});
 
   const std::string& name() const { return config_.name; }
-  // The settings in force: as configured, with each drained backend's weight 0.
+  // The settings as the config file gives them, drains not applied.
+  const ServiceConfig& configured() const { return configured_; }
+  // The settings in force: as configured, with each drained backend's weight 0. The tables keep
+  // the configured weights (ServiceConfig::hashingBackends()).
   const ServiceConfig& config() const { return config_; }
   const Table& baseTable() const { return base_; }
   const Table& liveTable() const { return live_; }
-  // fingerprintOf(liveTable()), kept with it: `status` reports it on every request, and a
-  // 655,373-slot table takes milliseconds to hash.
+  // serviceFingerprint() of the live table, kept with it: `status` reports it on every request,
+  // and a 655,373-slot table takes milliseconds to hash.
   uint64_t liveFingerprint() const { return live_fingerprint_; }
   // One flag per backend, in config order.
   const std::vector<bool>& healthy() const { return healthy_; }
@@ -78,6 +103,7 @@ class ServiceState {
   static absl::StatusOr<ServiceState> build(const ServiceConfig& configured,
                                             absl::flat_hash_set<std::string> drained,
                                             std::vector<bool> healthy);
+  int64_t configuredWeight(absl::string_view backend) const;
 
   ServiceConfig configured_;  // as the config file gives it
   ServiceConfig config_;      // in force: drains applied
@@ -88,6 +114,36 @@ class ServiceState {
   uint64_t live_fingerprint_;
 };
 
+// The table changes of one service since berthd started, kept by the control plane across
+// reloads by the service's name: slots moved per cause (where M changed, the share of the hash
+// space times the new M), and the last change.
+struct TableChangeHistory {
+  std::array<uint64_t, static_cast<size_t>(TableChangeCause::kCount)> slots_moved{};
+  std::optional<SlotChange> last;  // its slot list left out
+  absl::Time last_at;
+
+  void record(const SlotChange& change, absl::Time at);
+};
+
+// A fingerprint of everything that decides where a service's flows go: the VIP, port and
+// protocol, the hash fields and the flow-hash seed, bounded load and the drain policy, each
+// backend's name and address, and the table (maglev/analysis.h fingerprintOf()). Two instances
+// send every flow of the service to the same backend exactly when their fingerprints agree (but
+// for a 2^-64 chance), so comparing them across an ECMP group shows whether a flow may land
+// anywhere. The text form carries kFingerprintVersion ("v2-0123456789abcdef"), so that instances
+// of different releases show as such rather than as a false divergence.
+inline constexpr int kFingerprintVersion = 2;
+uint64_t serviceFingerprint(const ServiceConfig& service, const Table& table);
+std::string fingerprintText(uint64_t fingerprint);
+
+// One line for the log and the status: "moved 66 of 65537 slots (0.10%), least 66 (1.00x):
+// drain", or, where M changed, the shares of the hash space.
+std::string describe(const SlotChange& change);
+
+// What a reload did to one service's table, from the state before to the state after.
+// nullopt when the live table did not change.
+std::optional<SlotChange> reloadChange(const ServiceState& before, const ServiceState& after);
+
 // The backends drained at run time, by service name: what a reload carries over.
 using DrainsByService = absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>>;
 DrainsByService drainsOf(absl::Span<const ServiceState> states);
@@ -97,10 +153,5 @@ DrainsByService drainsOf(absl::Span<const ServiceState> states);
 absl::StatusOr<std::vector<ServiceState>> createServiceStates(
     absl::Span<const ServiceConfig> services,
     const std::function<std::vector<bool>(size_t)>& healthy, const DrainsByService& drains = {});
-
-// `base` (every backend healthy) with min-disruption failover for the backends `healthy` marks
-// down; `healthy` is in the order of `service`'s backends, the table's are sorted by name.
-absl::StatusOr<Table> tableWithHealth(const ServiceConfig& service, const Table& base,
-                                      const std::vector<bool>& healthy);
 
 }  // namespace berth

@@ -40,6 +40,30 @@ Config parsed(const std::string& yaml) {
 
 // The settings compare equal however the file is laid out: where a setting was written is not
 // part of it, so a reload that adds a comment line at the top changes nothing.
+// A backend configured with weight 0 takes part in the base table with the lower median of the
+// positive weights (1 when there are none), and the serving table drains it.
+TEST(ConfigTest, AWeightZeroBackendHashesWithTheMedianWeightAndIsDrained) {
+  ServiceConfig service;
+  service.name = "web";
+  for (int64_t weight : {4, 0, 2, 9, 2}) {
+    BackendConfig backend;
+    backend.name = "b" + std::to_string(service.backends.size());
+    backend.weight = weight;
+    service.backends.push_back(backend);
+  }
+  std::vector<int64_t> weights;
+  for (const Backend& backend : service.hashingBackends()) weights.push_back(backend.weight);
+  EXPECT_THAT(weights, ElementsAre(4, 2, 2, 9, 2));
+
+  absl::StatusOr<Table> table = buildServingTable(service);
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_TRUE(table->drained()[*table->indexOf("b1")]);
+  EXPECT_EQ(table->slotCounts()[*table->indexOf("b1")], 0u);
+
+  for (BackendConfig& backend : service.backends) backend.weight = 0;
+  for (const Backend& backend : service.hashingBackends()) EXPECT_EQ(backend.weight, 1);
+}
+
 TEST(ConfigTest, SettingsOnOtherLinesAreTheSameSettings) {
   const Config running = parsed(kRunning);
   const Config shifted = parsed(std::string("# a comment\n\n") + kRunning);

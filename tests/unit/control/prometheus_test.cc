@@ -37,6 +37,12 @@ MetricsSnapshot sample() {
   backend.slots = 1009;
   backend.traffic = {14, 920, 3};
   metrics.backends = {backend};
+  TableChangeHistory web_changes;
+  SlotChange drain;
+  drain.cause = TableChangeCause::kDrain;
+  drain.movement = {65537, 65537, 660, 660 / 65537.0, 655 / 65537.0};
+  web_changes.record(drain, absl::FromUnixSeconds(1));
+  metrics.table_changes = {{"web", web_changes}, {"idle", TableChangeHistory()}};
   return metrics;
 }
 
@@ -66,6 +72,16 @@ TEST(PrometheusTest, EveryFamilyOnceWithItsSamples) {
               HasSubstr("berth_backend_slots{service=\"web\",backend=\"web \\\"1\\\"\"} 1009\n"));
   EXPECT_THAT(text,
               HasSubstr("berth_backend_weight{service=\"web\",backend=\"web \\\"1\\\"\"} 2\n"));
+  // Slots moved per service and cause, every cause listed; the last change's ratio only where
+  // there was one.
+  EXPECT_THAT(text,
+              HasSubstr("berth_table_slots_moved_total{service=\"web\",cause=\"health\"} 0\n"
+                        "berth_table_slots_moved_total{service=\"web\",cause=\"drain\"} 660\n"));
+  EXPECT_THAT(text,
+              HasSubstr("berth_table_slots_moved_total{service=\"idle\",cause=\"reload\"} 0\n"));
+  EXPECT_THAT(text,
+              HasSubstr("berth_table_last_change_moved_over_minimum{service=\"web\"} 1.00763\n"));
+  EXPECT_THAT(text, Not(HasSubstr("berth_table_last_change_moved_over_minimum{service=\"idle\"}")));
   // HELP and TYPE once per family.
   size_t helps = 0;
   for (size_t at = text.find("# HELP berth_backend_slots "); at != std::string::npos;

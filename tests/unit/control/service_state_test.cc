@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -115,10 +116,8 @@ TEST(ServiceStateTest, ADrainTakesTheBackendsSlotsAndUndrainGivesThemBack) {
   EXPECT_THAT(state.drainedBackends(), ElementsAre("web-02"));
   EXPECT_EQ(state.config().backends[1].weight, 0);
   EXPECT_THAT(slotsOf(state.liveTable(), "web-02"), IsEmpty());
-  // The drained backend's own slots all moved (a full rebuild may move some others too).
-  for (uint32_t slot : slotsOf(before, "web-02")) {
-    EXPECT_TRUE(std::binary_search((*drained)->moved.begin(), (*drained)->moved.end(), slot));
-  }
+  // Exactly the drained backend's own slots moved.
+  EXPECT_EQ((*drained)->moved, slotsOf(before, "web-02"));
   EXPECT_EQ((*drained)->moved, movedSlots(before, state.liveTable()));
   EXPECT_TRUE(state.serving());
 
@@ -170,6 +169,133 @@ TEST(ServiceStateTest, AReloadKeepsDrainsByName) {
   EXPECT_EQ(state->config().backends[0].weight, 0);
   ASSERT_TRUE(state->setDrained("web-02", false).ok());
   EXPECT_EQ(state->config().backends[0].weight, 5);
+}
+
+// On a 1,000-backend service a drain moves exactly the drained backend's slots, a failure after
+// it exactly the failed backend's, and the result equals the table computed from both sets at
+// once: any instance that agrees on the sets agrees on the table.
+TEST(ServiceStateTest, DrainsOfAThousandBackendsMoveOnlyTheirOwnSlots) {
+  for (uint32_t table_size : {65537u, 655373u}) {
+    ServiceState state =
+        *ServiceState::create(service(1000, table_size), std::vector<bool>(1000, true));
+    const Table before = state.liveTable();
+    absl::StatusOr<std::optional<SlotChange>> drained = state.setDrained("web-417", true);
+    ASSERT_TRUE(drained.ok()) << drained.status();
+    EXPECT_EQ((*drained)->moved, slotsOf(before, "web-417"));
+
+    std::vector<bool> healthy(1000, true);
+    healthy[10] = false;  // config order is reversed: web-989
+    const Table drained_table = state.liveTable();
+    absl::StatusOr<SlotChange> failed = state.setHealth(healthy);
+    ASSERT_TRUE(failed.ok());
+    EXPECT_EQ(failed->moved, slotsOf(drained_table, "web-989"));
+
+    absl::StatusOr<ServiceState> direct =
+        ServiceState::create(service(1000, table_size), healthy, {"web-417"});
+    ASSERT_TRUE(direct.ok());
+    EXPECT_EQ(slotsChanged(direct->liveTable(), state.liveTable()), 0u);
+    EXPECT_EQ(direct->liveFingerprint(), state.liveFingerprint());
+  }
+}
+
+// weight: 0 in the config drains as berthctl drain does: the same table, built from the
+// service's median weight, so setting an equal-weight backend's weight to 0 moves only its slots.
+TEST(ServiceStateTest, WeightZeroInTheConfigIsADrain) {
+  ServiceConfig config = service(100, 65537);
+  ServiceState running = *ServiceState::create(config, std::vector<bool>(100, true));
+  config.backends[30].weight = 0;
+  ServiceState reloaded = *ServiceState::create(config, std::vector<bool>(100, true));
+  EXPECT_EQ(movedSlots(running.liveTable(), reloaded.liveTable()),
+            slotsOf(running.liveTable(), config.backends[30].name));
+  ASSERT_TRUE(running.setDrained(config.backends[30].name, true).ok());
+  EXPECT_EQ(slotsChanged(running.liveTable(), reloaded.liveTable()), 0u);
+}
+
+// A reload names the one kind of change it made, and measures it against the least.
+TEST(ServiceStateTest, AReloadSaysWhatItMovedAndWhy) {
+  const ServiceConfig base = service(100, 65537);
+  const ServiceState before = *ServiceState::create(base, std::vector<bool>(100, true));
+  auto changeTo = [&](const ServiceConfig& next) {
+    return reloadChange(before,
+                        *ServiceState::create(next, std::vector<bool>(next.backends.size(), true)));
+  };
+  EXPECT_FALSE(changeTo(base).has_value());
+
+  ServiceConfig added = base;
+  added.backends.push_back(added.backends[0]);
+  added.backends.back().name = "web-new";
+  const std::optional<SlotChange> add = changeTo(added);
+  ASSERT_TRUE(add.has_value());
+  EXPECT_EQ(add->cause, TableChangeCause::kAdded);
+  EXPECT_NEAR(add->movement.minimumSlots(), 65537.0 / 101, 1e-6);
+  EXPECT_EQ(add->moved.size(), add->movement.moved_slots);
+
+  ServiceConfig removed = base;
+  removed.backends.pop_back();
+  EXPECT_EQ(changeTo(removed)->cause, TableChangeCause::kRemoved);
+  ServiceConfig weighted = base;
+  weighted.backends[5].weight = 2;
+  EXPECT_EQ(changeTo(weighted)->cause, TableChangeCause::kWeight);
+  ServiceConfig zeroed = base;
+  zeroed.backends[5].weight = 0;
+  const std::optional<SlotChange> drain = changeTo(zeroed);
+  EXPECT_EQ(drain->cause, TableChangeCause::kDrain);
+  EXPECT_EQ(drain->movement.moved_slots,
+            before.liveTable().slotCounts()[*before.liveTable().indexOf(base.backends[5].name)]);
+  ServiceConfig resized = base;
+  resized.table_size = 65539;
+  const std::optional<SlotChange> resize = changeTo(resized);
+  EXPECT_EQ(resize->cause, TableChangeCause::kReload);
+  EXPECT_FALSE(resize->movement.sameSize());
+  EXPECT_THAT(describe(*resize), ::testing::StartsWith("M 65537 -> 65539: moved "));
+  ServiceConfig mixed = added;
+  mixed.backends[0].weight = 3;
+  EXPECT_EQ(changeTo(mixed)->cause, TableChangeCause::kReload);
+}
+
+TEST(ServiceStateTest, HistoryCountsSlotsPerCauseAndKeepsTheLastChange) {
+  ServiceState state = *ServiceState::create(service(10, 65537), std::vector<bool>(10, true));
+  TableChangeHistory history;
+  const absl::Time at = absl::FromUnixSeconds(1000);
+  const SlotChange drained = **state.setDrained("web-03", true);
+  history.record(drained, at);
+  const SlotChange undrained = **state.setDrained("web-03", false);
+  history.record(undrained, at + absl::Seconds(1));
+  EXPECT_EQ(history.slots_moved[static_cast<size_t>(TableChangeCause::kDrain)],
+            drained.moved.size() + undrained.moved.size());
+  EXPECT_EQ(history.slots_moved[static_cast<size_t>(TableChangeCause::kHealth)], 0u);
+  ASSERT_TRUE(history.last.has_value());
+  EXPECT_TRUE(history.last->moved.empty()) << "the slot list is not kept";
+  EXPECT_EQ(history.last_at, at + absl::Seconds(1));
+  EXPECT_THAT(describe(*history.last),
+              ::testing::MatchesRegex("moved [0-9]+ of 65537 slots \\([0-9.]+%\\), least [0-9]+ "
+                                      "\\(1.00x\\): drain"));
+}
+
+// The service fingerprint covers what decides a flow's backend beyond the table, and is pinned:
+// a change of the value without a new kFingerprintVersion would make two releases disagree.
+TEST(ServiceStateTest, TheFingerprintCoversEverythingThatDecidesABackend) {
+  const ServiceConfig base = service(6, 65537);
+  auto fingerprint = [](const ServiceConfig& config) {
+    return ServiceState::create(config, std::vector<bool>(config.backends.size(), true))
+        ->liveFingerprint();
+  };
+  const uint64_t pinned = fingerprint(base);
+  EXPECT_EQ(fingerprintText(pinned), "v2-" + absl::StrFormat("%016x", pinned));
+  EXPECT_EQ(fingerprintText(pinned), "v2-0a69c74d3add32b7");
+  std::vector<ServiceConfig> variants(6, base);
+  variants[0].vip = IpAddress::v4(198, 18, 100, 2);
+  variants[1].port = 81;
+  variants[2].protocol = Protocol::kUdp;
+  variants[3].hash_fields = HashFields::kSourceOnly;
+  variants[4].backends[2].address = IpAddress::v4(198, 18, 9, 9);
+  variants[5].bounded_load = 1.25;
+  for (size_t v = 0; v < variants.size(); ++v) {
+    EXPECT_NE(fingerprint(variants[v]), pinned) << "variant " << v;
+  }
+  ServiceConfig reordered = base;
+  std::reverse(reordered.backends.begin(), reordered.backends.end());
+  EXPECT_EQ(fingerprint(reordered), pinned) << "the config's order does not matter";
 }
 
 TEST(ServiceStateTest, ABadConfigNamesTheService) {

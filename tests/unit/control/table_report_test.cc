@@ -59,7 +59,7 @@ TEST(TableRendererTest, TheJsonAndTextSayWhatTheTableHolds) {
   EXPECT_THAT(json, StartsWith("{\"service\":\"web\",\"table_size\":13,\"listener\":\"tcp "
                                "198.18.100.1:80\""));
   EXPECT_THAT(json, HasSubstr("{\"name\":\"web-2\",\"address\":\"198.18.0.2\",\"weight\":1,"
-                              "\"healthy\":false,\"slots\":0}"));
+                              "\"healthy\":false,\"drained\":false,\"slots\":0}"));
   EXPECT_THAT(json, HasSubstr("],\"entries\":["));
   const std::string text = tableText(small.service, small.table, ", unhealthy: web-2");
   EXPECT_THAT(text, StartsWith("service web (tcp 198.18.100.1:80): maglev, M=13, 3 backends, "

@@ -159,14 +159,24 @@ bool NeighborCache::judgeAnswers(Entry& entry, absl::Time now, std::vector<Neigh
   // Another MAC's answer waits for the request's timeout, for the MAC in use to answer too.
   if (now < entry.answer_by) return false;
   if (other) {
-    if (!locked(entry, now)) {
-      const std::optional<MacAddress> replaced = entry.mac;
-      setMac(entry, other, now);
-      news.push_back({NeighborEvent::kChange, entry.hop, entry.mac, replaced});
-      settle(entry, now);
-      return true;
+    // It replaces the MAC in use only after answering kAnswersToReplace requests in a row that
+    // the MAC in use left unanswered (one after a flush, which the operator asked for); until
+    // then berth asks again at once.
+    entry.candidate_answers = entry.candidate == other ? entry.candidate_answers + 1 : 1;
+    entry.candidate = other;
+    if (entry.candidate_answers >= kAnswersToReplace || entry.lock_waived) {
+      if (!locked(entry, now)) {
+        const std::optional<MacAddress> replaced = entry.mac;
+        setMac(entry, other, now);
+        news.push_back({NeighborEvent::kChange, entry.hop, entry.mac, replaced});
+        settle(entry, now);
+        return true;
+      }
+      refuse(entry, NeighborEvent::kRefusedLocked, *other, news);
     }
-    refuse(entry, NeighborEvent::kRefusedLocked, *other, news);
+  } else {
+    entry.candidate.reset();
+    entry.candidate_answers = 0;
   }
   // Unanswered by the MAC in use: ask again at once, since the timeout has passed.
   closeRequest(entry);
@@ -232,6 +242,8 @@ void NeighborCache::settle(Entry& entry, absl::Time now) {
   entry.answered_at = now;
   entry.unanswered = 0;
   entry.lock_waived = false;
+  entry.candidate.reset();
+  entry.candidate_answers = 0;
   schedule(entry, now + jitteredRefresh());
 }
 

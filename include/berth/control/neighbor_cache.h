@@ -87,6 +87,11 @@ struct NeighborRow {
   uint64_t refused = 0;  // claims of another MAC refused, by the workers or by the cache
 };
 
+// How many requests in a row another MAC must answer, while the MAC in use answers none of them,
+// before it replaces the MAC in use. One is not enough: a flood on the segment can make berth miss
+// the real answer to one request while a forged one arrives, and a forger cannot keep that up.
+inline constexpr uint32_t kAnswersToReplace = 2;
+
 class NeighborCache {
  public:
   // Requests sent in one turn at most, so that thousands of next hops (l2dsr backends) due at
@@ -138,6 +143,10 @@ class NeighborCache {
     absl::Time answered_at = absl::InfinitePast();
     absl::Time changed_at = absl::InfinitePast();
     uint32_t unanswered = 0;
+    // Another MAC that answered the last requests the MAC in use left unanswered, and how many
+    // in a row: it replaces the MAC in use at kAnswersToReplace.
+    std::optional<MacAddress> candidate;
+    uint32_t candidate_answers = 0;
     uint64_t changes = 0;
     uint64_t refused = 0;  // by the cache; the workers' are in the slot
   };

@@ -180,12 +180,50 @@ TEST(NeighborCacheTest, ARealGatewayChangeIsFollowedAtTheNextRefresh) {
     }
   });
   EXPECT_EQ(harness.mac(), kReplacementMac);
-  EXPECT_LE(followed - replaced,
-            settings.refresh_interval + settings.request_timeout + absl::Milliseconds(2))
-      << "the refresh, and the timeout the MAC in use had to answer it";
+  EXPECT_LE(followed - replaced, settings.refresh_interval +
+                                     kAnswersToReplace * settings.request_timeout +
+                                     absl::Milliseconds(2))
+      << "the refresh, and the timeouts of the two requests the MAC in use left unanswered";
   EXPECT_EQ(harness.cache.count(NeighborEvent::kChange), 2u);
   EXPECT_EQ(harness.publishes, 1);
   EXPECT_EQ(harness.row().changes, 2u);
+}
+
+// Under a flood berth may miss the real answer to one request while a forged one arrives: that
+// alone replaces nothing. The real gateway's answer to the next request keeps its MAC, and
+// forgers that answer with a new MAC each time never win two requests in a row.
+TEST(NeighborCacheTest, ForgedAnswersToRequestsWhoseRealAnswerWasLostReplaceNothing) {
+  NeighborSettings settings;
+  settings.refresh_interval = absl::Seconds(2);
+  settings.refresh_retries = 10;  // so that the gateway is not lost while the forgers answer
+  CacheHarness harness(settings);
+  learnGateway(harness);
+  // One request's real answer lost, a forged one seen; the gateway answers the next.
+  harness.requests.clear();
+  bool forged = false;
+  harness.run(absl::Seconds(6), [&] {
+    if (!harness.slot().asking() || harness.slot().otherAnswer() || harness.slot().knownAnswered())
+      return;
+    if (harness.requests.size() == 1) {
+      harness.answer(kAttackerMac);  // the refresh: only the forged answer is seen
+      forged = true;
+    } else if (harness.requests.size() > 1) {
+      harness.answer(kGatewayMac);  // the request right after its timeout, and later refreshes
+    }
+  });
+  EXPECT_TRUE(forged);
+  EXPECT_EQ(harness.mac(), kGatewayMac);
+  EXPECT_EQ(harness.publishes, 0);
+  // Every real answer lost for a while, each request answered by a different forged MAC.
+  uint8_t forger = 0;
+  harness.run(absl::Seconds(6), [&] {
+    if (harness.slot().asking() && !harness.slot().otherAnswer()) {
+      harness.answer(MacAddress{{0x02, 0x66, 0, 0, 0, ++forger}});
+    }
+  });
+  EXPECT_GE(forger, 3);
+  EXPECT_NE(harness.mac().value_or(kGatewayMac), MacAddress({0x02, 0x66, 0, 0, 0, forger}));
+  EXPECT_EQ(harness.cache.count(NeighborEvent::kChange), 1u) << "only the first learning";
 }
 
 TEST(NeighborCacheTest, AnUnansweredRefreshKeepsTheMacThroughItsRetriesThenLosesIt) {
@@ -222,7 +260,8 @@ TEST(NeighborCacheTest, AChangeWithinTheLockTimeIsRefused) {
   settings.lock_time = absl::Seconds(60);
   CacheHarness harness(settings);
   learnGateway(harness);
-  harness.run(absl::Seconds(3) + absl::Milliseconds(500), [&] {
+  // The refresh within 2 s, then the two requests the attacker alone answers, 1 s each.
+  harness.run(absl::Seconds(4) + absl::Milliseconds(500), [&] {
     if (harness.slot().asking() && !harness.slot().otherAnswer()) harness.answer(kAttackerMac);
   });
   EXPECT_EQ(harness.mac(), kGatewayMac);

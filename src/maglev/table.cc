@@ -319,13 +319,13 @@ absl::StatusOr<Table> build(std::vector<Backend> backends, uint32_t table_size) 
 Table::Table(std::shared_ptr<const Layout> layout,
              std::shared_ptr<const std::vector<uint16_t>> entries, std::vector<bool> healthy,
              std::vector<bool> drained, uint32_t size)
-    : layout_(std::move(layout)),
-      entries_(std::move(entries)),
-      entries_data_(entries_->data()),
-      healthy_(std::move(healthy)),
-      drained_(std::move(drained)),
+    : entries_data_(entries->data()),
+      modulo_multiplier_(UINT64_MAX / size + 1),
       size_(size),
-      modulo_multiplier_(UINT64_MAX / size + 1) {}
+      layout_(std::move(layout)),
+      entries_(std::move(entries)),
+      healthy_(std::move(healthy)),
+      drained_(std::move(drained)) {}
 
 absl::StatusOr<uint16_t> Table::indexOf(absl::string_view name) const {
   const auto& list = layout_->backends;

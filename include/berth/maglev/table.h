@@ -211,13 +211,14 @@ class Table {
   Table(std::shared_ptr<const Layout> layout, std::shared_ptr<const std::vector<uint16_t>> entries,
         std::vector<bool> healthy, std::vector<bool> drained, uint32_t size);
 
+  // What lookup() reads, first and together: one cache line of the table's first bytes.
+  const uint16_t* entries_data_ = nullptr;  // entries_->data(), one indirection less per lookup
+  uint64_t modulo_multiplier_ = 0;
+  uint32_t size_ = 0;
   std::shared_ptr<const Layout> layout_;
   std::shared_ptr<const std::vector<uint16_t>> entries_;
-  const uint16_t* entries_data_ = nullptr;  // entries_->data(), one indirection less per lookup
   std::vector<bool> healthy_;
   std::vector<bool> drained_;
-  uint32_t size_ = 0;
-  uint64_t modulo_multiplier_ = 0;
 };
 
 }  // namespace berth

@@ -50,8 +50,8 @@ absl::StatusOr<DrainsByService> parseDrainState(absl::string_view text) {
     return absl::InvalidArgumentError("version: missing or not a number");
   }
   if (number != kDrainStateVersion) {
-    return absl::InvalidArgumentError(absl::StrCat("version ", number, ": this berthd reads only ",
-                                                   kDrainStateVersion));
+    return absl::InvalidArgumentError(
+        absl::StrCat("version ", number, ": this berthd reads only ", kDrainStateVersion));
   }
   DrainsByService drains;
   const YAML::Node services = root["drains"];

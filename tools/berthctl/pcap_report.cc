@@ -78,12 +78,12 @@ absl::StatusOr<std::string> pcapReport(const Config& config, const std::string& 
 
   char error[PCAP_ERRBUF_SIZE] = {};
   std::unique_ptr<pcap_t, void (*)(pcap_t*)> handle(pcap_open_offline(capture.c_str(), error),
-                                                     closePcap);
+                                                    closePcap);
   if (handle == nullptr) return absl::InvalidArgumentError(absl::StrCat("--pcap: ", error));
   if (pcap_datalink(handle.get()) != DLT_EN10MB) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--pcap: ", capture, " is not an Ethernet capture (link type ",
-                     pcap_datalink(handle.get()), ")"));
+    return absl::InvalidArgumentError(absl::StrCat("--pcap: ", capture,
+                                                   " is not an Ethernet capture (link type ",
+                                                   pcap_datalink(handle.get()), ")"));
   }
   uint64_t frames = 0;
   uint64_t skipped = 0;
@@ -94,20 +94,19 @@ absl::StatusOr<std::string> pcapReport(const Config& config, const std::string& 
     ++frames;
     ParsedPacket packet;
     if (parsePacket(data, header->caplen, packet) != ParseError::kNone ||
-        packet.type != FrameType::kIp ||
-        packet.later_fragment || packet.icmp_error) {
+        packet.type != FrameType::kIp || packet.later_fragment || packet.icmp_error) {
       ++skipped;
       continue;
     }
     const FlowKey& flow = packet.flow;
-    const uint16_t port = static_cast<uint16_t>((flow.destination_port >> 8) |
-                                                (flow.destination_port << 8));
+    const uint16_t port =
+        static_cast<uint16_t>((flow.destination_port >> 8) | (flow.destination_port << 8));
     ServiceFlows* owner = nullptr;
     for (ServiceFlows& candidate : services) {
       const ServiceConfig& service = *candidate.service;
       if (service.vip.family == flow.family && service.vip.bytes == flow.destination &&
-          service.port == port && static_cast<uint8_t>(service.protocol == Protocol::kTcp ? 6 : 17) ==
-                                      flow.protocol) {
+          service.port == port &&
+          static_cast<uint8_t>(service.protocol == Protocol::kTcp ? 6 : 17) == flow.protocol) {
         owner = &candidate;
         break;
       }
@@ -116,8 +115,8 @@ absl::StatusOr<std::string> pcapReport(const Config& config, const std::string& 
       ++skipped;
       continue;
     }
-    const auto [it, inserted] = owner->flow_index.try_emplace(
-        flowId(flow), static_cast<uint32_t>(owner->hashes.size()));
+    const auto [it, inserted] =
+        owner->flow_index.try_emplace(flowId(flow), static_cast<uint32_t>(owner->hashes.size()));
     if (inserted) {
       owner->hashes.push_back(flowHash(flow, owner->service->hash_fields, kDefaultFlowHashSeed));
       owner->packets.push_back(0);
@@ -166,8 +165,7 @@ absl::StatusOr<std::string> pcapReport(const Config& config, const std::string& 
                          serving_weight);
     }
     const bool enough = total_flows > 0;
-    const ChiSquared over_backends =
-        enough ? chiSquared(observed, expected) : ChiSquared{};
+    const ChiSquared over_backends = enough ? chiSquared(observed, expected) : ChiSquared{};
     const ChiSquared over_bins =
         enough ? chiSquared(bins, std::vector<double>(kHashBins, total_flows / kHashBins))
                : ChiSquared{};

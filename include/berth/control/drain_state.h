@@ -15,7 +15,8 @@ namespace berth {
 
 // The drains made with `berthctl drain`, kept in a small file so that they survive a restart: a
 // supervisor restarts berthd after a crash, and a drained backend must not take new flows again
-// because of it (docs/architecture.md, per-service state). Drains made by `weight: 0` live in the config.
+// because of it (docs/architecture.md, per-service state). Drains made by `weight: 0` live in the
+// config.
 //
 // The file is JSON, one version number and the drained backends by service:
 //   {"version":1,"drains":{"web":["web-02","web-07"]}}

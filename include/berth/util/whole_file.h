@@ -1,7 +1,7 @@
 #pragma once
 
-#include <string>
 #include <sys/types.h>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"

@@ -46,7 +46,8 @@ TEST_F(DrainStateTest, RendersSortedAndReadsBack) {
   drains["dns"] = {"ns-1"};
   drains["idle"] = {};
   const std::string text = renderDrainState(drains);
-  EXPECT_EQ(text, "{\"version\":1,\"drains\":{\"dns\":[\"ns-1\"],\"web\":[\"web-02\",\"web-07\"]}}\n");
+  EXPECT_EQ(text,
+            "{\"version\":1,\"drains\":{\"dns\":[\"ns-1\"],\"web\":[\"web-02\",\"web-07\"]}}\n");
   absl::StatusOr<DrainsByService> parsed = parseDrainState(text);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_THAT(parsed->at("web"), UnorderedElementsAre("web-02", "web-07"));

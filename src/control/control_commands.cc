@@ -243,18 +243,9 @@ std::string ControlPlane::statusReply() const {
           .key("cause")
           .value(toString(last.cause))
           .key("seconds_ago")
-          .value(ago)
-          .key("table_size_before")
-          .value(last.movement.size_before)
-          .key("moved_slots")
-          .value(last.movement.moved_slots)
-          .key("moved_share")
-          .value(last.movement.moved_share)
-          .key("minimum_share")
-          .value(last.movement.minimum_share)
-          .key("moved_over_minimum")
-          .value(last.movement.movedOverMinimum())
-          .endObject();
+          .value(ago);
+      appendMovementFields(json, last.movement);
+      json.endObject();
       absl::StrAppendFormat(&tables_text, "  last change %.0f s ago: %s\n", ago, describe(last));
     }
     json.endObject();

@@ -80,6 +80,23 @@ void TableChangeHistory::record(const SlotChange& change, absl::Time at) {
   last_at = at;
 }
 
+void appendMovementFields(JsonWriter& json, const TableMovement& movement) {
+  json.key("table_size_before")
+      .value(movement.size_before)
+      .key("table_size")
+      .value(movement.size_after)
+      .key("moved_slots")
+      .value(movement.moved_slots)
+      .key("moved_share")
+      .value(movement.moved_share)
+      .key("minimum_slots")
+      .value(movement.minimumSlots())
+      .key("minimum_share")
+      .value(movement.minimum_share)
+      .key("moved_over_minimum")
+      .value(movement.movedOverMinimum());
+}
+
 std::optional<SlotChange> reloadChange(const ServiceState& before, const ServiceState& after) {
   const Table& old_table = before.liveTable();
   const Table& new_table = after.liveTable();

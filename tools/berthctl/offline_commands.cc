@@ -443,24 +443,9 @@ absl::StatusOr<std::string> changeReport(const Config& next, const Config& previ
       absl::StrAppendFormat(&out, "service %s: the table stays as it is\n", service.name);
       continue;
     }
-    const TableMovement& m = change->movement;
-    json.key("change")
-        .value(toString(change->cause))
-        .key("table_size_before")
-        .value(m.size_before)
-        .key("table_size")
-        .value(m.size_after)
-        .key("moved_slots")
-        .value(m.moved_slots)
-        .key("moved_share")
-        .value(m.moved_share)
-        .key("minimum_slots")
-        .value(m.minimumSlots())
-        .key("minimum_share")
-        .value(m.minimum_share)
-        .key("moved_over_minimum")
-        .value(m.movedOverMinimum())
-        .endObject();
+    json.key("change").value(toString(change->cause));
+    appendMovementFields(json, change->movement);
+    json.endObject();
     absl::StrAppendFormat(&out, "service %s: %s\n", service.name, describe(*change));
   }
   for (const ServiceConfig& service : previous.services) {

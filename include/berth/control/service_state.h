@@ -16,6 +16,7 @@
 #include "berth/config/config.h"
 #include "berth/maglev/analysis.h"
 #include "berth/maglev/table.h"
+#include "berth/util/json_writer.h"
 #include "berth/util/named_enum.h"
 
 namespace berth {
@@ -139,6 +140,11 @@ std::string fingerprintText(uint64_t fingerprint);
 // One line for the log and the status: "moved 66 of 65537 slots (0.10%), least 66 (1.00x):
 // drain", or, where M changed, the shares of the hash space.
 std::string describe(const SlotChange& change);
+
+// The figures of `movement` as fields of the JSON object being written: table_size_before,
+// table_size, moved_slots, moved_share, minimum_slots, minimum_share, moved_over_minimum. What
+// `status` and `berthctl analyze --against` report.
+void appendMovementFields(JsonWriter& json, const TableMovement& movement);
 
 // What a reload did to one service's table, from the state before to the state after.
 // nullopt when the live table did not change.

@@ -91,8 +91,13 @@ class BerthdReload(unittest.TestCase):
         return self.wait_for("reload of", after)
 
     def test_1_a_valid_change_applies(self):
+        after = len(self.lines)
         line = self.reload(config([("web-1", 1), ("web-2", 3), ("web-3", 1)]))
         self.assertIn("applied: 1 service(s), 3 backend(s)", line)
+        # What the table change moved, against the least, and why: a weight and a backend
+        # together are a reload.
+        moved = self.wait_for("table: service 'web': moved ", after)
+        self.assertRegex(moved, r"moved \d+ of 65537 slots \([\d.]+%\), least \d+ \([\d.]+x\): reload")
 
     def test_2_bad_files_are_refused_with_field_and_line(self):
         cases = [

@@ -17,6 +17,9 @@ import threading
 import time
 import unittest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from control_load import interrupt_and_wait, wait_for_line  # noqa: E402
+
 BERTHD = sys.argv.pop(1)
 BERTHCTL = sys.argv.pop(1)
 PREFIX = "berth-drain-state-%d" % os.getpid()
@@ -69,25 +72,12 @@ class BerthdDrainState(unittest.TestCase):
         self.wait_for("forwarding:")
 
     def stop(self):
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGINT)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        if self.process is not None:
+            interrupt_and_wait(self.process)
+            self.process.stderr.close()
 
-    def wait_for(self, text, after=0, timeout=20):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for line in list(self.lines)[after:]:
-                if text in line:
-                    return line
-            if self.process.poll() is not None:
-                raise AssertionError("berthd exited: %s" % "".join(self.lines))
-            time.sleep(0.05)
-        raise AssertionError("no line with %r in:\n%s" % (text, "".join(self.lines)))
+    def wait_for(self, text, after=0):
+        return wait_for_line(self.lines, self.process, text, after)
 
     def berthctl(self, *args):
         result = subprocess.run([BERTHCTL, *args, "--socket", self.socket], capture_output=True,

@@ -13,8 +13,10 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from control_load import wait_for_line  # noqa: E402
 
 BERTHD = sys.argv.pop(1)
 PREFIX = "berth-reload-%d" % os.getpid()
@@ -72,16 +74,8 @@ class BerthdReload(unittest.TestCase):
         os.replace(cls.path + ".new", cls.path)
 
     @classmethod
-    def wait_for(cls, text, after=0, timeout=20):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for line in list(cls.lines)[after:]:
-                if text in line:
-                    return line
-            if cls.process.poll() is not None:
-                raise AssertionError("berthd exited: %s" % "".join(cls.lines))
-            time.sleep(0.05)
-        raise AssertionError("no line with %r in:\n%s" % (text, "".join(cls.lines)))
+    def wait_for(cls, text, after=0):
+        return wait_for_line(cls.lines, cls.process, text, after)
 
     def reload(self, text):
         """Writes the file, sends SIGHUP, returns berthd's reload line."""

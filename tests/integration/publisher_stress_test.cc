@@ -21,6 +21,7 @@
 #include "support/eal_environment.h"
 #include "support/frames.h"
 #include "support/packet_builder.h"
+#include "support/test_worker.h"
 
 namespace berth {
 namespace {
@@ -113,19 +114,8 @@ TEST(PublisherStressTest, NoPacketIsLostOrSentToABackendTheNewestSnapshotInForce
     CPU_ZERO(&every_cpu);
     for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) CPU_SET(cpu, &every_cpu);
     pthread_setaffinity_np(pthread_self(), sizeof(every_cpu), &every_cpu);
-    WorkerCounters counters;
-    std::vector<TrafficCounter> services(CounterIds::kMaxServices);
-    std::vector<TrafficCounter> backends(CounterIds::kMaxBackends);
-    std::vector<ConnectionBucket> buckets(ConnectionTable::bucketsFor(1 << 12));
-    ConnectionTable connections(
-        buckets.data(), buckets.size(), ConntrackTimeouts{}, 0, &counters.conntrack,
-        ConnectionHashKey{{0x9e3779b97f4a7c15, 0xbf58476d1ce4e5b9, 0x94d049bb133111eb,
-                           0x2545f4914f6cdd1d, 0xd6e8feb86659fd93, 0xa0761d6478bd642f}});
-    WorkerState state;
-    state.counters = &counters;
-    state.traffic = {services.data(), backends.data()};
-    state.conntrack = &connections;
-    state.now_ms = 1'000;
+    TestWorker worker_state;
+    WorkerState& state = worker_state.state;
     rte_rcu_qsbr_thread_online(publisher->rcu(), 0);
     uint16_t next_flow = 0;
     std::vector<bool> opened(kFlowCount, false);
@@ -171,7 +161,8 @@ TEST(PublisherStressTest, NoPacketIsLostOrSentToABackendTheNewestSnapshotInForce
       }
       rte_rcu_qsbr_quiescent(publisher->rcu(), 0);
     }
-    repicks = counters.conntrack.values[static_cast<size_t>(ConntrackEvent::kRepick)].read();
+    repicks =
+        worker_state.counters.conntrack.values[static_cast<size_t>(ConntrackEvent::kRepick)].read();
     rte_rcu_qsbr_thread_offline(publisher->rcu(), 0);
   });
 

@@ -48,6 +48,21 @@ def config_with_backends(prefix, count):
     return text
 
 
+def wait_for_line(lines, process, text, after=0, timeout=20):
+    """The first of `lines` (berthd's stderr as a reader thread collects it) from index `after`
+    that holds `text`, waiting up to `timeout` s; AssertionError with the log when berthd exits or
+    the time is up."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in list(lines)[after:]:
+            if text in line:
+                return line
+        if process.poll() is not None:
+            raise AssertionError("berthd exited: %s" % "".join(lines))
+        time.sleep(0.05)
+    raise AssertionError("no line with %r in:\n%s" % (text, "".join(lines)))
+
+
 def interrupt_and_wait(process, timeout=30):
     """SIGINT, as an operator stops berthd, then SIGKILL if it has not stopped in `timeout` s.
     The exit status, or None when it was killed."""

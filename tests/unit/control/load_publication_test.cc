@@ -11,6 +11,7 @@
 #include "berth/dataplane/pipeline.h"
 #include "support/frames.h"
 #include "support/packet_builder.h"
+#include "support/test_worker.h"
 
 namespace berth {
 namespace {
@@ -128,43 +129,20 @@ services:
   const std::unique_ptr<const Snapshot> snapshot = *buildSnapshot(config, tables, macs, {}, ids, 1);
   auto loads = std::make_unique<BackendLoads>();
 
-  struct Worker {
-    explicit Worker(const BackendLoads* shared)
-        : buckets(ConnectionTable::bucketsFor(1 << 16)),
-          table(buckets.data(), buckets.size(), ConntrackTimeouts{}, 0, &counters.conntrack,
-                ConnectionHashKey{{1, 2, 3, 4, 5, 6}}),
-          services(CounterIds::kMaxServices),
-          backends(CounterIds::kMaxBackends),
-          loads(shared) {
-      state.counters = &counters;
-      state.traffic = {services.data(), backends.data()};
-      state.conntrack = &table;
-      state.loads = &loads;
-      state.now_ms = 1'000;
-      table.countConnectionsIn(state.traffic);
-    }
-    // Opens the TCP flow from source port `port`.
-    void open(const Snapshot& snapshot, uint16_t port) {
-      Bytes frame = concat(
-          {ethernet(kEtherTypeIpv4),
-           ipv4(IpAddress::v4(198, 18, 0, 1), IpAddress::v4(198, 18, 100, 1), kProtocolTcp, 20),
-           tcp(port, 80)});
-      frame[14 + 20 + 13] = kTcpSyn;
-      ReceivedFrame received(frame);
-      ASSERT_EQ(processFrame(snapshot, 0, received.frame, state), Verdict::kTransmit);
-    }
-    WorkerCounters counters;
-    std::vector<ConnectionBucket> buckets;
-    ConnectionTable table;
-    std::vector<TrafficCounter> services;
-    std::vector<TrafficCounter> backends;
-    WorkerLoads loads;
-    WorkerState state;
+  // Opens the TCP flow from source port `port` on `worker`.
+  auto open = [&](TestWorker& worker, uint16_t port) {
+    Bytes frame = concat(
+        {ethernet(kEtherTypeIpv4),
+         ipv4(IpAddress::v4(198, 18, 0, 1), IpAddress::v4(198, 18, 100, 1), kProtocolTcp, 20),
+         tcp(port, 80)});
+    frame[14 + 20 + 13] = kTcpSyn;
+    ReceivedFrame received(frame);
+    ASSERT_EQ(processFrame(*snapshot, 0, received.frame, worker.state), Verdict::kTransmit);
   };
-  Worker first(loads.get());
-  Worker second(loads.get());
-  for (uint16_t port = 1000; port < 1300; ++port) first.open(*snapshot, port);
-  for (uint16_t port = 2000; port < 2600; ++port) second.open(*snapshot, port);
+  TestWorker first(loads.get());
+  TestWorker second(loads.get());
+  for (uint16_t port = 1000; port < 1300; ++port) open(first, port);
+  for (uint16_t port = 2000; port < 2600; ++port) open(second, port);
 
   const std::vector<TrafficCounters> workers = {first.state.traffic, second.state.traffic};
   ASSERT_TRUE(publishBackendLoads(
@@ -184,7 +162,7 @@ services:
   EXPECT_EQ(loads->serving_total[*ids.findService("web")].load(), 900u);
   // The first worker now sees the second's flows: its next 300 flows fill the backends the
   // published counts show furthest below their bound, and no backend passes 1.25 x the mean + 1.
-  for (uint16_t port = 3000; port < 3300; ++port) first.open(*snapshot, port);
+  for (uint16_t port = 3000; port < 3300; ++port) open(first, port);
   for (const char* name : {"web-1", "web-2", "web-3"}) {
     const uint32_t id = *ids.findBackend("web", name);
     EXPECT_LE(first.backends[id].connections.read() + second.backends[id].connections.read(),

@@ -18,6 +18,7 @@
 #include "berth/net/flow_hash.h"
 #include "support/frames.h"
 #include "support/packet_builder.h"
+#include "support/test_worker.h"
 
 namespace berth {
 namespace {
@@ -48,22 +49,11 @@ services:
 // A worker's state with its own connection table; snapshots are built against one CounterIds,
 // as the management thread keeps it across rebuilds.
 class Harness {
- public:
-  Harness()
-      : buckets_(ConnectionTable::bucketsFor(1 << 16)),
-        table_(buckets_.data(), buckets_.size(), ConntrackTimeouts{}, 0, &counters_.conntrack,
-               ConnectionHashKey{{0x9e3779b97f4a7c15, 0xbf58476d1ce4e5b9, 0x94d049bb133111eb,
-                                  0x2545f4914f6cdd1d, 0xd6e8feb86659fd93, 0xa0761d6478bd642f}}),
-        services_(CounterIds::kMaxServices),
-        backends_(CounterIds::kMaxBackends) {
-    state.counters = &counters_;
-    state.traffic = {services_.data(), backends_.data()};
-    state.conntrack = &table_;
-    state.now_ms = 1'000;
-    state.loads = &worker_loads_;
-    table_.countConnectionsIn(state.traffic);
-  }
+  // First, so that `state` below can refer to the worker's.
+  BackendLoads loads_;
+  TestWorker worker_{&loads_};
 
+ public:
   // What the management thread publishes: `active` flows on each named backend of "web" from
   // every worker, this one's included, and their total over the serving ones.
   void publishLoads(const std::map<std::string, uint32_t>& active) {
@@ -128,9 +118,9 @@ class Harness {
     std::optional<TrackedConnection> tracked;
     const std::optional<uint32_t> service = snapshot_->findService(flow);
     if (service) {
-      const Connection* entry = table_.peek(connectionKeyOf(*snapshot_, *service, flow));
+      const Connection* entry = worker_.table.peek(connectionKeyOf(*snapshot_, *service, flow));
       if (entry != nullptr) {
-        tracked = TrackedConnection{0, *entry, table_.expired(*entry, state.now_ms),
+        tracked = TrackedConnection{0, *entry, worker_.table.expired(*entry, state.now_ms),
                                     state.now_ms - entry->last_seen_ms};
       }
     }
@@ -141,29 +131,22 @@ class Harness {
   }
 
   uint64_t count(ConntrackEvent event) const {
-    return counters_.conntrack.values[static_cast<size_t>(event)].read();
+    return worker_.counters.conntrack.values[static_cast<size_t>(event)].read();
   }
 
   // The connections this worker's table holds for a backend of "web", and for the service.
   uint64_t connectionsOf(const std::string& backend) const {
-    return backends_[*ids_.findBackend("web", backend)].connections.read();
+    return worker_.backends[*ids_.findBackend("web", backend)].connections.read();
   }
   uint64_t serviceConnections() const {
-    return services_[*ids_.findService("web")].connections.read();
+    return worker_.services[*ids_.findService("web")].connections.read();
   }
 
-  WorkerState state;
+  WorkerState& state = worker_.state;
   std::string last_explanation_;
 
  private:
-  WorkerCounters counters_;
-  std::vector<ConnectionBucket> buckets_;
-  ConnectionTable table_;
-  std::vector<TrafficCounter> services_;
-  std::vector<TrafficCounter> backends_;
   CounterIds ids_;
-  BackendLoads loads_;
-  WorkerLoads worker_loads_{&loads_};
   Config config_;
   std::vector<Table> tables_;
   std::unique_ptr<const Snapshot> snapshot_;

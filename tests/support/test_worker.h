@@ -1,0 +1,45 @@
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "berth/dataplane/backend_loads.h"
+#include "berth/dataplane/conntrack.h"
+#include "berth/dataplane/counters.h"
+#include "berth/dataplane/pipeline.h"
+
+namespace berth {
+
+// One worker's state as tests drive the pipeline with it: its counters, a connection table of
+// `entries` under a fixed hash key, per-service and per-backend traffic counters, and, with
+// `shared` loads, its view of them for bounded-load services. Everything a WorkerState points
+// to lives here, so the struct stays where it was made.
+struct TestWorker {
+  explicit TestWorker(const BackendLoads* shared = nullptr, uint32_t entries = 1 << 16)
+      : buckets(ConnectionTable::bucketsFor(entries)),
+        table(buckets.data(), buckets.size(), ConntrackTimeouts{}, 0, &counters.conntrack,
+              ConnectionHashKey{{0x9e3779b97f4a7c15, 0xbf58476d1ce4e5b9, 0x94d049bb133111eb,
+                                 0x2545f4914f6cdd1d, 0xd6e8feb86659fd93, 0xa0761d6478bd642f}}),
+        services(CounterIds::kMaxServices),
+        backends(CounterIds::kMaxBackends),
+        loads(shared) {
+    state.counters = &counters;
+    state.traffic = {services.data(), backends.data()};
+    state.conntrack = &table;
+    state.now_ms = 1'000;
+    if (shared != nullptr) state.loads = &loads;
+    table.countConnectionsIn(state.traffic);
+  }
+  TestWorker(const TestWorker&) = delete;
+  TestWorker& operator=(const TestWorker&) = delete;
+
+  WorkerCounters counters;
+  std::vector<ConnectionBucket> buckets;
+  ConnectionTable table;
+  std::vector<TrafficCounter> services;
+  std::vector<TrafficCounter> backends;
+  WorkerLoads loads;
+  WorkerState state;
+};
+
+}  // namespace berth

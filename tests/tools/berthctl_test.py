@@ -213,6 +213,9 @@ class PcapAnalysis(unittest.TestCase):
         self.assertGreater(web["hashes_over_bins"]["p_value"], 0.001)
         self.assertEqual(web["hashes_over_bins"]["degrees_of_freedom"], 1023)
         self.assertTrue(web["bins_test_has_enough_flows"])
+        self.assertFalse(web["bounded_load_modelled"])
+        bounded = pool(8).replace("    backends:", "    bounded_load: 1.25\n    backends:")
+        self.assertIn("bounded_load 1.25 is not modelled", self.analyze(bounded, frames[:100]))
         text = self.analyze(pool(8), frames)
         self.assertIn("flows over backends against weights: chi-squared", text)
 

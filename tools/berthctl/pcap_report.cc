@@ -226,7 +226,16 @@ absl::StatusOr<std::string> pcapReport(const Config& config, const std::string& 
     };
     test("flows_over_backends", over_backends);
     test("hashes_over_bins", over_bins);
-    json.key("bins_test_has_enough_flows").value(bins_valid).endObject();
+    json.key("bins_test_has_enough_flows").value(bins_valid);
+    // Bounded load moves new flows by the loads of the moment, which a capture does not hold.
+    json.key("bounded_load_modelled").value(false).endObject();
+    if (service.bounded_load > 0) {
+      absl::StrAppendFormat(&out,
+                            "  bounded_load %.2f is not modelled: each flow is counted at the "
+                            "table's pick, where berthd may have sent it past a backend at its "
+                            "bound\n",
+                            service.bounded_load);
+    }
     absl::StrAppendFormat(&out,
                           "  flows over backends against weights: chi-squared %.1f, %u degrees "
                           "of freedom, p = %.4f\n"

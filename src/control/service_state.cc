@@ -21,8 +21,7 @@ absl::Status inService(const ServiceConfig& service, const absl::Status& status)
 }
 
 SlotChange availabilityChange(const Table& before, const Table& after, TableChangeCause cause) {
-  return SlotChange{after.size(), movedSlots(before, after), cause,
-                    availabilityMovement(before, after)};
+  return SlotChange{cause, availabilityMovement(before, after)};
 }
 
 }  // namespace
@@ -65,7 +64,7 @@ std::string describe(const SlotChange& change) {
                                                 : absl::StrFormat("%.2fx", ratio);
   if (m.sameSize()) {
     return absl::StrFormat("moved %u of %u slots (%.2f%%), least %.0f (%s): %s", m.moved_slots,
-                           change.table_size, 100.0 * m.moved_share, m.minimumSlots(), times,
+                           m.size_after, 100.0 * m.moved_share, m.minimumSlots(), times,
                            toString(change.cause));
   }
   return absl::StrFormat("M %u -> %u: moved %.2f%% of the hash space, least %.2f%% (%s): %s",
@@ -76,7 +75,7 @@ std::string describe(const SlotChange& change) {
 void TableChangeHistory::record(const SlotChange& change, absl::Time at) {
   slots_moved[static_cast<size_t>(change.cause)] +=
       static_cast<uint64_t>(std::llround(change.movement.movedSlotsEquivalent()));
-  last = SlotChange{change.table_size, {}, change.cause, change.movement};
+  last = change;
   last_at = at;
 }
 
@@ -133,10 +132,7 @@ std::optional<SlotChange> reloadChange(const ServiceState& before, const Service
             : only_to_or_from_zero ? TableChangeCause::kDrain
                                    : TableChangeCause::kWeight;
   }
-  return SlotChange{
-      new_table.size(),
-      movement.sameSize() ? movedSlots(old_table, new_table) : std::vector<uint32_t>(), cause,
-      movement};
+  return SlotChange{cause, movement};
 }
 
 ServiceState::ServiceState(ServiceConfig configured, ServiceConfig config,

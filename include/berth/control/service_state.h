@@ -34,20 +34,13 @@ namespace berth {
 enum class TableChangeCause : uint8_t { BERTH_TABLE_CHANGE_CAUSES(BERTH_ENUMERATOR) kCount };
 absl::string_view toString(TableChangeCause cause);
 
-// What a change to a service's table did: the slots that now name another backend, against the
+// What a change to a service's table did: how many slots now name another backend, against the
 // least that had to move (maglev/analysis.h TableMovement), and why. The control plane logs it
 // with every change, counts it per cause and shows the last one, so an operator sees how much
-// each change moved.
+// each change moved. Which slots moved, movedSlots() of the two tables says.
 struct SlotChange {
-  uint32_t table_size = 0;
-  std::vector<uint32_t> moved;  // slot numbers, ascending; empty when M changed
   TableChangeCause cause = TableChangeCause::kHealth;
   TableMovement movement;
-
-  double movedShare() const {
-    return table_size == 0 ? 0.0
-                           : static_cast<double>(moved.size()) / static_cast<double>(table_size);
-  }
 };
 
 // One service as the control plane holds it (docs/architecture.md, per-service state): its
@@ -120,7 +113,7 @@ class ServiceState {
 // space times the new M), and the last change.
 struct TableChangeHistory {
   std::array<uint64_t, static_cast<size_t>(TableChangeCause::kCount)> slots_moved{};
-  std::optional<SlotChange> last;  // its slot list left out
+  std::optional<SlotChange> last;
   absl::Time last_at;
 
   void record(const SlotChange& change, absl::Time at);

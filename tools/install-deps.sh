@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential pkg-config meson ninja-build
   dpdk dpdk-dev libdpdk-dev
-  libabsl-dev libyaml-cpp-dev libboost-math-dev libpcap-dev
+  libabsl-dev libyaml-cpp-dev libboost-math-dev libpcap-dev libnl-route-3-dev
   libgtest-dev libgmock-dev libbenchmark-dev clang clang-format
   python3 python3-scapy
   iproute2 ethtool tcpdump iputils-ping curl

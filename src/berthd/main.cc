@@ -173,6 +173,8 @@ int main(int argc, char** argv) {
       {"lcores", [&] { return control.startLcores(); }, [&] { control.stopLcores(); }},
       {"ports", [&] { return control.openPorts(); }, [&] { control.closePorts(); }},
       {"workers", [&] { return control.createWorkers(); }, [&] { control.destroyWorkers(); }},
+      {"exception path", [&] { return control.startExceptionPath(); },
+       [&] { control.stopExceptionPath(); }},
       {"services", [&] { return control.startServices(); }, [&] { control.stopServices(); }},
       {"control socket", [&] { return control.openControlSocket(); },
        [&] { control.closeControlSocket(); }},

@@ -23,6 +23,15 @@ absl::string_view toString(Forwarding forwarding) {
   return "unknown";
 }
 
+absl::string_view toString(ExceptionClass exception_class) {
+  static constexpr absl::string_view kNames[] = {BERTH_EXCEPTION_CLASSES(BERTH_ENUMERATOR_NAME)};
+  return nameIn(kNames, exception_class);
+}
+
+absl::string_view toString(ExceptionKind kind) {
+  return kind == ExceptionKind::kTap ? "tap" : "virtio-user";
+}
+
 absl::string_view toString(HealthCheckType type) {
   switch (type) {
     case HealthCheckType::kNone:

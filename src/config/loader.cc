@@ -293,12 +293,49 @@ absl::Status parseRssKey(const Fields& fields, PortConfig& port) {
   return absl::OkStatus();
 }
 
+// exception: { kind: tap | virtio-user, name: IFNAME, ipv4_prefix_length, ipv6_prefix_length,
+//              per_second: { bgp, arp_nd, icmp, other } }
+absl::StatusOr<ExceptionConfig> parseException(absl::string_view source, const std::string& path,
+                                               const YAML::Node& node) {
+  BERTH_ASSIGN_OR_RETURN(const Fields fields, Fields::read(source, path, node,
+                                                           {"kind", "name", "ipv4_prefix_length",
+                                                            "ipv6_prefix_length", "per_second"}));
+  ExceptionConfig exception;
+  BERTH_ASSIGN_OR_RETURN(const std::string kind,
+                         fields.choice("kind", {"tap", "virtio-user"}, "tap"));
+  exception.kind = kind == "tap" ? ExceptionKind::kTap : ExceptionKind::kVirtioUser;
+  BERTH_ASSIGN_OR_RETURN(exception.name, fields.requiredString("name"));
+  // IFNAMSIZ less its terminating zero; '/' and whitespace are not allowed in interface names.
+  if (exception.name.empty() || exception.name.size() > 15 || exception.name == "." ||
+      exception.name == ".." ||
+      absl::c_any_of(exception.name, [](char c) { return c == '/' || c == ':' || c <= ' '; })) {
+    return fields.site("name").error(
+        "must be a kernel interface name: 1 to 15 characters, without '/', ':' or spaces");
+  }
+  BERTH_ASSIGN_OR_RETURN(exception.ipv4_prefix_length,
+                         fields.integer("ipv4_prefix_length", 1, 32, 24));
+  BERTH_ASSIGN_OR_RETURN(exception.ipv6_prefix_length,
+                         fields.integer("ipv6_prefix_length", 1, 128, 64));
+  const YAML::Node* rates = fields.find("per_second");
+  if (rates == nullptr || rates->IsNull()) return exception;
+  BERTH_ASSIGN_OR_RETURN(const Fields rate_fields,
+                         Fields::read(source, fields.pathOf("per_second"), *rates,
+                                      {BERTH_EXCEPTION_CLASSES(BERTH_ENUMERATOR_NAME)}));
+  for (size_t i = 0; i < kExceptionClassCount; ++i) {
+    const absl::string_view name = toString(static_cast<ExceptionClass>(i));
+    BERTH_ASSIGN_OR_RETURN(exception.per_second[i],
+                           rate_fields.integer(name, 1, 10'000'000, exception.per_second[i]));
+  }
+  return exception;
+}
+
 absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string& path,
                                      const YAML::Node& node) {
-  BERTH_ASSIGN_OR_RETURN(const Fields fields,
-                         Fields::read(source, path, node,
-                                      {"name", "device", "ipv4", "ipv6", "gateway", "gateway_mac",
-                                       "mtu", "queues", "rss_key", "learn_announcements"}));
+  BERTH_ASSIGN_OR_RETURN(
+      const Fields fields,
+      Fields::read(source, path, node,
+                   {"name", "device", "ipv4", "ipv6", "gateway", "gateway_mac", "mtu", "queues",
+                    "rss_key", "learn_announcements", "exception"}));
   PortConfig port;
   port.line.number = fields.self().line();
   BERTH_ASSIGN_OR_RETURN(port.name, fields.requiredString("name"));
@@ -329,6 +366,11 @@ absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string
   // RTE_MAX_QUEUES_PER_PORT in DPDK's default build.
   BERTH_ASSIGN_OR_RETURN(port.queues, fields.integer("queues", 1, 1024, 0));
   BERTH_RETURN_IF_ERROR(parseRssKey(fields, port));
+  if (const YAML::Node* exception = fields.find("exception");
+      exception != nullptr && !exception->IsNull()) {
+    BERTH_ASSIGN_OR_RETURN(port.exception,
+                           parseException(source, fields.pathOf("exception"), *exception));
+  }
   return port;
 }
 
@@ -416,6 +458,7 @@ absl::StatusOr<DataplaneConfig> parseDataplane(absl::string_view source, const Y
   if (!ports->IsSequence()) return fields.site("ports").error("expected a list of ports");
   absl::flat_hash_set<std::string> names;
   absl::flat_hash_set<std::string> devices;
+  absl::flat_hash_set<std::string> interfaces;
   for (size_t i = 0; i < ports->size(); ++i) {
     const std::string path = absl::StrCat("dataplane.ports[", i, "]");
     const YAML::Node port_node = (*ports)[i];
@@ -426,6 +469,10 @@ absl::StatusOr<DataplaneConfig> parseDataplane(absl::string_view source, const Y
     }
     if (!devices.insert(port.device).second) {
       return site.error(absl::StrCat("device '", port.device, "' is already another port"));
+    }
+    if (port.exception && !interfaces.insert(port.exception->name).second) {
+      return site.error(absl::StrCat("exception interface '", port.exception->name,
+                                     "' is already another port's"));
     }
     dataplane.ports.push_back(std::move(port));
   }
@@ -566,6 +613,9 @@ absl::StatusOr<Config> parseConfig(absl::string_view yaml_text, absl::string_vie
     }
     if (const YAML::Node* bgp = fields.find("bgp"); bgp != nullptr) {
       BERTH_ASSIGN_OR_RETURN(config.bgp, parseBgp(source_name, *bgp, config.dataplane));
+      for (const BgpNeighbor& neighbor : config.bgp->neighbors) {
+        config.dataplane.bgp_peers.push_back(neighbor.address);
+      }
     }
     const YAML::Node* services = fields.find("services");
     if (services == nullptr) return fields.self().error("missing required key 'services'");

@@ -176,6 +176,8 @@ absl::Status ControlPlane::createWorkers() {
     setup.stop = &workers_stop_;
     setup.conntrack = config_.dataplane.conntrack;
     setup.backend_loads = backend_loads_.get();
+    setup.exception_path = absl::c_any_of(
+        config_.dataplane.ports, [](const PortConfig& port) { return port.exception.has_value(); });
     // Worker w serves queue w of every port that has that many.
     for (uint32_t p = 0; p < ports_.size(); ++p) {
       if (w >= ports_[p].queues) continue;
@@ -190,6 +192,28 @@ absl::Status ControlPlane::createWorkers() {
 // The requests workers never sent are mbufs of the ports' pools, so this comes before
 // closePorts() (the start-up table's reverse order).
 void ControlPlane::destroyWorkers() { workers_.clear(); }
+
+absl::Status ControlPlane::startExceptionPath() {
+  std::vector<ExceptionPath::Port> ports;
+  for (uint32_t p = 0; p < ports_.size(); ++p) {
+    const PortConfig& config = config_.dataplane.ports[p];
+    if (!config.exception) continue;
+    // Worker 0 serves queue 0 of every port: it sends the kernel's frames.
+    ports.push_back({p, config, ports_[p].mac, ports_[p].pool, workers_.front().get()});
+  }
+  if (ports.empty()) return absl::OkStatus();
+  std::vector<Worker*> workers;
+  for (const WorkerPtr& worker : workers_) workers.push_back(worker.get());
+  BERTH_ASSIGN_OR_RETURN(exception_path_, ExceptionPath::create(std::move(ports), workers));
+  exception_path_->start();
+  for (const std::string& interface : exception_path_->describe()) {
+    logLine(absl::StrCat("exception path: kernel interface ", interface));
+  }
+  return absl::OkStatus();
+}
+
+// Before the workers are destroyed: the thread drains their rings.
+void ControlPlane::stopExceptionPath() { exception_path_.reset(); }
 
 absl::Status ControlPlane::startServices() {
   absl::StatusOr<std::unique_ptr<HealthMonitor>> monitor =
@@ -565,6 +589,9 @@ std::vector<std::pair<std::string, uint64_t>> ControlPlane::summedCounters() con
   std::vector<std::pair<std::string, uint64_t>> sums = sumCounters(counters);
   for (auto& sum : neighbors_.sums()) sums.push_back(std::move(sum));
   sums.emplace_back("neighbor_log_lines_held_back", neighbor_log_.heldBack());
+  if (exception_path_) {
+    for (auto& sum : exception_path_->counters()) sums.push_back(std::move(sum));
+  }
   return sums;
 }
 

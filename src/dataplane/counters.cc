@@ -51,6 +51,10 @@ std::vector<std::pair<std::string, uint64_t>> sumCounters(
     sum(absl::StrCat("neighbor_refused_", toString(static_cast<NeighborRefusal>(i))),
         [i](const WorkerCounters& w) -> const Counter& { return w.neighbor_refusals[i]; });
   }
+  for (size_t i = 0; i < kExceptionClassCount; ++i) {
+    sum(absl::StrCat("to_kernel_", toString(static_cast<ExceptionClass>(i))),
+        [i](const WorkerCounters& w) -> const Counter& { return w.to_kernel[i]; });
+  }
   return totals;
 }
 

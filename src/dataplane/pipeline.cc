@@ -81,8 +81,29 @@ void judgeNeighborClaim(const SnapshotPort& port, const Frame& frame,
   }
 }
 
+// Whether `packet` is addressed to the port itself, not to a VIP: one of its addresses, or an
+// IPv6 link-local one (the kernel interface's own, fe80::/10).
+bool toPortAddress(const SnapshotPort& port, const ParsedPacket& packet) {
+  const std::array<uint8_t, 16>& destination = packet.flow.destination;
+  if (packet.flow.family == IpFamily::kIpv4) {
+    return port.ipv4 && port.ipv4->bytes == destination;
+  }
+  if (destination[0] == 0xfe && (destination[1] & 0xc0) == 0x80) return true;
+  return port.ipv6 && port.ipv6->bytes == destination;
+}
+
+// A frame that is not berth's: the kernel's, where the port has an interface for it, else
+// dropped for `reason`.
+Verdict notOurs(const SnapshotPort& port, const Frame& frame, const ParsedPacket& packet,
+                WorkerState& worker, DropReason reason) {
+  if (port.to_kernel) return toKernel(classifyForKernel(port, frame, packet));
+  worker.counters->count(reason);
+  return Verdict::kDrop;
+}
+
 // ARP and ND: judge what a frame claims about a next hop, answer questions for an address berth
-// holds on this port, and drop the rest. Rare next to data packets.
+// holds on this port, and hand the rest to the kernel interface (to this port's MAC or to all),
+// or drop it. Rare next to data packets.
 Verdict handleNeighborFrame(const Snapshot& snapshot, uint32_t port_index, Frame& frame,
                             const ParsedPacket& packet, WorkerState& worker) {
   const SnapshotPort& port = snapshot.port(port_index);
@@ -97,6 +118,10 @@ Verdict handleNeighborFrame(const Snapshot& snapshot, uint32_t port_index, Frame
       return Verdict::kTransmit;
     }
   }
+  // The kernel resolves its own neighbours (BGP's router) from the replies and announcements;
+  // berth answers the questions for the port's addresses itself (docs/exception-path.md).
+  const bool to_port = sameMac(frame.data, port.mac) || (frame.data[0] & 1) != 0;
+  if (port.to_kernel && to_port) return toKernel(ExceptionClass::kNeighbor);
   worker.counters->count(DropReason::kNeighborNotAnswered);
   return Verdict::kDrop;
 }
@@ -107,6 +132,27 @@ Verdict drop(WorkerState& worker, DropReason reason) {
 }
 
 }  // namespace
+
+ExceptionClass classifyForKernel(const SnapshotPort& port, const Frame& frame,
+                                 const ParsedPacket& packet) {
+  if (packet.type == FrameType::kArp) return ExceptionClass::kNeighbor;
+  if (packet.type != FrameType::kIp) return ExceptionClass::kOther;
+  if (isNeighborDiscovery(frame, packet)) return ExceptionClass::kNeighbor;
+  const uint8_t protocol = packet.flow.protocol;
+  if (packet.icmp_error || protocol == kProtocolIcmp || protocol == kProtocolIcmpv6) {
+    return ExceptionClass::kIcmp;
+  }
+  constexpr uint16_t kBgpPort = (179 >> 8) | ((179 & 0xff) << 8);  // network byte order
+  if (protocol == kProtocolTcp && !packet.later_fragment &&
+      (packet.flow.source_port == kBgpPort || packet.flow.destination_port == kBgpPort)) {
+    for (const IpAddress& peer : port.bgp_peers) {
+      if (peer.family == packet.flow.family && peer.bytes == packet.flow.source) {
+        return ExceptionClass::kBgp;
+      }
+    }
+  }
+  return ExceptionClass::kOther;
+}
 
 namespace {
 
@@ -140,23 +186,26 @@ bool classify(const Snapshot& snapshot, uint32_t port_index, Frame& frame, Worke
     verdict = handleNeighborFrame(snapshot, port_index, frame, packet, worker);
     return false;
   }
-  if (packet.type != FrameType::kIp) {
-    drop(worker, DropReason::kOtherEtherType);
-    return false;
-  }
-
   const SnapshotPort& port = snapshot.port(port_index);
   // A promiscuous port, or one on a bridge, also sees unicast frames meant for other hosts. ND
-  // goes to multicast groups, so it is let through to be judged by its contents.
+  // goes to multicast groups, so it is let through to be judged by its contents; other multicast
+  // and broadcast is the kernel interface's, where the port has one.
   const bool to_our_mac = sameMac(frame.data, port.mac);
   const bool to_multicast = (frame.data[0] & 1) != 0;
+  if (packet.type != FrameType::kIp) {
+    verdict = to_our_mac || to_multicast
+                  ? notOurs(port, frame, packet, worker, DropReason::kOtherEtherType)
+                  : drop(worker, DropReason::kOtherEtherType);
+    return false;
+  }
   if (packet.flow.family == IpFamily::kIpv6 && (to_our_mac || to_multicast) &&
       isNeighborDiscovery(frame, packet)) {
     verdict = handleNeighborFrame(snapshot, port_index, frame, packet, worker);
     return false;
   }
   if (!to_our_mac) {
-    drop(worker, DropReason::kNotForUs);
+    verdict = to_multicast ? notOurs(port, frame, packet, worker, DropReason::kNotForUs)
+                           : drop(worker, DropReason::kNotForUs);
     return false;
   }
 
@@ -166,16 +215,16 @@ bool classify(const Snapshot& snapshot, uint32_t port_index, Frame& frame, Worke
     // without them. RSS spreads a datagram's fragments over cores by their 3-tuple at best, so
     // there is no per-core place to wait for the first fragment's ports (DPVS drops these too).
     service_index = snapshot.findFragmentService(packet.flow);
-    if (!service_index) {
-      drop(worker, DropReason::kLaterFragment);
-      return false;
-    }
   } else {
     service_index = snapshot.findService(packet.flow);
-    if (!service_index) {
-      drop(worker, DropReason::kNoService);
-      return false;
-    }
+  }
+  if (!service_index) {
+    // Not a VIP's: traffic to the port's own address is the kernel's (BGP, SSH, ping).
+    const DropReason reason =
+        packet.later_fragment ? DropReason::kLaterFragment : DropReason::kNoService;
+    verdict = toPortAddress(port, packet) ? notOurs(port, frame, packet, worker, reason)
+                                          : drop(worker, reason);
+    return false;
   }
   out.service = &snapshot.service(*service_index);
   out.hash = flowHash(packet.flow, out.service->hash_fields, out.service->hash_seed);

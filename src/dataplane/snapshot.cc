@@ -143,6 +143,8 @@ class SnapshotBuilder {
       view.ipv6 = port.ipv6;
       view.mtu = port.mtu;
       view.learn_announcements = port.learn_announcements;
+      view.to_kernel = port.exception.has_value();
+      if (view.to_kernel) view.bgp_peers = dataplane_.bgp_peers;
       if (port.ipv4) view.answered.push_back(*port.ipv4);
       if (port.ipv6) view.answered.push_back(*port.ipv6);
       snapshot_->ports_.push_back(std::move(view));

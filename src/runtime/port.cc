@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "berth/runtime/worker.h"
 #include "berth/util/random_bytes.h"
 
 namespace berth {
@@ -186,8 +187,12 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
       uint32_t{config.mtu} + RTE_ETHER_HDR_LEN + kLongestVlanHeader + RTE_ETHER_CRC_LEN;
   const auto data_room = static_cast<uint16_t>(
       std::max<uint32_t>(RTE_MBUF_DEFAULT_DATAROOM, frame_room) + RTE_PKTMBUF_HEADROOM);
+  // With a kernel interface, also what the exception path's queues may hold: each worker's, per
+  // class, towards the kernel, and the kernel's frames on their way out.
+  const unsigned exception_frames =
+      config.exception ? (workers * unsigned{kExceptionClassCount} + 1u) * kKernelQueueSize : 0u;
   const unsigned mbufs = port.queues * (rx_descriptors + tx_descriptors + 2u * 32) +
-                         (workers + 1u) * kMempoolCache + 1024;
+                         (workers + 1u) * kMempoolCache + 1024 + exception_frames;
   const std::string pool_name = absl::StrCat("berth_pool_", port.port_id);
   port.pool =
       rte_pktmbuf_pool_create(pool_name.c_str(), mbufs, kMempoolCache, 0, data_room, socket);

@@ -24,8 +24,10 @@ namespace berth {
 namespace {
 
 // Control frames (ARP/ND requests) and connection-table questions are rare; look for them once
-// every this many loops.
+// every this many loops. The kernel's frames (a BGP session, SSH) want less delay: an empty
+// ring costs one read of its producer's index.
 constexpr uint32_t kControlCheckMask = 1023;
+constexpr uint32_t kKernelCheckMask = 63;
 constexpr unsigned kControlRingSize = 256;
 // A huge page: without hugepages (--no-huge), the connection table asks for transparent ones.
 constexpr size_t kHugePage = size_t{2} << 20;
@@ -85,6 +87,24 @@ absl::StatusOr<WorkerPtr> Worker::create(const WorkerSetup& setup) {
   if (w.control_frames_ == nullptr) {
     return absl::ResourceExhaustedError(
         absl::StrCat("workers: control ring: ", rte_strerror(rte_errno)));
+  }
+  if (setup.exception_path) {
+    for (size_t c = 0; c < kExceptionClassCount; ++c) {
+      const std::string name = absl::StrCat(ring_name, "_to_kernel_", c);
+      w.to_kernel_[c] =
+          rte_ring_create(name.c_str(), kKernelQueueSize, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
+      if (w.to_kernel_[c] == nullptr) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("workers: kernel queue: ", rte_strerror(rte_errno)));
+      }
+    }
+    const std::string name = absl::StrCat(ring_name, "_from_kernel");
+    w.from_kernel_ =
+        rte_ring_create(name.c_str(), kKernelQueueSize, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    if (w.from_kernel_ == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("workers: kernel queue: ", rte_strerror(rte_errno)));
+    }
   }
   for (const WorkerSetup::Queue& queue : setup.queues) {
     auto* buffer = static_cast<rte_eth_dev_tx_buffer*>(
@@ -165,6 +185,19 @@ void Worker::release() {
   }
   rte_ring_free(control_frames_);
   control_frames_ = nullptr;
+  for (rte_ring*& ring : to_kernel_) {
+    while (ring != nullptr && rte_ring_sc_dequeue(ring, reinterpret_cast<void**>(&mbuf)) == 0) {
+      rte_pktmbuf_free(mbuf);
+    }
+    rte_ring_free(ring);
+    ring = nullptr;
+  }
+  while (from_kernel_ != nullptr &&
+         rte_ring_sc_dequeue(from_kernel_, reinterpret_cast<void**>(&mbuf)) == 0) {
+    rte_pktmbuf_free(mbuf);
+  }
+  rte_ring_free(from_kernel_);
+  from_kernel_ = nullptr;
   for (WorkerQueue& queue : queues_) rte_free(queue.tx_buffer);
   queues_.clear();
   connections_.reset();
@@ -218,6 +251,8 @@ void Worker::processBurst(const Snapshot& snapshot, WorkerQueue& queue, rte_mbuf
       counters.tx_packets.add(1);
       counters.tx_bytes.add(frames[i].length);
       rte_eth_tx_buffer(queue.port_id, queue.queue, queue.tx_buffer, mbuf);
+    } else if (goesToKernel(verdicts[i])) {
+      queueForKernel(mbuf, exceptionClassOf(verdicts[i]), queue.port_index, dropped, drop_count);
     } else {
       dropped[drop_count++] = mbuf;
     }
@@ -225,6 +260,19 @@ void Worker::processBurst(const Snapshot& snapshot, WorkerQueue& queue, rte_mbuf
   counters.rx_packets.add(count);
   counters.rx_bytes.add(rx_bytes);
   if (drop_count > 0) rte_pktmbuf_free_bulk(dropped, drop_count);
+}
+
+void Worker::queueForKernel(rte_mbuf* mbuf, ExceptionClass exception_class, uint32_t port_index,
+                            rte_mbuf** dropped, uint16_t& drop_count) {
+  rte_ring* ring = to_kernel_[static_cast<size_t>(exception_class)];
+  // The exception path knows ports by their index, as the snapshot does.
+  mbuf->port = static_cast<uint16_t>(port_index);
+  if (ring != nullptr && rte_ring_sp_enqueue(ring, mbuf) == 0) {
+    counters.to_kernel[static_cast<size_t>(exception_class)].add(1);
+  } else {
+    counters.count(DropReason::kKernelQueueFull);
+    dropped[drop_count++] = mbuf;
+  }
 }
 
 void Worker::refreshLinks() {
@@ -247,10 +295,10 @@ void Worker::flush() {
   }
 }
 
-void Worker::sendControlFrames() {
+void Worker::sendQueuedFrames(rte_ring* ring) {
   rte_mbuf* frames[kBurstSize];
-  const unsigned count = rte_ring_sc_dequeue_burst(
-      control_frames_, reinterpret_cast<void**>(frames), kBurstSize, nullptr);
+  const unsigned count =
+      rte_ring_sc_dequeue_burst(ring, reinterpret_cast<void**>(frames), kBurstSize, nullptr);
   for (unsigned i = 0; i < count; ++i) {
     WorkerQueue* out = nullptr;
     for (WorkerQueue& queue : queues_) {
@@ -311,8 +359,12 @@ void Worker::run() {
       flush();
       last_drain = now;
     }
-    if ((++iteration & kControlCheckMask) == 0) {
-      if (control_frames_ != nullptr) sendControlFrames();
+    ++iteration;
+    if ((iteration & kKernelCheckMask) == 0 && from_kernel_ != nullptr) {
+      sendQueuedFrames(from_kernel_);
+    }
+    if ((iteration & kControlCheckMask) == 0) {
+      if (control_frames_ != nullptr) sendQueuedFrames(control_frames_);
       answerConntrackQuery();
     }
     if (connections_) connections_->sweep(state.now_ms);

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 #include "berth/net/flow_hash.h"
 #include "berth/net/ip_address.h"
 #include "berth/net/mac_address.h"
+#include "berth/util/named_enum.h"
 
 namespace berth {
 
@@ -47,6 +49,42 @@ enum class RssKeyKind : uint8_t {
   kFixed,      // given in the config
 };
 
+// The classes of a port's traffic that go to its kernel interface, each with its own rate and
+// queue, so that a flood of one cannot starve another (docs/exception-path.md): BGP (TCP port
+// 179 to or from a configured BGP neighbour), ARP and neighbour discovery, ICMP, and the rest.
+#define BERTH_EXCEPTION_CLASSES(X) \
+  X(kBgp, "bgp")                   \
+  X(kNeighbor, "arp_nd")           \
+  X(kIcmp, "icmp")                 \
+  X(kOther, "other")
+
+enum class ExceptionClass : uint8_t { BERTH_EXCEPTION_CLASSES(BERTH_ENUMERATOR) kCount };
+inline constexpr size_t kExceptionClassCount = static_cast<size_t>(ExceptionClass::kCount);
+absl::string_view toString(ExceptionClass exception_class);
+
+// How the kernel interface is made: a tap device (/dev/net/tun), or DPDK's virtio-user port
+// over vhost-net, which moves frames through shared rings instead of a read and a write each.
+enum class ExceptionKind : uint8_t { kTap, kVirtioUser };
+absl::string_view toString(ExceptionKind kind);
+
+// A port's kernel interface (docs/exception-path.md): what arrives on the port that is not
+// berth's own traffic (not a VIP's, not an ARP or ND question berth answers) goes to it, and what
+// the kernel sends on it leaves through the port. berthd makes it at start with the port's MAC,
+// MTU and addresses, and it goes away when berthd stops.
+struct ExceptionConfig {
+  ExceptionKind kind = ExceptionKind::kTap;
+  std::string name;  // the kernel interface's name: 1 to 15 bytes
+  // The port's addresses on the interface, with these prefix lengths: the kernel's on-link route
+  // to peers such as the BGP router.
+  uint8_t ipv4_prefix_length = 24;
+  uint8_t ipv6_prefix_length = 64;
+  // Frames a second each class may bring to the kernel (a burst of a tenth of a second, at least
+  // 16 frames, passes at once), indexed by ExceptionClass.
+  std::array<uint32_t, kExceptionClassCount> per_second = {2'000, 1'000, 1'000, 10'000};
+
+  friend bool operator==(const ExceptionConfig&, const ExceptionConfig&) = default;
+};
+
 struct PortConfig {
   std::string name;
   // A PCI address ("0000:3b:00.0") or a vdev string ("net_pcap0,rx_pcap=in.pcap,...").
@@ -68,6 +106,8 @@ struct PortConfig {
   // Whether a gratuitous ARP or an unsolicited neighbour advertisement may change a next hop's
   // MAC here. Off, only replies to berth's own requests do (docs/neighbors.md).
   bool learn_announcements = false;
+  // The port's kernel interface; none: frames that are not berth's are counted and dropped.
+  std::optional<ExceptionConfig> exception;
   SourceLine line;
 
   friend bool operator==(const PortConfig&, const PortConfig&) = default;
@@ -116,6 +156,9 @@ struct DataplaneConfig {
   ConntrackConfig conntrack;
   IcmpConfig icmp;
   NeighborConfig neighbors;
+  // The BGP neighbours' addresses (bgp.neighbors, copied by the loader): TCP port 179 from
+  // them is the bgp class of the exception path. Applies on reload.
+  std::vector<IpAddress> bgp_peers;
 
   friend bool operator==(const DataplaneConfig&, const DataplaneConfig&) = default;
 };

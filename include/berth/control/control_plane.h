@@ -31,6 +31,7 @@
 #include "berth/dataplane/snapshot.h"
 #include "berth/dataplane/stall_watch.h"
 #include "berth/health/monitor.h"
+#include "berth/runtime/exception_path.h"
 #include "berth/runtime/port.h"
 #include "berth/runtime/publisher.h"
 #include "berth/runtime/worker.h"
@@ -85,6 +86,8 @@ class ControlPlane {
   //   lcores:  the worker lcores and the RCU publisher
   //   ports:   every configured port, started
   //   workers: one per worker lcore, on its socket (Worker::create)
+  //   exception path: the ports' kernel interfaces made, and the thread between them and the
+  //            workers started (runtime/exception_path.h); nothing without an `exception` port
   //   services: the health monitor, every service's state, and the first snapshot published
   //   control sockets (the full and the read-only one), metrics (when configured), telemetry
   //   launch:  every worker running its loop
@@ -95,6 +98,8 @@ class ControlPlane {
   void closePorts();
   absl::Status createWorkers();
   void destroyWorkers();
+  absl::Status startExceptionPath();
+  void stopExceptionPath();
   absl::Status startServices();
   void stopServices();
   absl::Status openControlSocket();
@@ -291,7 +296,8 @@ class ControlPlane {
   // Once a stop is asked for with BGP announcements: routes withdrawn, still forwarding until
   // the withdrawal has had time to reach the routers.
   std::optional<StopWithdrawal> stop_withdrawal_;
-  std::vector<WorkerPtr> workers_;  // each in memory on its lcore's socket
+  std::vector<WorkerPtr> workers_;                 // each in memory on its lcore's socket
+  std::unique_ptr<ExceptionPath> exception_path_;  // when a port has a kernel interface
   uint64_t generation_ = 0;
   uint64_t published_token_ = 0;  // the RCU token of the latest publish
   // Publishes not yet in force on every worker, to be reported when they are.

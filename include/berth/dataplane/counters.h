@@ -10,6 +10,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "berth/config/config.h"
 #include "berth/net/packet_parser.h"
 #include "berth/util/named_enum.h"
 
@@ -18,22 +19,23 @@ namespace berth {
 // Every reason the pipeline drops a frame that parsed, each with its counter's name. (Parse
 // failures have their own list, BERTH_PARSE_ERRORS.) Katran and VPP's lb plugin count every drop
 // this way and never log one.
-#define BERTH_DROP_REASONS(X)                                                                     \
-  X(kOtherEtherType, "other_ethertype") /* neither IP nor ARP */                                  \
-  X(kNotForUs, "not_for_us")            /* another MAC, or an address berth does not own */       \
-  X(kNoService, "no_service")           /* no service at (VIP, port, protocol) */                 \
-  X(kNoBackend, "no_backend")           /* the service's table has no backend there */            \
-  X(kLaterFragment, "later_fragment")   /* no ports, and the service hashes 5-tuples */           \
-  X(kTooBigFragmentable, "too_big_fragmentable") /* over the MTU, DF clear: not fragmented */     \
-  X(kTooBigNoReply, "too_big_no_reply") /* over the MTU, and no room for the ICMP reply */        \
-  X(kTooBigNotAnswerable, "too_big_not_answerable") /* over the MTU; no ICMP error may answer */  \
-  X(kTooBigRateLimited, "too_big_rate_limited")     /* over the MTU; past the ICMP reply limit */ \
-  X(kNoHeadroom, "no_headroom")                  /* no room in the mbuf for the outer headers */  \
-  X(kNextHopUnresolved, "next_hop_unresolved")   /* gateway or backend MAC not known yet */       \
-  X(kNeighborNotAnswered, "arp_nd_not_answered") /* ARP or ND that asks nothing of berth */       \
-  X(kTxRingFull, "tx_ring_full")                 /* the NIC's TX queue refused the burst */       \
-  X(kMultiSegment, "multi_segment")              /* a chained mbuf; berth's pools never chain */  \
-  X(kPortDown, "port_down")                      /* its memif port was down or still connecting */
+#define BERTH_DROP_REASONS(X)                                                                      \
+  X(kOtherEtherType, "other_ethertype") /* neither IP nor ARP */                                   \
+  X(kNotForUs, "not_for_us")            /* another MAC, or an address berth does not own */        \
+  X(kNoService, "no_service")           /* no service at (VIP, port, protocol) */                  \
+  X(kNoBackend, "no_backend")           /* the service's table has no backend there */             \
+  X(kLaterFragment, "later_fragment")   /* no ports, and the service hashes 5-tuples */            \
+  X(kTooBigFragmentable, "too_big_fragmentable") /* over the MTU, DF clear: not fragmented */      \
+  X(kTooBigNoReply, "too_big_no_reply") /* over the MTU, and no room for the ICMP reply */         \
+  X(kTooBigNotAnswerable, "too_big_not_answerable") /* over the MTU; no ICMP error may answer */   \
+  X(kTooBigRateLimited, "too_big_rate_limited")     /* over the MTU; past the ICMP reply limit */  \
+  X(kNoHeadroom, "no_headroom")                  /* no room in the mbuf for the outer headers */   \
+  X(kNextHopUnresolved, "next_hop_unresolved")   /* gateway or backend MAC not known yet */        \
+  X(kNeighborNotAnswered, "arp_nd_not_answered") /* ARP or ND that asks nothing of berth */        \
+  X(kTxRingFull, "tx_ring_full")                 /* the NIC's TX queue refused the burst */        \
+  X(kMultiSegment, "multi_segment")              /* a chained mbuf; berth's pools never chain */   \
+  X(kPortDown, "port_down")                      /* its memif port was down or still connecting */ \
+  X(kKernelQueueFull, "kernel_queue_full") /* for the kernel interface; its class's queue full */
 
 enum class DropReason : uint8_t { BERTH_DROP_REASONS(BERTH_ENUMERATOR) kCount };
 inline constexpr size_t kDropReasonCount = static_cast<size_t>(DropReason::kCount);
@@ -107,6 +109,8 @@ struct alignas(64) WorkerCounters {
   std::array<Counter, kDropReasonCount> drops;
   ConntrackCounters conntrack;
   std::array<Counter, kNeighborRefusalCount> neighbor_refusals;
+  // Frames queued for the port's kernel interface, per ExceptionClass (docs/exception-path.md).
+  std::array<Counter, kExceptionClassCount> to_kernel;
 
   void count(ParseError error) { parse_errors[static_cast<size_t>(error)].add(1); }
   void count(DropReason reason) { drops[static_cast<size_t>(reason)].add(1); }
@@ -134,8 +138,9 @@ struct TrafficCounters {
 };
 
 // The sum over workers, as the management thread reports it: (name, value) in a fixed order,
-// "rx_packets" ... then "parse_<error>", "drop_<reason>", "conntrack_<event>" and
-// "neighbor_refused_<refusal>" for every error, reason, event and refusal.
+// "rx_packets" ... then "parse_<error>", "drop_<reason>", "conntrack_<event>",
+// "neighbor_refused_<refusal>" and "to_kernel_<class>" for every error, reason, event, refusal
+// and exception class.
 std::vector<std::pair<std::string, uint64_t>> sumCounters(
     absl::Span<const WorkerCounters* const> workers);
 

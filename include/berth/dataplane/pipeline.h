@@ -12,7 +12,8 @@
 namespace berth {
 
 // What happens to one received frame: parse, service lookup, the connection table or the Maglev
-// pick, forwarding-mode rewrite; or an ARP/ND answer; or a drop with its named counter.
+// pick, forwarding-mode rewrite; or an ARP/ND answer; or, on a port with a kernel interface, the
+// kernel's (docs/exception-path.md); or a drop with its named counter.
 //
 // With a connection table, a tracked flow goes to the backend it went to before, whatever the
 // Maglev table now says, while that backend is in the snapshot, healthy, and not drained (or
@@ -26,7 +27,24 @@ namespace berth {
 enum class Verdict : uint8_t {
   kDrop,      // counted under its reason; free the buffer
   kTransmit,  // the frame was rewritten in place: send it out of the port it came in on
+  // Not berth's, on a port with a kernel interface: hand it, unchanged, to the exception path.
+  // kToKernel + ExceptionClass: one verdict per class (toKernel(), exceptionClassOf()).
+  kToKernel,
 };
+inline constexpr Verdict toKernel(ExceptionClass exception_class) {
+  return static_cast<Verdict>(static_cast<uint8_t>(Verdict::kToKernel) +
+                              static_cast<uint8_t>(exception_class));
+}
+inline constexpr bool goesToKernel(Verdict verdict) { return verdict >= Verdict::kToKernel; }
+inline constexpr ExceptionClass exceptionClassOf(Verdict verdict) {
+  return static_cast<ExceptionClass>(static_cast<uint8_t>(verdict) -
+                                     static_cast<uint8_t>(Verdict::kToKernel));
+}
+
+// The class a frame for the port's kernel interface is policed in (config.h, ExceptionClass):
+// ARP and ND; any ICMP; TCP to or from port 179 of one of the port's BGP peers; the rest.
+ExceptionClass classifyForKernel(const SnapshotPort& port, const Frame& frame,
+                                 const ParsedPacket& packet);
 
 // What one worker brings to the pipeline: its counters, and its connection table with the time
 // the table ages connections by. What ARP and ND frames claim about next hops goes to their

@@ -66,6 +66,11 @@ struct SnapshotPort {
   absl::flat_hash_map<IpAddress, ResolvingNextHop> resolving;
   // Whether a gratuitous ARP or unsolicited advertisement may change a next hop's MAC here.
   bool learn_announcements = false;
+  // Whether the port has a kernel interface (docs/exception-path.md): frames that are not
+  // berth's go there, each in its ExceptionClass, instead of being dropped.
+  bool to_kernel = false;
+  // The BGP neighbours, whose TCP port 179 traffic is the bgp class.
+  std::vector<IpAddress> bgp_peers;
 };
 
 // A backend in one service, with where to send its packets from each port.

@@ -5,6 +5,7 @@
 #include <rte_rcu_qsbr.h>
 #include <rte_ring.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -81,7 +82,15 @@ struct WorkerSetup {
   // table's pick.
   const BackendLoads* backend_loads = nullptr;
   uint64_t tx_drain_us = kTxDrainMicroseconds;
+  // Whether a port it serves has a kernel interface: the worker then has a queue per
+  // ExceptionClass towards the exception path and one back from it (runtime/exception_path.h).
+  bool exception_path = false;
 };
+
+// Frames one worker may hold for the exception path, per class; and frames from the kernel
+// waiting for a worker to send them. Each port's mempool has room for them
+// (runtime/port.h, openPort).
+inline constexpr unsigned kKernelQueueSize = 256;
 
 class Worker;
 // Frees a worker made by Worker::create() and everything it allocated, the mbufs still waiting
@@ -109,6 +118,14 @@ class alignas(64) Worker final {
   bool queueControlFrame(rte_mbuf* mbuf);
   // Frames queued by queueControlFrame() that the worker has not taken yet.
   unsigned controlFramesWaiting() const;
+  // The exception path's side of the worker's queues (runtime/exception_path.h), null without
+  // one: the frames for the kernel in one class (the exception path's thread alone dequeues),
+  // and the kernel's frames for the worker to send from the port whose index is mbuf->port (that
+  // thread alone enqueues).
+  rte_ring* toKernelQueue(ExceptionClass exception_class) const {
+    return to_kernel_[static_cast<size_t>(exception_class)];
+  }
+  rte_ring* fromKernelQueue() const { return from_kernel_; }
 
   // Results: written by this worker only, read relaxed by the management thread.
   WorkerCounters counters;
@@ -140,9 +157,13 @@ class alignas(64) Worker final {
   friend struct WorkerDeleter;
   Worker() = default;
 
-  // Sends what the management thread queued on control_frames_ (port_down where the port's
-  // link this loop found down).
-  void sendControlFrames();
+  // Sends what the management thread queued on control_frames_, or what the exception path
+  // queued on from_kernel_ (port_down where the port's link this loop found down).
+  void sendQueuedFrames(rte_ring* ring);
+  // Queues a frame of `port_index` for the exception path in its class's queue, or, when that is
+  // full (or there is none), counts it as kernel_queue_full and adds it to `dropped`.
+  void queueForKernel(rte_mbuf* mbuf, ExceptionClass exception_class, uint32_t port_index,
+                      rte_mbuf** dropped, uint16_t& drop_count);
   // Answers the management thread's connection-table question, if there is a new one.
   void answerConntrackQuery();
   // Frees what create() allocated; safe on a partly made worker.
@@ -156,6 +177,8 @@ class alignas(64) Worker final {
   const std::atomic<bool>* stop_ = nullptr;
   std::vector<WorkerQueue> queues_;
   rte_ring* control_frames_ = nullptr;  // from the management thread: ARP/ND requests to send
+  std::array<rte_ring*, kExceptionClassCount> to_kernel_{};  // to the exception path
+  rte_ring* from_kernel_ = nullptr;                          // from it: the kernel's frames
   uint64_t tx_drain_cycles_ = 0;
   uint64_t tsc_per_ms_ = 1;  // for the connection table's millisecond clock
   std::optional<ConnectionTable> connections_;

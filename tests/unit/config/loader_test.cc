@@ -319,6 +319,27 @@ INSTANTIATE_TEST_SUITE_P(
                   "learn_announcements: yes }\nservices: []\n",
                   "bad.yaml:3:78: dataplane.ports[0].learn_announcements",
                   "must be true or false, got 'yes'"},
+        BadConfig{"an exception interface of another kind",
+                  "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+                  "exception: { kind: kni, name: b0 } }\nservices: []\n",
+                  "bad.yaml:3:76: dataplane.ports[0].exception.kind",
+                  "must be one of tap, virtio-user, got 'kni'"},
+        BadConfig{"an exception interface name too long",
+                  "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+                  "exception: { name: berth-exception0 } }\nservices: []\n",
+                  "bad.yaml:3:76: dataplane.ports[0].exception.name",
+                  "must be a kernel interface name: 1 to 15 characters"},
+        BadConfig{"an exception class rate of zero",
+                  "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+                  "exception: { name: b0, per_second: { bgp: 0 } } }\nservices: []\n",
+                  "bad.yaml:3:99: dataplane.ports[0].exception.per_second.bgp",
+                  "must be an integer from 1 to 10000000"},
+        BadConfig{"two ports with one exception interface",
+                  "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+                  "exception: { name: b0 } }\n    - { name: p1, device: net_null1, ipv4: "
+                  "198.18.0.11, exception: { name: b0 } }\nservices: []\n",
+                  "bad.yaml:4:7: dataplane.ports[1]",
+                  "exception interface 'b0' is already another port's"},
         BadConfig{"unknown conntrack key", "dataplane:\n  conntrack: { size: 5 }\nservices: []\n",
                   "bad.yaml:2:16: dataplane.conntrack.size", "unknown key"},
         BadConfig{"health timeout above its interval",
@@ -592,6 +613,34 @@ TEST(ConfigLoaderTest, IcmpLimitsLoadAndDefault) {
   absl::StatusOr<Config> without = parseConfig("services: []\n", "test.yaml");
   ASSERT_TRUE(without.ok());
   EXPECT_TRUE(sectionsNeedingRestart(*without, *config).empty());
+}
+
+TEST(ConfigLoaderTest, ExceptionInterfacesLoadWithTheirDefaults) {
+  absl::StatusOr<Config> config = parseConfig(
+      "dataplane:\n  ports:\n"
+      "    - { name: p0, device: net_null0, ipv4: 198.18.0.10, exception: { name: berth0 } }\n"
+      "    - name: p1\n      device: net_null1\n      ipv6: 2001:db8::10\n"
+      "      exception:\n        kind: virtio-user\n        name: berth1\n"
+      "        ipv6_prefix_length: 120\n        per_second: { bgp: 50, other: 200 }\n"
+      "    - { name: p2, device: net_null2, ipv4: 198.18.0.12 }\n"
+      "services: []\n",
+      "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const std::vector<PortConfig>& ports = config->dataplane.ports;
+  ASSERT_EQ(ports.size(), 3u);
+  ASSERT_TRUE(ports[0].exception.has_value());
+  EXPECT_EQ(ports[0].exception->kind, ExceptionKind::kTap);
+  EXPECT_EQ(ports[0].exception->name, "berth0");
+  EXPECT_EQ(ports[0].exception->ipv4_prefix_length, 24);
+  EXPECT_EQ(ports[0].exception->ipv6_prefix_length, 64);
+  EXPECT_EQ(ports[0].exception->per_second, ExceptionConfig{}.per_second);
+  ASSERT_TRUE(ports[1].exception.has_value());
+  EXPECT_EQ(ports[1].exception->kind, ExceptionKind::kVirtioUser);
+  EXPECT_EQ(ports[1].exception->ipv6_prefix_length, 120);
+  const std::array<uint32_t, kExceptionClassCount> rates = {50, 1'000, 1'000, 200};
+  EXPECT_EQ(ports[1].exception->per_second, rates);
+  EXPECT_FALSE(ports[2].exception.has_value()) << "none unless configured";
+  EXPECT_EQ(toString(ExceptionClass::kNeighbor), "arp_nd");
 }
 
 TEST(ConfigLoaderTest, ConntrackSettingsLoadAndDefault) {

@@ -35,7 +35,7 @@ TEST(CountersTest, EveryCounterHasADistinctName) {
   for (const auto& [name, value] : totals) names.insert(name);
   EXPECT_EQ(names.size(), totals.size());
   EXPECT_EQ(totals.size(), 6 + (kParseErrorCount - 1) + kDropReasonCount + kConntrackEventCount +
-                               kNeighborRefusalCount);
+                               kNeighborRefusalCount + kExceptionClassCount);
   EXPECT_EQ(names.count("conntrack_evictions"), 1u);
 }
 

@@ -86,8 +86,13 @@ absl::StatusOr<std::string> birdConfig(const Config& config, const std::string& 
     absl::StrAppend(&out, "protocol bgp berth_neighbor", n + 1, " {\n", "  local as ", bgp.asn,
                     ";\n", "  neighbor ", neighbor.address.toString(), " as ", neighbor.asn, ";\n",
                     "  hold time ", bgp.hold_time_s, ";\n", "  keepalive time ",
-                    std::max<uint32_t>(1, bgp.hold_time_s / 3), ";\n", "  ipv", version, " {\n",
-                    "    import none;\n", "    export where proto = \"berth_vips", version, "\";\n",
+                    std::max<uint32_t>(1, bgp.hold_time_s / 3), ";\n",
+                    // The session may run over berthd's kernel interface, which goes and comes
+                    // back with berthd (docs/exception-path.md): reconnect within seconds, not
+                    // after BIRD's default error wait of a minute or more.
+                    "  connect delay time 1;\n  connect retry time 2;\n  error wait time 1, 10;\n",
+                    "  ipv", version, " {\n", "    import none;\n",
+                    "    export where proto = \"berth_vips", version, "\";\n",
                     // The berth port's address, not BIRD's own: VIP traffic goes to the DPDK
                     // port, which BIRD's host does not own.
                     "    next hop keep;\n", "  };\n}\n\n");

@@ -48,8 +48,8 @@ struct ExceptionPath::PortState {
 
 ExceptionPath::ExceptionPath(std::vector<Worker*> workers) : workers_(std::move(workers)) {}
 
-absl::StatusOr<std::unique_ptr<ExceptionPath>> ExceptionPath::create(
-    std::vector<Port> ports, std::vector<Worker*> workers) {
+absl::StatusOr<std::unique_ptr<ExceptionPath>> ExceptionPath::create(std::vector<Port> ports,
+                                                                     std::vector<Worker*> workers) {
   std::unique_ptr<ExceptionPath> path(new ExceptionPath(std::move(workers)));
   for (Port& port : ports) {
     absl::StatusOr<std::unique_ptr<KernelInterface>> interface =
@@ -148,10 +148,9 @@ void ExceptionPath::run() {
   }
   const auto start = std::chrono::steady_clock::now();
   while (!stop_.load(std::memory_order_relaxed)) {
-    const auto now_ms = static_cast<uint32_t>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                              start)
-            .count());
+    const auto now_ms = static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                  std::chrono::steady_clock::now() - start)
+                                                  .count());
     if (serveOnce(now_ms)) continue;
     if (every_interface_waitable) {
       poll(readable.data(), readable.size(), kIdleWaitMs);

@@ -2,8 +2,8 @@
 
 #include <fcntl.h>
 // glibc's net/if.h before the kernel's headers, which then leave out what it declared.
-#include <net/if.h>
 #include <linux/if_tun.h>
+#include <net/if.h>
 #include <netlink/route/addr.h>
 #include <netlink/route/link.h>
 #include <rte_dev.h>
@@ -21,8 +21,7 @@
 namespace berth {
 namespace {
 
-absl::Status interfaceError(const PortConfig& port, absl::string_view step,
-                            absl::string_view why) {
+absl::Status interfaceError(const PortConfig& port, absl::string_view step, absl::string_view why) {
   return absl::InternalError(absl::StrCat("port '", port.name, "': exception interface '",
                                           port.exception->name, "': ", step, ": ", why));
 }
@@ -102,8 +101,8 @@ absl::StatusOr<std::unique_ptr<KernelInterface>> openTap(const PortConfig& port)
 // port, whose PMD frees them back here.
 class VirtioUserInterface final : public KernelInterface {
  public:
-  VirtioUserInterface(std::string name, std::string device) : KernelInterface(std::move(name)),
-                                                               device_(std::move(device)) {}
+  VirtioUserInterface(std::string name, std::string device)
+      : KernelInterface(std::move(name)), device_(std::move(device)) {}
   ~VirtioUserInterface() override {
     // As closePort(): the device removed through ethdev's handle on it.
     if (port_id_ != RTE_MAX_ETHPORTS) {
@@ -270,8 +269,7 @@ absl::StatusOr<std::unique_ptr<KernelInterface>> openKernelInterface(const PortC
     if (absl::Status status = virtio->open(port, port_mac); !status.ok()) return status;
     interface = std::move(virtio);
   }
-  if (absl::Status status =
-          configureKernelInterface(interface->name(), port_mac, port.mtu, port);
+  if (absl::Status status = configureKernelInterface(interface->name(), port_mac, port.mtu, port);
       !status.ok()) {
     return status;
   }

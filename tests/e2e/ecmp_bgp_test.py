@@ -1,13 +1,16 @@
 #!/usr/bin/python3
 """Scale-out end to end: two berthd instances behind a router that spreads VIP traffic
 over them by ECMP, each announcing its VIPs over BGP through its own BIRD, driven by its own
-berth-announcer. The backends answer the client directly (L2 DSR) through the router.
+berth-announcer. The backends answer the client directly (L2 DSR) through the router. Each
+instance is a machine with one NIC: its namespace's only link is berthd's af_packet port, and
+BIRD's session and the health checks run over the port's kernel interface (a tap berthd makes
+with the port's address; docs/exception-path.md).
 
   client 198.18.1.2 -- router 198.18.1.1 | 198.18.0.1 (BIRD, ECMP, L4 multipath hash)
                                           |
         bridge 198.18.0.0/24 --------------------------------------------------+
-          namespace 1: berthd 1 port 198.18.0.11, BIRD 198.18.0.21 (AS 64601)  |
-          namespace 2: berthd 2 port 198.18.0.12, BIRD 198.18.0.22 (AS 64602)  |
+          namespace 1: berthd 1 port 198.18.0.11 (tap: BIRD, AS 64601)          |
+          namespace 2: berthd 2 port 198.18.0.12 (tap: BIRD, AS 64602)          |
           bk1..bk3 198.18.0.101-103, the VIP on lo, default route via the router
 
 The cases: both instances announce and the router installs a two-way multipath route; their
@@ -15,7 +18,8 @@ table fingerprints agree; curl flows spread over both instances and every backen
 one instance during long downloads (its route withdrawn within seconds, every download intact,
 new connections served); the instance restarted (announced again, traffic over both); a service
 with every backend down announced by neither; a stopped instance withdrawing its route before it
-stops forwarding. Everything the test made is removed at the end.
+stops forwarding; a 100 kpps flood to an instance's port address while its BGP session stays
+up and its route stays announced. Everything the test made is removed at the end.
 Needs root and BIRD 2 (Debian bird2).
 
 Usage: ecmp_bgp_test.py BERTHD BERTHCTL BERTH_ANNOUNCER
@@ -58,6 +62,10 @@ def port_of(instance):
     return "bgp%d%s" % (instance, TAG)
 
 
+def tap_of(instance):
+    return "bx%d%s" % (instance, TAG)
+
+
 def port_address(instance):
     return "198.18.0.%d" % (10 + instance)
 
@@ -81,7 +89,10 @@ def config_text(instance, directory):
              '        "--lcores", "0@0,1@0", "--log-level", "lib.eal:error",',
              '        "--vdev", "net_af_packet0,iface=%s"]' % port_of(instance),
              "  ports:",
-             "    - { name: p0, device: net_af_packet0, ipv4: %s }" % port_address(instance),
+             "    - name: p0",
+             "      device: net_af_packet0",
+             "      ipv4: %s" % port_address(instance),
+             "      exception: { kind: tap, name: %s }" % tap_of(instance),
              "bgp:",
              "  asn: %d" % (ROUTER_ASN + instance),
              "  router_id: 198.18.0.%d" % (20 + instance),
@@ -110,9 +121,10 @@ def config_text(instance, directory):
 ROUTER_BIRD = """router id 198.18.0.1;
 protocol device {}
 protocol kernel { ipv4 { import none; export all; }; merge paths yes; }
-template bgp berth { local as %d; hold time 3; keepalive time 1; ipv4 { import all; export none; }; }
-protocol bgp instance1 from berth { neighbor 198.18.0.21 as %d; }
-protocol bgp instance2 from berth { neighbor 198.18.0.22 as %d; }
+template bgp berth { local as %d; hold time 3; keepalive time 1; connect delay time 1;
+  connect retry time 2; error wait time 1, 10; ipv4 { import all; export none; }; }
+protocol bgp instance1 from berth { neighbor 198.18.0.11 as %d; }
+protocol bgp instance2 from berth { neighbor 198.18.0.12 as %d; }
 """ % (ROUTER_ASN, ROUTER_ASN + 1, ROUTER_ASN + 2)
 
 
@@ -140,11 +152,11 @@ class Topology:
                     "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
                     "net.ipv4.conf.e0.rp_filter=0", "net.ipv4.conf.e1.rp_filter=0"):
             run("ip", "netns", "exec", ROUTER, "sysctl", "-qw", key)
-        # Each instance is a machine of its own: berthd, its af_packet port and its BIRD share
-        # a namespace.
+        # Each instance is a machine with one NIC: berthd, its af_packet port and its BIRD
+        # share a namespace, whose kernel reaches the segment only through berthd's tap.
         for instance in INSTANCES:
-            e2e_support.add_host(instance_namespace(instance), "i%d%s" % (instance, TAG), BRIDGE,
-                                 "198.18.0.%d/24" % (20 + instance))
+            run("ip", "netns", "add", instance_namespace(instance))
+            run("ip", "-n", instance_namespace(instance), "link", "set", "lo", "up")
             e2e_support.make_af_packet_port(port_of(instance), BRIDGE,
                                             instance_namespace(instance))
         for backend in BACKENDS:
@@ -386,6 +398,56 @@ class EcmpBgp(unittest.TestCase):
             self.assertEqual([r["service"] for r in reply["routes"]], ["web"])
             self.assertEqual([w["service"] for w in reply["withheld"]], ["down"])
         wait_for_next_hops(DOWN_VIP, [], timeout=10)
+
+    def test_8_bgp_stays_up_under_a_flood_to_the_port_address(self):
+        # The flood is `other` traffic to instance 1's own address, from the segment: it fills
+        # that class's rings and spends its tokens, while BGP's keepalives (1 s, hold time 3 s)
+        # pass in their own class.
+        victim = self.instances[1].berthd
+        self.assertIn("Established", self.router_session(1))
+        before = victim.berthctl("stats")["stats"]["counters"]
+        flood = ("import socket,sys,time\n"
+                 "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+                 "rate,seconds=float(sys.argv[2]),float(sys.argv[3])\n"
+                 "start=time.monotonic();sent=0\n"
+                 "while time.monotonic()-start<seconds:\n"
+                 "  for _ in range(50):\n"
+                 "    s.sendto(b'f'*18,(sys.argv[1],9))\n"
+                 "  sent+=50\n"
+                 "  ahead=start+sent/rate-time.monotonic()\n"
+                 "  if ahead>0: time.sleep(ahead)\n"
+                 "print(sent/(time.monotonic()-start))\n")
+        seconds = 6.0
+        flooders = [subprocess.Popen(
+            ["ip", "netns", "exec", ROUTER, "/usr/bin/python3", "-c", flood, port_address(1),
+             "50000", str(seconds)], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+        sessions, hops = set(), set()
+        try:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                sessions.add("Established" in self.router_session(1))
+                hops.add(tuple(router_next_hops(VIP)))
+                time.sleep(0.2)
+        finally:
+            rates = [float(f.communicate(timeout=60)[0]) for f in flooders]
+        after = victim.berthctl("stats")["stats"]["counters"]
+        policed = after["kernel_other_policed"] - before["kernel_other_policed"]
+        queue_full = after["drop_kernel_queue_full"] - before["drop_kernel_queue_full"]
+        bgp = after["kernel_bgp_passed"] - before["kernel_bgp_passed"]
+        print("\n  flood of %.0f pps for %.0f s to instance 1's port: %d policed, %d dropped on a "
+              "full ring, %d BGP frames passed meanwhile; session up at every look: %s" % (
+                  sum(rates), seconds, policed, queue_full, bgp, sessions == {True}),
+              file=sys.stderr)
+        self.assertEqual(sessions, {True}, "the BGP session went down under the flood")
+        self.assertEqual(hops, {tuple(port_address(n) for n in INSTANCES)}, "route withdrawn")
+        self.assertGreater(policed + queue_full, sum(rates) * seconds / 2, "the flood arrived")
+        self.assertGreater(bgp, 0)
+        self.assertEqual(after["kernel_bgp_policed"] - before["kernel_bgp_policed"], 0)
+        self.assertEqual(after["kernel_bgp_refused"] - before["kernel_bgp_refused"], 0)
+
+    def router_session(self, instance):
+        return run("birdc", "-s", os.path.join(self.directory, "router-bird.ctl"), "show",
+                   "protocols", "instance%d" % instance, check=False).stdout
 
 
 if __name__ == "__main__":

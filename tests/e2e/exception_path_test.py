@@ -12,6 +12,7 @@ the health checks of the backends, an echo server on the port's address, ping. V
 The cases: health checks through the tap make the backends healthy; ping of the port's address;
 1 MiB echoed over TCP byte for byte while requests to the VIP go on; a UDP flood to the port's
 address is policed in its own class while ping still answers; the tap is gone once berthd stops.
+The same cases again with kind: virtio-user where /dev/vhost-net exists, skipped otherwise.
 Everything the test made is removed at the end, on failure too. Needs root.
 
 Usage: exception_path_test.py BERTHD BERTHCTL
@@ -76,7 +77,7 @@ def backend_mac(backend):
     return "02:b0:00:00:00:%02x" % int(backend[2:])
 
 
-def config_text():
+def config_text(kind):
     lines = ["dataplane:",
              '  eal: ["--no-huge", "-m", "512", "--no-pci", "--file-prefix", "%s",' % PREFIX,
              '        "--lcores", "0@0,1@0", "--log-level", "lib.eal:error",',
@@ -85,8 +86,8 @@ def config_text():
              "    - name: p0",
              "      device: net_af_packet0",
              "      ipv4: %s" % PORT_ADDRESS,
-             "      exception: { kind: tap, name: %s, per_second: { other: %d } }" % (
-                 TAP, OTHER_PER_SECOND),
+             "      exception: { kind: %s, name: %s, per_second: { other: %d } }" % (
+                 kind, TAP, OTHER_PER_SECOND),
              "services:"] + e2e_support.l2dsr_service_lines("web", VIP, "arp")
     for backend in BACKENDS:
         lines.append('      - { name: %s, address: %s, mac: "%s" }' % (
@@ -130,12 +131,14 @@ def in_client(*command, timeout=30):
 
 
 class ExceptionPath(unittest.TestCase):
+    KIND = "tap"
+
     @classmethod
     def setUpClass(cls):
         cls.directory = tempfile.mkdtemp(prefix="berth-e2e-")
         cls.config = os.path.join(cls.directory, "berth.yaml")
         with open(cls.config, "w") as out:
-            out.write(config_text())
+            out.write(config_text(cls.KIND))
         cls.topology = Topology()
         cls.instance = e2e_support.Berthd(BERTHD, BERTHCTL, cls.config,
                                           os.path.join(cls.directory, "berth.sock"), PREFIX,
@@ -243,6 +246,18 @@ class ExceptionPath(unittest.TestCase):
         self.instance.stop()
         result = run("ip", "-n", LB, "link", "show", "dev", TAP, check=False)
         self.assertNotEqual(result.returncode, 0, "still there: " + result.stdout)
+
+
+class ExceptionPathVirtioUser(ExceptionPath):
+    """The same cases with kind: virtio-user, where the kernel has vhost-net."""
+    KIND = "virtio-user"
+
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists("/dev/vhost-net"):
+            raise unittest.SkipTest("virtio-user needs /dev/vhost-net (modprobe vhost_net), "
+                                    "which this machine's kernel does not have")
+        super().setUpClass()
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ class ExceptionPath {
  public:
   struct Port {
     uint32_t port_index = 0;  // in the config and the snapshot
-    PortConfig config;  // a change needs a restart (sectionsNeedingRestart)
+    PortConfig config;        // a change needs a restart (sectionsNeedingRestart)
     MacAddress mac;
     rte_mempool* pool = nullptr;  // the port's: the kernel's frames go out in its mbufs
     Worker* sender = nullptr;     // the worker that serves the port's queue 0

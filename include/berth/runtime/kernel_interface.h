@@ -46,7 +46,7 @@ absl::StatusOr<std::unique_ptr<KernelInterface>> openKernelInterface(const PortC
 
 // Sets interface `name` up with `mac`, `mtu` and the port's addresses, through rtnetlink
 // (libnl-route). Addresses already there are kept.
-absl::Status configureKernelInterface(const std::string& name, const MacAddress& mac,
-                                      uint16_t mtu, const PortConfig& port);
+absl::Status configureKernelInterface(const std::string& name, const MacAddress& mac, uint16_t mtu,
+                                      const PortConfig& port);
 
 }  // namespace berth

@@ -91,8 +91,8 @@ Bytes echo4(const IpAddress& destination) {
 }
 
 Bytes echo6(const IpAddress& destination) {
-  return concat({ethernet(kEtherTypeIpv6), ipv6(kClient6, destination, kProtocolIcmpv6, 8),
-                 icmp(128, 0)});
+  return concat(
+      {ethernet(kEtherTypeIpv6), ipv6(kClient6, destination, kProtocolIcmpv6, 8), icmp(128, 0)});
 }
 
 Bytes arp(uint16_t operation, const IpAddress& sender, const IpAddress& target,
@@ -168,15 +168,20 @@ const std::vector<Case>& cases() {
       {"a neighbour solicitation for the port's address is berth's to answer",
        [] { return solicitation(kPort6); }, Verdict::kTransmit, Verdict::kTransmit, ""},
       {"a neighbour solicitation for the link-local address",
-       [] { return solicitation(kLinkLocal); }, toKernel(ExceptionClass::kNeighbor),
-       Verdict::kDrop, "drop_arp_nd_not_answered"},
-      {"IPv4 multicast", [] { return toMac(echo4(IpAddress::v4(224, 0, 0, 1)), "01:00:5e:00:00:01"); },
+       [] { return solicitation(kLinkLocal); }, toKernel(ExceptionClass::kNeighbor), Verdict::kDrop,
+       "drop_arp_nd_not_answered"},
+      {"IPv4 multicast",
+       [] { return toMac(echo4(IpAddress::v4(224, 0, 0, 1)), "01:00:5e:00:00:01"); },
        toKernel(ExceptionClass::kIcmp), Verdict::kDrop, "drop_not_for_us"},
       {"LLDP to its multicast group",
-       [] { return concat({toMac(ethernet(0x88cc), "01:80:c2:00:00:0e"), payload(46)}); },
+       [] {
+         return concat({toMac(ethernet(0x88cc), "01:80:c2:00:00:0e"), payload(46)});
+       },
        toKernel(ExceptionClass::kOther), Verdict::kDrop, "drop_other_ethertype"},
       {"another ethertype to another host's MAC",
-       [] { return concat({toMac(ethernet(0x88cc), "02:00:00:00:00:99"), payload(46)}); },
+       [] {
+         return concat({toMac(ethernet(0x88cc), "02:00:00:00:00:99"), payload(46)});
+       },
        Verdict::kDrop, Verdict::kDrop, "drop_other_ethertype"},
       {"unicast for another host's MAC",
        [] { return toMac(tcp4(kStranger, kPort4, 40001, 22), "02:00:00:00:00:99"); },
@@ -201,8 +206,7 @@ TEST_P(PipelineExceptionTest, HandsTheKernelWhatIsNotBerthsAndOnlyThat) {
   {
     TestWorker worker;
     ReceivedFrame received(input);
-    EXPECT_EQ(processFrame(*with->snapshot, 0, received.frame, worker.state),
-              test.with_interface);
+    EXPECT_EQ(processFrame(*with->snapshot, 0, received.frame, worker.state), test.with_interface);
     if (goesToKernel(test.with_interface)) {
       EXPECT_EQ(received.sent(), input) << "the kernel gets the frame as it arrived";
       EXPECT_EQ(countedTotal(worker.counters), 0u) << "the worker counts it when it queues it";

@@ -31,13 +31,14 @@ namespace {
 
 // Health settings at `path`: every key optional, each falling back to `base` (the defaults for a
 // service, the service's settings for a backend).
+// `dataplane` gives the ports `via` may name.
 absl::StatusOr<HealthCheckConfig> parseHealth(absl::string_view source, const std::string& path,
-                                              const YAML::Node& node,
-                                              const HealthCheckConfig& base) {
+                                              const YAML::Node& node, const HealthCheckConfig& base,
+                                              const DataplaneConfig& dataplane) {
   BERTH_ASSIGN_OR_RETURN(const Fields fields,
                          Fields::read(source, path, node,
                                       {"type", "interval", "timeout", "rise", "fall", "address",
-                                       "port", "path", "expect"}));
+                                       "port", "path", "expect", "via"}));
   HealthCheckConfig health = base;
   BERTH_ASSIGN_OR_RETURN(const std::string type,
                          fields.choice("type", {"none", "tcp", "http"}, toString(base.type)));
@@ -86,6 +87,21 @@ absl::StatusOr<HealthCheckConfig> parseHealth(absl::string_view source, const st
     health.expect_low = static_cast<uint16_t>(low);
     health.expect_high = static_cast<uint16_t>(high);
   }
+  if (fields.has("via")) {
+    // The probes leave through that port's kernel interface, so they follow the data path's
+    // segment whatever the host's routes say (docs/exception-path.md).
+    BERTH_ASSIGN_OR_RETURN(const std::string port_name, fields.requiredString("via"));
+    const auto port = absl::c_find_if(
+        dataplane.ports, [&](const PortConfig& candidate) { return candidate.name == port_name; });
+    if (port == dataplane.ports.end()) {
+      return fields.site("via").error(absl::StrCat("no port named '", port_name, "'"));
+    }
+    if (!port->exception) {
+      return fields.site("via").error(
+          absl::StrCat("port '", port_name, "' has no exception interface to send probes from"));
+    }
+    health.interface = port->exception->name;
+  }
   if (health.type != HealthCheckType::kHttp && (fields.has("path") || fields.has("expect"))) {
     return fields.site(fields.has("path") ? "path" : "expect")
         .error("only applies with type: http");
@@ -94,7 +110,8 @@ absl::StatusOr<HealthCheckConfig> parseHealth(absl::string_view source, const st
 }
 
 absl::StatusOr<BackendConfig> parseBackend(absl::string_view source, const std::string& path,
-                                           const YAML::Node& node, const ServiceConfig& service) {
+                                           const YAML::Node& node, const ServiceConfig& service,
+                                           const DataplaneConfig& dataplane) {
   BERTH_ASSIGN_OR_RETURN(
       const Fields fields,
       Fields::read(source, path, node, {"name", "address", "weight", "mac", "health"}));
@@ -106,8 +123,8 @@ absl::StatusOr<BackendConfig> parseBackend(absl::string_view source, const std::
   BERTH_ASSIGN_OR_RETURN(backend.mac, fields.optionalMac("mac"));
   backend.health = service.health;
   if (const YAML::Node* health = fields.find("health"); health != nullptr && !health->IsNull()) {
-    BERTH_ASSIGN_OR_RETURN(backend.health,
-                           parseHealth(source, fields.pathOf("health"), *health, service.health));
+    BERTH_ASSIGN_OR_RETURN(backend.health, parseHealth(source, fields.pathOf("health"), *health,
+                                                       service.health, dataplane));
   }
   if (!backend.health.address) backend.health.address = backend.address;
   if (!backend.health.port) backend.health.port = service.port;
@@ -115,7 +132,7 @@ absl::StatusOr<BackendConfig> parseBackend(absl::string_view source, const std::
 }
 
 absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::string& path,
-                                           const YAML::Node& node,
+                                           const YAML::Node& node, const DataplaneConfig& dataplane,
                                            std::vector<std::string>& warnings,
                                            std::vector<std::string>& notes) {
   BERTH_ASSIGN_OR_RETURN(const Fields fields,
@@ -193,8 +210,8 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
       fields.choice("drain", {"keep_established", "repick"}, "keep_established"));
   service.drain_keeps_established = drain == "keep_established";
   if (const YAML::Node* health = fields.find("health"); health != nullptr && !health->IsNull()) {
-    BERTH_ASSIGN_OR_RETURN(
-        service.health, parseHealth(source, fields.pathOf("health"), *health, HealthCheckConfig{}));
+    BERTH_ASSIGN_OR_RETURN(service.health, parseHealth(source, fields.pathOf("health"), *health,
+                                                       HealthCheckConfig{}, dataplane));
   }
 
   const YAML::Node* backends = fields.find("backends");
@@ -208,7 +225,7 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
     const std::string backend_path = absl::StrCat(fields.pathOf("backends"), "[", i, "]");
     const YAML::Node backend_node = (*backends)[i];
     BERTH_ASSIGN_OR_RETURN(BackendConfig backend,
-                           parseBackend(source, backend_path, backend_node, service));
+                           parseBackend(source, backend_path, backend_node, service, dataplane));
     const ErrorSite site(source, backend_path, backend_node.Mark());
     if (!names.insert(backend.name).second) {
       return site.error(absl::StrCat("duplicate backend name '", backend.name, "' in service '",
@@ -627,8 +644,9 @@ absl::StatusOr<Config> parseConfig(absl::string_view yaml_text, absl::string_vie
     for (size_t i = 0; i < services->size(); ++i) {
       const std::string path = absl::StrCat("services[", i, "]");
       const YAML::Node node = (*services)[i];
-      BERTH_ASSIGN_OR_RETURN(ServiceConfig service,
-                             parseService(source_name, path, node, config.warnings, config.notes));
+      BERTH_ASSIGN_OR_RETURN(
+          ServiceConfig service,
+          parseService(source_name, path, node, config.dataplane, config.warnings, config.notes));
       const ErrorSite site(source_name, path, node.Mark());
       if (!names.insert(service.name).second) {
         return site.error(absl::StrCat("duplicate service name '", service.name, "'"));

@@ -72,12 +72,14 @@ ProbeTarget ProbeTarget::of(const HealthCheckConfig& config) {
     target.expect_high = config.expect_high;
   }
   target.timeout_ms = config.timeout_ms;
+  target.interface = config.interface;
   return target;
 }
 
 std::string ProbeTarget::toString() const {
   return absl::StrCat(berth::toString(type), " ", hostPort(address, port),
-                      type == HealthCheckType::kHttp ? http_path : "");
+                      type == HealthCheckType::kHttp ? http_path : "",
+                      interface.empty() ? "" : absl::StrCat(" via ", interface));
 }
 
 absl::StatusOr<std::unique_ptr<Prober>> Prober::create(std::function<uint64_t()> clock) {
@@ -103,6 +105,17 @@ uint64_t Prober::start(const ProbeTarget& target) {
     const int error = errno;
     done_.push_back(
         {id, !isLocalProbeError(error), false, absl::StrCat("socket: ", strerror(error))});
+    return id;
+  }
+  // Bound to berthd's own kernel interface: when it cannot be (gone, or no permission), the
+  // probe says nothing of the backend, like any other local error.
+  if (!target.interface.empty() &&
+      setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, target.interface.data(),
+                 static_cast<socklen_t>(target.interface.size())) != 0) {
+    const int error = errno;
+    close(fd);
+    done_.push_back(
+        {id, false, false, absl::StrCat("bind to ", target.interface, ": ", strerror(error))});
     return id;
   }
   sockaddr_storage address{};

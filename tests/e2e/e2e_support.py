@@ -83,9 +83,13 @@ def make_af_packet_port(name, bridge, netns=None):
     run(*in_namespace, "sysctl", "-qw", "net.ipv6.conf.%s.disable_ipv6=1" % name)
     run("sysctl", "-qw", "net.ipv6.conf.%sp.disable_ipv6=1" % name)
     if netns:
-        # The namespace's kernel sees the port's packets too; it must not answer ARP on the port
-        # for the namespace's own addresses.
+        # The namespace's kernel sees the port's packets too (af_packet copies them; a NIC DPDK
+        # owns would not): it must not answer ARP on the port for the namespace's own addresses,
+        # nor take IP packets arriving there. Strict reverse-path filtering drops those, whose
+        # sources are routed elsewhere (through berthd's kernel interface): a socket bound to
+        # that interface would otherwise answer the port's copy with a reset.
         run(*in_namespace, "sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=1")
+        run(*in_namespace, "sysctl", "-qw", "net.ipv4.conf.%s.rp_filter=1" % name)
     run("ip", "link", "set", name + "p", "master", bridge, "up")
     run(*in_namespace, "ip", "link", "set", name, "up")
 

@@ -45,6 +45,7 @@ VIP = "198.18.100.1"
 ECHO_PORT = 7000
 PREFIX = "berth-exc-" + TAG
 OTHER_PER_SECOND = 500
+INTERVAL, FALL = 0.5, 3  # e2e_support.l2dsr_service_lines' defaults
 
 ECHO_SERVER = r"""
 import socket, sys, threading
@@ -88,7 +89,10 @@ def config_text(kind):
              "      ipv4: %s" % PORT_ADDRESS,
              "      exception: { kind: %s, name: %s, per_second: { other: %d } }" % (
                  kind, TAP, OTHER_PER_SECOND),
-             "services:"] + e2e_support.l2dsr_service_lines("web", VIP, "arp")
+             "services:"] + [
+                 # The probes are bound to the port's tap (SO_BINDTODEVICE).
+                 line.replace(" }", ", via: p0 }") if "health:" in line else line
+                 for line in e2e_support.l2dsr_service_lines("web", VIP, "arp")]
     for backend in BACKENDS:
         lines.append('      - { name: %s, address: %s, mac: "%s" }' % (
             backend, backend_address(backend), backend_mac(backend)))
@@ -156,8 +160,18 @@ class ExceptionPath(unittest.TestCase):
 
     def test_1_health_checks_reach_the_backends_through_the_tap(self):
         # berthd's namespace has no other way to the backends: the probes, and the kernel's ARP
-        # for them, go out through the DPDK port and their answers come back to the tap.
-        self.instance.wait_healthy(BACKENDS, timeout=20)
+        # for them, go out through the DPDK port and their answers come back to the tap. berthd
+        # starts with every backend healthy, so first the probes' traffic must have flowed, then
+        # they must stay healthy for longer than `fall` failed probes would take.
+        deadline = time.monotonic() + 20
+        while True:
+            counters = self.counters()
+            if counters["to_kernel_other"] > 0 and counters["to_kernel_arp_nd"] > 0:
+                break
+            self.assertLess(time.monotonic(), deadline, counters)
+            time.sleep(0.1)
+        time.sleep(FALL * INTERVAL + 1)
+        self.assertEqual(self.instance.health(), {b: "healthy" for b in BACKENDS})
         counters = self.counters()
         self.assertGreater(counters["to_kernel_arp_nd"], 0, counters)
         self.assertGreater(counters["to_kernel_other"], 0, "the probes' TCP")

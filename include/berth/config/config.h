@@ -184,6 +184,9 @@ struct HealthCheckConfig {
   std::string http_path = "/";
   uint16_t expect_low = 200;
   uint16_t expect_high = 399;
+  // The kernel interface the probes leave through (SO_BINDTODEVICE), from `via: PORT`: that
+  // port's exception interface. Empty: wherever the host's routes send them.
+  std::string interface;
 
   friend bool operator==(const HealthCheckConfig&, const HealthCheckConfig&) = default;
 };

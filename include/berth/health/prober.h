@@ -27,6 +27,7 @@ struct ProbeTarget {
   uint16_t expect_low = 200;
   uint16_t expect_high = 399;
   uint32_t timeout_ms = 1000;
+  std::string interface;  // leave through this interface (SO_BINDTODEVICE); empty: any
 
   // A backend's resolved settings (address and port set).
   static ProbeTarget of(const HealthCheckConfig& config);
@@ -37,7 +38,7 @@ struct ProbeTarget {
   template <typename H>
   friend H AbslHashValue(H state, const ProbeTarget& target) {
     return H::combine(std::move(state), target.type, target.address, target.port, target.http_path,
-                      target.expect_low, target.expect_high, target.timeout_ms);
+                      target.expect_low, target.expect_high, target.timeout_ms, target.interface);
   }
 };
 

@@ -491,6 +491,48 @@ services:
   EXPECT_FALSE(dsr.backends[1].mac.has_value());
 }
 
+TEST(ConfigLoaderTest, HealthChecksViaAPortLeaveThroughItsExceptionInterface) {
+  absl::StatusOr<Config> config = parseConfig(R"(
+dataplane:
+  ports:
+    - { name: p0, device: net_null0, ipv4: 198.18.0.10, exception: { name: berth0 } }
+services:
+  - name: web
+    vip: 198.18.100.1
+    port: 80
+    protocol: tcp
+    health: { type: tcp, via: p0 }
+    backends:
+      - { name: a, address: 198.18.1.2 }
+      - { name: b, address: 198.18.2.2, health: { port: 8080 } }
+  - name: dns
+    vip: 198.18.100.2
+    port: 53
+    protocol: udp
+    health: { type: tcp }
+    backends: [ { name: c, address: 198.18.3.2 } ]
+)",
+                                              "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->services[0].backends[0].health.interface, "berth0");
+  EXPECT_EQ(config->services[0].backends[1].health.interface, "berth0") << "inherited";
+  EXPECT_EQ(config->services[1].backends[0].health.interface, "") << "the host's routes decide";
+  for (const auto& [yaml, error] : std::vector<std::pair<std::string, std::string>>{
+           {"health: { type: tcp, via: p9 }", "no port named 'p9'"},
+           {"health: { type: tcp, via: p1 }", "port 'p1' has no exception interface"}}) {
+    const absl::StatusOr<Config> bad = parseConfig(
+        "dataplane:\n  ports:\n"
+        "    - { name: p0, device: net_null0, ipv4: 198.18.0.10, exception: { name: b0 } }\n"
+        "    - { name: p1, device: net_null1, ipv4: 198.18.0.11 }\n"
+        "services:\n  - { name: web, vip: 198.18.100.1, port: 80, protocol: tcp, " +
+            yaml + ", backends: [] }\n",
+        "test.yaml");
+    ASSERT_FALSE(bad.ok()) << yaml;
+    EXPECT_THAT(std::string(bad.status().message()), HasSubstr("services[0].health.via"));
+    EXPECT_THAT(std::string(bad.status().message()), HasSubstr(error));
+  }
+}
+
 TEST(ConfigLoaderTest, HealthSettingsResolvePerBackend) {
   absl::StatusOr<Config> config = parseConfig(R"(
 services:

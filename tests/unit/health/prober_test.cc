@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "support/loopback.h"
 
 namespace berth {
@@ -84,6 +85,23 @@ TEST(ProberTest, HttpFailsWhenTheServerClosesWithoutAStatusLine) {
   const bool explained = result.detail.find("without an HTTP status line") != std::string::npos ||
                          result.detail.rfind("send: ", 0) == 0;
   EXPECT_TRUE(explained) << result.detail;
+}
+
+// Probes sent `via` a port leave through its kernel interface (SO_BINDTODEVICE); when the
+// interface is missing the probe did not run, which says nothing of the backend.
+TEST(ProberTest, AProbeBoundToAnInterfaceLeavesThroughItOrDoesNotRun) {
+  Listener closes(nullptr);
+  ProbeTarget through_loopback = target(HealthCheckType::kTcp, closes.port());
+  through_loopback.interface = "lo";
+  const ProbeResult reached = runOne(through_loopback);
+  EXPECT_TRUE(reached.success) << reached.detail;
+  ProbeTarget through_nothing = through_loopback;
+  through_nothing.interface = "berth-none0";
+  const ProbeResult not_run = runOne(through_nothing);
+  EXPECT_FALSE(not_run.ran);
+  EXPECT_FALSE(not_run.success);
+  EXPECT_EQ(not_run.detail.rfind("bind to berth-none0: ", 0), 0u) << not_run.detail;
+  EXPECT_EQ(through_loopback.toString(), absl::StrCat("tcp 127.0.0.1:", closes.port(), " via lo"));
 }
 
 TEST(ProberTest, AProbeThatGetsNoAnswerTimesOut) {

@@ -311,7 +311,7 @@ absl::Status parseRssKey(const Fields& fields, PortConfig& port) {
 }
 
 // exception: { kind: tap | virtio-user, name: IFNAME, ipv4_prefix_length, ipv6_prefix_length,
-//              per_second: { bgp, arp_nd, icmp, other } }
+//              per_second: { bgp, arp_nd, health, icmp, other } }
 absl::StatusOr<ExceptionConfig> parseException(absl::string_view source, const std::string& path,
                                                const YAML::Node& node) {
   BERTH_ASSIGN_OR_RETURN(const Fields fields, Fields::read(source, path, node,
@@ -666,6 +666,15 @@ absl::StatusOr<Config> parseConfig(absl::string_view yaml_text, absl::string_vie
     }
     if (absl::Status status = checkBgpAnnouncements(source_name, config, *services); !status.ok()) {
       return status;
+    }
+    absl::flat_hash_set<IpAddress> probed;
+    for (const ServiceConfig& service : config.services) {
+      for (const BackendConfig& backend : service.backends) {
+        if (backend.health.type != HealthCheckType::kNone && backend.health.address &&
+            probed.insert(*backend.health.address).second) {
+          config.dataplane.health_targets.push_back(*backend.health.address);
+        }
+      }
     }
   } catch (const YAML::Exception& e) {
     // yaml-cpp throws on some malformed trees while they are walked; report, never escape.

@@ -215,6 +215,16 @@ std::string ControlPlane::statusReply() const {
         written.ok() ? "" : absl::StrCat(" (last write failed: ", written.message(), ")"), "\n");
   }
   json.endObject();
+  // Each port's kernel interface (docs/exception-path.md).
+  json.key("exception_interfaces").beginArray();
+  std::string exception_text;
+  if (exception_path_) {
+    for (const std::string& interface : exception_path_->describe()) {
+      json.value(interface);
+      absl::StrAppend(&exception_text, "kernel interface: ", interface, "\n");
+    }
+  }
+  json.endArray();
   // Per service, the fingerprint of the table in use: instances behind one ECMP group send a
   // flow to the same backend exactly when these agree.
   json.key("tables").beginArray();
@@ -253,10 +263,11 @@ std::string ControlPlane::statusReply() const {
   json.endArray();
   json.key("text").value(absl::StrFormat(
       "berthd %s, up %.0f s\nconfig %s (crc32c %08x)\nsnapshot %u, %u worker(s), %u service(s), "
-      "%u backend(s)\ndrained: %s\n%s%s",
+      "%u backend(s)\ndrained: %s\n%s%s%s",
       kBerthVersion, absl::ToDoubleSeconds(absl::Now() - started_), config_path_, config_crc,
       generation_, workers_.size(), config_.services.size(), backends,
-      drained.empty() ? "none" : absl::StrJoin(drained, ", "), drain_state_text, tables_text));
+      drained.empty() ? "none" : absl::StrJoin(drained, ", "), drain_state_text, exception_text,
+      tables_text));
   json.endObject();
   return json.str();
 }

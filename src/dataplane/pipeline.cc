@@ -142,15 +142,15 @@ ExceptionClass classifyForKernel(const SnapshotPort& port, const Frame& frame,
   if (packet.icmp_error || protocol == kProtocolIcmp || protocol == kProtocolIcmpv6) {
     return ExceptionClass::kIcmp;
   }
+  if (protocol != kProtocolTcp) return ExceptionClass::kOther;
+  const IpAddress source{packet.flow.family, packet.flow.source};
   constexpr uint16_t kBgpPort = (179 >> 8) | ((179 & 0xff) << 8);  // network byte order
-  if (protocol == kProtocolTcp && !packet.later_fragment &&
-      (packet.flow.source_port == kBgpPort || packet.flow.destination_port == kBgpPort)) {
-    for (const IpAddress& peer : port.bgp_peers) {
-      if (peer.family == packet.flow.family && peer.bytes == packet.flow.source) {
-        return ExceptionClass::kBgp;
-      }
-    }
+  if (!packet.later_fragment &&
+      (packet.flow.source_port == kBgpPort || packet.flow.destination_port == kBgpPort) &&
+      std::find(port.bgp_peers.begin(), port.bgp_peers.end(), source) != port.bgp_peers.end()) {
+    return ExceptionClass::kBgp;
   }
+  if (port.health_targets.contains(source)) return ExceptionClass::kHealth;
   return ExceptionClass::kOther;
 }
 

@@ -144,7 +144,11 @@ class SnapshotBuilder {
       view.mtu = port.mtu;
       view.learn_announcements = port.learn_announcements;
       view.to_kernel = port.exception.has_value();
-      if (view.to_kernel) view.bgp_peers = dataplane_.bgp_peers;
+      if (view.to_kernel) {
+        view.bgp_peers = dataplane_.bgp_peers;
+        view.health_targets.insert(dataplane_.health_targets.begin(),
+                                   dataplane_.health_targets.end());
+      }
       if (port.ipv4) view.answered.push_back(*port.ipv4);
       if (port.ipv6) view.answered.push_back(*port.ipv6);
       snapshot_->ports_.push_back(std::move(view));

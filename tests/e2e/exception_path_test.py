@@ -9,9 +9,10 @@ the health checks of the backends, an echo server on the port's address, ping. V
   berthd's port ------+- bridge -+- bk1, bk2 198.18.0.11-12, VIP on lo
   (namespace lb: tap bx<TAG> 198.18.0.10/24, echo server on :7000)
 
-The cases: health checks through the tap make the backends healthy; ping of the port's address;
-1 MiB echoed over TCP byte for byte while requests to the VIP go on; a UDP flood to the port's
-address is policed in its own class while ping still answers; the tap is gone once berthd stops.
+The cases: health checks bound to the tap (via: p0) make the backends healthy; ping of the port's
+address; 1 MiB echoed over TCP byte for byte while requests to the VIP go on; a UDP flood to the
+port's address is policed in its own class while ping answers and the backends stay healthy;
+the tap is gone once berthd stops.
 The same cases again with kind: virtio-user where /dev/vhost-net exists, skipped otherwise.
 Everything the test made is removed at the end, on failure too. Needs root.
 
@@ -166,7 +167,7 @@ class ExceptionPath(unittest.TestCase):
         deadline = time.monotonic() + 20
         while True:
             counters = self.counters()
-            if counters["to_kernel_other"] > 0 and counters["to_kernel_arp_nd"] > 0:
+            if counters["to_kernel_health"] > 0 and counters["to_kernel_arp_nd"] > 0:
                 break
             self.assertLess(time.monotonic(), deadline, counters)
             time.sleep(0.1)
@@ -174,9 +175,11 @@ class ExceptionPath(unittest.TestCase):
         self.assertEqual(self.instance.health(), {b: "healthy" for b in BACKENDS})
         counters = self.counters()
         self.assertGreater(counters["to_kernel_arp_nd"], 0, counters)
-        self.assertGreater(counters["to_kernel_other"], 0, "the probes' TCP")
+        self.assertGreater(counters["to_kernel_health"], 0, "the probes' answers, in their class")
         self.assertGreater(counters["from_kernel"], 0)
         self.assertEqual(counters["drop_kernel_queue_full"], 0)
+        self.assertEqual(self.instance.berthctl("status")["exception_interfaces"],
+                         ["%s (%s) on p0" % (TAP, self.KIND)])
         shown = run("ip", "-n", LB, "-o", "addr", "show", "dev", TAP).stdout
         self.assertIn(PORT_ADDRESS + "/24", shown)
         mac = run("ip", "-n", LB, "-o", "link", "show", "dev", TAP).stdout
@@ -255,6 +258,9 @@ class ExceptionPath(unittest.TestCase):
         # The class's rate over the flood's 3 s, its burst, and the probes' own TCP.
         self.assertLess(passed, OTHER_PER_SECOND * 4 + 200)
         self.assertEqual(ping.returncode, 0, "ICMP has its own class: " + ping.stdout)
+        self.assertGreater(after["kernel_health_passed"], before["kernel_health_passed"])
+        self.assertEqual(self.instance.health(), {b: "healthy" for b in BACKENDS},
+                         "the probes' answers have their own class too")
 
     def test_5_the_tap_goes_when_berthd_stops(self):
         self.instance.stop()

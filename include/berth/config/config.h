@@ -51,10 +51,12 @@ enum class RssKeyKind : uint8_t {
 
 // The classes of a port's traffic that go to its kernel interface, each with its own rate and
 // queue, so that a flood of one cannot starve another (docs/exception-path.md): BGP (TCP port
-// 179 to or from a configured BGP neighbour), ARP and neighbour discovery, ICMP, and the rest.
+// 179 to or from a configured BGP neighbour), ARP and neighbour discovery, the health checks'
+// answers (TCP from an address berth probes), ICMP, and the rest. In order of priority.
 #define BERTH_EXCEPTION_CLASSES(X) \
   X(kBgp, "bgp")                   \
   X(kNeighbor, "arp_nd")           \
+  X(kHealth, "health")             \
   X(kIcmp, "icmp")                 \
   X(kOther, "other")
 
@@ -80,7 +82,7 @@ struct ExceptionConfig {
   uint8_t ipv6_prefix_length = 64;
   // Frames a second each class may bring to the kernel (a burst of a tenth of a second, at least
   // 16 frames, passes at once), indexed by ExceptionClass.
-  std::array<uint32_t, kExceptionClassCount> per_second = {2'000, 1'000, 1'000, 10'000};
+  std::array<uint32_t, kExceptionClassCount> per_second = {2'000, 1'000, 5'000, 1'000, 10'000};
 
   friend bool operator==(const ExceptionConfig&, const ExceptionConfig&) = default;
 };
@@ -159,6 +161,9 @@ struct DataplaneConfig {
   // The BGP neighbours' addresses (bgp.neighbors, copied by the loader): TCP port 179 from
   // them is the bgp class of the exception path. Applies on reload.
   std::vector<IpAddress> bgp_peers;
+  // The addresses the health checks probe (copied by the loader): TCP from them is the health
+  // class of the exception path. Applies on reload.
+  std::vector<IpAddress> health_targets;
 
   friend bool operator==(const DataplaneConfig&, const DataplaneConfig&) = default;
 };

@@ -42,7 +42,8 @@ inline constexpr ExceptionClass exceptionClassOf(Verdict verdict) {
 }
 
 // The class a frame for the port's kernel interface is policed in (config.h, ExceptionClass):
-// ARP and ND; any ICMP; TCP to or from port 179 of one of the port's BGP peers; the rest.
+// ARP and ND; any ICMP; TCP to or from port 179 of one of the port's BGP peers; other TCP from an
+// address the health checks probe; the rest.
 ExceptionClass classifyForKernel(const SnapshotPort& port, const Frame& frame,
                                  const ParsedPacket& packet);
 

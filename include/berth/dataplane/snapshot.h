@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "berth/config/config.h"
@@ -71,6 +72,8 @@ struct SnapshotPort {
   bool to_kernel = false;
   // The BGP neighbours, whose TCP port 179 traffic is the bgp class.
   std::vector<IpAddress> bgp_peers;
+  // The addresses the health checks probe, whose TCP is the health class.
+  absl::flat_hash_set<IpAddress> health_targets;
 };
 
 // A backend in one service, with where to send its packets from each port.

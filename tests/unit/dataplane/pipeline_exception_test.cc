@@ -30,6 +30,7 @@ const IpAddress kBgpPeer = IpAddress::v4(198, 18, 0, 1);  // packet_builder's kC
 const IpAddress kStranger = IpAddress::v4(198, 18, 0, 77);
 const IpAddress kLinkLocal = *IpAddress::parse("fe80::ff:fe00:1");
 const IpAddress kOtherHost = IpAddress::v4(198, 18, 0, 99);
+const IpAddress kProbed = IpAddress::v4(198, 18, 1, 2);  // the health-checked backend
 
 constexpr char kPortWith[] = R"(
 dataplane:
@@ -42,7 +43,7 @@ bgp:
   port: p0
   neighbors: [ { address: 198.18.0.1, asn: 65000 } ]
 services:
-  - { name: web, vip: 198.18.100.1, port: 80, protocol: tcp,
+  - { name: web, vip: 198.18.100.1, port: 80, protocol: tcp, health: { type: tcp },
       backends: [ { name: a, address: 198.18.1.2 } ] }
 )";
 
@@ -145,6 +146,9 @@ const std::vector<Case>& cases() {
        Verdict::kDrop, "drop_no_service"},
       {"TCP 179 from anyone else is not BGP's class",
        [] { return tcp4(kStranger, kPort4, 40001, 179); }, toKernel(ExceptionClass::kOther),
+       Verdict::kDrop, "drop_no_service"},
+      {"a health check's answer from the backend it probes",
+       [] { return tcp4(kProbed, kPort4, 80, 40001); }, toKernel(ExceptionClass::kHealth),
        Verdict::kDrop, "drop_no_service"},
       {"SSH to the port", [] { return tcp4(kStranger, kPort4, 40001, 22); },
        toKernel(ExceptionClass::kOther), Verdict::kDrop, "drop_no_service"},

@@ -15,6 +15,7 @@
 #include "berth/config/loader.h"
 #include "berth/dataplane/pipeline.h"
 #include "berth/maglev/analysis.h"
+#include "support/built_snapshot.h"
 #include "support/counters.h"
 #include "support/frames.h"
 #include "support/packet_builder.h"
@@ -53,25 +54,8 @@ std::string withoutException(std::string yaml) {
   return yaml;
 }
 
-struct Built {
-  Config config;
-  std::vector<Table> tables;
-  CounterIds ids;
-  std::unique_ptr<const Snapshot> snapshot;
-};
-
-std::unique_ptr<Built> buildFrom(const std::string& yaml) {
-  auto built = std::make_unique<Built>();
-  absl::StatusOr<Config> config = parseConfig(yaml, "test.yaml");
-  EXPECT_TRUE(config.ok()) << config.status();
-  built->config = *std::move(config);
-  built->tables = *buildServiceTables(built->config);
-  const MacAddress port_macs[] = {kPortMac};
-  absl::StatusOr<std::unique_ptr<const Snapshot>> snapshot =
-      buildSnapshot(built->config, built->tables, port_macs, {}, built->ids, 1);
-  EXPECT_TRUE(snapshot.ok()) << snapshot.status();
-  built->snapshot = *std::move(snapshot);
-  return built;
+std::unique_ptr<BuiltSnapshot> buildFrom(const std::string& yaml) {
+  return buildSnapshotFrom(yaml, kPortMac);
 }
 
 Bytes toMac(Bytes frame, const std::string& mac) {
@@ -204,8 +188,8 @@ class PipelineExceptionTest : public ::testing::TestWithParam<size_t> {};
 TEST_P(PipelineExceptionTest, HandsTheKernelWhatIsNotBerthsAndOnlyThat) {
   const Case& test = cases()[GetParam()];
   SCOPED_TRACE(test.description);
-  static const std::unique_ptr<Built> with = buildFrom(kPortWith);
-  static const std::unique_ptr<Built> without = buildFrom(withoutException(kPortWith));
+  static const std::unique_ptr<BuiltSnapshot> with = buildFrom(kPortWith);
+  static const std::unique_ptr<BuiltSnapshot> without = buildFrom(withoutException(kPortWith));
   const Bytes input = test.input();
   {
     TestWorker worker;

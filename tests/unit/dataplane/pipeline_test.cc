@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "berth/config/loader.h"
 #include "berth/maglev/analysis.h"
+#include "support/built_snapshot.h"
 #include "support/counters.h"
 #include "support/frames.h"
 #include "support/packet_builder.h"
@@ -232,25 +233,9 @@ class Counters {
   std::optional<ConnectionTable> table_;
 };
 
-struct Built {
-  Config config;
-  std::vector<Table> tables;
-  CounterIds ids;
-  std::unique_ptr<const Snapshot> snapshot;
-};
-
-std::unique_ptr<Built> buildFrom(absl::string_view yaml, const NeighborTable& neighbors = {}) {
-  auto built = std::make_unique<Built>();
-  absl::StatusOr<Config> config = parseConfig(yaml, "test.yaml");
-  EXPECT_TRUE(config.ok()) << config.status();
-  built->config = *std::move(config);
-  built->tables = *buildServiceTables(built->config);
-  const MacAddress port_macs[] = {kPortMac};
-  absl::StatusOr<std::unique_ptr<const Snapshot>> snapshot =
-      buildSnapshot(built->config, built->tables, port_macs, neighbors, built->ids, 1);
-  EXPECT_TRUE(snapshot.ok()) << snapshot.status();
-  built->snapshot = *std::move(snapshot);
-  return built;
+std::unique_ptr<BuiltSnapshot> buildFrom(absl::string_view yaml,
+                                         const NeighborTable& neighbors = {}) {
+  return buildSnapshotFrom(yaml, kPortMac, neighbors);
 }
 
 const std::vector<Fixture>& fixtures() {
@@ -490,7 +475,7 @@ class PipelineFixtureTest : public ::testing::TestWithParam<size_t> {};
 TEST_P(PipelineFixtureTest, GivesTheVerdictOutputAndCounter) {
   const Fixture& fixture = fixtures()[GetParam()];
   SCOPED_TRACE(fixture.description);
-  static const std::unique_ptr<Built> built = buildFrom(kConfig);
+  static const std::unique_ptr<BuiltSnapshot> built = buildFrom(kConfig);
   const Bytes input = fixture.input();
   ReceivedFrame received(input);
   Counters counters;
@@ -517,7 +502,7 @@ TEST_P(PipelineFixtureTest, GivesTheVerdictOutputAndCounter) {
 TEST_P(PipelineFixtureTest, GivesTheSameWithAConnectionTableOnMissAndHit) {
   const Fixture& fixture = fixtures()[GetParam()];
   SCOPED_TRACE(fixture.description);
-  static const std::unique_ptr<Built> built = buildFrom(kConfig);
+  static const std::unique_ptr<BuiltSnapshot> built = buildFrom(kConfig);
   Counters counters;
   counters.trackConnections();
   const Bytes input = fixture.input();
@@ -572,7 +557,7 @@ IpAddress outerDestination(const Bytes& sent) {
 }
 
 TEST(PipelineTest, EachFlowGoesToTheBackendTheTablePicksAndIsCountedThere) {
-  const std::unique_ptr<Built> built = buildFrom(kManyBackends);
+  const std::unique_ptr<BuiltSnapshot> built = buildFrom(kManyBackends);
   const Table& table = built->tables[0];
   Counters counters;
   std::map<std::string, uint64_t> expected_packets;
@@ -599,7 +584,7 @@ TEST(PipelineTest, EachFlowGoesToTheBackendTheTablePicksAndIsCountedThere) {
 }
 
 TEST(PipelineTest, AnIcmpErrorReachesTheBackendOfTheFlowItIsAbout) {
-  const std::unique_ptr<Built> built = buildFrom(kManyBackends);
+  const std::unique_ptr<BuiltSnapshot> built = buildFrom(kManyBackends);
   Counters counters;
   for (uint16_t port = 1000; port < 1100; ++port) {
     ReceivedFrame flow(
@@ -619,7 +604,7 @@ TEST(PipelineTest, AnIcmpErrorReachesTheBackendOfTheFlowItIsAbout) {
 TEST(PipelineTest, TooBigRepliesAreLimitedPerWorker) {
   std::string yaml = kConfig;
   yaml.insert(yaml.find("services:"), "  icmp: { too_big_per_second: 50, too_big_burst: 20 }\n");
-  const std::unique_ptr<Built> built = buildFrom(yaml);
+  const std::unique_ptr<BuiltSnapshot> built = buildFrom(yaml);
   ASSERT_EQ(built->snapshot->icmp().too_big_burst, 20u);
   Counters counters;
   const auto flood = [&](uint32_t now_ms, int packets) {

@@ -89,21 +89,21 @@ absl::StatusOr<WorkerPtr> Worker::create(const WorkerSetup& setup) {
         absl::StrCat("workers: control ring: ", rte_strerror(rte_errno)));
   }
   if (setup.exception_path) {
-    for (size_t c = 0; c < kExceptionClassCount; ++c) {
-      const std::string name = absl::StrCat(ring_name, "_to_kernel_", c);
-      w.to_kernel_[c] =
-          rte_ring_create(name.c_str(), kKernelQueueSize, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
-      if (w.to_kernel_[c] == nullptr) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("workers: kernel queue: ", rte_strerror(rte_errno)));
-      }
-    }
-    const std::string name = absl::StrCat(ring_name, "_from_kernel");
-    w.from_kernel_ =
-        rte_ring_create(name.c_str(), kKernelQueueSize, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
-    if (w.from_kernel_ == nullptr) {
+    auto kernelQueue = [&](rte_ring*& ring, absl::string_view suffix) -> absl::Status {
+      const std::string name = absl::StrCat(ring_name, suffix);
+      ring = rte_ring_create(name.c_str(), kKernelQueueSize, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
+      if (ring != nullptr) return absl::OkStatus();
       return absl::ResourceExhaustedError(
           absl::StrCat("workers: kernel queue: ", rte_strerror(rte_errno)));
+    };
+    for (size_t c = 0; c < kExceptionClassCount; ++c) {
+      if (absl::Status status = kernelQueue(w.to_kernel_[c], absl::StrCat("_to_kernel_", c));
+          !status.ok()) {
+        return status;
+      }
+    }
+    if (absl::Status status = kernelQueue(w.from_kernel_, "_from_kernel"); !status.ok()) {
+      return status;
     }
   }
   for (const WorkerSetup::Queue& queue : setup.queues) {
@@ -177,27 +177,19 @@ absl::StatusOr<WorkerPtr> Worker::create(const WorkerSetup& setup) {
 }
 
 void Worker::release() {
-  // Requests the worker never sent are mbufs of the ports' pools.
-  rte_mbuf* mbuf;
-  while (control_frames_ != nullptr &&
-         rte_ring_sc_dequeue(control_frames_, reinterpret_cast<void**>(&mbuf)) == 0) {
-    rte_pktmbuf_free(mbuf);
-  }
-  rte_ring_free(control_frames_);
-  control_frames_ = nullptr;
-  for (rte_ring*& ring : to_kernel_) {
+  // Frames the worker never sent, or the exception path never took, are mbufs of the ports'
+  // pools: freed with their rings.
+  auto freeRing = [](rte_ring*& ring) {
+    rte_mbuf* mbuf;
     while (ring != nullptr && rte_ring_sc_dequeue(ring, reinterpret_cast<void**>(&mbuf)) == 0) {
       rte_pktmbuf_free(mbuf);
     }
     rte_ring_free(ring);
     ring = nullptr;
-  }
-  while (from_kernel_ != nullptr &&
-         rte_ring_sc_dequeue(from_kernel_, reinterpret_cast<void**>(&mbuf)) == 0) {
-    rte_pktmbuf_free(mbuf);
-  }
-  rte_ring_free(from_kernel_);
-  from_kernel_ = nullptr;
+  };
+  freeRing(control_frames_);
+  for (rte_ring*& ring : to_kernel_) freeRing(ring);
+  freeRing(from_kernel_);
   for (WorkerQueue& queue : queues_) rte_free(queue.tx_buffer);
   queues_.clear();
   connections_.reset();

@@ -9,7 +9,9 @@
 #     -v /dev/hugepages:/dev/hugepages -v /sys/bus/pci:/sys/bus/pci -v /sys/devices:/sys/devices \
 #     -v /etc/berth:/etc/berth:ro berth ...
 # or, without --privileged: --cap-add IPC_LOCK --cap-add NET_ADMIN --cap-add SYS_RAWIO and
-# --device /dev/vfio/vfio --device /dev/vfio/<group> for a vfio-pci bound NIC.
+# --device /dev/vfio/vfio --device /dev/vfio/<group> for a vfio-pci bound NIC. A port with an
+# exception interface (docs/exception-path.md) also needs NET_ADMIN and --device /dev/net/tun
+# (tap) or /dev/vhost-net (virtio-user).
 FROM debian:bookworm
 
 COPY tools/install-deps.sh /tmp/install-deps.sh

@@ -117,6 +117,16 @@ def make_dsr_backend(namespace, vip):
         run("ip", "netns", "exec", namespace, "sysctl", "-qw", "net.ipv4.conf." + key)
 
 
+def add_dsr_backend(servers, name, namespace, peer, bridge, address_cidr, mac, vip,
+                    default_via=None):
+    """A backend host on `bridge` set up for L2 DSR of `vip`, its HTTP server started."""
+    add_host(namespace, peer, bridge, address_cidr, mac)
+    make_dsr_backend(namespace, vip)
+    if default_via:
+        run("ip", "-n", namespace, "route", "add", "default", "via", default_via)
+    servers.start(name, namespace)
+
+
 class BackendServers:
     """backend_server.py in each backend's namespace, answering with the backend's name."""
 

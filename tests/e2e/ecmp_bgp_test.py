@@ -160,12 +160,10 @@ class Topology:
             e2e_support.make_af_packet_port(port_of(instance), BRIDGE,
                                             instance_namespace(instance))
         for backend in BACKENDS:
-            namespace = backend_namespace(backend)
-            e2e_support.add_host(namespace, "e%s%s" % (backend, TAG), BRIDGE,
-                                 backend_address(backend) + "/24", backend_mac(backend))
-            e2e_support.make_dsr_backend(namespace, VIP)
-            run("ip", "-n", namespace, "route", "add", "default", "via", "198.18.0.1")
-            self.servers.start(backend, namespace)
+            e2e_support.add_dsr_backend(self.servers, backend, backend_namespace(backend),
+                                        "e%s%s" % (backend, TAG), BRIDGE,
+                                        backend_address(backend) + "/24", backend_mac(backend),
+                                        VIP, default_via="198.18.0.1")
         router_config = os.path.join(directory, "router-bird.conf")
         with open(router_config, "w") as out:
             out.write(ROUTER_BIRD)

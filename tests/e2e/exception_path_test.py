@@ -112,10 +112,9 @@ class Topology:
         e2e_support.add_host(CLIENT, "c" + TAG, BRIDGE, "198.18.0.1/24")
         run("ip", "-n", CLIENT, "route", "add", VIP + "/32", "dev", "e0")
         for backend in BACKENDS:
-            e2e_support.add_host(namespace_of(backend), backend + TAG, BRIDGE,
-                                 backend_address(backend) + "/24", backend_mac(backend))
-            e2e_support.make_dsr_backend(namespace_of(backend), VIP)
-            self.servers.start(backend, namespace_of(backend))
+            e2e_support.add_dsr_backend(self.servers, backend, namespace_of(backend),
+                                        backend + TAG, BRIDGE, backend_address(backend) + "/24",
+                                        backend_mac(backend), VIP)
         self.echo = subprocess.Popen(
             ["ip", "netns", "exec", LB, "/usr/bin/python3", "-c", ECHO_SERVER, str(ECHO_PORT)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

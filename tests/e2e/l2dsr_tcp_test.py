@@ -83,10 +83,9 @@ class Topology:
         e2e_support.add_host(CLIENT, "c" + TAG, BRIDGE, "198.18.0.1/24")
         run("ip", "-n", CLIENT, "route", "add", VIP + "/32", "dev", "e0")
         for backend in BACKENDS:
-            e2e_support.add_host(namespace_of(backend), backend + TAG, BRIDGE,
-                                 backend_address(backend) + "/24", backend_mac(backend))
-            e2e_support.make_dsr_backend(namespace_of(backend), VIP)
-            self.start_server(backend)
+            e2e_support.add_dsr_backend(self.servers, backend, namespace_of(backend),
+                                        backend + TAG, BRIDGE, backend_address(backend) + "/24",
+                                        backend_mac(backend), VIP)
 
     def start_server(self, backend):
         self.servers.start(backend, namespace_of(backend))

@@ -40,15 +40,18 @@ bool isNeighborDiscovery(const Frame& frame, const ParsedPacket& packet) {
 // recorded in the next hop's slot for the management thread to decide on; an announcement is
 // recorded where the port learns from them; any other claim of a MAC other than the one in use
 // is refused and counted (docs/neighbors.md). A claim of the MAC in use changes nothing.
-void judgeNeighborClaim(const SnapshotPort& port, const Frame& frame,
+// Returns whether the claim was refused.
+bool judgeNeighborClaim(const SnapshotPort& port, const Frame& frame,
                         const NeighborObservation& seen, WorkerState& worker) {
   auto it = port.resolving.find(seen.address);
-  if (it == port.resolving.end()) return;
+  if (it == port.resolving.end()) return false;
   const ResolvingNextHop& hop = it->second;
   NeighborSlot* slot = hop.slot.get();
   const bool other_mac = hop.mac != seen.mac;
+  bool refused = false;
   auto refuse = [&](NeighborRefusal refusal) {
     if (!other_mac) return;
+    refused = true;
     worker.counters->count(refusal);
     if (slot != nullptr) slot->countRefused();
   };
@@ -64,9 +67,9 @@ void judgeNeighborClaim(const SnapshotPort& port, const Frame& frame,
       } else {
         slot->recordKnownAnswered();
       }
-      return;
+      return refused;
     case NeighborClaim::kAnnouncement:
-      if (!other_mac) return;
+      if (!other_mac) return false;
       if (!port.learn_announcements || slot == nullptr) {
         refuse(NeighborRefusal::kAnnouncement);
       } else if (!seen.from_claimed_mac) {
@@ -74,11 +77,12 @@ void judgeNeighborClaim(const SnapshotPort& port, const Frame& frame,
       } else {
         slot->recordAnnouncement(seen.mac);
       }
-      return;
+      return refused;
     case NeighborClaim::kRequest:
       refuse(NeighborRefusal::kNotAReply);
-      return;
+      return refused;
   }
+  return refused;
 }
 
 // Whether `packet` is addressed to the port itself, not to a VIP: one of its addresses, or an
@@ -107,8 +111,9 @@ Verdict notOurs(const SnapshotPort& port, const Frame& frame, const ParsedPacket
 Verdict handleNeighborFrame(const Snapshot& snapshot, uint32_t port_index, Frame& frame,
                             const ParsedPacket& packet, WorkerState& worker) {
   const SnapshotPort& port = snapshot.port(port_index);
+  bool refused = false;
   if (std::optional<NeighborObservation> seen = observeNeighbor(frame, packet)) {
-    judgeNeighborClaim(port, frame, *seen, worker);
+    refused = judgeNeighborClaim(port, frame, *seen, worker);
   }
   const std::optional<IpAddress> asked = neighborQuery(frame, packet);
   if (asked &&
@@ -119,9 +124,11 @@ Verdict handleNeighborFrame(const Snapshot& snapshot, uint32_t port_index, Frame
     }
   }
   // The kernel resolves its own neighbours (BGP's router) from the replies and announcements;
-  // berth answers the questions for the port's addresses itself (docs/exception-path.md).
+  // berth answers the questions for the port's addresses itself (docs/exception-path.md). A
+  // claim berth refused about one of its next hops is kept from the kernel too, so a spoofer
+  // cannot take over the kernel's entry for the gateway either.
   const bool to_port = sameMac(frame.data, port.mac) || (frame.data[0] & 1) != 0;
-  if (port.to_kernel && to_port) return toKernel(ExceptionClass::kNeighbor);
+  if (port.to_kernel && to_port && !refused) return toKernel(ExceptionClass::kNeighbor);
   worker.counters->count(DropReason::kNeighborNotAnswered);
   return Verdict::kDrop;
 }

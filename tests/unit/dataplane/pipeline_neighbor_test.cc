@@ -25,6 +25,7 @@ const MacAddress kPortMac = *MacAddress::parse("02:00:00:00:00:01");  // packet_
 const MacAddress kGatewayMac = *MacAddress::parse("02:00:00:00:00:fe");
 const MacAddress kAttackerMac = *MacAddress::parse("02:00:00:00:0b:ad");
 const MacAddress kRelayMac = *MacAddress::parse("02:00:00:00:0c:01");
+const MacAddress kOtherMac = *MacAddress::parse("02:00:00:00:0d:01");
 const MacAddress kBroadcast = *MacAddress::parse("ff:ff:ff:ff:ff:ff");
 const MacAddress kNobody = *MacAddress::parse("00:00:00:00:00:00");
 const IpAddress kPort4 = IpAddress::v4(198, 18, 0, 10);
@@ -37,7 +38,7 @@ constexpr char kConfig[] = R"(
 dataplane:
   ports:
     - { name: p0, device: net_null0, ipv4: 198.18.0.10, ipv6: "2001:db8::10", gateway: GATEWAY,
-        learn_announcements: LEARN }
+        learn_announcements: LEARN EXCEPTION }
 services:
   - { name: web4, vip: 198.18.100.1, port: 80, protocol: tcp,
       backends: [ { name: a, address: 198.18.1.2 } ] }
@@ -110,14 +111,15 @@ Bytes solicitation(const MacAddress& ethernet_source, const IpAddress& source,
 class NeighborHarness {
  public:
   NeighborHarness(const IpAddress& gateway, std::optional<MacAddress> known,
-                  bool learn_announcements = false)
+                  bool learn_announcements = false, bool kernel_interface = false)
       : gateway_(gateway),
         services_(CounterIds::kMaxServices),
         backends_(CounterIds::kMaxBackends),
         slot_(std::make_shared<NeighborSlot>()) {
-    const std::string yaml =
-        absl::StrReplaceAll(kConfig, {{"GATEWAY", absl::StrCat("\"", gateway.toString(), "\"")},
-                                      {"LEARN", learn_announcements ? "true" : "false"}});
+    const std::string yaml = absl::StrReplaceAll(
+        kConfig, {{"GATEWAY", absl::StrCat("\"", gateway.toString(), "\"")},
+                  {"LEARN", learn_announcements ? "true" : "false"},
+                  {"EXCEPTION", kernel_interface ? ", exception: { name: b0 }" : ""}});
     absl::StatusOr<Config> config = parseConfig(yaml, "test.yaml");
     EXPECT_TRUE(config.ok()) << config.status();
     config_ = *std::move(config);
@@ -224,6 +226,30 @@ TEST(PipelineNeighborTest, EachSpoofedArpIsRefusedUnderItsReason) {
   EXPECT_FALSE(worker.slot().knownAnswered());
   EXPECT_EQ(worker.slot().takeAnnouncement(), std::nullopt);
   EXPECT_EQ(worker.slot().refused(), 5u) << "counted for the next hop too";
+  EXPECT_EQ(worker.dataGoesTo(), kGatewayMac);
+}
+
+// With a kernel interface, ARP the kernel may learn from goes up to it, but a claim berth
+// refused about one of its next hops does not: the kernel's entry for the gateway (often its
+// BGP peer) cannot be taken over by what berth's own rules keep out.
+TEST(PipelineNeighborTest, ClaimsBerthRefusesDoNotReachTheKernelEither) {
+  NeighborHarness worker(kGateway4, kGatewayMac, false, true);
+  EXPECT_EQ(
+      worker.process(arp({2, kAttackerMac, kPortMac, kAttackerMac, kGateway4, kPortMac, kPort4})),
+      Verdict::kDrop)
+      << "unsolicited";
+  EXPECT_EQ(worker.process(
+                arp({1, kAttackerMac, kBroadcast, kAttackerMac, kGateway4, kNobody, kGateway4})),
+            Verdict::kDrop)
+      << "gratuitous";
+  EXPECT_EQ(worker.refusals(), 2u);
+  worker.slot().openRequest();
+  EXPECT_EQ(worker.process(arp(gatewayReply())), toKernel(ExceptionClass::kNeighbor))
+      << "the MAC in use answering: the kernel may learn it too";
+  EXPECT_EQ(worker.process(arp({2, kOtherMac, kPortMac, kOtherMac, kOther4, kPortMac, kPort4})),
+            toKernel(ExceptionClass::kNeighbor))
+      << "a reply about a host berth does not resolve: the kernel's to judge";
+  EXPECT_EQ(worker.refusals(), 2u);
   EXPECT_EQ(worker.dataGoesTo(), kGatewayMac);
 }
 

@@ -667,15 +667,6 @@ absl::StatusOr<Config> parseConfig(absl::string_view yaml_text, absl::string_vie
     if (absl::Status status = checkBgpAnnouncements(source_name, config, *services); !status.ok()) {
       return status;
     }
-    absl::flat_hash_set<IpAddress> probed;
-    for (const ServiceConfig& service : config.services) {
-      for (const BackendConfig& backend : service.backends) {
-        if (backend.health.type != HealthCheckType::kNone && backend.health.address &&
-            probed.insert(*backend.health.address).second) {
-          config.dataplane.health_targets.push_back(*backend.health.address);
-        }
-      }
-    }
   } catch (const YAML::Exception& e) {
     // yaml-cpp throws on some malformed trees while they are walked; report, never escape.
     return ErrorSite(source_name, "yaml", e.mark).error(e.msg);

@@ -167,6 +167,8 @@ void ControlPlane::closePorts() {
 }
 
 absl::Status ControlPlane::createWorkers() {
+  const bool exception_path = absl::c_any_of(
+      config_.dataplane.ports, [](const PortConfig& port) { return port.exception.has_value(); });
   for (uint16_t w = 0; w < lcores_.size(); ++w) {
     WorkerSetup setup;
     setup.lcore = lcores_[w];
@@ -176,8 +178,7 @@ absl::Status ControlPlane::createWorkers() {
     setup.stop = &workers_stop_;
     setup.conntrack = config_.dataplane.conntrack;
     setup.backend_loads = backend_loads_.get();
-    setup.exception_path = absl::c_any_of(
-        config_.dataplane.ports, [](const PortConfig& port) { return port.exception.has_value(); });
+    setup.exception_path = exception_path;
     // Worker w serves queue w of every port that has that many.
     for (uint32_t p = 0; p < ports_.size(); ++p) {
       if (w >= ports_[p].queues) continue;

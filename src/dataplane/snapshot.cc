@@ -135,6 +135,16 @@ class SnapshotBuilder {
   // Each port's MAC, addresses and MTU, the addresses it answers for itself, and the next hops
   // it resolves with what is known of them.
   void addPorts() {
+    // The addresses the services' health checks probe: TCP from them is the exception path's
+    // health class on a port with a kernel interface.
+    absl::flat_hash_set<IpAddress> health_targets;
+    for (const ServiceInput& service : services_) {
+      for (const BackendConfig& backend : service.config.backends) {
+        if (backend.health.type != HealthCheckType::kNone && backend.health.address) {
+          health_targets.insert(*backend.health.address);
+        }
+      }
+    }
     for (size_t p = 0; p < dataplane_.ports.size(); ++p) {
       const PortConfig& port = dataplane_.ports[p];
       SnapshotPort view;
@@ -146,8 +156,7 @@ class SnapshotBuilder {
       view.to_kernel = port.exception.has_value();
       if (view.to_kernel) {
         view.bgp_peers = dataplane_.bgp_peers;
-        view.health_targets.insert(dataplane_.health_targets.begin(),
-                                   dataplane_.health_targets.end());
+        view.health_targets = health_targets;
       }
       if (port.ipv4) view.answered.push_back(*port.ipv4);
       if (port.ipv6) view.answered.push_back(*port.ipv6);

@@ -104,14 +104,12 @@ class VirtioUserInterface final : public KernelInterface {
   VirtioUserInterface(std::string name, std::string device)
       : KernelInterface(std::move(name)), device_(std::move(device)) {}
   ~VirtioUserInterface() override {
-    // As closePort(): the device removed through ethdev's handle on it.
     if (port_id_ != RTE_MAX_ETHPORTS) {
       rte_eth_dev_stop(port_id_);
-      rte_eth_dev_info info;
-      const bool have_info = rte_eth_dev_info_get(port_id_, &info) == 0;
       rte_eth_dev_close(port_id_);
-      if (have_info && info.device != nullptr) rte_dev_remove(info.device);
     }
+    // Also when the probe made the device but no port was found for it.
+    if (probed_) rte_eal_hotplug_remove("vdev", device_.c_str());
     if (pool_ != nullptr) rte_mempool_free(pool_);
   }
 
@@ -126,6 +124,7 @@ class VirtioUserInterface final : public KernelInterface {
     if (const int result = rte_dev_probe(arguments.c_str()); result != 0) {
       return interfaceError(port, "rte_dev_probe", rte_strerror(-result));
     }
+    probed_ = true;
     uint16_t port_id;
     if (rte_eth_dev_get_port_by_name(device_.c_str(), &port_id) != 0) {
       return interfaceError(port, "rte_eth_dev_get_port_by_name", "no such port after probe");
@@ -174,6 +173,7 @@ class VirtioUserInterface final : public KernelInterface {
  private:
   static constexpr uint16_t kQueueSize = 1024;
   const std::string device_;
+  bool probed_ = false;
   uint16_t port_id_ = RTE_MAX_ETHPORTS;
   rte_mempool* pool_ = nullptr;
 };

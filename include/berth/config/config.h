@@ -161,9 +161,6 @@ struct DataplaneConfig {
   // The BGP neighbours' addresses (bgp.neighbors, copied by the loader): TCP port 179 from
   // them is the bgp class of the exception path. Applies on reload.
   std::vector<IpAddress> bgp_peers;
-  // The addresses the health checks probe (copied by the loader): TCP from them is the health
-  // class of the exception path. Applies on reload.
-  std::vector<IpAddress> health_targets;
 
   friend bool operator==(const DataplaneConfig&, const DataplaneConfig&) = default;
 };

@@ -19,6 +19,7 @@
 #include "support/counters.h"
 #include "support/frames.h"
 #include "support/packet_builder.h"
+#include "support/test_names.h"
 #include "support/test_worker.h"
 
 namespace berth {
@@ -213,11 +214,7 @@ TEST_P(PipelineExceptionTest, HandsTheKernelWhatIsNotBerthsAndOnlyThat) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, PipelineExceptionTest, ::testing::Range(size_t{0}, cases().size()),
                          [](const ::testing::TestParamInfo<size_t>& info) {
-                           std::string name;
-                           for (char c : cases()[info.param].description) {
-                             name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-                           }
-                           return name;
+                           return testNameOf(cases()[info.param].description);
                          });
 
 TEST(PipelineExceptionTest, VerdictsCarryTheirClass) {

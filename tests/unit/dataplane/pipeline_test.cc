@@ -22,6 +22,7 @@
 #include "support/counters.h"
 #include "support/frames.h"
 #include "support/packet_builder.h"
+#include "support/test_names.h"
 
 namespace berth {
 namespace {
@@ -526,12 +527,8 @@ TEST_P(PipelineFixtureTest, GivesTheSameWithAConnectionTableOnMissAndHit) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineFixtureTest,
                          ::testing::Range(size_t{0}, fixtures().size()),
                          [](const ::testing::TestParamInfo<size_t>& info) {
-                           std::string name;
-                           for (char c : fixtures()[info.param].description) {
-                             if (std::isalnum(static_cast<unsigned char>(c))) name += c;
-                             if (name.size() == 48) break;
-                           }
-                           return absl::StrCat(info.param, "_", name);
+                           return absl::StrCat(info.param, "_",
+                                               testNameOf(fixtures()[info.param].description, 48));
                          });
 
 constexpr char kManyBackends[] = R"(

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "support/packet_builder.h"
+#include "support/test_names.h"
 
 namespace berth {
 namespace {
@@ -166,11 +167,7 @@ TEST_P(PacketParserTest, ParsesAsTheFixtureSays) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, PacketParserTest, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                           std::string name;
-                           for (char c : info.param.description) {
-                             if (std::isalnum(static_cast<unsigned char>(c))) name += c;
-                           }
-                           return name;
+                           return testNameOf(info.param.description);
                          });
 
 TEST(PacketParserDetailTest, ReportsOffsetsVlansAndHopLimit) {

@@ -168,6 +168,7 @@ class Topology:
         with open(router_config, "w") as out:
             out.write(ROUTER_BIRD)
         self.start_bird(ROUTER, router_config, os.path.join(directory, "router-bird.ctl"))
+        ROUTER_SOCKET[:] = [os.path.join(directory, "router-bird.ctl")]
 
     def start_bird(self, namespace, config, socket):
         log = socket + ".log"
@@ -203,12 +204,19 @@ def router_next_hops(prefix):
                   if i > 0 and line.split()[i - 1] == "via")
 
 
+ROUTER_SOCKET = []  # the router BIRD's control socket, once it runs
+
+
 def wait_for_next_hops(prefix, wanted, timeout=30):
     started = time.monotonic()
     while router_next_hops(prefix) != sorted(wanted):
         if time.monotonic() - started > timeout:
-            raise AssertionError("the router has %s for %s, not %s" % (
-                router_next_hops(prefix), prefix, sorted(wanted)))
+            # What the router's BIRD says of its sessions, to tell a session that never came up
+            # from routes that were never announced.
+            sessions = run("birdc", "-s", ROUTER_SOCKET[0], "show", "protocols",
+                           check=False).stdout if ROUTER_SOCKET else ""
+            raise AssertionError("the router has %s for %s, not %s\n%s" % (
+                router_next_hops(prefix), prefix, sorted(wanted), sessions))
         time.sleep(0.02)
     return time.monotonic() - started
 
@@ -290,6 +298,10 @@ class EcmpBgp(unittest.TestCase):
         self.assertIn("nexthop", route, "one route, two next hops: ECMP")
 
     def test_2_the_instances_table_fingerprints_agree(self):
+        # The fingerprint covers health: compare once both have failed the ghost backend, which
+        # each finds on its own probes' schedule (under load, one can be a probe behind).
+        for instance in self.instances.values():
+            instance.berthd.wait_health(["ghost"], "unhealthy")
         tables = [{t["service"]: t["fingerprint"] for t in i.berthd.berthctl("status")["tables"]}
                   for i in self.instances.values()]
         self.assertEqual(tables[0], tables[1])

@@ -23,6 +23,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dpdk_memory import memory_options  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+from berthd_reports import request_reports_until  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(ROOT, "perf", "process_bench.yaml")
 FLOWS = 1 << 20
@@ -94,20 +97,8 @@ def run_berthd(berthd, vdev, stop_when, counters_path):
         return json.load(source), lines
 
 
-def rx_samples(lines):
-    """Per-report rx_packets values from berthd's SIGUSR1 counter reports, with their times."""
-    return [int(line.split()[1]) for line in lines if line.split()[:1] == ["rx_packets"]]
-
-
 def until_all_received(process, lines):
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None:
-        time.sleep(0.5)
-        process.send_signal(signal.SIGUSR1)
-        time.sleep(0.1)
-        samples = rx_samples(lines)
-        if samples and samples[-1] >= FLOWS:
-            return
+    request_reports_until(process, lines, lambda received: received >= FLOWS, 120, period=0.5)
 
 
 def main():

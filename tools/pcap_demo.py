@@ -20,7 +20,9 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from berthd_reports import request_reports_until  # noqa: E402
 
 PORT_MAC = bytes.fromhex("027063617000")  # the MAC the pcap PMD gives its first port
 CLIENT_MAC = bytes.fromhex("020000000002")
@@ -155,16 +157,7 @@ def run_berthd(arguments, expected_frames, timeout):
     process = subprocess.Popen(arguments, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = []
     threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True).start()
-    deadline = time.monotonic() + timeout
-    received = 0
-    while time.monotonic() < deadline and process.poll() is None and received < expected_frames:
-        time.sleep(0.25)
-        process.send_signal(signal.SIGUSR1)
-        time.sleep(0.05)
-        for line in reversed(list(lines)):
-            if line.split()[:1] == ["rx_packets"]:
-                received = int(line.split()[1])
-                break
+    request_reports_until(process, lines, lambda received: received >= expected_frames, timeout)
     if process.poll() is None:
         process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=30)

@@ -25,10 +25,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import unittest
 
 from scapy.all import ARP, GRE, ICMP, IP, TCP, UDP, Ether, IPv6, PcapWriter, Raw, raw, rdpcap
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from berthd_reports import request_reports_until  # noqa: E402
 
 BERTHD, BERTHCTL = sys.argv.pop(1), sys.argv.pop(1)
 
@@ -282,16 +284,7 @@ class BerthdOnPcap(unittest.TestCase):
         try:
             # Ask for the counters until every input frame has been received: the pcap PMD reads
             # the file once, as fast as the worker polls.
-            deadline = time.monotonic() + 60
-            received = 0
-            while time.monotonic() < deadline and process.poll() is None and received < cls.input_count:
-                time.sleep(0.3)
-                process.send_signal(signal.SIGUSR1)
-                time.sleep(0.1)
-                for line in reversed(list(lines)):
-                    if line.split()[:1] == ["rx_packets"]:
-                        received = int(line.split()[1])
-                        break
+            request_reports_until(process, lines, lambda received: received >= cls.input_count, 60)
             process.send_signal(signal.SIGINT)
             _, cls.stderr = process.communicate(timeout=30)
         finally:

@@ -351,12 +351,14 @@ absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string
   BERTH_ASSIGN_OR_RETURN(
       const Fields fields,
       Fields::read(source, path, node,
-                   {"name", "device", "ipv4", "ipv6", "gateway", "gateway_mac", "mtu", "queues",
-                    "rss_key", "learn_announcements", "exception"}));
+                   {"name", "device", "vlan", "ipv4", "ipv6", "gateway", "gateway_mac", "mtu",
+                    "queues", "rss_key", "learn_announcements", "exception"}));
   PortConfig port;
   port.line.number = fields.self().line();
   BERTH_ASSIGN_OR_RETURN(port.name, fields.requiredString("name"));
   BERTH_ASSIGN_OR_RETURN(port.device, fields.requiredString("device"));
+  // 0 and 4095 are reserved by 802.1Q; a port without `vlan` takes untagged frames.
+  BERTH_ASSIGN_OR_RETURN(port.vlan, fields.integer("vlan", 1, 4094, 0));
   BERTH_ASSIGN_OR_RETURN(port.ipv4, fields.optionalAddress("ipv4", IpFamily::kIpv4));
   BERTH_ASSIGN_OR_RETURN(port.ipv6, fields.optionalAddress("ipv6", IpFamily::kIpv6));
   if (!port.ipv4 && !port.ipv6) {
@@ -389,6 +391,33 @@ absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string
                            parseException(source, fields.pathOf("exception"), *exception));
   }
   return port;
+}
+
+// `port` shares its device with the earlier ports from `first` on: it must be on another VLAN
+// than each, and give the device's settings as the first does.
+absl::Status checkSharedDevice(const ErrorSite& site, const std::vector<PortConfig>& ports,
+                               size_t first, const PortConfig& port) {
+  auto vlanText = [](uint16_t vlan) {
+    return vlan == 0 ? std::string("untagged") : absl::StrCat("VLAN ", vlan);
+  };
+  for (size_t other = first; other < ports.size(); ++other) {
+    if (ports[other].device == port.device && ports[other].vlan == port.vlan) {
+      return site.error(absl::StrCat("device '", port.device, "' ", vlanText(port.vlan),
+                                     " is already port '", ports[other].name,
+                                     "'; ports on one device need different `vlan`s"));
+    }
+  }
+  const PortConfig& owner = ports[first];
+  if (port.queues != owner.queues) {
+    return site.error(absl::StrCat("queues: ", port.queues, " differs from port '", owner.name,
+                                   "' (", owner.queues, ") on the same device; queues are the "
+                                   "device's, give them alike"));
+  }
+  if (port.rss_key != owner.rss_key || port.rss_key_bytes != owner.rss_key_bytes) {
+    return site.error(absl::StrCat("rss_key differs from port '", owner.name,
+                                   "' on the same device; the key is the device's, give it alike"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ConntrackConfig> parseConntrack(absl::string_view source, const YAML::Node& node) {
@@ -474,7 +503,8 @@ absl::StatusOr<DataplaneConfig> parseDataplane(absl::string_view source, const Y
   if (ports == nullptr || ports->IsNull()) return dataplane;
   if (!ports->IsSequence()) return fields.site("ports").error("expected a list of ports");
   absl::flat_hash_set<std::string> names;
-  absl::flat_hash_set<std::string> devices;
+  // The first port on each device, which the device's other ports (VLANs) must agree with.
+  absl::flat_hash_map<std::string, size_t> first_on_device;
   absl::flat_hash_set<std::string> interfaces;
   for (size_t i = 0; i < ports->size(); ++i) {
     const std::string path = absl::StrCat("dataplane.ports[", i, "]");
@@ -484,8 +514,8 @@ absl::StatusOr<DataplaneConfig> parseDataplane(absl::string_view source, const Y
     if (!names.insert(port.name).second) {
       return site.error(absl::StrCat("duplicate port name '", port.name, "'"));
     }
-    if (!devices.insert(port.device).second) {
-      return site.error(absl::StrCat("device '", port.device, "' is already another port"));
+    if (auto [first, inserted] = first_on_device.try_emplace(port.device, i); !inserted) {
+      BERTH_RETURN_IF_ERROR(checkSharedDevice(site, dataplane.ports, first->second, port));
     }
     if (port.exception && !interfaces.insert(port.exception->name).second) {
       return site.error(absl::StrCat("exception interface '", port.exception->name,

@@ -2,6 +2,7 @@
 
 #include <rte_cycles.h>
 #include <rte_errno.h>
+#include <rte_ether.h>
 #include <rte_lcore.h>
 #include <rte_malloc.h>
 #include <rte_rcu_qsbr.h>
@@ -141,23 +142,57 @@ const char* rssKeyText(RssKeyKind key) {
   return "on";
 }
 
+std::string vlanText(uint16_t vlan) {
+  return vlan == 0 ? std::string("untagged") : absl::StrCat("VLAN ", vlan);
+}
+
 }  // namespace
 
 absl::Status ControlPlane::openPorts() {
   std::vector<std::string> warnings;
-  for (const PortConfig& port_config : config_.dataplane.ports) {
+  const std::vector<PortConfig>& configs = config_.dataplane.ports;
+  for (size_t p = 0; p < configs.size(); ++p) {
+    const PortConfig& port_config = configs[p];
+    // A VLAN port on a device an earlier port opened shares that port's device (docs/vlans.md).
+    if (const uint32_t first = deviceOf(static_cast<uint32_t>(p)); first < p) {
+      OpenedPort shared = ports_[first];
+      shared.name = port_config.name;
+      shared.owns_device = false;
+      logLine(absl::StrFormat("port '%s': %s on the device of port '%s', MTU %u",
+                              port_config.name, vlanText(port_config.vlan), configs[first].name,
+                              port_config.mtu));
+      port_macs_.push_back(shared.mac);
+      ports_.push_back(std::move(shared));
+      continue;
+    }
+    // The device takes the largest MTU of its ports; each port's own bounds its traffic.
+    PortConfig device_config = port_config;
+    for (const PortConfig& other : configs) {
+      if (other.device == port_config.device) {
+        device_config.mtu = std::max(device_config.mtu, other.mtu);
+      }
+    }
     absl::StatusOr<OpenedPort> port =
-        openPort(port_config, static_cast<uint16_t>(lcores_.size()), warnings);
+        openPort(device_config, static_cast<uint16_t>(lcores_.size()), warnings);
     if (!port.ok()) return port.status();
-    logLine(absl::StrFormat("port '%s': %s, DPDK port %u, MAC %s, %u queue pair(s), RSS %s, MTU %u",
-                            port->name, port->driver, port->port_id, port->mac.toString(),
-                            port->queues, port->rss ? rssKeyText(port_config.rss_key) : "off",
-                            port_config.mtu));
+    logLine(absl::StrFormat(
+        "port '%s': %s, DPDK port %u, MAC %s, %u queue pair(s), RSS %s, MTU %u%s", port->name,
+        port->driver, port->port_id, port->mac.toString(), port->queues,
+        port->rss ? rssKeyText(port_config.rss_key) : "off", device_config.mtu,
+        port_config.vlan != 0 ? absl::StrCat(", ", vlanText(port_config.vlan)) : ""));
     port_macs_.push_back(port->mac);
     ports_.push_back(*std::move(port));
   }
   for (const std::string& warning : warnings) logLine(absl::StrCat("warning: ", warning));
   return absl::OkStatus();
+}
+
+uint32_t ControlPlane::deviceOf(uint32_t port) const {
+  const std::vector<PortConfig>& configs = config_.dataplane.ports;
+  for (uint32_t first = 0; first < port; ++first) {
+    if (configs[first].device == configs[port].device) return first;
+  }
+  return port;
 }
 
 void ControlPlane::closePorts() {
@@ -179,9 +214,10 @@ absl::Status ControlPlane::createWorkers() {
     setup.conntrack = config_.dataplane.conntrack;
     setup.backend_loads = backend_loads_.get();
     setup.exception_path = exception_path;
-    // Worker w serves queue w of every port that has that many.
+    // Worker w serves queue w of every device that has that many.
     for (uint32_t p = 0; p < ports_.size(); ++p) {
-      if (w >= ports_[p].queues) continue;
+      setup.device_of_port.push_back(deviceOf(p));
+      if (w >= ports_[p].queues || !ports_[p].owns_device) continue;
       setup.queues.push_back({ports_[p].port_id, w, p, ports_[p].poll_only_while_link_up});
     }
     BERTH_ASSIGN_OR_RETURN(WorkerPtr worker, Worker::create(setup));
@@ -396,6 +432,13 @@ bool ControlPlane::sendNeighborRequest(const NextHopToResolve& hop) {
     // Not a shortage that passes: counted as asked, so the next hops due after it still are.
     rte_pktmbuf_free(mbuf);
     return true;
+  }
+  if (const uint16_t vlan = config_.dataplane.ports[hop.port].vlan; vlan != 0) {
+    mbuf->vlan_tci = vlan;
+    if (rte_vlan_insert(&mbuf) != 0) {
+      rte_pktmbuf_free(mbuf);
+      return true;
+    }
   }
   mbuf->port = hop.port;
   // Worker 0 serves queue 0 of every port.

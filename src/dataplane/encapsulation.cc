@@ -9,6 +9,11 @@
 namespace berth {
 namespace {
 
+void storeBigEndian16(uint8_t* at, uint16_t value) {
+  const rte_be16_t big_endian = rte_cpu_to_be_16(value);
+  std::memcpy(at, &big_endian, sizeof(big_endian));
+}
+
 // Where the outer headers go, after the MTU and headroom checks.
 struct OuterLayout {
   uint8_t* start = nullptr;  // the new first byte of the frame
@@ -27,7 +32,7 @@ ForwardResult prepareOuter(Frame& frame, const ParsedPacket& packet, size_t extr
   }
   // Before the inner packet go the new Ethernet header and the outer headers; the old Ethernet
   // header and VLAN tags (l3_offset bytes) are reused, the rest comes out of the headroom.
-  const size_t needed = kEthernetLength + outer_length;
+  const size_t needed = outerEthernetLength(target) + outer_length;
   if (needed > packet.l3_offset + frame.headroom) return ForwardResult::kNoHeadroom;
   const size_t grow = needed > packet.l3_offset ? needed - packet.l3_offset : 0;
   layout.inner = frame.data + packet.l3_offset;
@@ -49,9 +54,16 @@ uint8_t* writeOuterHeaders(uint8_t* start, const ForwardingTarget& target,
   const uint8_t traffic_class = packet.flow.family == IpFamily::kIpv4
                                     ? inner[1]
                                     : static_cast<uint8_t>((inner[0] & 0x0F) << 4 | inner[1] >> 4);
-  uint8_t* ip = start + kEthernetLength;
+  // With a VLAN, the 802.1Q tag takes the EtherType's place and the EtherType follows it.
+  uint8_t* ether_type = start + 2 * RTE_ETHER_ADDR_LEN;
+  if (target.vlan != 0) {
+    storeBigEndian16(ether_type, RTE_ETHER_TYPE_VLAN);
+    storeBigEndian16(ether_type + 2, target.vlan);
+    ether_type += kVlanTagLength;
+  }
+  uint8_t* ip = start + outerEthernetLength(target);
   if (target.backend.isV4()) {
-    ethernet->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+    storeBigEndian16(ether_type, RTE_ETHER_TYPE_IPV4);
     auto* header = reinterpret_cast<rte_ipv4_hdr*>(ip);
     header->version_ihl = RTE_IPV4_VHL_DEF;
     header->type_of_service = traffic_class;
@@ -78,7 +90,7 @@ uint8_t* writeOuterHeaders(uint8_t* start, const ForwardingTarget& target,
     header->hdr_checksum = static_cast<uint16_t>(~__rte_raw_cksum_reduce(sum));
     return ip + kOuterIpv4Length;
   }
-  ethernet->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
+  storeBigEndian16(ether_type, RTE_ETHER_TYPE_IPV6);
   auto* header = reinterpret_cast<rte_ipv6_hdr*>(ip);
   // Version 6, the traffic class, and a flow label from the flow hash, which routers and NICs
   // hash on to spread the backend's flows.

@@ -10,6 +10,12 @@
 namespace berth {
 
 inline constexpr size_t kEthernetLength = 14;
+inline constexpr size_t kVlanTagLength = 4;
+
+// The outer Ethernet header's length: with the target's 802.1Q tag where it has a VLAN.
+inline size_t outerEthernetLength(const ForwardingTarget& target) {
+  return target.vlan != 0 ? kEthernetLength + kVlanTagLength : kEthernetLength;
+}
 inline constexpr size_t kOuterIpv4Length = 20;
 inline constexpr size_t kOuterIpv6Length = 40;
 inline constexpr size_t kUdpLength = 8;
@@ -20,7 +26,8 @@ inline size_t outerIpLength(IpFamily family) {
 }
 
 // Checks the MTU and headroom, makes room in front of the inner IP packet (which stays where it
-// is) and writes a fresh untagged Ethernet header and the outer IP header there, for a mode whose
+// is) and writes a fresh Ethernet header (tagged with the target's VLAN, if any) and the outer IP
+// header there, for a mode whose
 // own header of `extra` bytes sits between the outer IP header and the inner packet. On kSend,
 // `mode_header` points where that header goes and `inner_length` is the inner packet's length;
 // otherwise the frame is untouched.

@@ -180,15 +180,22 @@ ConnectionKey connectionOf(const Classified& classified) {
 
 // Stage one: everything up to the table read. Returns false with the verdict decided for frames
 // that end here (drops, ARP/ND); otherwise fills `out` and starts fetching the table slot.
-bool classify(const Snapshot& snapshot, uint32_t port_index, Frame& frame, WorkerState& worker,
+bool classify(const Snapshot& snapshot, uint32_t device, Frame& frame, WorkerState& worker,
               Classified& out, Verdict& verdict) {
   ParsedPacket& packet = out.packet;
   const ParseError error = parsePacket(frame.data, frame.length, packet);
   verdict = Verdict::kDrop;
+  frame.port = device;
   if (error != ParseError::kNone) {
     worker.counters->count(error);
     return false;
   }
+  const uint32_t port_index = snapshot.receivingPort(device, packet);
+  if (port_index == kNoPort) {
+    worker.counters->count(DropReason::kVlanNotConfigured);
+    return false;
+  }
+  frame.port = port_index;
   if (packet.type == FrameType::kArp) {
     verdict = handleNeighborFrame(snapshot, port_index, frame, packet, worker);
     return false;
@@ -360,8 +367,9 @@ uint32_t chooseBackend(const Snapshot& snapshot, WorkerState& worker,
 }
 
 // Stage two: the table read, the target and the rewrite.
-Verdict forward(const Snapshot& snapshot, uint32_t port_index, Frame& frame, WorkerState& worker,
+Verdict forward(const Snapshot& snapshot, Frame& frame, WorkerState& worker,
                 const Classified& classified) {
+  const uint32_t port_index = frame.port;
   const SnapshotService& service = *classified.service;
   const uint32_t backend = chooseBackend(snapshot, worker, classified);
   if (backend == kNoBackendIndex) return drop(worker, DropReason::kNoBackend);
@@ -401,19 +409,19 @@ Verdict forward(const Snapshot& snapshot, uint32_t port_index, Frame& frame, Wor
 
 }  // namespace
 
-Verdict processFrame(const Snapshot& snapshot, uint32_t port_index, Frame& frame,
+Verdict processFrame(const Snapshot& snapshot, uint32_t device, Frame& frame,
                      WorkerState& worker) {
   Verdict verdict;
-  processFrames(snapshot, port_index, &frame, &verdict, 1, worker);
+  processFrames(snapshot, device, &frame, &verdict, 1, worker);
   return verdict;
 }
 
-void processFrames(const Snapshot& snapshot, uint32_t port_index, Frame* frames, Verdict* verdicts,
+void processFrames(const Snapshot& snapshot, uint32_t device, Frame* frames, Verdict* verdicts,
                    uint16_t count, WorkerState& worker) {
   Classified classified[kMaxFramesPerCall];
   bool pending[kMaxFramesPerCall];
   for (uint16_t i = 0; i < count; ++i) {
-    pending[i] = classify(snapshot, port_index, frames[i], worker, classified[i], verdicts[i]);
+    pending[i] = classify(snapshot, device, frames[i], worker, classified[i], verdicts[i]);
   }
   // The connection table's buckets are DRAM reads (and TLB misses) at a million connections.
   // Their prefetches go out back to back, after stage one, rather than one per frame inside it:
@@ -425,7 +433,7 @@ void processFrames(const Snapshot& snapshot, uint32_t port_index, Frame* frames,
     }
   }
   for (uint16_t i = 0; i < count; ++i) {
-    if (pending[i]) verdicts[i] = forward(snapshot, port_index, frames[i], worker, classified[i]);
+    if (pending[i]) verdicts[i] = forward(snapshot, frames[i], worker, classified[i]);
   }
 }
 

@@ -152,6 +152,14 @@ class SnapshotBuilder {
       view.ipv4 = port.ipv4;
       view.ipv6 = port.ipv6;
       view.mtu = port.mtu;
+      view.vlan = port.vlan;
+      view.device = static_cast<uint32_t>(p);
+      for (size_t first = 0; first < p; ++first) {
+        if (dataplane_.ports[first].device == port.device) {
+          view.device = static_cast<uint32_t>(first);
+          break;
+        }
+      }
       view.learn_announcements = port.learn_announcements;
       view.to_kernel = port.exception.has_value();
       if (view.to_kernel) {
@@ -161,6 +169,19 @@ class SnapshotBuilder {
       if (port.ipv4) view.answered.push_back(*port.ipv4);
       if (port.ipv6) view.answered.push_back(*port.ipv6);
       snapshot_->ports_.push_back(std::move(view));
+    }
+    // Each device's VLAN map, on its first port, once one of its ports is tagged.
+    for (size_t p = 0; p < snapshot_->ports_.size(); ++p) {
+      const SnapshotPort& port = snapshot_->ports_[p];
+      if (port.vlan == 0) continue;
+      std::vector<uint16_t>& by_vlan = snapshot_->ports_[port.device].port_by_vlan;
+      if (by_vlan.empty()) by_vlan.assign(kVlanIdCount, kNoPort);
+      by_vlan[port.vlan] = static_cast<uint16_t>(p);
+    }
+    for (size_t p = 0; p < snapshot_->ports_.size(); ++p) {
+      const SnapshotPort& port = snapshot_->ports_[p];
+      std::vector<uint16_t>& by_vlan = snapshot_->ports_[port.device].port_by_vlan;
+      if (port.vlan == 0 && !by_vlan.empty()) by_vlan[0] = static_cast<uint16_t>(p);
     }
     const auto service_at = [&](size_t s) -> const ServiceConfig& { return services_[s].config; };
     for (const NextHopToResolve& hop : nextHopsOf(dataplane_, services_.size(), service_at)) {
@@ -268,6 +289,7 @@ class SnapshotBuilder {
           target.source_mac = port_macs_[p];
           target.gue_port = config.gue_port;
           target.mtu = port.mtu;
+          target.vlan = port.vlan;
           const std::optional<IpAddress>& source = portAddress(port, backend.address.family);
           if (source) target.outer_source = *source;
           std::optional<MacAddress> next_hop;

@@ -1,10 +1,12 @@
 #include "berth/runtime/exception_path.h"
 
 #include <poll.h>
+#include <rte_ether.h>
 #include <rte_ring.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 
@@ -19,6 +21,19 @@ constexpr int kIdleWaitMs = 1;
 // A tenth of a second of the class's rate passes at once, and at least 16 frames: a BGP update
 // burst or a ping's few echoes are not cut.
 uint32_t burstOf(uint32_t per_second) { return std::max<uint32_t>(16, per_second / 10); }
+
+// A port's kernel interface is the port's alone, so it gets the port's frames without the tag
+// that chose the port (its VLAN's, or a priority tag on an untagged port); a QinQ frame keeps its
+// inner tag.
+void untagForKernel(rte_mbuf* mbuf) {
+  if (rte_pktmbuf_data_len(mbuf) < RTE_ETHER_HDR_LEN + sizeof(rte_vlan_hdr)) return;
+  auto* ethernet = rte_pktmbuf_mtod(mbuf, rte_ether_hdr*);
+  const uint16_t ether_type = rte_be_to_cpu_16(ethernet->ether_type);
+  if (ether_type != RTE_ETHER_TYPE_VLAN && ether_type != RTE_ETHER_TYPE_QINQ) return;
+  std::memmove(rte_pktmbuf_mtod_offset(mbuf, uint8_t*, sizeof(rte_vlan_hdr)), ethernet,
+               2 * RTE_ETHER_ADDR_LEN);
+  rte_pktmbuf_adj(mbuf, sizeof(rte_vlan_hdr));
+}
 
 }  // namespace
 
@@ -106,6 +121,7 @@ bool ExceptionPath::serveOnce(uint32_t now_ms) {
           rte_pktmbuf_free(frames[i]);
           continue;
         }
+        untagForKernel(frames[i]);
         state->pending[c][state->pending_count[c]++] = frames[i];
         if (state->pending_count[c] == kBurst) state->flush(c);
       }
@@ -120,16 +136,26 @@ bool ExceptionPath::serveOnce(uint32_t now_ms) {
     const uint16_t count = state->interface->fromKernel(state->port.pool, frames, kBurst);
     if (count == 0) continue;
     busy = true;
+    // On a VLAN port the kernel's frames leave with the port's tag.
+    const uint16_t vlan = state->port.config.vlan;
+    uint16_t tagged = 0;
     for (uint16_t i = 0; i < count; ++i) {
       frames[i]->port = static_cast<uint16_t>(state->port.port_index);
+      frames[i]->vlan_tci = vlan;
+      if (vlan != 0 && rte_vlan_insert(&frames[i]) != 0) {
+        state->from_kernel_dropped.add(1);
+        rte_pktmbuf_free(frames[i]);
+        continue;
+      }
+      frames[tagged++] = frames[i];
     }
     rte_ring* ring = state->port.sender->fromKernelQueue();
     const unsigned queued =
-        rte_ring_sp_enqueue_burst(ring, reinterpret_cast<void**>(frames), count, nullptr);
+        rte_ring_sp_enqueue_burst(ring, reinterpret_cast<void**>(frames), tagged, nullptr);
     state->from_kernel.add(queued);
-    if (queued < count) {
-      state->from_kernel_dropped.add(count - queued);
-      rte_pktmbuf_free_bulk(frames + queued, count - queued);
+    if (queued < tagged) {
+      state->from_kernel_dropped.add(tagged - queued);
+      rte_pktmbuf_free_bulk(frames + queued, tagged - queued);
     }
   }
   return busy;

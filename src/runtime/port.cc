@@ -233,6 +233,10 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
 }
 
 void closePort(OpenedPort& port) {
+  if (!port.owns_device) {
+    port.pool = nullptr;
+    return;
+  }
   if (rte_eth_dev_is_valid_port(port.port_id)) {
     rte_eth_dev_stop(port.port_id);
     rte_eth_dev_info info;

@@ -106,6 +106,7 @@ absl::StatusOr<WorkerPtr> Worker::create(const WorkerSetup& setup) {
       return status;
     }
   }
+  w.device_of_port_ = setup.device_of_port;
   for (const WorkerSetup::Queue& queue : setup.queues) {
     auto* buffer = static_cast<rte_eth_dev_tx_buffer*>(
         rte_zmalloc_socket("berth_tx_buffer", RTE_ETH_TX_BUFFER_SIZE(kBurstSize), 0, socket));
@@ -244,7 +245,7 @@ void Worker::processBurst(const Snapshot& snapshot, WorkerQueue& queue, rte_mbuf
       counters.tx_bytes.add(frames[i].length);
       rte_eth_tx_buffer(queue.port_id, queue.queue, queue.tx_buffer, mbuf);
     } else if (goesToKernel(verdicts[i])) {
-      queueForKernel(mbuf, exceptionClassOf(verdicts[i]), queue.port_index, dropped, drop_count);
+      queueForKernel(mbuf, exceptionClassOf(verdicts[i]), frames[i].port, dropped, drop_count);
     } else {
       dropped[drop_count++] = mbuf;
     }
@@ -292,9 +293,11 @@ void Worker::sendQueuedFrames(rte_ring* ring) {
   const unsigned count =
       rte_ring_sc_dequeue_burst(ring, reinterpret_cast<void**>(frames), kBurstSize, nullptr);
   for (unsigned i = 0; i < count; ++i) {
+    const uint32_t port = frames[i]->port;
+    const uint32_t device = port < device_of_port_.size() ? device_of_port_[port] : port;
     WorkerQueue* out = nullptr;
     for (WorkerQueue& queue : queues_) {
-      if (queue.port_index == frames[i]->port) out = &queue;
+      if (queue.port_index == device) out = &queue;
     }
     if (out == nullptr || !out->link_up) {
       if (out != nullptr) counters.count(DropReason::kPortDown);

@@ -12,8 +12,8 @@
 
 namespace berth {
 
-// A config parsed from YAML, its services' tables, and the snapshot built from them for one port
-// with `port_mac`: what the pipeline tests run frames through. Kept together because the
+// A config parsed from YAML, its services' tables, and the snapshot built from them with every
+// port's MAC `port_mac`: what the pipeline tests run frames through. Kept together because the
 // snapshot refers to the tables and the config.
 struct BuiltSnapshot {
   Config config;
@@ -30,7 +30,7 @@ inline std::unique_ptr<BuiltSnapshot> buildSnapshotFrom(absl::string_view yaml,
   EXPECT_TRUE(config.ok()) << config.status();
   built->config = *std::move(config);
   built->tables = *buildServiceTables(built->config);
-  const MacAddress port_macs[] = {port_mac};
+  const std::vector<MacAddress> port_macs(built->config.dataplane.ports.size(), port_mac);
   absl::StatusOr<std::unique_ptr<const Snapshot>> snapshot =
       buildSnapshot(built->config, built->tables, port_macs, neighbors, built->ids, 1);
   EXPECT_TRUE(snapshot.ok()) << snapshot.status();

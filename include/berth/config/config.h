@@ -91,6 +91,11 @@ struct PortConfig {
   std::string name;
   // A PCI address ("0000:3b:00.0") or a vdev string ("net_pcap0,rx_pcap=in.pcap,...").
   std::string device;
+  // The 802.1Q VLAN the port is on, 1 to 4094; 0: untagged frames (and priority-tagged, VLAN
+  // 0). Ports that share a device differ in VLAN; each is its own L3 interface with its own
+  // addresses, gateway and kernel interface, and receives only its VLAN's frames
+  // (docs/vlans.md). queues and rss_key are the device's, so its ports give the same.
+  uint16_t vlan = 0;
   std::optional<IpAddress> ipv4;  // at least one of ipv4 and ipv6
   std::optional<IpAddress> ipv6;
   // Where encapsulated traffic goes next: an address resolved by ARP or ND, or a fixed MAC.

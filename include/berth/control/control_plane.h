@@ -96,6 +96,8 @@ class ControlPlane {
   void stopLcores();
   absl::Status openPorts();
   void closePorts();
+  // The first port on port `port`'s device: the one whose queues the workers poll.
+  uint32_t deviceOf(uint32_t port) const;
   absl::Status createWorkers();
   void destroyWorkers();
   absl::Status startExceptionPath();

@@ -22,6 +22,7 @@ namespace berth {
 #define BERTH_DROP_REASONS(X)                                                                      \
   X(kOtherEtherType, "other_ethertype") /* neither IP nor ARP */                                   \
   X(kNotForUs, "not_for_us")            /* another MAC, or an address berth does not own */        \
+  X(kVlanNotConfigured, "vlan_not_configured") /* a tag (or none) no port on the device has */     \
   X(kNoService, "no_service")           /* no service at (VIP, port, protocol) */                  \
   X(kNoBackend, "no_backend")           /* the service's table has no backend there */             \
   X(kLaterFragment, "later_fragment")   /* no ports, and the service hashes 5-tuples */            \

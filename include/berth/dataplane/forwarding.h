@@ -23,6 +23,9 @@ struct Frame {
   size_t length = 0;
   size_t headroom = 0;  // bytes writable in front of data
   size_t tailroom = 0;  // bytes writable after data + length
+  // Set by the pipeline (pipeline.h): the snapshot port the frame is for, chosen by its VLAN
+  // among the ports of the device it came in on.
+  uint32_t port = 0;
 };
 
 // Everything a mode needs to know about one backend, resolved when the snapshot is built.
@@ -33,6 +36,7 @@ struct ForwardingTarget {
   MacAddress destination_mac;  // the gateway's (encapsulating modes) or the backend's (l2dsr)
   uint16_t gue_port = 0;       // gue: outer UDP destination port
   uint16_t mtu = 1500;         // the port's
+  uint16_t vlan = 0;           // the port's 802.1Q VLAN, tagged on encapsulated frames; 0: none
 };
 
 enum class ForwardResult : uint8_t {
@@ -46,8 +50,9 @@ inline constexpr uint8_t kOuterHopLimit = 64;
 
 // Rewrites `frame` (parsed as `packet`, an IP frame that parsed without error) for `target`.
 // `flow_hash` feeds the fields that spread a backend's flows over its receive queues: the GUE
-// source port and the outer IPv6 flow label. Encapsulating modes send untagged frames to the
-// gateway, drop any Ethernet padding, copy the inner DSCP/ECN outward, and fill outer checksums
+// source port and the outer IPv6 flow label. Encapsulating modes send frames to the gateway tagged
+// with the target's VLAN (untagged without one), whatever tags they came with, drop any Ethernet
+// padding, copy the inner DSCP/ECN outward, and fill outer checksums
 // with DPDK's helpers; the inner packet is left byte for byte as it arrived.
 using ForwardFunction = ForwardResult (*)(Frame& frame, const ParsedPacket& packet,
                                           const ForwardingTarget& target, uint32_t flow_hash);

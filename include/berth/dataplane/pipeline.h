@@ -26,7 +26,7 @@ namespace berth {
 
 enum class Verdict : uint8_t {
   kDrop,      // counted under its reason; free the buffer
-  kTransmit,  // the frame was rewritten in place: send it out of the port it came in on
+  kTransmit,  // the frame was rewritten in place: send it out of the device it came in on
   // Not berth's, on a port with a kernel interface: hand it, unchanged, to the exception path.
   // kToKernel + ExceptionClass: one verdict per class (toKernel(), exceptionClassOf()).
   kToKernel,
@@ -64,17 +64,20 @@ struct WorkerState {
   TokenBucket too_big_replies;
 };
 
-// Decides `frame`, received on `port` (an index into the snapshot's ports). Counts the frame's
-// drop reason, or its service's and backend's packets and bytes. Does not count rx or tx: the
-// caller owns the burst. No allocation, no lock, no exception.
-Verdict processFrame(const Snapshot& snapshot, uint32_t port, Frame& frame, WorkerState& worker);
+// Decides `frame`, received on the device of port `device` (the device's first port in the
+// snapshot, SnapshotPort::device). The frame is for the device's port on its outer VLAN, which
+// frame.port is set to (docs/vlans.md); a frame on a VLAN none of them has is dropped as
+// vlan_not_configured. Counts the frame's drop reason, or its service's and backend's packets
+// and bytes. Does not count rx or tx: the caller owns the burst. No allocation, no lock, no
+// exception.
+Verdict processFrame(const Snapshot& snapshot, uint32_t device, Frame& frame, WorkerState& worker);
 
 // As processFrame() for each of `count` (at most kMaxFramesPerCall) frames, in two stages over
 // the whole burst: first every frame is parsed, looked up and hashed, and its Maglev table slot
 // prefetched; then each is picked and rewritten. The table read, an L2 access per packet, then
 // overlaps with the other frames' work instead of stalling each one.
 inline constexpr uint16_t kMaxFramesPerCall = 32;
-void processFrames(const Snapshot& snapshot, uint32_t port, Frame* frames, Verdict* verdicts,
+void processFrames(const Snapshot& snapshot, uint32_t device, Frame* frames, Verdict* verdicts,
                    uint16_t count, WorkerState& worker);
 
 }  // namespace berth

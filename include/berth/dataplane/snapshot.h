@@ -54,8 +54,20 @@ class CounterIds {
 };
 
 // A port as the datapath sees it.
+inline constexpr uint16_t kNoPort = UINT16_MAX;
+inline constexpr size_t kVlanIdCount = 4096;  // 12-bit 802.1Q VLAN IDs
+
 struct SnapshotPort {
   MacAddress mac;
+  // The port's 802.1Q VLAN; 0: untagged (config.h, PortConfig::vlan).
+  uint16_t vlan = 0;
+  // The first port on the same device: the one whose queues the workers poll, and the index the
+  // pipeline is called with for the device's frames.
+  uint32_t device = 0;
+  // On a device's first port, when one of the device's ports is tagged: the port for each VLAN
+  // ID (untagged and priority-tagged frames at 0), kNoPort where none is. Empty: the device has
+  // only this, untagged, port.
+  std::vector<uint16_t> port_by_vlan;
   std::optional<IpAddress> ipv4;
   std::optional<IpAddress> ipv6;
   uint16_t mtu = 1500;
@@ -138,6 +150,14 @@ class Snapshot {
   }
 
   const SnapshotPort& port(uint32_t index) const { return ports_[index]; }
+  // The port a frame received on the device of port `device` (its first port) is for, by its
+  // outer VLAN tag: kNoPort when the device has no port on that VLAN.
+  uint32_t receivingPort(uint32_t device, const ParsedPacket& packet) const {
+    const uint16_t vlan = packet.vlan_tags > 0 ? packet.vlan_ids[0] : uint16_t{0};
+    const std::vector<uint16_t>& by_vlan = ports_[device].port_by_vlan;
+    if (by_vlan.empty()) return vlan == 0 ? device : kNoPort;
+    return by_vlan[vlan];
+  }
   size_t portCount() const { return ports_.size(); }
 
   uint64_t generation() const { return generation_; }

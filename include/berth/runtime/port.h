@@ -40,6 +40,9 @@ struct OpenedPort {
   bool poll_only_while_link_up = false;
   MacAddress mac;
   rte_mempool* pool = nullptr;
+  // False for a VLAN port on a device an earlier port opened: it shares that port's queues, pool
+  // and MAC, and closePort() leaves the device to its owner.
+  bool owns_device = true;
 };
 
 // Descriptors per RX and per TX queue.
@@ -54,8 +57,8 @@ inline constexpr uint16_t kTxDescriptors = 1024;
 absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
                                     std::vector<std::string>& warnings);
 
-// Stops and closes the port, detaches its device and frees its mempool. Call after every worker
-// has stopped.
+// Stops and closes the port, detaches its device and frees its mempool, if it owns the device.
+// Call after every worker has stopped.
 void closePort(OpenedPort& port);
 
 // The symmetric RSS key: 0x6d5a repeated, which makes Toeplitz give a flow and its reverse the

@@ -76,6 +76,9 @@ struct WorkerSetup {
     bool poll_only_while_link_up = false;  // OpenedPort::poll_only_while_link_up
   };
   std::vector<Queue> queues;
+  // For each port (snapshot index), the first port on its device, whose queues carry the
+  // frames of the device's VLAN ports; empty: every port is its own device.
+  std::vector<uint32_t> device_of_port;
   // The per-core connection table; none: every packet takes the table's pick.
   std::optional<ConntrackConfig> conntrack;
   // The published bounded-load counts the worker reads; null: bounded-load services take the
@@ -114,7 +117,7 @@ class alignas(64) Worker final {
   // and capacity (an explain asks the worker through conntrack_query).
   const ConnectionTable* connections() const { return connections_ ? &*connections_ : nullptr; }
   // Hands the worker a frame to send from the port whose index is mbuf->port (an ARP or ND
-  // request). False when its ring is full; the caller keeps the mbuf.
+  // request, tagged with the port's VLAN), on the queue of the port's device. False when its ring is full; the caller keeps the mbuf.
   bool queueControlFrame(rte_mbuf* mbuf);
   // Frames queued by queueControlFrame() that the worker has not taken yet.
   unsigned controlFramesWaiting() const;
@@ -176,6 +179,7 @@ class alignas(64) Worker final {
   const std::atomic<const Snapshot*>* snapshot_ = nullptr;
   const std::atomic<bool>* stop_ = nullptr;
   std::vector<WorkerQueue> queues_;
+  std::vector<uint32_t> device_of_port_;  // WorkerSetup::device_of_port
   rte_ring* control_frames_ = nullptr;  // from the management thread: ARP/ND requests to send
   std::array<rte_ring*, kExceptionClassCount> to_kernel_{};  // to the exception path
   rte_ring* from_kernel_ = nullptr;                          // from it: the kernel's frames

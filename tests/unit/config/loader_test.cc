@@ -253,7 +253,31 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"duplicate device",
                   PORT_HEAD "      ipv4: 198.18.0.10\n    - name: p1\n      device: net_null0\n"
                             "      ipv4: 198.18.0.11\nservices: []\n",
-                  "bad.yaml:6:7: dataplane.ports[1]", "device 'net_null0' is already another port"},
+                  "bad.yaml:6:7: dataplane.ports[1]",
+                  "device 'net_null0' untagged is already port 'p0'; ports on one device need "
+                  "different `vlan`s"},
+        BadConfig{"same device, same VLAN",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n      vlan: 7\n    - name: p1\n"
+                            "      device: net_null0\n      vlan: 7\n      ipv4: 198.18.0.11\n"
+                            "services: []\n",
+                  "bad.yaml:7:7: dataplane.ports[1]",
+                  "device 'net_null0' VLAN 7 is already port 'p0'"},
+        BadConfig{"VLAN ports that give the device different queues",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n      queues: 2\n    - name: p1\n"
+                            "      device: net_null0\n      vlan: 7\n      ipv4: 198.18.0.11\n"
+                            "services: []\n",
+                  "bad.yaml:7:7: dataplane.ports[1]",
+                  "queues: 0 differs from port 'p0' (2) on the same device"},
+        BadConfig{"VLAN ports that give the device different RSS keys",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n    - name: p1\n      device: net_null0\n"
+                            "      vlan: 7\n      rss_key: symmetric\n      ipv4: 198.18.0.11\n"
+                            "services: []\n",
+                  "bad.yaml:6:7: dataplane.ports[1]",
+                  "rss_key differs from port 'p0' on the same device"},
+        BadConfig{"VLAN 4095", PORT_HEAD "      ipv4: 198.18.0.10\n      vlan: 4095\nservices: []\n",
+                  "bad.yaml:6:13: dataplane.ports[0].vlan", "must be an integer from 1 to 4094"},
+        BadConfig{"VLAN 0", PORT_HEAD "      ipv4: 198.18.0.10\n      vlan: 0\nservices: []\n",
+                  "bad.yaml:6:13: dataplane.ports[0].vlan", "must be an integer from 1 to 4094"},
         BadConfig{"EAL arguments not a list", "dataplane:\n  eal: --no-huge\nservices: []\n",
                   "bad.yaml:2:8: dataplane.eal", "expected a list of strings"},
         BadConfig{"EAL argument not a string",
@@ -683,6 +707,28 @@ TEST(ConfigLoaderTest, ExceptionInterfacesLoadWithTheirDefaults) {
   EXPECT_EQ(ports[1].exception->per_second, rates);
   EXPECT_FALSE(ports[2].exception.has_value()) << "none unless configured";
   EXPECT_EQ(toString(ExceptionClass::kNeighbor), "arp_nd");
+}
+
+TEST(ConfigLoaderTest, VlanPortsShareADeviceEachWithItsOwnAddressesAndInterface) {
+  absl::StatusOr<Config> config = parseConfig(
+      "dataplane:\n  ports:\n"
+      "    - { name: trunk, device: net_null0, ipv4: 198.18.0.10, mtu: 9000, queues: 2 }\n"
+      "    - { name: v10, device: net_null0, vlan: 10, ipv4: 198.18.10.10, queues: 2,\n"
+      "        gateway_mac: \"02:00:00:00:10:fe\", exception: { name: berth10 } }\n"
+      "    - { name: v20, device: net_null0, vlan: 20, ipv4: 198.18.20.10, queues: 2 }\n"
+      "    - { name: other, device: net_null1, vlan: 10, ipv4: 198.19.10.10 }\n"
+      "services: []\n",
+      "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const std::vector<PortConfig>& ports = config->dataplane.ports;
+  ASSERT_EQ(ports.size(), 4u);
+  EXPECT_EQ(ports[0].vlan, 0) << "untagged unless configured";
+  EXPECT_EQ(ports[1].vlan, 10);
+  EXPECT_EQ(ports[2].vlan, 20);
+  EXPECT_EQ(ports[3].vlan, 10) << "a VLAN ID is per device";
+  EXPECT_EQ(ports[1].mtu, 1500) << "each port keeps its own MTU";
+  ASSERT_TRUE(ports[1].exception.has_value());
+  EXPECT_EQ(ports[1].exception->name, "berth10");
 }
 
 TEST(ConfigLoaderTest, ConntrackSettingsLoadAndDefault) {

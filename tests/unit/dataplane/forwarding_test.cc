@@ -127,6 +127,42 @@ TEST(ForwardingTest, EncapsulationDropsVlanTagsAndEthernetPadding) {
   EXPECT_EQ(received.frame.headroom, kHeadroom - (34 - 22));
 }
 
+// A port on a VLAN: the outer Ethernet header carries its 802.1Q tag, whatever the client's
+// frame was tagged with, and the rest follows four bytes later.
+TEST(ForwardingTest, EncapsulationTagsTheOuterFrameWithThePortsVlan) {
+  for (const std::initializer_list<uint16_t> received_tags :
+       {std::initializer_list<uint16_t>{}, {10}, {10, 200}}) {
+    ReceivedFrame received(tcp4Frame(40, 0x4000, received_tags));
+    ForwardingTarget target = testTarget(IpAddress::v4(198, 18, 1, 2));
+    target.vlan = 10;
+    ASSERT_EQ(forwardIpip(received.frame, received.packet, target, kFlowHash),
+              ForwardResult::kSend);
+    const uint8_t* frame = received.frame.data;
+    EXPECT_EQ(Bytes(frame + 12, frame + 18), (Bytes{0x81, 0x00, 0x00, 10, 0x08, 0x00}))
+        << received_tags.size() << " tag(s) received";
+    const auto* outer = reinterpret_cast<const rte_ipv4_hdr*>(frame + 18);
+    EXPECT_EQ(outer->next_proto_id, IPPROTO_IPIP);
+    EXPECT_EQ(rte_ipv4_cksum(outer), 0);
+    ASSERT_EQ(received.frame.length, 18 + 20 + received.originalIpPacket().size());
+    EXPECT_EQ(Bytes(frame + 38, frame + received.frame.length), received.originalIpPacket());
+  }
+}
+
+TEST(ForwardingTest, TaggedGueOverIpv6KeepsAValidUdpChecksum) {
+  ReceivedFrame received(tcp6Frame(33));
+  ForwardingTarget target = testTarget(*IpAddress::parse("2001:db8:1::2"));
+  target.vlan = 4094;
+  ASSERT_EQ(forwardGue(received.frame, received.packet, target, kFlowHash), ForwardResult::kSend);
+  const uint8_t* frame = received.frame.data;
+  EXPECT_EQ(Bytes(frame + 12, frame + 18), (Bytes{0x81, 0x00, 0x0F, 0xFE, 0x86, 0xDD}));
+  const auto* outer = reinterpret_cast<const rte_ipv6_hdr*>(frame + 18);
+  auto* udp = reinterpret_cast<rte_udp_hdr*>(received.frame.data + 18 + 40);
+  EXPECT_EQ(outer->proto, IPPROTO_UDP);
+  const uint16_t sent_checksum = udp->dgram_cksum;
+  udp->dgram_cksum = 0;
+  EXPECT_EQ(rte_ipv6_udptcp_cksum(outer, udp), sent_checksum);
+}
+
 TEST(ForwardingTest, L2DsrRewritesOnlyTheMacs) {
   const Bytes original = tcp4Frame(20, 0x4000, {100});
   ReceivedFrame received(original);

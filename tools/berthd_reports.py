@@ -14,7 +14,7 @@ def catches_sigusr1(pid):
         with open("/proc/%d/status" % pid) as status:
             for line in status:
                 if line.startswith("SigCgt:"):
-                    return int(line.split()[1], 16) & _SIGUSR1_MASK != 0
+                    return (int(line.split()[1], 16) & _SIGUSR1_MASK) != 0
     except (FileNotFoundError, ProcessLookupError):
         pass
     return False

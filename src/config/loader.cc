@@ -410,7 +410,8 @@ absl::Status checkSharedDevice(const ErrorSite& site, const std::vector<PortConf
   const PortConfig& owner = ports[first];
   if (port.queues != owner.queues) {
     return site.error(absl::StrCat("queues: ", port.queues, " differs from port '", owner.name,
-                                   "' (", owner.queues, ") on the same device; queues are the "
+                                   "' (", owner.queues,
+                                   ") on the same device; queues are the "
                                    "device's, give them alike"));
   }
   if (port.rss_key != owner.rss_key || port.rss_key_bytes != owner.rss_key_bytes) {

@@ -158,9 +158,8 @@ absl::Status ControlPlane::openPorts() {
       OpenedPort shared = ports_[first];
       shared.name = port_config.name;
       shared.owns_device = false;
-      logLine(absl::StrFormat("port '%s': %s on the device of port '%s', MTU %u",
-                              port_config.name, vlanText(port_config.vlan), configs[first].name,
-                              port_config.mtu));
+      logLine(absl::StrFormat("port '%s': %s on the device of port '%s', MTU %u", port_config.name,
+                              vlanText(port_config.vlan), configs[first].name, port_config.mtu));
       port_macs_.push_back(shared.mac);
       ports_.push_back(std::move(shared));
       continue;

@@ -29,7 +29,8 @@ ForwardResult forwardGue(Frame& frame, const ParsedPacket& packet, const Forward
   if (!target.backend.isV4()) {
     // Zero is allowed over IPv4 and is what tunnels send; over IPv6 receivers reject it unless
     // configured otherwise (RFC 6935), so compute it.
-    const auto* outer = reinterpret_cast<const rte_ipv6_hdr*>(frame.data + outerEthernetLength(target));
+    const auto* outer =
+        reinterpret_cast<const rte_ipv6_hdr*>(frame.data + outerEthernetLength(target));
     udp->dgram_cksum = rte_ipv6_udptcp_cksum(outer, udp);
   }
   return ForwardResult::kSend;

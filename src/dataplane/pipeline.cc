@@ -409,8 +409,7 @@ Verdict forward(const Snapshot& snapshot, Frame& frame, WorkerState& worker,
 
 }  // namespace
 
-Verdict processFrame(const Snapshot& snapshot, uint32_t device, Frame& frame,
-                     WorkerState& worker) {
+Verdict processFrame(const Snapshot& snapshot, uint32_t device, Frame& frame, WorkerState& worker) {
   Verdict verdict;
   processFrames(snapshot, device, &frame, &verdict, 1, worker);
   return verdict;

@@ -20,12 +20,12 @@ namespace berth {
 // failures have their own list, BERTH_PARSE_ERRORS.) Katran and VPP's lb plugin count every drop
 // this way and never log one.
 #define BERTH_DROP_REASONS(X)                                                                      \
-  X(kOtherEtherType, "other_ethertype") /* neither IP nor ARP */                                   \
-  X(kNotForUs, "not_for_us")            /* another MAC, or an address berth does not own */        \
+  X(kOtherEtherType, "other_ethertype")        /* neither IP nor ARP */                            \
+  X(kNotForUs, "not_for_us")                   /* another MAC, or an address berth does not own */ \
   X(kVlanNotConfigured, "vlan_not_configured") /* a tag (or none) no port on the device has */     \
-  X(kNoService, "no_service")           /* no service at (VIP, port, protocol) */                  \
-  X(kNoBackend, "no_backend")           /* the service's table has no backend there */             \
-  X(kLaterFragment, "later_fragment")   /* no ports, and the service hashes 5-tuples */            \
+  X(kNoService, "no_service")                  /* no service at (VIP, port, protocol) */           \
+  X(kNoBackend, "no_backend")                  /* the service's table has no backend there */      \
+  X(kLaterFragment, "later_fragment")          /* no ports, and the service hashes 5-tuples */     \
   X(kTooBigFragmentable, "too_big_fragmentable") /* over the MTU, DF clear: not fragmented */      \
   X(kTooBigNoReply, "too_big_no_reply") /* over the MTU, and no room for the ICMP reply */         \
   X(kTooBigNotAnswerable, "too_big_not_answerable") /* over the MTU; no ICMP error may answer */   \

@@ -117,7 +117,8 @@ class alignas(64) Worker final {
   // and capacity (an explain asks the worker through conntrack_query).
   const ConnectionTable* connections() const { return connections_ ? &*connections_ : nullptr; }
   // Hands the worker a frame to send from the port whose index is mbuf->port (an ARP or ND
-  // request, tagged with the port's VLAN), on the queue of the port's device. False when its ring is full; the caller keeps the mbuf.
+  // request, tagged with the port's VLAN), on the queue of the port's device. False when its ring
+  // is full; the caller keeps the mbuf.
   bool queueControlFrame(rte_mbuf* mbuf);
   // Frames queued by queueControlFrame() that the worker has not taken yet.
   unsigned controlFramesWaiting() const;
@@ -180,7 +181,7 @@ class alignas(64) Worker final {
   const std::atomic<bool>* stop_ = nullptr;
   std::vector<WorkerQueue> queues_;
   std::vector<uint32_t> device_of_port_;  // WorkerSetup::device_of_port
-  rte_ring* control_frames_ = nullptr;  // from the management thread: ARP/ND requests to send
+  rte_ring* control_frames_ = nullptr;    // from the management thread: ARP/ND requests to send
   std::array<rte_ring*, kExceptionClassCount> to_kernel_{};  // to the exception path
   rte_ring* from_kernel_ = nullptr;                          // from it: the kernel's frames
   uint64_t tx_drain_cycles_ = 0;

@@ -298,8 +298,10 @@ const std::vector<Fixture>& fixtures() {
        },
        ""},
       {"a tagged frame on a device whose only port is untagged: no port is on its VLAN",
-       [] { return tcp4To(kVip, 80, 6, {100, 200}); }, Verdict::kDrop, nullptr,
-       "drop_vlan_not_configured"},
+       [] {
+         return tcp4To(kVip, 80, 6, {100, 200});
+       },
+       Verdict::kDrop, nullptr, "drop_vlan_not_configured"},
       {"a priority tag (VLAN 0) is the untagged port's: the encapsulated frame leaves untagged",
        [] { return tcp4To(kVip, 80, 6, {0}); }, Verdict::kTransmit,
        [](const Bytes& in) {

@@ -53,8 +53,8 @@ Bytes tcpTo(const IpAddress& destination, uint16_t port, std::initializer_list<u
 }
 
 Bytes pingOf(const IpAddress& destination, std::initializer_list<uint16_t> vlans) {
-  return concat({ethernet(kEtherTypeIpv4, vlans), ipv4(kClient, destination, kProtocolIcmp, 8),
-                 icmp(8, 0)});
+  return concat(
+      {ethernet(kEtherTypeIpv4, vlans), ipv4(kClient, destination, kProtocolIcmp, 8), icmp(8, 0)});
 }
 
 Bytes arpRequestFor(const IpAddress& asked, std::initializer_list<uint16_t> vlans) {
@@ -121,7 +121,10 @@ TEST(PipelineVlanTest, VipTrafficLeavesThroughItsVlansGatewayTaggedFromItsAddres
       {{0}, 0, {0x02, 0, 0, 0, 0, 0xfe}, {0x08, 0x00}, {198, 18, 0, 10}},
       {{10}, 1, {0x02, 0, 0, 0, 0x10, 0xfe}, {0x81, 0x00, 0x00, 10, 0x08, 0x00}, {198, 18, 10, 10}},
       // QinQ: the outer tag chooses the port; the frame leaves with the port's tag alone.
-      {{20, 99}, 2, {0x02, 0, 0, 0, 0x20, 0xfe}, {0x81, 0x00, 0x00, 20, 0x08, 0x00},
+      {{20, 99},
+       2,
+       {0x02, 0, 0, 0, 0x20, 0xfe},
+       {0x81, 0x00, 0x00, 20, 0x08, 0x00},
        {198, 18, 20, 10}},
   };
   for (const Case& test : cases) {
@@ -163,8 +166,8 @@ TEST(PipelineVlanTest, L2DsrKeepsTheTagItCameWith) {
 TEST(PipelineVlanTest, ArpIsAnsweredOnlyOnTheVlanOfTheAddressAskedFor) {
   const Outcome on_10 = receive(arpRequestFor(IpAddress::v4(198, 18, 10, 10), {10}));
   ASSERT_EQ(on_10.verdict, Verdict::kTransmit);
-  EXPECT_EQ(Bytes(on_10.sent.begin() + 12, on_10.sent.begin() + 16),
-            (Bytes{0x81, 0x00, 0x00, 10})) << "the reply keeps the asker's tag";
+  EXPECT_EQ(Bytes(on_10.sent.begin() + 12, on_10.sent.begin() + 16), (Bytes{0x81, 0x00, 0x00, 10}))
+      << "the reply keeps the asker's tag";
   // VLAN 20's port does not hold 198.18.10.10, and has no kernel interface to pass it to.
   const Outcome on_20 = receive(arpRequestFor(IpAddress::v4(198, 18, 10, 10), {20}));
   EXPECT_EQ(on_20.verdict, Verdict::kDrop);

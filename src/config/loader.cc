@@ -135,11 +135,12 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
                                            const YAML::Node& node, const DataplaneConfig& dataplane,
                                            std::vector<std::string>& warnings,
                                            std::vector<std::string>& notes) {
-  BERTH_ASSIGN_OR_RETURN(const Fields fields,
-                         Fields::read(source, path, node,
-                                      {"name", "vip", "port", "protocol", "table_size", "algorithm",
-                                       "replicas", "bounded_load", "hash_fields", "forwarding",
-                                       "gue_port", "announce", "drain", "health", "backends"}));
+  BERTH_ASSIGN_OR_RETURN(
+      const Fields fields,
+      Fields::read(source, path, node,
+                   {"name", "vip", "port", "protocol", "table_size", "algorithm", "replicas",
+                    "bounded_load", "hash_fields", "forwarding", "gue_port", "announce", "drain",
+                    "health", "backends", "egress"}));
   ServiceConfig service;
   service.line.number = fields.self().line();
   BERTH_ASSIGN_OR_RETURN(service.name, fields.requiredString("name"));
@@ -200,6 +201,13 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
     BERTH_ASSIGN_OR_RETURN(service.gue_port, fields.integer("gue_port", 1, 65535, std::nullopt));
   } else if (fields.has("gue_port")) {
     return fields.site("gue_port").error("only applies with forwarding: gue");
+  }
+  if (fields.has("egress")) {
+    BERTH_ASSIGN_OR_RETURN(service.egress, fields.requiredString("egress"));
+    if (absl::c_none_of(dataplane.ports,
+                        [&](const PortConfig& port) { return port.name == service.egress; })) {
+      return fields.site("egress").error(absl::StrCat("no port named '", service.egress, "'"));
+    }
   }
   BERTH_ASSIGN_OR_RETURN(const std::string announce,
                          fields.choice("announce", {"arp", "bgp", "none"}, "none"));
@@ -352,13 +360,16 @@ absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string
       const Fields fields,
       Fields::read(source, path, node,
                    {"name", "device", "vlan", "ipv4", "ipv6", "gateway", "gateway_mac", "mtu",
-                    "queues", "rss_key", "learn_announcements", "exception"}));
+                    "queues", "rss_key", "learn_announcements", "exception", "egress"}));
   PortConfig port;
   port.line.number = fields.self().line();
   BERTH_ASSIGN_OR_RETURN(port.name, fields.requiredString("name"));
   BERTH_ASSIGN_OR_RETURN(port.device, fields.requiredString("device"));
   // 0 and 4095 are reserved by 802.1Q; a port without `vlan` takes untagged frames.
   BERTH_ASSIGN_OR_RETURN(port.vlan, fields.integer("vlan", 1, 4094, 0));
+  if (fields.has("egress")) {
+    BERTH_ASSIGN_OR_RETURN(port.egress, fields.requiredString("egress"));
+  }
   BERTH_ASSIGN_OR_RETURN(port.ipv4, fields.optionalAddress("ipv4", IpFamily::kIpv4));
   BERTH_ASSIGN_OR_RETURN(port.ipv6, fields.optionalAddress("ipv6", IpFamily::kIpv6));
   if (!port.ipv4 && !port.ipv6) {
@@ -523,6 +534,14 @@ absl::StatusOr<DataplaneConfig> parseDataplane(absl::string_view source, const Y
                                      "' is already another port's"));
     }
     dataplane.ports.push_back(std::move(port));
+  }
+  // An egress may name a port further down the list.
+  for (size_t i = 0; i < dataplane.ports.size(); ++i) {
+    const std::string& egress = dataplane.ports[i].egress;
+    if (egress.empty() || names.contains(egress)) continue;
+    return ErrorSite(source, absl::StrCat("dataplane.ports[", i, "].egress"),
+                     (*ports)[i]["egress"].Mark())
+        .error(absl::StrCat("no port named '", egress, "'"));
   }
   return dataplane;
 }

@@ -183,6 +183,38 @@ absl::Status ControlPlane::openPorts() {
     ports_.push_back(*std::move(port));
   }
   for (const std::string& warning : warnings) logLine(absl::StrCat("warning: ", warning));
+  return checkEgressQueues(config_);
+}
+
+absl::Status ControlPlane::checkEgressQueues(const Config& config) const {
+  const std::vector<PortConfig>& ports = config.dataplane.ports;
+  auto indexOf = [&](const std::string& name) {
+    return static_cast<uint32_t>(
+        absl::c_find_if(ports, [&](const PortConfig& port) { return port.name == name; }) -
+        ports.begin());
+  };
+  // Worker w sends what it received on queue w, so the egress device needs as many queues.
+  auto check = [&](uint32_t ingress, uint32_t egress, absl::string_view whose) -> absl::Status {
+    const uint16_t receiving = ports_[deviceOf(ingress)].queues;
+    const uint16_t sending = ports_[deviceOf(egress)].queues;
+    if (sending >= receiving) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "port '%s', the egress of %s, has %u queue pair(s), fewer than the %u workers that "
+        "receive on port '%s' and send through it; give it as many `queues`",
+        ports[egress].name, whose, sending, receiving, ports[ingress].name));
+  };
+  for (uint32_t p = 0; p < ports.size(); ++p) {
+    if (ports[p].egress.empty()) continue;
+    BERTH_RETURN_IF_ERROR(
+        check(p, indexOf(ports[p].egress), absl::StrCat("port '", ports[p].name, "'")));
+  }
+  for (const ServiceConfig& service : config.services) {
+    if (service.egress.empty()) continue;
+    for (uint32_t p = 0; p < ports.size(); ++p) {
+      BERTH_RETURN_IF_ERROR(
+          check(p, indexOf(service.egress), absl::StrCat("service '", service.name, "'")));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -73,6 +73,9 @@ absl::Status ControlPlane::applyReload(BuiltReload built) {
                                      "endpoint are set up at start, so this change needs a "
                                      "restart of berthd"));
   }
+  if (absl::Status status = checkEgressQueues(next); !status.ok()) {
+    return refuseReload(status.message());
+  }
   for (const std::string& warning : next.warnings) logLine(absl::StrCat("warning: ", warning));
   for (const std::string& note : next.notes) logLine(absl::StrCat("config: ", note));
 

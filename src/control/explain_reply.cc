@@ -89,11 +89,13 @@ std::string explainReplyJson(const Snapshot& snapshot, const FlowKey& flow,
         absl::StrFormat("worker %u: %s to %s, idle %u ms%s", tracked->worker, toString(c.state),
                         backend_name, tracked->idle_ms, tracked->expired ? " (expired)" : "");
   }
-  // A backend is reachable from a port only once its next hop's MAC is known.
+  // A backend is reachable from a port only once its next hop's MAC is known: the next hop of
+  // the port the first port's traffic leaves through.
   std::string reason = explanation.reason;
   bool dropped = explanation.next_backend == kNoBackendIndex;
-  if (!dropped && snapshot.portCount() > 0 &&
-      snapshot.target(0, explanation.next_backend) == nullptr) {
+  if (!dropped && snapshot.portCount() > 0 && explanation.service &&
+      snapshot.target(snapshot.egressOf(0, snapshot.service(*explanation.service)),
+                      explanation.next_backend) == nullptr) {
     absl::StrAppend(&reason,
                     "; but its next hop's MAC is not known yet, so the packet is dropped "
                     "as next_hop_unresolved");

@@ -373,12 +373,16 @@ Verdict forward(const Snapshot& snapshot, Frame& frame, WorkerState& worker,
   const SnapshotService& service = *classified.service;
   const uint32_t backend = chooseBackend(snapshot, worker, classified);
   if (backend == kNoBackendIndex) return drop(worker, DropReason::kNoBackend);
-  const ForwardingTarget* target = snapshot.target(port_index, backend);
+  // Two-arm: the service's or the receiving port's egress, whose next hop and VLAN the target
+  // has (docs/two-arm.md).
+  const uint32_t egress = snapshot.egressOf(port_index, service);
+  const ForwardingTarget* target = snapshot.target(egress, backend);
   if (target == nullptr) return drop(worker, DropReason::kNextHopUnresolved);
 
   const size_t received_length = frame.length;
   switch (service.forward(frame, classified.packet, *target, classified.hash)) {
     case ForwardResult::kSend:
+      frame.port = egress;
       worker.traffic.services[service.counter_id].add(received_length);
       worker.traffic.backends[snapshot.backend(backend).counter_id].add(received_length);
       return Verdict::kTransmit;

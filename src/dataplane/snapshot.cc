@@ -86,9 +86,19 @@ std::vector<NextHopToResolve> nextHopsOf(const DataplaneConfig& dataplane, size_
     const std::optional<IpAddress>& source = portAddress(dataplane.ports[port], address.family);
     if (source && seen.insert({port, address}).second) hops.push_back({port, address, *source});
   };
+  // Backends are only reached through ports that some traffic leaves by: with two-arm, the
+  // uplink's segment has none of them (docs/two-arm.md).
+  absl::flat_hash_set<absl::string_view> egress_ports;
+  for (const PortConfig& port : dataplane.ports) {
+    egress_ports.insert(port.egress.empty() ? port.name : port.egress);
+  }
+  for (size_t s = 0; s < service_count; ++s) {
+    if (!service_at(s).egress.empty()) egress_ports.insert(service_at(s).egress);
+  }
   for (uint16_t p = 0; p < dataplane.ports.size(); ++p) {
     const PortConfig& port = dataplane.ports[p];
     if (port.gateway && !port.gateway_mac) add(p, *port.gateway);
+    if (!egress_ports.contains(port.name)) continue;
     for (size_t s = 0; s < service_count; ++s) {
       const ServiceConfig& service = service_at(s);
       if (service.forwarding != Forwarding::kL2Dsr) continue;
@@ -124,6 +134,7 @@ class SnapshotBuilder {
       return absl::InvalidArgumentError(
           absl::StrCat(port_macs_.size(), " port MACs for ", dataplane_.ports.size(), " ports"));
     }
+    BERTH_RETURN_IF_ERROR(checkEgressNames());
     addPorts();
     BERTH_RETURN_IF_ERROR(addServices(counter_ids));
     addTargets();
@@ -132,6 +143,31 @@ class SnapshotBuilder {
   }
 
  private:
+  // The index of the port named `name`; the loader made sure there is one.
+  uint32_t portIndexOf(absl::string_view name) const {
+    for (size_t p = 0; p < dataplane_.ports.size(); ++p) {
+      if (dataplane_.ports[p].name == name) return static_cast<uint32_t>(p);
+    }
+    return kNoPort;
+  }
+
+  absl::Status checkEgressNames() const {
+    for (const PortConfig& port : dataplane_.ports) {
+      if (!port.egress.empty() && portIndexOf(port.egress) == kNoPort) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("port '", port.name, "': no egress port named '", port.egress, "'"));
+      }
+    }
+    for (const ServiceInput& service : services_) {
+      const std::string& egress = service.config.egress;
+      if (!egress.empty() && portIndexOf(egress) == kNoPort) {
+        return absl::InvalidArgumentError(absl::StrCat("service '", service.config.name,
+                                                       "': no egress port named '", egress, "'"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   // Each port's MAC, addresses and MTU, the addresses it answers for itself, and the next hops
   // it resolves with what is known of them.
   void addPorts() {
@@ -153,6 +189,7 @@ class SnapshotBuilder {
       view.ipv6 = port.ipv6;
       view.mtu = port.mtu;
       view.vlan = port.vlan;
+      view.egress = port.egress.empty() ? static_cast<uint32_t>(p) : portIndexOf(port.egress);
       view.device = static_cast<uint32_t>(p);
       for (size_t first = 0; first < p; ++first) {
         if (dataplane_.ports[first].device == port.device) {
@@ -232,7 +269,8 @@ class SnapshotBuilder {
         SnapshotService{config.name, config.hash_fields, kDefaultFlowHashSeed, config.forwarding,
                         forwardFunctionFor(config.forwarding), table,
                         static_cast<uint32_t>(snapshot_->backends_.size()), service_counter,
-                        config.drain_keeps_established, config.bounded_load});
+                        config.drain_keeps_established, config.bounded_load,
+                        config.egress.empty() ? kNoPort : portIndexOf(config.egress)});
     double serving_weight = 0;
     for (size_t b = 0; b < table.backends().size(); ++b) {
       if (table.serves(b)) serving_weight += static_cast<double>(table.backends()[b].weight);

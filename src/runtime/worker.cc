@@ -241,9 +241,18 @@ void Worker::processBurst(const Snapshot& snapshot, WorkerQueue& queue, rte_mbuf
     rte_mbuf* mbuf = single[i];
     if (verdicts[i] == Verdict::kTransmit) {
       applyFrame(mbuf, frames[i]);
+      // Another device only for a two-arm egress: the same port, or a VLAN port of the same
+      // device, is this queue's.
+      WorkerQueue* out =
+          frames[i].port == queue.port_index ? &queue : transmitQueueFor(frames[i].port, &queue);
+      if (out == nullptr || !out->link_up) {
+        counters.count(out == nullptr ? DropReason::kNoEgressQueue : DropReason::kPortDown);
+        dropped[drop_count++] = mbuf;
+        continue;
+      }
       counters.tx_packets.add(1);
       counters.tx_bytes.add(frames[i].length);
-      rte_eth_tx_buffer(queue.port_id, queue.queue, queue.tx_buffer, mbuf);
+      rte_eth_tx_buffer(out->port_id, out->queue, out->tx_buffer, mbuf);
     } else if (goesToKernel(verdicts[i])) {
       queueForKernel(mbuf, exceptionClassOf(verdicts[i]), frames[i].port, dropped, drop_count);
     } else {
@@ -253,6 +262,15 @@ void Worker::processBurst(const Snapshot& snapshot, WorkerQueue& queue, rte_mbuf
   counters.rx_packets.add(count);
   counters.rx_bytes.add(rx_bytes);
   if (drop_count > 0) rte_pktmbuf_free_bulk(dropped, drop_count);
+}
+
+WorkerQueue* Worker::transmitQueueFor(uint32_t port, WorkerQueue* received_on) {
+  const uint32_t device = port < device_of_port_.size() ? device_of_port_[port] : port;
+  if (received_on != nullptr && device == received_on->port_index) return received_on;
+  for (WorkerQueue& queue : queues_) {
+    if (queue.port_index == device) return &queue;
+  }
+  return nullptr;
 }
 
 void Worker::queueForKernel(rte_mbuf* mbuf, ExceptionClass exception_class, uint32_t port_index,
@@ -293,12 +311,7 @@ void Worker::sendQueuedFrames(rte_ring* ring) {
   const unsigned count =
       rte_ring_sc_dequeue_burst(ring, reinterpret_cast<void**>(frames), kBurstSize, nullptr);
   for (unsigned i = 0; i < count; ++i) {
-    const uint32_t port = frames[i]->port;
-    const uint32_t device = port < device_of_port_.size() ? device_of_port_[port] : port;
-    WorkerQueue* out = nullptr;
-    for (WorkerQueue& queue : queues_) {
-      if (queue.port_index == device) out = &queue;
-    }
+    WorkerQueue* out = transmitQueueFor(frames[i]->port, nullptr);
     if (out == nullptr || !out->link_up) {
       if (out != nullptr) counters.count(DropReason::kPortDown);
       rte_pktmbuf_free(frames[i]);

@@ -75,7 +75,10 @@ int main(int argc, char** argv) {
                  {forwardL2Dsr, false}};
   for (const auto& sample : samples) {
     ReceivedFrame received(sample.v6 ? tcp6() : tcp4());
-    const ForwardingTarget target = testTarget(sample.v6 ? backend6 : backend4);
+    ForwardingTarget target = testTarget(sample.v6 ? backend6 : backend4);
+    // l2dsr leaves on the VLAN it came in on; the encapsulating modes towards an untagged
+    // gateway.
+    if (sample.forward == forwardL2Dsr) target.vlan = 42;
     if (sample.forward(received.frame, received.packet, target, kFlowHash) !=
         ForwardResult::kSend) {
       return 1;
@@ -104,6 +107,16 @@ int main(int argc, char** argv) {
         {ethernet(kEtherTypeIpv6), ipv6(kClient6, kVip6, kProtocolIcmpv6, 32, 255), solicitation}));
     if (!buildNeighborReply(received.frame, received.packet, kVip6,
                             *MacAddress::parse("02:00:00:00:00:10"))) {
+      return 1;
+    }
+    pcap.write(received.frame);
+  }
+  {
+    // GUE over IPv6 towards a gateway on VLAN 7: the outer headers after an 802.1Q tag.
+    ReceivedFrame received(tcp6());
+    ForwardingTarget target = testTarget(backend6);
+    target.vlan = 7;
+    if (forwardGue(received.frame, received.packet, target, kFlowHash) != ForwardResult::kSend) {
       return 1;
     }
     pcap.write(received.frame);

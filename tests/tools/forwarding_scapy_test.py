@@ -10,7 +10,7 @@ import sys
 import tempfile
 import unittest
 
-from scapy.all import GRE, ICMP, IP, TCP, UDP, Ether, IPv6, ICMPv6PacketTooBig, ICMPv6ND_NA, \
+from scapy.all import GRE, Dot1Q, ICMP, IP, TCP, UDP, Ether, IPv6, ICMPv6PacketTooBig, ICMPv6ND_NA, \
     ICMPv6NDOptDstLLAddr, Raw, raw, rdpcap
 
 SAMPLES = sys.argv.pop(1)
@@ -36,7 +36,7 @@ class ForwardingOutput(unittest.TestCase):
             cls.frames = list(rdpcap(path))
 
     def test_sample_count(self):
-        self.assertEqual(len(self.frames), 10)
+        self.assertEqual(len(self.frames), 11)
 
     def check_outer_v4(self, frame, protocol):
         self.assertEqual(frame[Ether].dst, "02:00:00:00:00:fe")
@@ -127,6 +127,14 @@ class ForwardingOutput(unittest.TestCase):
         self.assertEqual(frame[ICMPv6NDOptDstLLAddr].lladdr, "02:00:00:00:00:10")
         self.assertEqual(frame[IPv6].hlim, 255)
         self.assertTrue(checksum_ok(frame, ICMPv6ND_NA))
+
+    def test_gue_v6_on_a_vlan(self):
+        frame = self.frames[10]
+        self.assertEqual(frame[Dot1Q].vlan, 7)
+        self.assertEqual(frame[Dot1Q].type, 0x86DD)
+        self.check_outer_v6(frame, 17)
+        self.assertTrue(checksum_ok(frame, UDP), "outer UDP checksum over IPv6, after the tag")
+        self.assertEqual(IPv6(raw(frame[UDP].payload)).dst, "2001:db8:100::1")
 
 
 if __name__ == "__main__":

@@ -115,6 +115,10 @@ struct PortConfig {
   bool learn_announcements = false;
   // The port's kernel interface; none: frames that are not berth's are counted and dropped.
   std::optional<ExceptionConfig> exception;
+  // Two-arm (docs/two-arm.md): the port whose next hop VIP traffic received here goes to the
+  // backends through, from that port's address, MAC and VLAN; empty: this port. Replies berth
+  // makes itself (ICMP, ARP, ND) still leave through the port the frame came in on.
+  std::string egress;
   SourceLine line;
 
   friend bool operator==(const PortConfig&, const PortConfig&) = default;
@@ -236,6 +240,9 @@ struct ServiceConfig {
   double bounded_load = 0;
   HealthCheckConfig health;  // the service's settings, before per-backend overrides
   std::vector<BackendConfig> backends;
+  // The port this service's traffic leaves through to its backends, whichever port it came in
+  // on; empty: the receiving port's egress (PortConfig::egress).
+  std::string egress;
   SourceLine line;
 
   // The backends as the base table's build takes them, and the build's options. A backend with

@@ -98,6 +98,9 @@ class ControlPlane {
   void closePorts();
   // The first port on port `port`'s device: the one whose queues the workers poll.
   uint32_t deviceOf(uint32_t port) const;
+  // That every worker that receives on a port has a queue on the device its traffic leaves
+  // through (two-arm, docs/two-arm.md): FailedPrecondition naming the ports otherwise.
+  absl::Status checkEgressQueues(const Config& config) const;
   absl::Status createWorkers();
   void destroyWorkers();
   absl::Status startExceptionPath();

@@ -36,7 +36,9 @@ namespace berth {
   X(kTxRingFull, "tx_ring_full")                 /* the NIC's TX queue refused the burst */        \
   X(kMultiSegment, "multi_segment")              /* a chained mbuf; berth's pools never chain */   \
   X(kPortDown, "port_down")                      /* its memif port was down or still connecting */ \
-  X(kKernelQueueFull, "kernel_queue_full") /* for the kernel interface; its class's queue full */
+  X(kKernelQueueFull, "kernel_queue_full") /* for the kernel interface; its class's queue full */  \
+  X(kNoEgressQueue, "no_egress_queue") /* the worker has no TX queue on the egress port's device   \
+                                        */
 
 enum class DropReason : uint8_t { BERTH_DROP_REASONS(BERTH_ENUMERATOR) kCount };
 inline constexpr size_t kDropReasonCount = static_cast<size_t>(DropReason::kCount);

@@ -24,7 +24,8 @@ struct Frame {
   size_t headroom = 0;  // bytes writable in front of data
   size_t tailroom = 0;  // bytes writable after data + length
   // Set by the pipeline (pipeline.h): the snapshot port the frame is for, chosen by its VLAN
-  // among the ports of the device it came in on.
+  // among the ports of the device it came in on; for a forwarded frame, the egress port it
+  // leaves through.
   uint32_t port = 0;
 };
 

@@ -25,8 +25,10 @@ namespace berth {
 // it on mbufs.
 
 enum class Verdict : uint8_t {
-  kDrop,      // counted under its reason; free the buffer
-  kTransmit,  // the frame was rewritten in place: send it out of the device it came in on
+  kDrop,  // counted under its reason; free the buffer
+  // The frame was rewritten in place: send it out of the device of port frame.port (the port it
+  // came in on for berth's replies, the egress port for forwarded traffic).
+  kTransmit,
   // Not berth's, on a port with a kernel interface: hand it, unchanged, to the exception path.
   // kToKernel + ExceptionClass: one verdict per class (toKernel(), exceptionClassOf()).
   kToKernel,

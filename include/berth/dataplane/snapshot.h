@@ -68,6 +68,9 @@ struct SnapshotPort {
   // ID (untagged and priority-tagged frames at 0), kNoPort where none is. Empty: the device has
   // only this, untagged, port.
   std::vector<uint16_t> port_by_vlan;
+  // The port VIP traffic received here leaves through (two-arm, docs/two-arm.md); this port's
+  // own index unless the config names another.
+  uint32_t egress = 0;
   std::optional<IpAddress> ipv4;
   std::optional<IpAddress> ipv6;
   uint16_t mtu = 1500;
@@ -112,6 +115,9 @@ struct SnapshotService {
   uint32_t counter_id = 0;
   bool drain_keeps_established = true;
   double bounded_load = 0;  // C of maglev/bounded_load.h; 0: new flows take the table's pick
+  // The port its traffic leaves through whatever port it came in on; kNoPort: the receiving
+  // port's egress.
+  uint32_t egress = kNoPort;
 };
 
 inline constexpr uint32_t kNoBackendIndex = UINT32_MAX;
@@ -150,6 +156,10 @@ class Snapshot {
   }
 
   const SnapshotPort& port(uint32_t index) const { return ports_[index]; }
+  // The port `service`'s traffic received on `port` leaves through (two-arm).
+  uint32_t egressOf(uint32_t port, const SnapshotService& service) const {
+    return service.egress != kNoPort ? service.egress : ports_[port].egress;
+  }
   // The port a frame received on the device of port `device` (its first port) is for, by its
   // outer VLAN tag: kNoPort when the device has no port on that VLAN.
   uint32_t receivingPort(uint32_t device, const ParsedPacket& packet) const {

@@ -164,6 +164,9 @@ class alignas(64) Worker final {
   // Sends what the management thread queued on control_frames_, or what the exception path
   // queued on from_kernel_ (port_down where the port's link this loop found down).
   void sendQueuedFrames(rte_ring* ring);
+  // This worker's queue on the device of `port` (a snapshot index): `received_on` when that is
+  // the device, else the one it has there; null when it has none.
+  WorkerQueue* transmitQueueFor(uint32_t port, WorkerQueue* received_on);
   // Queues a frame of `port_index` for the exception path in its class's queue, or, when that is
   // full (or there is none), counts it as kernel_queue_full and adds it to `dropped`.
   void queueForKernel(rte_mbuf* mbuf, ExceptionClass exception_class, uint32_t port_index,

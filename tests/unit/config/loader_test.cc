@@ -274,6 +274,13 @@ INSTANTIATE_TEST_SUITE_P(
                             "services: []\n",
                   "bad.yaml:6:7: dataplane.ports[1]",
                   "rss_key differs from port 'p0' on the same device"},
+        BadConfig{"an egress port that is not there",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n      egress: downlink\nservices: []\n",
+                  "bad.yaml:6:15: dataplane.ports[0].egress", "no port named 'downlink'"},
+        BadConfig{"a service's egress port that is not there",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n" SERVICE_HEAD
+                            "    egress: downlink\n" ONE_BACKEND,
+                  "bad.yaml:11:13: services[0].egress", "no port named 'downlink'"},
         BadConfig{"VLAN 4095",
                   PORT_HEAD "      ipv4: 198.18.0.10\n      vlan: 4095\nservices: []\n",
                   "bad.yaml:6:13: dataplane.ports[0].vlan", "must be an integer from 1 to 4094"},
@@ -730,6 +737,24 @@ TEST(ConfigLoaderTest, VlanPortsShareADeviceEachWithItsOwnAddressesAndInterface)
   EXPECT_EQ(ports[1].mtu, 1500) << "each port keeps its own MTU";
   ASSERT_TRUE(ports[1].exception.has_value());
   EXPECT_EQ(ports[1].exception->name, "berth10");
+}
+
+TEST(ConfigLoaderTest, TwoArmPortsAndServicesNameTheirEgress) {
+  absl::StatusOr<Config> config = parseConfig(
+      "dataplane:\n  ports:\n"
+      "    - { name: uplink, device: net_null0, ipv4: 198.18.0.10, egress: downlink }\n"
+      "    - { name: downlink, device: net_null1, ipv4: 198.18.1.10 }\n"
+      "services:\n"
+      "  - { name: web, vip: 198.18.100.1, port: 80, protocol: tcp,\n"
+      "      backends: [ { name: a, address: 198.18.1.2 } ] }\n"
+      "  - { name: pinned, vip: 198.18.100.1, port: 81, protocol: tcp, egress: uplink,\n"
+      "      backends: [ { name: a, address: 198.18.1.2 } ] }\n",
+      "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->dataplane.ports[0].egress, "downlink") << "a port further down the list";
+  EXPECT_EQ(config->dataplane.ports[1].egress, "") << "its own unless configured";
+  EXPECT_EQ(config->services[0].egress, "");
+  EXPECT_EQ(config->services[1].egress, "uplink");
 }
 
 TEST(ConfigLoaderTest, ConntrackSettingsLoadAndDefault) {

@@ -168,11 +168,55 @@ TEST(ForwardingTest, L2DsrRewritesOnlyTheMacs) {
   ReceivedFrame received(original);
   ForwardingTarget target = testTarget(IpAddress::v4(198, 18, 1, 2));
   target.destination_mac = *MacAddress::parse("02:00:00:01:00:02");
+  target.vlan = 100;  // the port it came in on, which it leaves through
   ASSERT_EQ(forwardL2Dsr(received.frame, received.packet, target, kFlowHash), ForwardResult::kSend);
   const Bytes sent(received.frame.data, received.frame.data + received.frame.length);
   EXPECT_EQ(Bytes(sent.begin(), sent.begin() + 6), (Bytes{0x02, 0, 0, 0x01, 0, 0x02}));
   EXPECT_EQ(Bytes(sent.begin() + 6, sent.begin() + 12), (Bytes{0x02, 0, 0, 0, 0, 0x10}));
   EXPECT_EQ(Bytes(sent.begin() + 12, sent.end()), Bytes(original.begin() + 12, original.end()));
+}
+
+// A two-arm egress on another VLAN than the frame came in on: the outer tag is rewritten (its
+// priority kept), added, or taken out; the IP packet is untouched.
+TEST(ForwardingTest, L2DsrPutsTheFrameOnTheTargetsVlan) {
+  struct Case {
+    std::initializer_list<uint16_t> received;
+    uint16_t target_vlan;
+    Bytes tags_sent;  // what follows the MACs, up to the EtherType
+  };
+  const Case cases[] = {
+      {{}, 30, {0x81, 0x00, 0x00, 30}},
+      {{10}, 30, {0x81, 0x00, 0x00, 30}},
+      {{10, 200}, 4094, {0x81, 0x00, 0x0F, 0xFE, 0x81, 0x00, 0x00, 200}},
+      {{10}, 0, {}},
+      {{10}, 10, {0x81, 0x00, 0x00, 10}},
+  };
+  for (const Case& test : cases) {
+    SCOPED_TRACE(::testing::Message()
+                 << test.received.size() << " tag(s) in, VLAN " << test.target_vlan << " out");
+    const Bytes original = tcp4Frame(20, 0x4000, test.received);
+    ReceivedFrame received(original);
+    ForwardingTarget target = testTarget(IpAddress::v4(198, 18, 1, 2));
+    target.vlan = test.target_vlan;
+    ASSERT_EQ(forwardL2Dsr(received.frame, received.packet, target, kFlowHash),
+              ForwardResult::kSend);
+    const Bytes sent = received.sent();
+    EXPECT_EQ(Bytes(sent.begin(), sent.begin() + 6),
+              Bytes(target.destination_mac.bytes.begin(), target.destination_mac.bytes.end()));
+    EXPECT_EQ(Bytes(sent.begin() + 12, sent.begin() + 12 + test.tags_sent.size()), test.tags_sent);
+    EXPECT_EQ(Bytes(sent.begin() + 12 + test.tags_sent.size(), sent.end()),
+              Bytes(original.begin() + received.packet.l3_offset - 2, original.end()))
+        << "the EtherType and the IP packet as they came";
+  }
+  // The priority bits of a rewritten tag stay.
+  Bytes prioritised = tcp4Frame(20, 0x4000, {10});
+  prioritised[14] |= 0xA0;
+  ReceivedFrame received(prioritised);
+  ForwardingTarget target = testTarget(IpAddress::v4(198, 18, 1, 2));
+  target.vlan = 30;
+  ASSERT_EQ(forwardL2Dsr(received.frame, received.packet, target, kFlowHash), ForwardResult::kSend);
+  EXPECT_EQ(received.sent()[14], 0xA0);
+  EXPECT_EQ(received.sent()[15], 30);
 }
 
 TEST(ForwardingTest, MtuDecidesBetweenSendingIcmpAndDropping) {

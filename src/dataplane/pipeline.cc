@@ -185,7 +185,6 @@ bool classify(const Snapshot& snapshot, uint32_t device, Frame& frame, WorkerSta
   ParsedPacket& packet = out.packet;
   const ParseError error = parsePacket(frame.data, frame.length, packet);
   verdict = Verdict::kDrop;
-  frame.port = device;
   if (error != ParseError::kNone) {
     worker.counters->count(error);
     return false;

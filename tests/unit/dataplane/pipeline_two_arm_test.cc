@@ -98,9 +98,9 @@ TEST(PipelineTwoArmTest, AServicesOwnEgressWinsOverThePorts) {
 }
 
 TEST(PipelineTwoArmTest, TheDownlinksOwnTrafficStaysOnIt) {
-  const Sent sent = receiveOn(kDownlink, concat({ethernet(kEtherTypeIpv4, {30}),
-                                                 ipv4(kClient, kVip, kProtocolTcp, 26),
-                                                 tcp(40000, 80), payload(6)}));
+  const Sent sent = receiveOn(
+      kDownlink, concat({ethernet(kEtherTypeIpv4, {30}), ipv4(kClient, kVip, kProtocolTcp, 26),
+                         tcp(40000, 80), payload(6)}));
   ASSERT_EQ(sent.verdict, Verdict::kTransmit);
   EXPECT_EQ(sent.port, kDownlink);
 }

@@ -170,6 +170,16 @@ def curl(namespace, vip, path="/", local_port=None, max_time=10):
     return 0, body, backend
 
 
+def berthd_on(config_text, directory, berthd, berthctl, file_prefix, netns=None):
+    """A Berthd, not started, on `config_text` written to DIRECTORY/berth.yaml, with its
+    control socket beside it."""
+    config = os.path.join(directory, "berth.yaml")
+    with open(config, "w") as out:
+        out.write(config_text)
+    return Berthd(berthd, berthctl, config, os.path.join(directory, "berth.sock"), file_prefix,
+                  netns=netns)
+
+
 class Berthd:
     """berthd as a process on `config`, its output kept in `lines`, and berthctl beside it."""
 
@@ -229,6 +239,9 @@ class Berthd:
         if result.returncode != 0:
             raise RuntimeError(result.stderr.strip())
         return json.loads(result.stdout)
+
+    def counters(self):
+        return self.berthctl("stats")["stats"]["counters"]
 
     def health(self):
         return {b["name"]: b["health"] for b in self.berthctl("backends")["backends"]}

@@ -22,7 +22,6 @@ import atexit
 import hashlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -140,13 +139,9 @@ class ExceptionPath(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.directory = tempfile.mkdtemp(prefix="berth-e2e-")
-        cls.config = os.path.join(cls.directory, "berth.yaml")
-        with open(cls.config, "w") as out:
-            out.write(config_text(cls.KIND))
+        cls.instance = e2e_support.berthd_on(config_text(cls.KIND), cls.directory, BERTHD,
+                                             BERTHCTL, PREFIX, netns=LB)
         cls.topology = Topology()
-        cls.instance = e2e_support.Berthd(BERTHD, BERTHCTL, cls.config,
-                                          os.path.join(cls.directory, "berth.sock"), PREFIX,
-                                          netns=LB)
         cls.instance.start()
 
     @classmethod
@@ -156,7 +151,7 @@ class ExceptionPath(unittest.TestCase):
         shutil.rmtree(cls.directory, ignore_errors=True)
 
     def counters(self):
-        return self.instance.berthctl("stats")["stats"]["counters"]
+        return self.instance.counters()
 
     def test_1_health_checks_reach_the_backends_through_the_tap(self):
         # berthd's namespace has no other way to the backends: the probes, and the kernel's ARP

@@ -19,7 +19,6 @@ Everything the test made is removed at the end, on failure too. Needs root.
 Usage: two_arm_test.py BERTHD BERTHCTL
 """
 import atexit
-import os
 import shutil
 import sys
 import tempfile
@@ -145,13 +144,9 @@ class TwoArm(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.directory = tempfile.mkdtemp(prefix="berth-e2e-two-arm-")
-        config = os.path.join(cls.directory, "berth.yaml")
-        with open(config, "w") as out:
-            out.write(config_text())
+        cls.instance = e2e_support.berthd_on(config_text(), cls.directory, BERTHD, BERTHCTL,
+                                             PREFIX, netns=LB)
         cls.topology = Topology()
-        cls.instance = e2e_support.Berthd(BERTHD, BERTHCTL, config,
-                                          os.path.join(cls.directory, "berth.sock"), PREFIX,
-                                          netns=LB)
         cls.instance.start()
 
     @classmethod
@@ -159,9 +154,6 @@ class TwoArm(unittest.TestCase):
         cls.instance.stop()
         cls.topology.remove()
         shutil.rmtree(cls.directory, ignore_errors=True)
-
-    def counters(self):
-        return self.instance.berthctl("stats")["stats"]["counters"]
 
     def test_1_vip_traffic_reaches_backends_that_only_the_downlink_sees(self):
         answered_by = set()
@@ -174,18 +166,18 @@ class TwoArm(unittest.TestCase):
             if status == 0:
                 self.assertEqual(body.decode().strip(), backend)
                 answered_by.add(backend)
-        counters = self.counters()
+        counters = self.instance.counters()
         self.assertEqual(counters["drop_no_egress_queue"], 0)
         self.assertEqual(counters["drop_next_hop_unresolved"], 0, counters)
 
     def test_2_fragmentation_needed_goes_back_through_the_uplink(self):
-        before = self.counters()["icmp_too_big_replies"]
+        before = self.instance.counters()["icmp_too_big_replies"]
         result = run("ip", "netns", "exec", CLIENT, "/usr/bin/python3", "-c", OVERSIZED_SENDER,
                      VIP, str(UDP_PORT), "1450", check=False, timeout=30)
         self.assertEqual(result.returncode, 0, result.stderr)
         # The downlink's MTU less IPIP's 20 bytes: what the client may send through berth.
         self.assertEqual(int(result.stdout.strip()), DOWNLINK_MTU - 20, self.instance.lines[-20:])
-        self.assertGreater(self.counters()["icmp_too_big_replies"], before)
+        self.assertGreater(self.instance.counters()["icmp_too_big_replies"], before)
 
 
 if __name__ == "__main__":

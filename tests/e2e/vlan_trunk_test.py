@@ -88,9 +88,8 @@ class VlanTrunk(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.directory = tempfile.mkdtemp(prefix="berth-e2e-vlan-")
-        config = os.path.join(cls.directory, "berth.yaml")
-        with open(config, "w") as out:
-            out.write(config_text())
+        cls.instance = e2e_support.berthd_on(config_text(), cls.directory, BERTHD, BERTHCTL,
+                                             PREFIX, netns=LB)
         make_topology()
         # The peer listens before berthd starts, so it answers berth's first ARP requests.
         peer = subprocess.Popen(
@@ -99,15 +98,12 @@ class VlanTrunk(unittest.TestCase):
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         atexit.register(lambda: peer.poll() is None and peer.kill())
         assert peer.stdout.readline().strip() == "listening", peer.stderr.read()
-        cls.instance = e2e_support.Berthd(BERTHD, BERTHCTL, config,
-                                          os.path.join(cls.directory, "berth.sock"), PREFIX,
-                                          netns=LB)
         cls.instance.start()
         try:
             output, errors = peer.communicate(timeout=PEER_SECONDS + 30)
             assert peer.returncode == 0, errors
             cls.seen = json.loads(output.strip().splitlines()[-1])
-            cls.counters = cls.instance.berthctl("stats")["stats"]["counters"]
+            cls.counters = cls.instance.counters()
         finally:
             cls.instance.stop()
         cls.log = "".join(cls.instance.lines)

@@ -120,6 +120,9 @@ std::vector<std::string> sectionsNeedingRestart(const Config& running, const Con
   std::vector<std::string> sections;
   if (running.dataplane.eal != next.dataplane.eal) sections.push_back("dataplane.eal");
   if (running.dataplane.ports != next.dataplane.ports) sections.push_back("dataplane.ports");
+  if (running.dataplane.strict_numa != next.dataplane.strict_numa) {
+    sections.push_back("dataplane.strict_numa");
+  }
   if (running.dataplane.conntrack != next.dataplane.conntrack) {
     sections.push_back("dataplane.conntrack");
   }

@@ -360,7 +360,8 @@ absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string
       const Fields fields,
       Fields::read(source, path, node,
                    {"name", "device", "vlan", "ipv4", "ipv6", "gateway", "gateway_mac", "mtu",
-                    "queues", "rss_key", "learn_announcements", "exception", "egress"}));
+                    "queues", "rx_descriptors", "tx_descriptors", "rss_key", "learn_announcements",
+                    "exception", "egress"}));
   PortConfig port;
   port.line.number = fields.self().line();
   BERTH_ASSIGN_OR_RETURN(port.name, fields.requiredString("name"));
@@ -395,6 +396,9 @@ absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string
   }
   // RTE_MAX_QUEUES_PER_PORT in DPDK's default build.
   BERTH_ASSIGN_OR_RETURN(port.queues, fields.integer("queues", 1, 1024, 0));
+  // 64 is below what any PMD takes; 32768 is the most of any common NIC (ice, mlx5).
+  BERTH_ASSIGN_OR_RETURN(port.rx_descriptors, fields.integer("rx_descriptors", 64, 32768, 1024));
+  BERTH_ASSIGN_OR_RETURN(port.tx_descriptors, fields.integer("tx_descriptors", 64, 32768, 1024));
   BERTH_RETURN_IF_ERROR(parseRssKey(fields, port));
   if (const YAML::Node* exception = fields.find("exception");
       exception != nullptr && !exception->IsNull()) {
@@ -424,6 +428,12 @@ absl::Status checkSharedDevice(const ErrorSite& site, const std::vector<PortConf
                                    "' (", owner.queues,
                                    ") on the same device; queues are the "
                                    "device's, give them alike"));
+  }
+  if (port.rx_descriptors != owner.rx_descriptors || port.tx_descriptors != owner.tx_descriptors) {
+    return site.error(absl::StrCat("rx_descriptors and tx_descriptors differ from port '",
+                                   owner.name,
+                                   "' on the same device; they are the device's, "
+                                   "give them alike"));
   }
   if (port.rss_key != owner.rss_key || port.rss_key_bytes != owner.rss_key_bytes) {
     return site.error(absl::StrCat("rss_key differs from port '", owner.name,
@@ -495,11 +505,12 @@ absl::StatusOr<NeighborConfig> parseNeighbors(absl::string_view source, const YA
 }
 
 absl::StatusOr<DataplaneConfig> parseDataplane(absl::string_view source, const YAML::Node& node) {
-  BERTH_ASSIGN_OR_RETURN(
-      const Fields fields,
-      Fields::read(source, "dataplane", node, {"eal", "ports", "conntrack", "icmp", "neighbors"}));
+  BERTH_ASSIGN_OR_RETURN(const Fields fields, Fields::read(source, "dataplane", node,
+                                                           {"eal", "ports", "conntrack", "icmp",
+                                                            "neighbors", "strict_numa"}));
   DataplaneConfig dataplane;
   BERTH_ASSIGN_OR_RETURN(dataplane.eal, fields.stringList("eal"));
+  BERTH_ASSIGN_OR_RETURN(dataplane.strict_numa, fields.boolean("strict_numa", false));
   if (const YAML::Node* conntrack = fields.find("conntrack");
       conntrack != nullptr && !conntrack->IsNull()) {
     BERTH_ASSIGN_OR_RETURN(dataplane.conntrack, parseConntrack(source, *conntrack));

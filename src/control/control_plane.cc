@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "berth/control/descriptor_budget.h"
 #include "berth/control/load_publication.h"
+#include "berth/control/numa_check.h"
 #include "berth/dataplane/backend_loads.h"
 #include "berth/runtime/unmap_guard.h"
 #include "berth/util/async_log.h"
@@ -175,15 +176,38 @@ absl::Status ControlPlane::openPorts() {
         openPort(device_config, static_cast<uint16_t>(lcores_.size()), warnings);
     if (!port.ok()) return port.status();
     logLine(absl::StrFormat(
-        "port '%s': %s, DPDK port %u, MAC %s, %u queue pair(s), RSS %s, MTU %u%s", port->name,
-        port->driver, port->port_id, port->mac.toString(), port->queues,
+        "port '%s': %s, DPDK port %u, MAC %s, %u queue pair(s) of %u RX and %u TX descriptors, "
+        "%u mbufs, RSS %s, MTU %u, NUMA socket %s%s",
+        port->name, port->driver, port->port_id, port->mac.toString(), port->queues,
+        port->rx_descriptors, port->tx_descriptors, port->pool_mbufs,
         port->rss ? rssKeyText(port_config.rss_key) : "off", device_config.mtu,
+        port->socket >= 0 ? absl::StrCat(port->socket) : "unknown",
         port_config.vlan != 0 ? absl::StrCat(", ", vlanText(port_config.vlan)) : ""));
     port_macs_.push_back(port->mac);
     ports_.push_back(*std::move(port));
   }
   for (const std::string& warning : warnings) logLine(absl::StrCat("warning: ", warning));
+  BERTH_RETURN_IF_ERROR(checkNumaPlacement());
   return checkEgressQueues(config_);
+}
+
+absl::Status ControlPlane::checkNumaPlacement() {
+  std::vector<PortOnSocket> ports;
+  for (const OpenedPort& port : ports_) {
+    if (port.owns_device) ports.push_back({port.name, port.socket, port.queues});
+  }
+  std::vector<WorkerOnSocket> workers;
+  for (unsigned lcore : lcores_) {
+    workers.push_back({lcore, static_cast<int>(rte_lcore_to_socket_id(lcore))});
+  }
+  const std::vector<std::string> lines = crossSocketPolling(ports, workers);
+  if (lines.empty()) return absl::OkStatus();
+  if (config_.dataplane.strict_numa) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("dataplane.strict_numa: ", absl::StrJoin(lines, "; ")));
+  }
+  for (const std::string& line : lines) logLine(absl::StrCat("warning: ", line));
+  return absl::OkStatus();
 }
 
 absl::Status ControlPlane::checkEgressQueues(const Config& config) const {

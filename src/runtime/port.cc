@@ -172,15 +172,23 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
                                     "); berth still applies it to what it sends"));
   }
 
-  uint16_t rx_descriptors = kRxDescriptors;
-  uint16_t tx_descriptors = kTxDescriptors;
+  uint16_t rx_descriptors = config.rx_descriptors;
+  uint16_t tx_descriptors = config.tx_descriptors;
   if (const int result =
           rte_eth_dev_adjust_nb_rx_tx_desc(port.port_id, &rx_descriptors, &tx_descriptors);
       result != 0) {
     return portError(config, "rte_eth_dev_adjust_nb_rx_tx_desc", result);
   }
-  const int socket = rte_eth_dev_socket_id(port.port_id) >= 0 ? rte_eth_dev_socket_id(port.port_id)
-                                                              : static_cast<int>(rte_socket_id());
+  if (rx_descriptors != config.rx_descriptors || tx_descriptors != config.tx_descriptors) {
+    warnings.push_back(absl::StrCat(
+        "port '", config.name, "' (line ", config.line.number, ", ", port.driver,
+        "): ", config.rx_descriptors, " RX and ", config.tx_descriptors, " TX descriptors asked, ",
+        rx_descriptors, " and ", tx_descriptors, " in use (the driver's limits and alignment)"));
+  }
+  port.rx_descriptors = rx_descriptors;
+  port.tx_descriptors = tx_descriptors;
+  port.socket = rte_eth_dev_socket_id(port.port_id);
+  const int socket = port.socket >= 0 ? port.socket : static_cast<int>(rte_socket_id());
   // Each frame in one mbuf: the MTU plus Ethernet and two VLAN tags, and the default headroom in
   // front, which holds the largest encapsulation (48 bytes) with room to spare.
   const uint32_t frame_room =
@@ -194,6 +202,7 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
   const unsigned mbufs = port.queues * (rx_descriptors + tx_descriptors + 2u * 32) +
                          (workers + 1u) * kMempoolCache + 1024 + exception_frames;
   const std::string pool_name = absl::StrCat("berth_pool_", port.port_id);
+  port.pool_mbufs = mbufs;
   port.pool =
       rte_pktmbuf_pool_create(pool_name.c_str(), mbufs, kMempoolCache, 0, data_room, socket);
   if (port.pool == nullptr) return portError(config, "rte_pktmbuf_pool_create", rte_errno);

@@ -105,6 +105,12 @@ struct PortConfig {
   // Queue pairs, each polled by one worker. 0: one per worker where the PMD has RSS, one
   // otherwise. Set it for a port whose peer spreads flows over the queues itself (memif).
   uint16_t queues = 0;
+  // Descriptors per RX and per TX queue, 64 to 32768; the driver's limits and alignment adjust
+  // them (rte_eth_dev_adjust_nb_rx_tx_desc), and berthd reports what is in use. More ride out
+  // longer stalls of a worker before the NIC counts imissed, at the cost of mbufs and cache.
+  // The device's, like queues.
+  uint16_t rx_descriptors = 1024;
+  uint16_t tx_descriptors = 1024;
   // The Toeplitz key RSS spreads flows over the queues with. A key anyone knows (the symmetric
   // 0x6d5a, or a NIC's default) lets a sender compute flows that all land on one worker, so by
   // default a random key is drawn at each start.
@@ -170,6 +176,9 @@ struct DataplaneConfig {
   // The BGP neighbours' addresses (bgp.neighbors, copied by the loader): TCP port 179 from
   // them is the bgp class of the exception path. Applies on reload.
   std::vector<IpAddress> bgp_peers;
+  // A worker lcore on another NUMA socket than a port it polls reads every frame across the
+  // socket interconnect: berthd warns at start, or with strict_numa refuses to start.
+  bool strict_numa = false;
 
   friend bool operator==(const DataplaneConfig&, const DataplaneConfig&) = default;
 };

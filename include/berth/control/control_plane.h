@@ -96,6 +96,9 @@ class ControlPlane {
   void stopLcores();
   absl::Status openPorts();
   void closePorts();
+  // Warns of each worker lcore that polls a port on another NUMA socket, or with
+  // dataplane.strict_numa refuses to start naming them (control/numa_check.h).
+  absl::Status checkNumaPlacement();
   // The first port on port `port`'s device: the one whose queues the workers poll.
   uint32_t deviceOf(uint32_t port) const;
   // That every worker that receives on a port has a queue on the device its traffic leaves

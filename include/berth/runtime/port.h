@@ -12,7 +12,7 @@
 
 namespace berth {
 
-// A started DPDK port, set up as berthd needs it (queues and RSS): one RX and one TX
+// A started DPDK port, set up as berthd needs it (queues, descriptors and RSS): one RX and one TX
 // queue per worker, RSS with the config's Toeplitz key (rssKeyFor) where the PMD has RSS, one queue
 // pair otherwise unless the config gives `queues` (a peer that spreads flows itself, as over
 // memif), the configured MTU, and a mempool on the port's NUMA socket whose mbufs hold a whole
@@ -40,14 +40,15 @@ struct OpenedPort {
   bool poll_only_while_link_up = false;
   MacAddress mac;
   rte_mempool* pool = nullptr;
+  unsigned pool_mbufs = 0;  // the mbufs the pool was made with
+  // Descriptors per RX and per TX queue in use: the config's, as the driver adjusted them.
+  uint16_t rx_descriptors = 0;
+  uint16_t tx_descriptors = 0;
+  int socket = -1;  // the device's NUMA socket; -1 where the device does not say (vdevs)
   // False for a VLAN port on a device an earlier port opened: it shares that port's queues, pool
   // and MAC, and closePort() leaves the device to its owner.
   bool owns_device = true;
 };
-
-// Descriptors per RX and per TX queue.
-inline constexpr uint16_t kRxDescriptors = 1024;
-inline constexpr uint16_t kTxDescriptors = 1024;
 
 // Finds the port by its device name, attaching it first if EAL has not (a vdev string such as
 // "net_pcap0,rx_pcap=in.pcap" or a PCI address), then configures and starts it with up to

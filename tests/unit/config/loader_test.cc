@@ -281,6 +281,23 @@ INSTANTIATE_TEST_SUITE_P(
                   PORT_HEAD "      ipv4: 198.18.0.10\n" SERVICE_HEAD
                             "    egress: downlink\n" ONE_BACKEND,
                   "bad.yaml:11:13: services[0].egress", "no port named 'downlink'"},
+        BadConfig{"too few RX descriptors",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n      rx_descriptors: 32\nservices: []\n",
+                  "bad.yaml:6:23: dataplane.ports[0].rx_descriptors",
+                  "must be an integer from 64 to 32768, got '32'"},
+        BadConfig{"too many TX descriptors",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n      tx_descriptors: 65536\nservices: []\n",
+                  "bad.yaml:6:23: dataplane.ports[0].tx_descriptors",
+                  "must be an integer from 64 to 32768"},
+        BadConfig{"VLAN ports that give the device different descriptors",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n    - name: p1\n      device: net_null0\n"
+                            "      vlan: 7\n      rx_descriptors: 4096\n      ipv4: 198.18.0.11\n"
+                            "services: []\n",
+                  "bad.yaml:6:7: dataplane.ports[1]",
+                  "rx_descriptors and tx_descriptors differ from port 'p0' on the same device"},
+        BadConfig{"strict_numa not a boolean",
+                  "dataplane:\n  strict_numa: sometimes\nservices: []\n",
+                  "bad.yaml:2:16: dataplane.strict_numa", "sometimes"},
         BadConfig{"VLAN 4095",
                   PORT_HEAD "      ipv4: 198.18.0.10\n      vlan: 4095\nservices: []\n",
                   "bad.yaml:6:13: dataplane.ports[0].vlan", "must be an integer from 1 to 4094"},
@@ -737,6 +754,26 @@ TEST(ConfigLoaderTest, VlanPortsShareADeviceEachWithItsOwnAddressesAndInterface)
   EXPECT_EQ(ports[1].mtu, 1500) << "each port keeps its own MTU";
   ASSERT_TRUE(ports[1].exception.has_value());
   EXPECT_EQ(ports[1].exception->name, "berth10");
+}
+
+TEST(ConfigLoaderTest, DescriptorsAndStrictNumaLoadAndDefault) {
+  absl::StatusOr<Config> config = parseConfig(
+      "dataplane:\n  strict_numa: true\n  ports:\n"
+      "    - { name: p0, device: net_null0, ipv4: 198.18.0.10, rx_descriptors: 4096,\n"
+      "        tx_descriptors: 2048 }\n"
+      "    - { name: p1, device: net_null1, ipv4: 198.18.1.10 }\n"
+      "services: []\n",
+      "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->dataplane.strict_numa);
+  EXPECT_EQ(config->dataplane.ports[0].rx_descriptors, 4096);
+  EXPECT_EQ(config->dataplane.ports[0].tx_descriptors, 2048);
+  EXPECT_EQ(config->dataplane.ports[1].rx_descriptors, 1024) << "the default";
+  EXPECT_EQ(config->dataplane.ports[1].tx_descriptors, 1024);
+  absl::StatusOr<Config> lenient =
+      parseConfig("dataplane:\n  ports: []\nservices: []\n", "test.yaml");
+  ASSERT_TRUE(lenient.ok()) << lenient.status();
+  EXPECT_FALSE(lenient->dataplane.strict_numa) << "a warning unless asked";
 }
 
 TEST(ConfigLoaderTest, TwoArmPortsAndServicesNameTheirEgress) {

@@ -1,0 +1,32 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/types/span.h"
+
+namespace berth {
+
+// Whether each worker lcore sits on the NUMA socket of the ports it polls. A worker across the
+// socket interconnect from its NIC reads every descriptor and frame from remote memory, which
+// costs a worker on a 100 GbE port a large share of its packet rate. Pure over socket ids, so
+// the control plane passes what DPDK says (rte_eth_dev_socket_id, rte_lcore_to_socket_id) and
+// the tests pass made-up ones.
+
+struct PortOnSocket {
+  std::string name;
+  int socket = -1;  // -1: the device does not say (vdevs); never a mismatch
+  uint16_t queues = 0;  // worker w polls queue w while w < queues
+};
+
+struct WorkerOnSocket {
+  unsigned lcore = 0;
+  int socket = -1;
+};
+
+// One line per (port, worker) on different sockets, naming both, in port then worker order.
+std::vector<std::string> crossSocketPolling(absl::Span<const PortOnSocket> ports,
+                                            absl::Span<const WorkerOnSocket> workers);
+
+}  // namespace berth

@@ -16,7 +16,7 @@ namespace berth {
 
 struct PortOnSocket {
   std::string name;
-  int socket = -1;  // -1: the device does not say (vdevs); never a mismatch
+  int socket = -1;      // -1: the device does not say (vdevs); never a mismatch
   uint16_t queues = 0;  // worker w polls queue w while w < queues
 };
 

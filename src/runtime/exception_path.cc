@@ -24,7 +24,8 @@ uint32_t burstOf(uint32_t per_second) { return std::max<uint32_t>(16, per_second
 
 // A port's kernel interface is the port's alone, so it gets the port's frames without the tag
 // that chose the port (its VLAN's, or a priority tag on an untagged port); a QinQ frame keeps its
-// inner tag.
+// inner tag. The outer tag may be 802.1ad, as the pipeline takes it, which rte_vlan_strip()
+// does not strip.
 void untagForKernel(rte_mbuf* mbuf) {
   if (rte_pktmbuf_data_len(mbuf) < RTE_ETHER_HDR_LEN + sizeof(rte_vlan_hdr)) return;
   auto* ethernet = rte_pktmbuf_mtod(mbuf, rte_ether_hdr*);

@@ -360,8 +360,8 @@ absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string
       const Fields fields,
       Fields::read(source, path, node,
                    {"name", "device", "vlan", "ipv4", "ipv6", "gateway", "gateway_mac", "mtu",
-                    "queues", "rx_descriptors", "tx_descriptors", "rss_key", "learn_announcements",
-                    "exception", "egress"}));
+                    "queues", "rx_descriptors", "tx_descriptors", "mbufs", "checksum_offload",
+                    "rss_key", "learn_announcements", "exception", "egress"}));
   PortConfig port;
   port.line.number = fields.self().line();
   BERTH_ASSIGN_OR_RETURN(port.name, fields.requiredString("name"));
@@ -399,6 +399,9 @@ absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string
   // 64 is below what any PMD takes; 32768 is the most of any common NIC (ice, mlx5).
   BERTH_ASSIGN_OR_RETURN(port.rx_descriptors, fields.integer("rx_descriptors", 64, 32768, 1024));
   BERTH_ASSIGN_OR_RETURN(port.tx_descriptors, fields.integer("tx_descriptors", 64, 32768, 1024));
+  // 2^24: 32 GiB of 2 KiB mbufs, beyond any one port's need.
+  BERTH_ASSIGN_OR_RETURN(port.mbufs, fields.integer("mbufs", 64, 1u << 24, 0));
+  BERTH_ASSIGN_OR_RETURN(port.checksum_offload, fields.boolean("checksum_offload", true));
   BERTH_RETURN_IF_ERROR(parseRssKey(fields, port));
   if (const YAML::Node* exception = fields.find("exception");
       exception != nullptr && !exception->IsNull()) {
@@ -434,6 +437,10 @@ absl::Status checkSharedDevice(const ErrorSite& site, const std::vector<PortConf
                                    owner.name,
                                    "' on the same device; they are the device's, "
                                    "give them alike"));
+  }
+  if (port.mbufs != owner.mbufs || port.checksum_offload != owner.checksum_offload) {
+    return site.error(absl::StrCat("mbufs and checksum_offload differ from port '", owner.name,
+                                   "' on the same device; they are the device's, give them alike"));
   }
   if (port.rss_key != owner.rss_key || port.rss_key_bytes != owner.rss_key_bytes) {
     return site.error(absl::StrCat("rss_key differs from port '", owner.name,

@@ -35,7 +35,9 @@ std::string okReply(absl::string_view text) {
 
 }  // namespace
 
-std::string ControlPlane::statsReplyJson(const CountersReport& report, const Rates& now) {
+std::string ControlPlane::statsReplyJson(const CountersReport& report, const Rates& now,
+                                         const std::shared_ptr<const PortStatsReading>& ports,
+                                         const PortRates& port_rates) {
   std::string counters = berth::countersJson(report);
   if (!counters.empty() && counters.back() == '\n') counters.pop_back();
   JsonWriter rates;
@@ -53,15 +55,25 @@ std::string ControlPlane::statsReplyJson(const CountersReport& report, const Rat
       .key("drops_per_s")
       .value(now.drops_per_s)
       .endObject();
+  const absl::Time at = absl::Now();
+  const PortStatsReading none;
+  const PortStatsReading& reading = ports != nullptr ? *ports : none;
   JsonWriter text;
   text.value(absl::StrCat(
       absl::StrFormat("rates over the last %.1f s: rx %.0f pps (%.0f bit/s), tx %.0f pps (%.0f "
                       "bit/s), drops %.0f/s\n",
                       now.interval_s, now.rx_pps, now.rx_bps, now.tx_pps, now.tx_bps,
                       now.drops_per_s),
-      berth::countersText(report)));
+      berth::countersText(report), portsText(reading, port_rates, at)));
+  JsonWriter port_json;
+  port_json.beginObject();
+  writePortsJson(port_json, reading, port_rates, at);
+  port_json.endObject();
+  // The ports' members go at the reply's top level, beside "stats".
+  const std::string& port_members = port_json.str();
   return absl::StrCat("{\"ok\":true,\"text\":", text.str(), ",\"rates\":", rates.str(),
-                      ",\"stats\":", counters, "}");
+                      ",\"stats\":", counters, ",",
+                      absl::string_view(port_members).substr(1, port_members.size() - 2), "}");
 }
 
 std::shared_ptr<const RenderedText> ControlPlane::renderOffLoop(ReplyRenderer::Render render) {
@@ -69,8 +81,11 @@ std::shared_ptr<const RenderedText> ControlPlane::renderOffLoop(ReplyRenderer::R
 }
 
 std::shared_ptr<const RenderedText> ControlPlane::renderStats() {
-  return renderOffLoop(
-      [report = countersReport(), rates = rates()] { return statsReplyJson(report, rates); });
+  return renderOffLoop([report = countersReport(), rates = rates(),
+                        ports = port_stats_ != nullptr ? port_stats_->latest() : nullptr,
+                        port_rates = port_stats_ != nullptr ? port_stats_->rates() : PortRates()] {
+    return statsReplyJson(report, rates, ports, port_rates);
+  });
 }
 
 std::unique_ptr<ReplyStream> ControlPlane::statsReply() { return renderedReply(renderStats()); }

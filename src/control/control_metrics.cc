@@ -6,6 +6,7 @@
 #include <rte_telemetry.h>
 
 #include <atomic>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -102,7 +103,8 @@ class TelemetryPage {
 absl::Status ControlPlane::openTelemetry() {
   telemetry_daemon.store(this);
   telemetry_mailbox.setOpen(true);
-  static const bool registered = [] {
+  // Once per process: DPDK keeps commands registered until it exits.
+  static const absl::Status registered = []() -> absl::Status {
     const struct {
       const char* command;
       const char* help;
@@ -115,14 +117,21 @@ absl::Status ControlPlane::openTelemetry() {
         {"/berth/backends",
          "Per backend of one service, column by column (berthctl backends). "
          "Parameters: service[,first row] (64 rows per answer)"},
+        {"/berth/ports",
+         "A port's NIC statistics, read once a second (berthctl stats). Parameter: the port; "
+         "none lists them"},
     };
     for (const auto& [command, help] : commands) {
-      rte_telemetry_register_cmd(command, telemetryCommand, help);
+      // DPDK refuses, among others, a help text of RTE_TEL_MAX_STRING_LEN bytes or more.
+      if (const int result = rte_telemetry_register_cmd(command, telemetryCommand, help);
+          result != 0) {
+        return absl::InternalError(
+            absl::StrCat("telemetry: registering ", command, " failed: ", std::strerror(-result)));
+      }
     }
-    return true;
+    return absl::OkStatus();
   }();
-  (void)registered;
-  return absl::OkStatus();
+  return registered;
 }
 
 void ControlPlane::closeTelemetry() {
@@ -152,6 +161,10 @@ TelemetryAnswer ControlPlane::telemetryAnswer(absl::string_view command,
   if (command == "/berth/stats") {
     for (const auto& [name, value] : summedCounters()) entries.emplace_back(name, value);
     entries.emplace_back("conntrack_entries", connectionsTracked());
+    return answer;
+  }
+  if (command == "/berth/ports") {
+    portsTelemetry(params, answer);
     return answer;
   }
   const std::vector<absl::string_view> parts = absl::StrSplit(params, ',', absl::SkipWhitespace());
@@ -205,6 +218,71 @@ TelemetryAnswer ControlPlane::telemetryAnswer(absl::string_view command,
   }
   answer.error = absl::StrCat("unknown command ", command);
   return answer;
+}
+
+void ControlPlane::portsTelemetry(absl::string_view port_name, TelemetryAnswer& answer) const {
+  auto& entries = answer.entries;
+  const std::shared_ptr<const PortStatsReading> reading =
+      port_stats_ != nullptr ? port_stats_->latest() : nullptr;
+  if (reading == nullptr) {
+    answer.error = "no port statistics read yet";
+    return;
+  }
+  entries.emplace_back("read_ms_ago",
+                       static_cast<uint64_t>(absl::ToInt64Milliseconds(absl::Now() - reading->at)));
+  if (port_name.empty()) {
+    std::vector<std::string> names;
+    for (const PortStats& port : reading->ports) names.push_back(port.port);
+    entries.emplace_back("ports", std::move(names));
+    return;
+  }
+  const PortRates rates = port_stats_->rates();
+  for (size_t p = 0; p < reading->ports.size(); ++p) {
+    const PortStats& port = reading->ports[p];
+    if (port.port != port_name) continue;
+    entries.emplace_back("port", port.port);
+    entries.emplace_back("driver", port.driver);
+    if (!port.error.empty()) entries.emplace_back("error", port.error);
+    entries.emplace_back("link_up", uint64_t{port.link.up});
+    entries.emplace_back("link_speed_mbps", uint64_t{port.link.speed_mbps});
+    entries.emplace_back("link_full_duplex", uint64_t{port.link.full_duplex});
+    entries.emplace_back("link_autoneg", uint64_t{port.link.autoneg});
+    for (size_t t = 0; t < kPortTotalCount; ++t) {
+      entries.emplace_back(kPortTotalNames[t], port.totals[t]);
+      entries.emplace_back(
+          absl::StrCat(kPortTotalNames[t], "_per_s"),
+          static_cast<uint64_t>(p < rates.per_port.size() ? rates.per_port[p][t] : 0));
+    }
+    auto queues = [&](const std::string& prefix, const std::vector<PortQueueCounts>& counts) {
+      std::vector<uint64_t> packets, bytes, errors;
+      for (const PortQueueCounts& queue : counts) {
+        packets.push_back(queue.packets);
+        bytes.push_back(queue.bytes);
+        errors.push_back(queue.errors);
+      }
+      entries.emplace_back(prefix + "_packets", std::move(packets));
+      entries.emplace_back(prefix + "_bytes", std::move(bytes));
+      if (prefix == "rx_queue") entries.emplace_back(prefix + "_errors", std::move(errors));
+    };
+    queues("rx_queue", port.rx_queues);
+    queues("tx_queue", port.tx_queues);
+    // Two columns rather than one entry per xstat: a NIC has hundreds, and a telemetry
+    // dictionary holds RTE_TEL_MAX_DICT_ENTRIES; an array holds RTE_TEL_MAX_ARRAY_ENTRIES.
+    std::vector<std::string> names;
+    std::vector<uint64_t> values;
+    for (const auto& [name, value] : port.xstats) {
+      if (names.size() == RTE_TEL_MAX_ARRAY_ENTRIES) break;
+      names.push_back(name);
+      values.push_back(value);
+    }
+    entries.emplace_back("xstats_total", static_cast<uint64_t>(port.xstats.size()));
+    entries.emplace_back("xstat_names", std::move(names));
+    entries.emplace_back("xstat_values", std::move(values));
+    return;
+  }
+  answer.error = absl::StrCat("no port named '", port_name,
+                              "' (a VLAN port's counters are its "
+                              "device's, under the device's first port)");
 }
 
 void ControlPlane::sampleRates() {
@@ -277,6 +355,9 @@ std::shared_ptr<const RenderedText> ControlPlane::renderMetrics() {
   if (metrics_) metrics.endpoints.push_back(endpoint("metrics", metrics_->counts()));
   metrics.log_lines_dropped = logLinesDropped();
   metrics.probes_not_run = health_->probesNotRun();
+  if (port_stats_ != nullptr && port_stats_->latest() != nullptr) {
+    metrics.ports = port_stats_->latest()->ports;
+  }
   return renderOffLoop([metrics = std::move(metrics)] { return berth::prometheusText(metrics); });
 }
 

@@ -143,6 +143,16 @@ const char* rssKeyText(RssKeyKind key) {
   return "on";
 }
 
+// Which outer checksums the NIC fills in and which berth writes (docs/nics.md).
+std::string checksumOffloadText(uint8_t offloads, bool wanted) {
+  if (!wanted) return "in software (checksum_offload: false)";
+  if (offloads == 0) return "in software (the PMD offers no IPv4 or UDP checksum offload)";
+  return absl::StrCat(
+      "by the NIC: ",
+      (offloads & kChecksumOffloadIpv4Header) ? "IPv4 header" : "IPv4 header in software",
+      (offloads & kChecksumOffloadUdp) ? ", UDP (GUE over IPv6)" : ", UDP in software");
+}
+
 std::string vlanText(uint16_t vlan) {
   return vlan == 0 ? std::string("untagged") : absl::StrCat("VLAN ", vlan);
 }
@@ -162,6 +172,7 @@ absl::Status ControlPlane::openPorts() {
       logLine(absl::StrFormat("port '%s': %s on the device of port '%s', MTU %u", port_config.name,
                               vlanText(port_config.vlan), configs[first].name, port_config.mtu));
       port_macs_.push_back(shared.mac);
+      port_checksum_offloads_.push_back(shared.checksum_offloads);
       ports_.push_back(std::move(shared));
       continue;
     }
@@ -177,16 +188,29 @@ absl::Status ControlPlane::openPorts() {
     if (!port.ok()) return port.status();
     logLine(absl::StrFormat(
         "port '%s': %s, DPDK port %u, MAC %s, %u queue pair(s) of %u RX and %u TX descriptors, "
-        "%u mbufs, RSS %s, MTU %u, NUMA socket %s%s",
+        "%u mbufs, RSS %s, MTU %u, NUMA socket %s, outer checksums %s%s",
         port->name, port->driver, port->port_id, port->mac.toString(), port->queues,
         port->rx_descriptors, port->tx_descriptors, port->pool_mbufs,
         port->rss ? rssKeyText(port_config.rss_key) : "off", device_config.mtu,
         port->socket >= 0 ? absl::StrCat(port->socket) : "unknown",
+        checksumOffloadText(port->checksum_offloads, port_config.checksum_offload),
         port_config.vlan != 0 ? absl::StrCat(", ", vlanText(port_config.vlan)) : ""));
     port_macs_.push_back(port->mac);
+    port_checksum_offloads_.push_back(port->checksum_offloads);
     ports_.push_back(*std::move(port));
   }
   for (const std::string& warning : warnings) logLine(absl::StrCat("warning: ", warning));
+  std::vector<OpenedPort> devices;
+  for (const OpenedPort& port : ports_) {
+    if (port.owns_device) devices.push_back(port);
+  }
+  port_stats_ = std::make_unique<PortStatsSampler>(
+      [devices = std::move(devices)] {
+        PortStatsReading reading;
+        for (const OpenedPort& device : devices) reading.ports.push_back(readPortStats(device));
+        return reading;
+      },
+      kPortStatsInterval);
   BERTH_RETURN_IF_ERROR(checkNumaPlacement());
   return checkEgressQueues(config_);
 }
@@ -251,9 +275,12 @@ uint32_t ControlPlane::deviceOf(uint32_t port) const {
 }
 
 void ControlPlane::closePorts() {
+  // Waits for a reading under way, which must not meet a closed device.
+  port_stats_.reset();
   for (OpenedPort& port : ports_) closePort(port);
   ports_.clear();
   port_macs_.clear();
+  port_checksum_offloads_.clear();
 }
 
 absl::Status ControlPlane::createWorkers() {
@@ -424,7 +451,8 @@ absl::StatusOr<std::unique_ptr<const Snapshot>> ControlPlane::snapshotFor(
   }
   // A next hop new to the cache gets its slot before the snapshot that resolves it.
   neighbors_.track(nextHopsToResolve(dataplane, inputs), dataplane.ports, absl::Now());
-  return buildSnapshot(dataplane, inputs, port_macs_, neighbors_.table(), counter_ids_, generation);
+  return buildSnapshot(dataplane, inputs, port_macs_, neighbors_.table(), counter_ids_, generation,
+                       port_checksum_offloads_);
 }
 
 absl::Status ControlPlane::publishSnapshot() {
@@ -540,6 +568,7 @@ void ControlPlane::run() {
     if (metrics_) metrics_->serve([this] { return renderMetrics(); });
     serveTelemetry();
     sampleRates();
+    if (port_stats_) port_stats_->turn(absl::Now());
     publishLoads();
     watchWorkers();
     watchLinks();

@@ -184,6 +184,67 @@ std::string prometheusText(const MetricsSnapshot& metrics) {
          "no backend")
       .sample("", metrics.probes_not_run);
 
+  // Per device, as its NIC reports it.
+  auto perPort = [&](const std::string& name, const char* type, const std::string& help,
+                     auto value) {
+    Family family(out, name, type, help);
+    for (const PortStats& port : metrics.ports) {
+      family.sample(absl::StrCat("port=\"", prometheusLabel(port.port), "\""),
+                    static_cast<uint64_t>(value(port)));
+    }
+  };
+  perPort("berth_port_link_up", "gauge", "1 while the port's link is up",
+          [](const PortStats& p) { return p.link.up ? 1 : 0; });
+  perPort("berth_port_link_speed_mbps", "gauge", "The link's speed; 0 where the PMD does not know",
+          [](const PortStats& p) { return p.link.speed_mbps; });
+  perPort("berth_port_link_full_duplex", "gauge", "1 while the link is full-duplex",
+          [](const PortStats& p) { return p.link.full_duplex ? 1 : 0; });
+  const char* total_help[kPortTotalCount] = {
+      "Frames the port received (rte_eth_stats ipackets)",
+      "Frames the port sent (opackets)",
+      "Bytes the port received (ibytes)",
+      "Bytes the port sent (obytes)",
+      "Frames the NIC dropped for want of a free RX descriptor: a worker fell behind (imissed)",
+      "Frames received in error (ierrors)",
+      "Frames that failed to send (oerrors)",
+      "RX descriptors left empty because the mbuf pool was empty (rx_nombuf)",
+  };
+  for (size_t t = 0; t < kPortTotalCount; ++t) {
+    perPort(absl::StrCat("berth_port_", kPortTotalNames[t], "_total"), "counter", total_help[t],
+            [t](const PortStats& p) { return p.totals[t]; });
+  }
+  auto perQueue = [&](const char* name, const char* help, bool rx, auto value) {
+    Family family(out, name, "counter", help);
+    for (const PortStats& port : metrics.ports) {
+      const std::vector<PortQueueCounts>& queues = rx ? port.rx_queues : port.tx_queues;
+      for (size_t q = 0; q < queues.size(); ++q) {
+        family.sample(absl::StrCat("port=\"", prometheusLabel(port.port), "\",queue=\"", q, "\""),
+                      value(queues[q]));
+      }
+    }
+  };
+  perQueue("berth_port_queue_ipackets_total", "Frames an RX queue received", true,
+           [](const PortQueueCounts& q) { return q.packets; });
+  perQueue("berth_port_queue_ibytes_total", "Bytes an RX queue received", true,
+           [](const PortQueueCounts& q) { return q.bytes; });
+  perQueue("berth_port_queue_errors_total", "Frames an RX queue dropped", true,
+           [](const PortQueueCounts& q) { return q.errors; });
+  perQueue("berth_port_queue_opackets_total", "Frames a TX queue sent", false,
+           [](const PortQueueCounts& q) { return q.packets; });
+  perQueue("berth_port_queue_obytes_total", "Bytes a TX queue sent", false,
+           [](const PortQueueCounts& q) { return q.bytes; });
+  {
+    Family family(out, "berth_port_xstat", "untyped",
+                  "The PMD's extended statistics (rte_eth_xstats), by the PMD's names");
+    for (const PortStats& port : metrics.ports) {
+      for (const auto& [name, value] : port.xstats) {
+        family.sample(absl::StrCat("port=\"", prometheusLabel(port.port), "\",name=\"",
+                                   prometheusLabel(name), "\""),
+                      value);
+      }
+    }
+  }
+
   // berthd's own endpoints and log.
   Family connections(out, "berth_endpoint_connections_total", "counter",
                      "Connections to berthd's control sockets and metrics endpoint, by outcome");

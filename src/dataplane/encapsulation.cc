@@ -77,6 +77,10 @@ uint8_t* writeOuterHeaders(uint8_t* start, const ForwardingTarget& target,
     header->next_proto_id = protocol;
     std::memcpy(&header->src_addr, target.outer_source.bytes.data(), 4);
     std::memcpy(&header->dst_addr, target.backend.bytes.data(), 4);
+    if (target.checksum_offload & kChecksumOffloadIpv4Header) {
+      header->hdr_checksum = 0;
+      return ip + kOuterIpv4Length;
+    }
     // The checksum rte_ipv4_cksum() would give, summed from the field values instead of read
     // back from the header just written: that read would wait for the narrow stores above to
     // drain (a failed store-to-load forward, ~30% of this function's time), and DPDK's sum is
@@ -114,6 +118,11 @@ ForwardResult encapsulate(Frame& frame, const ParsedPacket& packet, const Forwar
   if (result != ForwardResult::kSend) return result;
   mode_header = writeOuterHeaders(layout.start, target, packet, layout.inner, protocol,
                                   extra + layout.inner_length, flow_hash);
+  if (target.backend.isV4() && (target.checksum_offload & kChecksumOffloadIpv4Header)) {
+    frame.tx_checksums = kChecksumOffloadIpv4Header;
+    frame.l2_length = static_cast<uint8_t>(outerEthernetLength(target));
+    frame.l3_length = kOuterIpv4Length;
+  }
   inner_length = layout.inner_length;
   return ForwardResult::kSend;
 }

@@ -28,10 +28,18 @@ ForwardResult forwardGue(Frame& frame, const ParsedPacket& packet, const Forward
   udp->dgram_cksum = 0;
   if (!target.backend.isV4()) {
     // Zero is allowed over IPv4 and is what tunnels send; over IPv6 receivers reject it unless
-    // configured otherwise (RFC 6935), so compute it.
+    // configured otherwise (RFC 6935), so compute it, or have the NIC sum the payload from the
+    // pseudo-header's sum.
     const auto* outer =
         reinterpret_cast<const rte_ipv6_hdr*>(frame.data + outerEthernetLength(target));
-    udp->dgram_cksum = rte_ipv6_udptcp_cksum(outer, udp);
+    if (target.checksum_offload & kChecksumOffloadUdp) {
+      udp->dgram_cksum = rte_ipv6_phdr_cksum(outer, 0);
+      frame.tx_checksums = kChecksumOffloadUdp;
+      frame.l2_length = static_cast<uint8_t>(outerEthernetLength(target));
+      frame.l3_length = kOuterIpv6Length;
+    } else {
+      udp->dgram_cksum = rte_ipv6_udptcp_cksum(outer, udp);
+    }
   }
   return ForwardResult::kSend;
 }

@@ -118,11 +118,13 @@ std::vector<NextHopToResolve> nextHopsOf(const DataplaneConfig& dataplane, size_
 class SnapshotBuilder {
  public:
   SnapshotBuilder(const DataplaneConfig& dataplane, absl::Span<const ServiceInput> services,
-                  absl::Span<const MacAddress> port_macs, const NeighborTable& neighbors,
+                  absl::Span<const MacAddress> port_macs,
+                  absl::Span<const uint8_t> port_checksum_offloads, const NeighborTable& neighbors,
                   uint64_t generation)
       : dataplane_(dataplane),
         services_(services),
         port_macs_(port_macs),
+        port_checksum_offloads_(port_checksum_offloads),
         neighbors_(neighbors),
         snapshot_(std::make_unique<Snapshot>()) {
     snapshot_->generation_ = generation;
@@ -328,6 +330,9 @@ class SnapshotBuilder {
           target.gue_port = config.gue_port;
           target.mtu = port.mtu;
           target.vlan = port.vlan;
+          if (p < port_checksum_offloads_.size()) {
+            target.checksum_offload = port_checksum_offloads_[p];
+          }
           const std::optional<IpAddress>& source = portAddress(port, backend.address.family);
           if (source) target.outer_source = *source;
           std::optional<MacAddress> next_hop;
@@ -365,6 +370,7 @@ class SnapshotBuilder {
   const DataplaneConfig& dataplane_;
   absl::Span<const ServiceInput> services_;
   absl::Span<const MacAddress> port_macs_;
+  absl::Span<const uint8_t> port_checksum_offloads_;
   const NeighborTable& neighbors_;
   std::unique_ptr<Snapshot> snapshot_;
   std::vector<const BackendConfig*> backend_configs_;  // parallel to snapshot_->backends_
@@ -373,8 +379,10 @@ class SnapshotBuilder {
 absl::StatusOr<std::unique_ptr<const Snapshot>> buildSnapshot(
     const DataplaneConfig& dataplane, absl::Span<const ServiceInput> services,
     absl::Span<const MacAddress> port_macs, const NeighborTable& neighbors, CounterIds& counter_ids,
-    uint64_t generation) {
-  return SnapshotBuilder(dataplane, services, port_macs, neighbors, generation).build(counter_ids);
+    uint64_t generation, absl::Span<const uint8_t> port_checksum_offloads) {
+  return SnapshotBuilder(dataplane, services, port_macs, port_checksum_offloads, neighbors,
+                         generation)
+      .build(counter_ids);
 }
 
 absl::StatusOr<std::unique_ptr<const Snapshot>> buildSnapshot(

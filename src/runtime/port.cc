@@ -162,6 +162,14 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
   if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE) {
     conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE;
   }
+  if (config.checksum_offload && (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM)) {
+    conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_IPV4_CKSUM;
+    port.checksum_offloads |= kChecksumOffloadIpv4Header;
+  }
+  if (config.checksum_offload && (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_UDP_CKSUM)) {
+    conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
+    port.checksum_offloads |= kChecksumOffloadUdp;
+  }
   if (const int result = rte_eth_dev_configure(port.port_id, port.queues, port.queues, &conf);
       result != 0) {
     return portError(config, "rte_eth_dev_configure", result);
@@ -199,12 +207,20 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
   // class, towards the kernel, and the kernel's frames on their way out.
   const unsigned exception_frames =
       config.exception ? (workers * unsigned{kExceptionClassCount} + 1u) * kKernelQueueSize : 0u;
-  const unsigned mbufs = port.queues * (rx_descriptors + tx_descriptors + 2u * 32) +
-                         (workers + 1u) * kMempoolCache + 1024 + exception_frames;
+  const unsigned needed = port.queues * (rx_descriptors + tx_descriptors + 2u * 32) +
+                          (workers + 1u) * kMempoolCache + 1024 + exception_frames;
+  const unsigned mbufs = config.mbufs != 0 ? config.mbufs : needed;
+  if (mbufs < needed) {
+    warnings.push_back(absl::StrCat("port '", config.name, "' (line ", config.line.number,
+                                    "): mbufs ", mbufs, ", below the ", needed,
+                                    " its queues, workers and exception path may hold; expect "
+                                    "rx_nombuf under load"));
+  }
   const std::string pool_name = absl::StrCat("berth_pool_", port.port_id);
   port.pool_mbufs = mbufs;
-  port.pool =
-      rte_pktmbuf_pool_create(pool_name.c_str(), mbufs, kMempoolCache, 0, data_room, socket);
+  // A pool smaller than the caches could hold would strand its mbufs in them.
+  const unsigned cache = std::min(kMempoolCache, mbufs / (2 * (workers + 1u)));
+  port.pool = rte_pktmbuf_pool_create(pool_name.c_str(), mbufs, cache, 0, data_room, socket);
   if (port.pool == nullptr) return portError(config, "rte_pktmbuf_pool_create", rte_errno);
 
   for (uint16_t queue = 0; queue < port.queues; ++queue) {
@@ -239,6 +255,51 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
   }
   if (port.rss) confirmRssKey(config, port, conf.rx_adv_conf.rss_conf, warnings);
   return port;
+}
+
+PortStats readPortStats(const OpenedPort& port) {
+  PortStats stats;
+  stats.port = port.name;
+  stats.driver = port.driver;
+  rte_eth_link link{};
+  if (rte_eth_link_get_nowait(port.port_id, &link) == 0) {
+    stats.link.up = link.link_status == RTE_ETH_LINK_UP;
+    stats.link.speed_mbps =
+        link.link_speed == RTE_ETH_SPEED_NUM_UNKNOWN ? 0u : uint32_t{link.link_speed};
+    stats.link.full_duplex = link.link_duplex == RTE_ETH_LINK_FULL_DUPLEX;
+    stats.link.autoneg = link.link_autoneg == RTE_ETH_LINK_AUTONEG;
+  }
+  rte_eth_stats basic{};
+  if (const int result = rte_eth_stats_get(port.port_id, &basic); result != 0) {
+    stats.error = absl::StrCat("rte_eth_stats_get: ", rte_strerror(-result));
+  } else {
+    stats.totals = {basic.ipackets, basic.opackets, basic.ibytes,  basic.obytes,
+                    basic.imissed,  basic.ierrors,  basic.oerrors, basic.rx_nombuf};
+    const size_t queues = std::min<size_t>(port.queues, RTE_ETHDEV_QUEUE_STAT_CNTRS);
+    bool filled = false;
+    for (size_t q = 0; q < queues; ++q) {
+      filled = filled || basic.q_ipackets[q] != 0 || basic.q_opackets[q] != 0;
+    }
+    for (size_t q = 0; filled && q < queues; ++q) {
+      stats.rx_queues.push_back({basic.q_ipackets[q], basic.q_ibytes[q], basic.q_errors[q]});
+      stats.tx_queues.push_back({basic.q_opackets[q], basic.q_obytes[q], 0});
+    }
+  }
+  // The count can grow between the two calls (a PMD that adds queue statistics): ask again.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const int count = rte_eth_xstats_get_names(port.port_id, nullptr, 0);
+    if (count <= 0) break;
+    std::vector<rte_eth_xstat_name> names(static_cast<size_t>(count));
+    std::vector<rte_eth_xstat> values(static_cast<size_t>(count));
+    const int named = rte_eth_xstats_get_names(port.port_id, names.data(), count);
+    const int got = rte_eth_xstats_get(port.port_id, values.data(), count);
+    if (named != count || got != count) continue;
+    for (const rte_eth_xstat& value : values) {
+      if (value.id < names.size()) stats.xstats.emplace_back(names[value.id].name, value.value);
+    }
+    break;
+  }
+  return stats;
 }
 
 void closePort(OpenedPort& port) {

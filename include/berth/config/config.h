@@ -111,6 +111,14 @@ struct PortConfig {
   // The device's, like queues.
   uint16_t rx_descriptors = 1024;
   uint16_t tx_descriptors = 1024;
+  // The mbuf pool's size; 0: sized from the descriptors, queues, workers and the exception
+  // path's queues, which is what berthd logs at start. A smaller pool saves memory at the risk
+  // of rx_nombuf. The device's.
+  uint32_t mbufs = 0;
+  // Whether the outer IPv4 header checksum, and the outer UDP checksum of GUE over IPv6, are
+  // left to the NIC where it offers that offload; the bytes sent are the same either way. The
+  // device's.
+  bool checksum_offload = true;
   // The Toeplitz key RSS spreads flows over the queues with. A key anyone knows (the symmetric
   // 0x6d5a, or a NIC's default) lets a sender compute flows that all land on one worker, so by
   // default a random key is drawn at each start.

@@ -19,6 +19,7 @@
 #include "berth/control/mailbox.h"
 #include "berth/control/metrics_server.h"
 #include "berth/control/neighbor_cache.h"
+#include "berth/control/port_stats.h"
 #include "berth/control/reload_builder.h"
 #include "berth/control/reply_renderer.h"
 #include "berth/control/reports.h"
@@ -189,7 +190,9 @@ class ControlPlane {
   std::unique_ptr<ReplyStream> servicesReply();
   std::unique_ptr<ReplyStream> backendsReply();
   struct Rates;
-  static std::string statsReplyJson(const CountersReport& report, const Rates& rates);
+  static std::string statsReplyJson(const CountersReport& report, const Rates& rates,
+                                    const std::shared_ptr<const PortStatsReading>& ports,
+                                    const PortRates& port_rates);
   // On the renderer's thread, or here before it starts.
   std::shared_ptr<const RenderedText> renderOffLoop(ReplyRenderer::Render render);
   // Starts rendering the Prometheus text (control_metrics.cc).
@@ -229,6 +232,8 @@ class ControlPlane {
   // Telemetry (control_metrics.cc): the /berth/... commands answer through a mailbox the management
   // loop serves.
   void serveTelemetry();
+  // /berth/ports: the port names without a parameter, else the named port's statistics.
+  void portsTelemetry(absl::string_view port_name, TelemetryAnswer& answer) const;
   // Rates over the last interval for `stats`: the loop samples the summed counters every
   // kRateInterval.
   static constexpr absl::Duration kRateInterval = absl::Seconds(1);
@@ -289,7 +294,11 @@ class ControlPlane {
   std::atomic<bool>& reload_;
   std::atomic<bool> workers_stop_{false};
   std::vector<OpenedPort> ports_;
+  // Reads every device's statistics once a second, off the loop; none before openPorts().
+  std::unique_ptr<PortStatsSampler> port_stats_;
+  static constexpr absl::Duration kPortStatsInterval = absl::Seconds(1);
   std::vector<MacAddress> port_macs_;
+  std::vector<uint8_t> port_checksum_offloads_;  // by port, as port_macs_
   std::unique_ptr<HealthMonitor> health_;
   // Per service name, kept across reloads: what the table changes moved (status, metrics).
   absl::flat_hash_map<std::string, TableChangeHistory> table_changes_;

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "berth/control/port_stats.h"
 #include "berth/control/reports.h"
 
 namespace berth {
@@ -54,7 +55,8 @@ struct MetricsSnapshot {
   std::vector<TableChangeMetrics> table_changes;
   std::vector<EndpointMetrics> endpoints;
   uint64_t log_lines_dropped = 0;
-  uint64_t probes_not_run = 0;  // HealthMonitor::probesNotRun
+  uint64_t probes_not_run = 0;   // HealthMonitor::probesNotRun
+  std::vector<PortStats> ports;  // the latest reading; none before the first
 };
 
 // Label values escaped as the exposition format asks: backslash, double quote and newline.

@@ -27,17 +27,30 @@ struct Frame {
   // among the ports of the device it came in on; for a forwarded frame, the egress port it
   // leaves through.
   uint32_t port = 0;
+  // Set by an encapsulating mode when the egress port's NIC fills in outer checksums
+  // (kChecksumOffload* bits): what the NIC must fill, and the outer Ethernet and IP header
+  // lengths it needs to find them. 0: every checksum is written.
+  uint8_t tx_checksums = 0;
+  uint8_t l2_length = 0;
+  uint8_t l3_length = 0;
 };
+
+// Outer checksums a port's NIC fills in, chosen once at port start (docs/nics.md): the IPv4
+// header's, and the UDP checksum of GUE over IPv6 (over IPv4, GUE sends 0). The frame then carries
+// a 0 or the pseudo-header sum there, as NICs with these offloads take it.
+inline constexpr uint8_t kChecksumOffloadIpv4Header = 1;
+inline constexpr uint8_t kChecksumOffloadUdp = 2;
 
 // Everything a mode needs to know about one backend, resolved when the snapshot is built.
 struct ForwardingTarget {
-  IpAddress backend;           // outer destination
-  IpAddress outer_source;      // the port's address of the backend's IP version
-  MacAddress source_mac;       // the port's MAC
-  MacAddress destination_mac;  // the gateway's (encapsulating modes) or the backend's (l2dsr)
-  uint16_t gue_port = 0;       // gue: outer UDP destination port
-  uint16_t mtu = 1500;         // the port's
-  uint16_t vlan = 0;           // the port's 802.1Q VLAN, tagged on encapsulated frames; 0: none
+  IpAddress backend;             // outer destination
+  IpAddress outer_source;        // the port's address of the backend's IP version
+  MacAddress source_mac;         // the port's MAC
+  MacAddress destination_mac;    // the gateway's (encapsulating modes) or the backend's (l2dsr)
+  uint16_t gue_port = 0;         // gue: outer UDP destination port
+  uint16_t mtu = 1500;           // the port's
+  uint16_t vlan = 0;             // the port's 802.1Q VLAN, tagged on encapsulated frames; 0: none
+  uint8_t checksum_offload = 0;  // the port's kChecksumOffload* bits
 };
 
 enum class ForwardResult : uint8_t {

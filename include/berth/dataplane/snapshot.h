@@ -203,13 +203,14 @@ struct ServiceInput {
 };
 
 // The snapshot for the ports of `dataplane`, the `services` in order, each port's MAC (in config
-// order) and the MACs learned so far. Pure: the same inputs give the same snapshot. Targets whose
-// next hop is neither configured nor learned are left unready; the datapath drops their packets
-// as next_hop_unresolved. Errors name the service.
+// order), the outer checksums each port's NIC fills in (kChecksumOffload* bits, by port; none
+// given: every checksum is written) and the MACs learned so far. Pure: the same inputs give the
+// same snapshot. Targets whose next hop is neither configured nor learned are left unready; the
+// datapath drops their packets as next_hop_unresolved. Errors name the service.
 absl::StatusOr<std::unique_ptr<const Snapshot>> buildSnapshot(
     const DataplaneConfig& dataplane, absl::Span<const ServiceInput> services,
     absl::Span<const MacAddress> port_macs, const NeighborTable& neighbors, CounterIds& counter_ids,
-    uint64_t generation);
+    uint64_t generation, absl::Span<const uint8_t> port_checksum_offloads = {});
 // The same for `config`'s services with `tables` (in config order), for tests and benchmarks.
 absl::StatusOr<std::unique_ptr<const Snapshot>> buildSnapshot(
     const Config& config, absl::Span<const Table> tables, absl::Span<const MacAddress> port_macs,

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "berth/config/config.h"
+#include "berth/control/port_stats.h"
 #include "berth/net/mac_address.h"
 
 namespace berth {
@@ -45,6 +46,9 @@ struct OpenedPort {
   uint16_t rx_descriptors = 0;
   uint16_t tx_descriptors = 0;
   int socket = -1;  // the device's NUMA socket; -1 where the device does not say (vdevs)
+  // The outer checksums the NIC fills in (kChecksumOffload*): those it offers, unless the config
+  // says checksum_offload: false.
+  uint8_t checksum_offloads = 0;
   // False for a VLAN port on a device an earlier port opened: it shares that port's queues, pool
   // and MAC, and closePort() leaves the device to its owner.
   bool owns_device = true;
@@ -57,6 +61,12 @@ struct OpenedPort {
 // is appended to `warnings`. Errors name the port and the DPDK call that failed.
 absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
                                     std::vector<std::string>& warnings);
+
+// The device's statistics, extended statistics and link now, without waiting for the link
+// (rte_eth_link_get_nowait); the queue counts of the port's queues where the PMD fills any.
+// For the port-statistics thread (control/port_stats.h): it allocates, and a PMD may take a
+// system call to answer.
+PortStats readPortStats(const OpenedPort& port);
 
 // Stops and closes the port, detaches its device and frees its mempool, if it owns the device.
 // Call after every worker has stopped.

@@ -295,6 +295,19 @@ INSTANTIATE_TEST_SUITE_P(
                             "services: []\n",
                   "bad.yaml:6:7: dataplane.ports[1]",
                   "rx_descriptors and tx_descriptors differ from port 'p0' on the same device"},
+        BadConfig{"a pool of fewer than 64 mbufs",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n      mbufs: 10\nservices: []\n",
+                  "bad.yaml:6:14: dataplane.ports[0].mbufs", "must be an integer from 64"},
+        BadConfig{"checksum_offload not a boolean",
+                  PORT_HEAD
+                  "      ipv4: 198.18.0.10\n      checksum_offload: maybe\nservices: []\n",
+                  "bad.yaml:6:25: dataplane.ports[0].checksum_offload", "maybe"},
+        BadConfig{"VLAN ports that give the device different pools",
+                  PORT_HEAD "      ipv4: 198.18.0.10\n    - name: p1\n      device: net_null0\n"
+                            "      vlan: 7\n      mbufs: 4096\n      ipv4: 198.18.0.11\n"
+                            "services: []\n",
+                  "bad.yaml:6:7: dataplane.ports[1]",
+                  "mbufs and checksum_offload differ from port 'p0' on the same device"},
         BadConfig{"strict_numa not a boolean",
                   "dataplane:\n  strict_numa: sometimes\nservices: []\n",
                   "bad.yaml:2:16: dataplane.strict_numa", "sometimes"},
@@ -760,7 +773,7 @@ TEST(ConfigLoaderTest, DescriptorsAndStrictNumaLoadAndDefault) {
   absl::StatusOr<Config> config = parseConfig(
       "dataplane:\n  strict_numa: true\n  ports:\n"
       "    - { name: p0, device: net_null0, ipv4: 198.18.0.10, rx_descriptors: 4096,\n"
-      "        tx_descriptors: 2048 }\n"
+      "        tx_descriptors: 2048, mbufs: 9000, checksum_offload: false }\n"
       "    - { name: p1, device: net_null1, ipv4: 198.18.1.10 }\n"
       "services: []\n",
       "test.yaml");
@@ -768,8 +781,12 @@ TEST(ConfigLoaderTest, DescriptorsAndStrictNumaLoadAndDefault) {
   EXPECT_TRUE(config->dataplane.strict_numa);
   EXPECT_EQ(config->dataplane.ports[0].rx_descriptors, 4096);
   EXPECT_EQ(config->dataplane.ports[0].tx_descriptors, 2048);
+  EXPECT_EQ(config->dataplane.ports[0].mbufs, 9000u);
+  EXPECT_FALSE(config->dataplane.ports[0].checksum_offload);
   EXPECT_EQ(config->dataplane.ports[1].rx_descriptors, 1024) << "the default";
   EXPECT_EQ(config->dataplane.ports[1].tx_descriptors, 1024);
+  EXPECT_EQ(config->dataplane.ports[1].mbufs, 0u) << "sized from the descriptors";
+  EXPECT_TRUE(config->dataplane.ports[1].checksum_offload) << "where the NIC offers it";
   absl::StatusOr<Config> lenient =
       parseConfig("dataplane:\n  ports: []\nservices: []\n", "test.yaml");
   ASSERT_TRUE(lenient.ok()) << lenient.status();

@@ -91,5 +91,31 @@ TEST(PrometheusTest, EveryFamilyOnceWithItsSamples) {
   EXPECT_EQ(helps, 1u);
 }
 
+TEST(PrometheusTest, PortsShowTheirLinkTotalsQueuesAndXstats) {
+  MetricsSnapshot metrics = sample();
+  PortStats port;
+  port.port = "wan";
+  port.driver = "net_ice";
+  port.link = {true, 100000, true, true};
+  port.totals[kPortImissed] = 42;
+  port.totals[kPortRxNombuf] = 7;
+  port.rx_queues = {{10, 640, 1}};
+  port.tx_queues = {{9, 600, 0}};
+  port.xstats = {{"rx_crc_errors", 3}};
+  metrics.ports = {port};
+  const std::string text = prometheusText(metrics);
+  EXPECT_THAT(text, HasSubstr("# TYPE berth_port_imissed_total counter\n"
+                              "berth_port_imissed_total{port=\"wan\"} 42\n"));
+  EXPECT_THAT(text, HasSubstr("berth_port_rx_nombuf_total{port=\"wan\"} 7\n"));
+  EXPECT_THAT(text, HasSubstr("berth_port_ipackets_total{port=\"wan\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("berth_port_link_up{port=\"wan\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("berth_port_link_speed_mbps{port=\"wan\"} 100000\n"));
+  EXPECT_THAT(text, HasSubstr("berth_port_link_full_duplex{port=\"wan\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("berth_port_queue_ipackets_total{port=\"wan\",queue=\"0\"} 10\n"));
+  EXPECT_THAT(text, HasSubstr("berth_port_queue_errors_total{port=\"wan\",queue=\"0\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("berth_port_queue_obytes_total{port=\"wan\",queue=\"0\"} 600\n"));
+  EXPECT_THAT(text, HasSubstr("berth_port_xstat{port=\"wan\",name=\"rx_crc_errors\"} 3\n"));
+}
+
 }  // namespace
 }  // namespace berth

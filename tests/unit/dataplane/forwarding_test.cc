@@ -163,6 +163,59 @@ TEST(ForwardingTest, TaggedGueOverIpv6KeepsAValidUdpChecksum) {
   EXPECT_EQ(rte_ipv6_udptcp_cksum(outer, udp), sent_checksum);
 }
 
+// What the NIC fills in when the port offloads outer checksums: the frame says which and where,
+// and carries what NICs expect there (0, or the pseudo-header's sum); finishing the sum as a NIC
+// does gives the bytes of the software path.
+TEST(ForwardingTest, OffloadedOuterChecksumsAreLeftForTheNicToFinishAlike) {
+  for (const uint16_t vlan : {uint16_t{0}, uint16_t{10}}) {
+    const size_t l2 = vlan == 0 ? 14 : 18;
+    ForwardingTarget software = testTarget(IpAddress::v4(198, 18, 1, 2));
+    software.vlan = vlan;
+    ForwardingTarget offloaded = software;
+    offloaded.checksum_offload = kChecksumOffloadIpv4Header | kChecksumOffloadUdp;
+    ReceivedFrame written(tcp4Frame(40));
+    ReceivedFrame left(tcp4Frame(40));
+    ASSERT_EQ(forwardIpip(written.frame, written.packet, software, kFlowHash),
+              ForwardResult::kSend);
+    ASSERT_EQ(forwardIpip(left.frame, left.packet, offloaded, kFlowHash), ForwardResult::kSend);
+    EXPECT_EQ(written.frame.tx_checksums, 0);
+    EXPECT_EQ(left.frame.tx_checksums, kChecksumOffloadIpv4Header);
+    EXPECT_EQ(left.frame.l2_length, l2);
+    EXPECT_EQ(left.frame.l3_length, 20);
+    auto* outer = reinterpret_cast<rte_ipv4_hdr*>(left.frame.data + l2);
+    EXPECT_EQ(outer->hdr_checksum, 0);
+    outer->hdr_checksum = rte_ipv4_cksum(outer);  // the NIC's part
+    EXPECT_EQ(Bytes(left.frame.data, left.frame.data + left.frame.length),
+              Bytes(written.frame.data, written.frame.data + written.frame.length));
+
+    // GUE over IPv4 sends a zero UDP checksum either way; only the IPv4 header is the NIC's.
+    ReceivedFrame gue4(tcp4Frame(40));
+    ASSERT_EQ(forwardGue(gue4.frame, gue4.packet, offloaded, kFlowHash), ForwardResult::kSend);
+    EXPECT_EQ(gue4.frame.tx_checksums, kChecksumOffloadIpv4Header);
+    EXPECT_EQ(reinterpret_cast<const rte_udp_hdr*>(gue4.frame.data + l2 + 20)->dgram_cksum, 0);
+
+    ForwardingTarget software6 = testTarget(*IpAddress::parse("2001:db8:1::2"));
+    software6.vlan = vlan;
+    ForwardingTarget offloaded6 = software6;
+    offloaded6.checksum_offload = kChecksumOffloadIpv4Header | kChecksumOffloadUdp;
+    ReceivedFrame written6(tcp6Frame(33));
+    ReceivedFrame left6(tcp6Frame(33));
+    ASSERT_EQ(forwardGue(written6.frame, written6.packet, software6, kFlowHash),
+              ForwardResult::kSend);
+    ASSERT_EQ(forwardGue(left6.frame, left6.packet, offloaded6, kFlowHash), ForwardResult::kSend);
+    EXPECT_EQ(left6.frame.tx_checksums, kChecksumOffloadUdp);
+    EXPECT_EQ(left6.frame.l2_length, l2);
+    EXPECT_EQ(left6.frame.l3_length, 40);
+    const auto* outer6 = reinterpret_cast<const rte_ipv6_hdr*>(left6.frame.data + l2);
+    auto* udp = reinterpret_cast<rte_udp_hdr*>(left6.frame.data + l2 + 40);
+    EXPECT_EQ(udp->dgram_cksum, rte_ipv6_phdr_cksum(outer6, 0));
+    udp->dgram_cksum = 0;
+    udp->dgram_cksum = rte_ipv6_udptcp_cksum(outer6, udp);  // the NIC's part
+    EXPECT_EQ(Bytes(left6.frame.data, left6.frame.data + left6.frame.length),
+              Bytes(written6.frame.data, written6.frame.data + written6.frame.length));
+  }
+}
+
 TEST(ForwardingTest, L2DsrRewritesOnlyTheMacs) {
   const Bytes original = tcp4Frame(20, 0x4000, {100});
   ReceivedFrame received(original);

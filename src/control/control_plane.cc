@@ -717,6 +717,8 @@ std::vector<std::pair<std::string, uint64_t>> ControlPlane::summedCounters() con
   std::vector<std::pair<std::string, uint64_t>> sums = sumCounters(counters);
   for (auto& sum : neighbors_.sums()) sums.push_back(std::move(sum));
   sums.emplace_back("neighbor_log_lines_held_back", neighbor_log_.heldBack());
+  // A PMD whose statistics take longer than a second to read (docs/nics.md).
+  if (port_stats_) sums.emplace_back("port_stats_readings_late", port_stats_->late());
   if (exception_path_) {
     for (auto& sum : exception_path_->counters()) sums.push_back(std::move(sum));
   }

@@ -234,7 +234,7 @@ std::string prometheusText(const MetricsSnapshot& metrics) {
   perQueue("berth_port_queue_obytes_total", "Bytes a TX queue sent", false,
            [](const PortQueueCounts& q) { return q.bytes; });
   {
-    Family family(out, "berth_port_xstat", "untyped",
+    Family family(out, "berth_port_xstat_total", "counter",
                   "The PMD's extended statistics (rte_eth_xstats), by the PMD's names");
     for (const PortStats& port : metrics.ports) {
       for (const auto& [name, value] : port.xstats) {

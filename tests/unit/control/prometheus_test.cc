@@ -114,7 +114,7 @@ TEST(PrometheusTest, PortsShowTheirLinkTotalsQueuesAndXstats) {
   EXPECT_THAT(text, HasSubstr("berth_port_queue_ipackets_total{port=\"wan\",queue=\"0\"} 10\n"));
   EXPECT_THAT(text, HasSubstr("berth_port_queue_errors_total{port=\"wan\",queue=\"0\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("berth_port_queue_obytes_total{port=\"wan\",queue=\"0\"} 600\n"));
-  EXPECT_THAT(text, HasSubstr("berth_port_xstat{port=\"wan\",name=\"rx_crc_errors\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("berth_port_xstat_total{port=\"wan\",name=\"rx_crc_errors\"} 3\n"));
 }
 
 }  // namespace

@@ -218,8 +218,9 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
   }
   const std::string pool_name = absl::StrCat("berth_pool_", port.port_id);
   port.pool_mbufs = mbufs;
-  // A pool smaller than the caches could hold would strand its mbufs in them.
-  const unsigned cache = std::min(kMempoolCache, mbufs / (2 * (workers + 1u)));
+  // A pool set smaller than berth's sizing would strand its mbufs in the per-lcore caches.
+  const unsigned cache =
+      mbufs < needed ? std::min(kMempoolCache, mbufs / (2 * (workers + 1u))) : kMempoolCache;
   port.pool = rte_pktmbuf_pool_create(pool_name.c_str(), mbufs, cache, 0, data_room, socket);
   if (port.pool == nullptr) return portError(config, "rte_pktmbuf_pool_create", rte_errno);
 

@@ -2,8 +2,10 @@
 # Builds berth and runs its benchmarks: the Google Benchmark programs (each benchmark repeated,
 # medians reported, full JSON in build/perf/<program>.json), then the whole-process run of
 # berthd next to dpdk-testpmd (build/perf/process_bench.json), then berthd's reload and
-# health-event times (build/perf/reload_bench.json) and its control answers under client load
-# (build/perf/control_load_bench.json). Prints the medians, berth's
+# health-event times (build/perf/reload_bench.json), its control answers under client load
+# (build/perf/control_load_bench.json), and over memif its throughput next to testpmd's
+# (build/perf/throughput_bench.md) and what idle workers cost in latency and save in CPU
+# (build/perf/idle_bench.md). Prints the medians, berth's
 # speed-up over the textbook Maglev build, and the pipeline's Mpps and cycles per packet, each
 # measured in the same run as what it is compared with.
 set -euo pipefail
@@ -60,3 +62,5 @@ python3 perf/reload_benchmark.py build/src/berthd build/perf/reload_bench.json
 python3 perf/control_load_benchmark.py build/src/berthd build/perf/control_load_bench.json
 python3 perf/throughput_benchmark.py build/src/berthd build/tools/berthgen \
   build/perf/throughput_bench.json build/perf/throughput_bench.md
+python3 perf/idle_benchmark.py build/src/berthd build/tools/berthgen \
+  build/perf/idle_bench.json build/perf/idle_bench.md

@@ -137,14 +137,15 @@ class Forwarder:
         shutil.rmtree("/var/run/dpdk/" + self.prefix, ignore_errors=True)
 
 
-def run_berthgen(berthgen, socket_path, flows, out_path, workers):
+def run_berthgen(berthgen, socket_path, flows, out_path, workers, options=()):
+    """berthgen sending `flows` to the forwarder for SECONDS, with `options` added."""
     vdev = "net_memif0,role=client,socket=%s,socket-abstract=no,mac=%s" % (socket_path, GEN_MAC)
     prefix = "berth-tp-gen-%d" % PID
     cpus = berthgen_cpus(workers)
     command = pinned(cpus) + [berthgen] + eal(prefix, cpus, vdev) + [
         "--", "--tx-dev", "net_memif0", "--dst-mac", FORWARDER_MAC, "--vip", "198.18.100.1:80/tcp",
         "--flows", str(flows), "--duration", str(SECONDS), "--json", out_path, "--quiet",
-        "--txq", str(workers)]
+        "--txq", str(workers)] + list(options)
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=SECONDS + 120)
         if result.returncode != 0:

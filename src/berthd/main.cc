@@ -135,6 +135,14 @@ int main(int argc, char** argv) {
 
   absl::StatusOr<berth::Config> config = berth::loadConfigFile(absl::GetFlag(FLAGS_config));
   if (!config.ok()) return fail(config.status().message());
+  if (config->fleet) {
+    // The loader reads the section so that files for a fleet can be checked; joining one (the
+    // etcd watch, the cache, the instance's lease) is not in this berthd, and a berthd that
+    // started with no services instead would forward nothing while looking healthy.
+    return fail(absl::StrCat(absl::GetFlag(FLAGS_config), ":", config->fleet->line.number,
+                             ": fleet: this berthd does not join a fleet yet; remove the section "
+                             "and list the services in the file"));
+  }
   for (const std::string& warning : config->warnings) {
     std::fprintf(stderr, "berthd: warning: %s\n", warning.c_str());
   }

@@ -123,10 +123,12 @@ std::vector<std::string> sectionsNeedingRestart(const Config& running, const Con
   if (running.dataplane.strict_numa != next.dataplane.strict_numa) {
     sections.push_back("dataplane.strict_numa");
   }
+  if (running.dataplane.idle != next.dataplane.idle) sections.push_back("dataplane.idle");
   if (running.dataplane.conntrack != next.dataplane.conntrack) {
     sections.push_back("dataplane.conntrack");
   }
   if (running.metrics != next.metrics) sections.push_back("metrics");
+  if (running.fleet != next.fleet) sections.push_back("fleet");
   return sections;
 }
 

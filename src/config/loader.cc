@@ -1,5 +1,6 @@
 #include "berth/config/loader.h"
 
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -15,11 +16,13 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 #include "berth/maglev/bounded_load.h"
 #include "berth/maglev/consistent_hash.h"
 #include "berth/net/crc32c.h"
@@ -29,12 +32,29 @@
 namespace berth {
 namespace {
 
+// The kernel interface of the port `via` names; empty while the ports are not known.
+absl::StatusOr<std::string> viaInterface(const Fields& fields, const std::string& port_name,
+                                         const DataplaneConfig* dataplane) {
+  if (dataplane == nullptr) return std::string();
+  const auto port = absl::c_find_if(
+      dataplane->ports, [&](const PortConfig& candidate) { return candidate.name == port_name; });
+  if (port == dataplane->ports.end()) {
+    return fields.site("via").error(absl::StrCat("no port named '", port_name, "'"));
+  }
+  if (!port->exception) {
+    return fields.site("via").error(
+        absl::StrCat("port '", port_name, "' has no exception interface to send probes from"));
+  }
+  return port->exception->name;
+}
+
 // Health settings at `path`: every key optional, each falling back to `base` (the defaults for a
 // service, the service's settings for a backend).
-// `dataplane` gives the ports `via` may name.
+// `dataplane` gives the ports `via` may name; null: the ports are not known yet (a fleet
+// version, checked before an instance applies it with its own), and any name passes.
 absl::StatusOr<HealthCheckConfig> parseHealth(absl::string_view source, const std::string& path,
                                               const YAML::Node& node, const HealthCheckConfig& base,
-                                              const DataplaneConfig& dataplane) {
+                                              const DataplaneConfig* dataplane) {
   BERTH_ASSIGN_OR_RETURN(const Fields fields,
                          Fields::read(source, path, node,
                                       {"type", "interval", "timeout", "rise", "fall", "address",
@@ -91,16 +111,7 @@ absl::StatusOr<HealthCheckConfig> parseHealth(absl::string_view source, const st
     // The probes leave through that port's kernel interface, so they follow the data path's
     // segment whatever the host's routes say (docs/exception-path.md).
     BERTH_ASSIGN_OR_RETURN(const std::string port_name, fields.requiredString("via"));
-    const auto port = absl::c_find_if(
-        dataplane.ports, [&](const PortConfig& candidate) { return candidate.name == port_name; });
-    if (port == dataplane.ports.end()) {
-      return fields.site("via").error(absl::StrCat("no port named '", port_name, "'"));
-    }
-    if (!port->exception) {
-      return fields.site("via").error(
-          absl::StrCat("port '", port_name, "' has no exception interface to send probes from"));
-    }
-    health.interface = port->exception->name;
+    BERTH_ASSIGN_OR_RETURN(health.interface, viaInterface(fields, port_name, dataplane));
   }
   if (health.type != HealthCheckType::kHttp && (fields.has("path") || fields.has("expect"))) {
     return fields.site(fields.has("path") ? "path" : "expect")
@@ -111,7 +122,7 @@ absl::StatusOr<HealthCheckConfig> parseHealth(absl::string_view source, const st
 
 absl::StatusOr<BackendConfig> parseBackend(absl::string_view source, const std::string& path,
                                            const YAML::Node& node, const ServiceConfig& service,
-                                           const DataplaneConfig& dataplane) {
+                                           const DataplaneConfig* dataplane) {
   BERTH_ASSIGN_OR_RETURN(
       const Fields fields,
       Fields::read(source, path, node, {"name", "address", "weight", "mac", "health"}));
@@ -132,7 +143,7 @@ absl::StatusOr<BackendConfig> parseBackend(absl::string_view source, const std::
 }
 
 absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::string& path,
-                                           const YAML::Node& node, const DataplaneConfig& dataplane,
+                                           const YAML::Node& node, const DataplaneConfig* dataplane,
                                            std::vector<std::string>& warnings,
                                            std::vector<std::string>& notes) {
   BERTH_ASSIGN_OR_RETURN(
@@ -204,8 +215,9 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
   }
   if (fields.has("egress")) {
     BERTH_ASSIGN_OR_RETURN(service.egress, fields.requiredString("egress"));
-    if (absl::c_none_of(dataplane.ports,
-                        [&](const PortConfig& port) { return port.name == service.egress; })) {
+    if (dataplane != nullptr && absl::c_none_of(dataplane->ports, [&](const PortConfig& port) {
+          return port.name == service.egress;
+        })) {
       return fields.site("egress").error(absl::StrCat("no port named '", service.egress, "'"));
     }
   }
@@ -476,6 +488,18 @@ absl::StatusOr<ConntrackConfig> parseConntrack(absl::string_view source, const Y
   return conntrack;
 }
 
+absl::StatusOr<IdleConfig> parseIdle(absl::string_view source, const YAML::Node& node) {
+  BERTH_ASSIGN_OR_RETURN(const Fields fields, Fields::read(source, "dataplane.idle", node,
+                                                           {"after_empty_polls", "max_sleep_us"}));
+  IdleConfig idle;
+  BERTH_ASSIGN_OR_RETURN(idle.after_empty_polls,
+                         fields.integer("after_empty_polls", 1, 100'000'000, 1000));
+  // Up to 10 ms: a sleeping worker holds back what it has to send to the kernel, and the RCU
+  // reclaim of replaced snapshots, no longer than that.
+  BERTH_ASSIGN_OR_RETURN(idle.max_sleep_us, fields.integer("max_sleep_us", 1, 10'000, 100));
+  return idle;
+}
+
 absl::StatusOr<IcmpConfig> parseIcmp(absl::string_view source, const YAML::Node& node) {
   BERTH_ASSIGN_OR_RETURN(
       const Fields fields,
@@ -514,13 +538,18 @@ absl::StatusOr<NeighborConfig> parseNeighbors(absl::string_view source, const YA
 absl::StatusOr<DataplaneConfig> parseDataplane(absl::string_view source, const YAML::Node& node) {
   BERTH_ASSIGN_OR_RETURN(const Fields fields, Fields::read(source, "dataplane", node,
                                                            {"eal", "ports", "conntrack", "icmp",
-                                                            "neighbors", "strict_numa"}));
+                                                            "neighbors", "strict_numa", "idle"}));
   DataplaneConfig dataplane;
   BERTH_ASSIGN_OR_RETURN(dataplane.eal, fields.stringList("eal"));
   BERTH_ASSIGN_OR_RETURN(dataplane.strict_numa, fields.boolean("strict_numa", false));
   if (const YAML::Node* conntrack = fields.find("conntrack");
       conntrack != nullptr && !conntrack->IsNull()) {
     BERTH_ASSIGN_OR_RETURN(dataplane.conntrack, parseConntrack(source, *conntrack));
+  }
+  if (const YAML::Node* idle = fields.find("idle"); idle != nullptr) {
+    // `idle:` alone turns it on with the defaults.
+    BERTH_ASSIGN_OR_RETURN(dataplane.idle,
+                           idle->IsNull() ? IdleConfig{} : parseIdle(source, *idle));
   }
   if (const YAML::Node* icmp = fields.find("icmp"); icmp != nullptr && !icmp->IsNull()) {
     BERTH_ASSIGN_OR_RETURN(dataplane.icmp, parseIcmp(source, *icmp));
@@ -670,9 +699,8 @@ absl::Status checkServicesReachable(absl::string_view source, const Config& conf
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<Config> parseConfig(absl::string_view yaml_text, absl::string_view source_name) {
+absl::StatusOr<YAML::Node> loadYaml(absl::string_view yaml_text, absl::string_view source_name,
+                                    absl::string_view expected) {
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml_text));
@@ -681,65 +709,226 @@ absl::StatusOr<Config> parseConfig(absl::string_view yaml_text, absl::string_vie
   }
   if (root.IsNull()) {
     return ErrorSite(source_name, "config", root.Mark())
-        .error("is empty; expected a map with 'services'");
+        .error(absl::StrCat("is empty; expected a map with ", expected));
   }
+  return root;
+}
 
+// An etcd client URL: http:// or https://, a host and a port.
+absl::Status checkEndpoint(const ErrorSite& site, const std::string& url) {
+  absl::string_view rest = url;
+  if (!absl::ConsumePrefix(&rest, "http://") && !absl::ConsumePrefix(&rest, "https://")) {
+    return site.error(absl::StrCat("'", url, "' is not an http:// or https:// URL"));
+  }
+  const size_t colon = rest.rfind(':');
+  uint32_t port = 0;
+  if (colon == absl::string_view::npos || colon == 0 ||
+      !absl::SimpleAtoi(rest.substr(colon + 1), &port) || port == 0 || port > 65535 ||
+      rest.find('/') != absl::string_view::npos) {
+    return site.error(absl::StrCat("'", url, "' needs a host and a port, as http://HOST:2379"));
+  }
+  return absl::OkStatus();
+}
+
+std::string hostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "berth";
+  return name;
+}
+
+absl::StatusOr<FleetConfig> parseFleet(absl::string_view source, const YAML::Node& node) {
+  BERTH_ASSIGN_OR_RETURN(const Fields fields,
+                         Fields::read(source, "fleet", node,
+                                      {"endpoints", "prefix", "name", "ca", "cert", "key",
+                                       "keep_versions", "cache", "lease_ttl_s"}));
+  FleetConfig fleet;
+  fleet.line.number = fields.self().line();
+  BERTH_ASSIGN_OR_RETURN(fleet.endpoints, fields.stringList("endpoints"));
+  if (fleet.endpoints.empty()) {
+    return (fields.has("endpoints") ? fields.site("endpoints") : fields.self())
+        .error("needs at least one etcd endpoint, as endpoints: [\"http://127.0.0.1:2379\"]");
+  }
+  const bool tls = absl::StartsWith(fleet.endpoints[0], "https://");
+  for (size_t i = 0; i < fleet.endpoints.size(); ++i) {
+    const ErrorSite site(source, absl::StrCat("fleet.endpoints[", i, "]"),
+                         (*fields.find("endpoints"))[i].Mark());
+    BERTH_RETURN_IF_ERROR(checkEndpoint(site, fleet.endpoints[i]));
+    if (absl::StartsWith(fleet.endpoints[i], "https://") != tls) {
+      return site.error("mixes http:// and https://; every endpoint of one etcd speaks the same");
+    }
+  }
+  if (fields.has("prefix")) {
+    BERTH_ASSIGN_OR_RETURN(fleet.prefix, fields.requiredString("prefix"));
+    if (fleet.prefix[0] != '/' || fleet.prefix.size() < 2 || fleet.prefix.back() == '/' ||
+        absl::c_any_of(fleet.prefix, [](char c) { return c <= ' ' || c > '~'; })) {
+      return fields.site("prefix").error(
+          "must start with '/', not end with one, and hold printable characters without spaces");
+    }
+  }
+  if (fields.has("name")) {
+    BERTH_ASSIGN_OR_RETURN(fleet.name, fields.requiredString("name"));
+  } else {
+    fleet.name = hostName();
+  }
+  if (fleet.name.size() > 64 || absl::c_any_of(fleet.name, [](char c) {
+        return !absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' &&
+               c != '.';
+      })) {
+    return (fields.has("name") ? fields.site("name") : fields.self())
+        .error(absl::StrCat("instance name '", fleet.name,
+                            "' must be 1 to 64 letters, digits, '-', '_' or '.'"));
+  }
+  for (auto [key, value] :
+       {std::pair{"ca", &fleet.ca}, std::pair{"cert", &fleet.cert}, std::pair{"key", &fleet.key}}) {
+    if (!fields.has(key)) continue;
+    BERTH_ASSIGN_OR_RETURN(*value, fields.requiredString(key));
+    if (!tls) return fields.site(key).error("applies only with https:// endpoints");
+  }
+  if (fleet.cert.empty() != fleet.key.empty()) {
+    return fields.site(fleet.cert.empty() ? "key" : "cert").error("cert and key go together");
+  }
+  BERTH_ASSIGN_OR_RETURN(fleet.keep_versions, fields.integer("keep_versions", 1, 1000, 10));
+  if (fields.has("cache")) {
+    BERTH_ASSIGN_OR_RETURN(fleet.cache, fields.requiredString("cache"));
+  }
+  BERTH_ASSIGN_OR_RETURN(fleet.lease_ttl_s, fields.integer("lease_ttl_s", 2, 300, 10));
+  return fleet;
+}
+
+// The per-instance sections of `fields` into `config`: dataplane, metrics, bgp and fleet.
+absl::Status parseLocalSections(absl::string_view source_name, const Fields& fields,
+                                Config& config) {
+  if (const YAML::Node* dataplane = fields.find("dataplane"); dataplane != nullptr) {
+    BERTH_ASSIGN_OR_RETURN(config.dataplane, parseDataplane(source_name, *dataplane));
+  }
+  if (const YAML::Node* metrics = fields.find("metrics"); metrics != nullptr) {
+    BERTH_ASSIGN_OR_RETURN(config.metrics, parseMetrics(source_name, *metrics, config.warnings));
+  }
+  if (const YAML::Node* bgp = fields.find("bgp"); bgp != nullptr) {
+    BERTH_ASSIGN_OR_RETURN(config.bgp, parseBgp(source_name, *bgp, config.dataplane));
+    for (const BgpNeighbor& neighbor : config.bgp->neighbors) {
+      config.dataplane.bgp_peers.push_back(neighbor.address);
+    }
+  }
+  if (const YAML::Node* fleet = fields.find("fleet"); fleet != nullptr) {
+    BERTH_ASSIGN_OR_RETURN(config.fleet, parseFleet(source_name, *fleet));
+  }
+  return absl::OkStatus();
+}
+
+// `services` (a list, or null for none) into config.services: names and listeners, and with
+// `local_known`, against config's dataplane and bgp sections (ports, reachability and
+// announcements).
+absl::Status parseServices(absl::string_view source_name, const Fields& fields, bool local_known,
+                           Config& config) {
+  const YAML::Node* services = fields.find("services");
+  if (services == nullptr) return fields.self().error("missing required key 'services'");
+  if (!services->IsSequence() && !services->IsNull()) {
+    return fields.site("services").error("expected a list of services");
+  }
+  absl::flat_hash_set<std::string> names;
+  absl::flat_hash_map<std::tuple<IpAddress, uint16_t, Protocol>, std::string> listeners;
+  for (size_t i = 0; i < services->size(); ++i) {
+    const std::string path = absl::StrCat("services[", i, "]");
+    const YAML::Node node = (*services)[i];
+    BERTH_ASSIGN_OR_RETURN(
+        ServiceConfig service,
+        parseService(source_name, path, node, local_known ? &config.dataplane : nullptr,
+                     config.warnings, config.notes));
+    const ErrorSite site(source_name, path, node.Mark());
+    if (!names.insert(service.name).second) {
+      return site.error(absl::StrCat("duplicate service name '", service.name, "'"));
+    }
+    auto [it, inserted] =
+        listeners.emplace(std::tuple(service.vip, service.port, service.protocol), service.name);
+    if (!inserted) {
+      return site.error(absl::StrCat(toString(service.protocol), " ", service.vip.toString(), ":",
+                                     service.port, " is already served by service '", it->second,
+                                     "'"));
+    }
+    config.services.push_back(std::move(service));
+  }
+  if (!local_known) return absl::OkStatus();
+  BERTH_RETURN_IF_ERROR(checkServicesReachable(source_name, config, *services));
+  return checkBgpAnnouncements(source_name, config, *services);
+}
+
+constexpr std::initializer_list<absl::string_view> kTopLevelKeys = {"dataplane", "services",
+                                                                    "metrics", "bgp", "fleet"};
+
+absl::StatusOr<Config> parseLocal(absl::string_view yaml_text, absl::string_view source_name) {
+  BERTH_ASSIGN_OR_RETURN(const YAML::Node root, loadYaml(yaml_text, source_name, "'services'"));
   Config config;
   config.source_crc32c = crc32cPortable(0, yaml_text.data(), yaml_text.size());
   try {
-    BERTH_ASSIGN_OR_RETURN(
-        const Fields fields,
-        Fields::read(source_name, "", root, {"dataplane", "services", "metrics", "bgp"}));
-    if (const YAML::Node* dataplane = fields.find("dataplane"); dataplane != nullptr) {
-      BERTH_ASSIGN_OR_RETURN(config.dataplane, parseDataplane(source_name, *dataplane));
-    }
-    if (const YAML::Node* metrics = fields.find("metrics"); metrics != nullptr) {
-      BERTH_ASSIGN_OR_RETURN(config.metrics, parseMetrics(source_name, *metrics, config.warnings));
-    }
-    if (const YAML::Node* bgp = fields.find("bgp"); bgp != nullptr) {
-      BERTH_ASSIGN_OR_RETURN(config.bgp, parseBgp(source_name, *bgp, config.dataplane));
-      for (const BgpNeighbor& neighbor : config.bgp->neighbors) {
-        config.dataplane.bgp_peers.push_back(neighbor.address);
+    BERTH_ASSIGN_OR_RETURN(const Fields fields, Fields::read(source_name, "", root, kTopLevelKeys));
+    BERTH_RETURN_IF_ERROR(parseLocalSections(source_name, fields, config));
+    if (config.fleet) {
+      // One source of truth for what decides the tables: the fleet's versions.
+      if (fields.has("services")) {
+        return fields.site("services")
+            .error(
+                "comes from the fleet when the config has a fleet section: push services with "
+                "`berthctl fleet push FILE`, and keep dataplane, metrics, bgp and fleet here");
       }
-    }
-    const YAML::Node* services = fields.find("services");
-    if (services == nullptr) return fields.self().error("missing required key 'services'");
-    if (!services->IsSequence() && !services->IsNull()) {
-      return fields.site("services").error("expected a list of services");
-    }
-    absl::flat_hash_set<std::string> names;
-    absl::flat_hash_map<std::tuple<IpAddress, uint16_t, Protocol>, std::string> listeners;
-    for (size_t i = 0; i < services->size(); ++i) {
-      const std::string path = absl::StrCat("services[", i, "]");
-      const YAML::Node node = (*services)[i];
-      BERTH_ASSIGN_OR_RETURN(
-          ServiceConfig service,
-          parseService(source_name, path, node, config.dataplane, config.warnings, config.notes));
-      const ErrorSite site(source_name, path, node.Mark());
-      if (!names.insert(service.name).second) {
-        return site.error(absl::StrCat("duplicate service name '", service.name, "'"));
-      }
-      auto [it, inserted] =
-          listeners.emplace(std::tuple(service.vip, service.port, service.protocol), service.name);
-      if (!inserted) {
-        return site.error(absl::StrCat(toString(service.protocol), " ", service.vip.toString(), ":",
-                                       service.port, " is already served by service '", it->second,
-                                       "'"));
-      }
-      config.services.push_back(std::move(service));
-    }
-    if (absl::Status status = checkServicesReachable(source_name, config, *services);
-        !status.ok()) {
-      return status;
-    }
-    if (absl::Status status = checkBgpAnnouncements(source_name, config, *services); !status.ok()) {
-      return status;
+    } else {
+      BERTH_RETURN_IF_ERROR(parseServices(source_name, fields, true, config));
     }
   } catch (const YAML::Exception& e) {
     // yaml-cpp throws on some malformed trees while they are walked; report, never escape.
     return ErrorSite(source_name, "yaml", e.mark).error(e.msg);
   }
   return config;
+}
+
+}  // namespace
+
+absl::StatusOr<Config> parseConfig(absl::string_view yaml_text, absl::string_view source_name) {
+  return parseLocal(yaml_text, source_name);
+}
+
+namespace {
+
+absl::StatusOr<Config> parseFleetServices(const Config& local, bool local_known,
+                                          absl::string_view fleet_text,
+                                          absl::string_view source_name) {
+  BERTH_ASSIGN_OR_RETURN(const YAML::Node root,
+                         loadYaml(fleet_text, source_name, "'services' alone"));
+  Config config = local;
+  config.services.clear();
+  config.source_crc32c = crc32cPortable(local.source_crc32c, fleet_text.data(), fleet_text.size());
+  try {
+    if (root.IsMap()) {
+      for (auto it = root.begin(); it != root.end(); ++it) {
+        const std::string key = it->first.IsScalar() ? it->first.Scalar() : "";
+        if (key == "services" || absl::c_find(kTopLevelKeys, key) == kTopLevelKeys.end()) continue;
+        return ErrorSite(source_name, key, it->first.Mark())
+            .error(
+                "is per instance, set in each instance's own file: a fleet version carries "
+                "services alone");
+      }
+    }
+    BERTH_ASSIGN_OR_RETURN(const Fields fields, Fields::read(source_name, "", root, {"services"}));
+    BERTH_RETURN_IF_ERROR(parseServices(source_name, fields, local_known, config));
+  } catch (const YAML::Exception& e) {
+    return ErrorSite(source_name, "yaml", e.mark).error(e.msg);
+  }
+  return config;
+}
+
+}  // namespace
+
+absl::StatusOr<Config> parseFleetVersion(absl::string_view yaml_text,
+                                         absl::string_view source_name) {
+  return parseFleetServices(Config{}, false, yaml_text, source_name);
+}
+
+absl::StatusOr<Config> composeFleetConfig(const Config& local, absl::string_view fleet_text,
+                                          absl::string_view source_name) {
+  if (!local.fleet) {
+    return absl::FailedPreconditionError("a fleet version applies only with a fleet section");
+  }
+  return parseFleetServices(local, true, fleet_text, source_name);
 }
 
 absl::StatusOr<Config> loadConfigFile(const std::string& path) {

@@ -296,6 +296,7 @@ absl::Status ControlPlane::createWorkers() {
     setup.conntrack = config_.dataplane.conntrack;
     setup.backend_loads = backend_loads_.get();
     setup.exception_path = exception_path;
+    setup.idle = config_.dataplane.idle;
     // Worker w serves queue w of every device that has that many.
     for (uint32_t p = 0; p < ports_.size(); ++p) {
       setup.device_of_port.push_back(deviceOf(p));
@@ -436,8 +437,12 @@ absl::Status ControlPlane::launchWorkers() {
     }
     launched_ = true;
   }
-  logLine(absl::StrFormat("forwarding: %u service(s), %u worker(s) on lcores %s",
-                          config_.services.size(), workers_.size(), absl::StrJoin(lcores_, ",")));
+  const std::optional<IdleConfig>& idle = config_.dataplane.idle;
+  logLine(absl::StrFormat("forwarding: %u service(s), %u worker(s) on lcores %s, %s",
+                          config_.services.size(), workers_.size(), absl::StrJoin(lcores_, ","),
+                          idle ? absl::StrFormat("sleeping after %u empty polls for up to %u us",
+                                                 idle->after_empty_polls, idle->max_sleep_us)
+                               : std::string("busy-polling")));
   return absl::OkStatus();
 }
 

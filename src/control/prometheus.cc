@@ -113,6 +113,16 @@ std::string prometheusText(const MetricsSnapshot& metrics) {
              "Replies berthd built itself")
           .sample("", value);
     }
+    if (counter == "idle_sleeps") {
+      Family(out, "berth_worker_idle_sleeps_total", "counter",
+             "Times workers slept with their queues empty (dataplane.idle)")
+          .sample("", value);
+    }
+    if (counter == "idle_sleep_us") {
+      Family(out, "berth_worker_idle_sleep_seconds_total", "counter",
+             "Time workers spent in idle sleeps, wake-ups included")
+          .sample("", static_cast<double>(value) / 1e6);
+    }
   }
 
   // Per service and per backend.

@@ -34,6 +34,8 @@ std::vector<std::pair<std::string, uint64_t>> sumCounters(
   sum("arp_nd_replies", [](const WorkerCounters& w) -> const Counter& { return w.arp_nd_replies; });
   sum("icmp_too_big_replies",
       [](const WorkerCounters& w) -> const Counter& { return w.icmp_too_big_replies; });
+  sum("idle_sleeps", [](const WorkerCounters& w) -> const Counter& { return w.idle_sleeps; });
+  sum("idle_sleep_us", [](const WorkerCounters& w) -> const Counter& { return w.idle_sleep_us; });
   // Index 0 of parse_errors is ParseError::kNone, which is never counted.
   for (size_t i = 1; i < kParseErrorCount; ++i) {
     sum(absl::StrCat("parse_", toString(static_cast<ParseError>(i))),

@@ -7,6 +7,7 @@
 #include <rte_malloc.h>
 #include <rte_prefetch.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -78,6 +79,7 @@ absl::StatusOr<WorkerPtr> Worker::create(const WorkerSetup& setup) {
   w.stop_ = setup.stop;
   w.tx_drain_cycles_ = rte_get_tsc_hz() / 1'000'000 * setup.tx_drain_us;
   w.tsc_per_ms_ = std::max<uint64_t>(1, rte_get_tsc_hz() / 1000);
+  w.idle_ = setup.idle;
 
   // Ring names are global to the process: a sequence number keeps every worker's apart.
   static std::atomic<uint32_t> rings_made{0};
@@ -333,11 +335,32 @@ void Worker::answerConntrackQuery() {
   conntrack_query.answered.store(asked, std::memory_order_release);
 }
 
+void Worker::finishBeforeSleep() {
+  flush();
+  if (from_kernel_ != nullptr) sendQueuedFrames(from_kernel_);
+  if (control_frames_ != nullptr) sendQueuedFrames(control_frames_);
+  answerConntrackQuery();
+}
+
+void Worker::sleepOffline(uint32_t us) {
+  rte_rcu_qsbr_thread_offline(rcu_, rcu_thread_id_);
+  const uint64_t before = rte_rdtsc();
+  rte_delay_us_sleep(us);
+  const uint64_t slept = rte_rdtsc() - before;
+  rte_rcu_qsbr_thread_online(rcu_, rcu_thread_id_);
+  counters.idle_sleeps.add(1);
+  counters.idle_sleep_us.add(slept * 1000 / tsc_per_ms_);
+}
+
 void Worker::run() {
   rte_rcu_qsbr_thread_online(rcu_, rcu_thread_id_);
+  // The kernel's default timer slack (50 us) would stretch every idle sleep past its bound.
+  if (idle_) prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   uint64_t last_drain = rte_rdtsc();
   uint64_t loop_start = last_drain;
   uint32_t iteration = 0;
+  uint32_t empty_polls = 0;
+  uint32_t sleep_us = 1;
   rte_mbuf* mbufs[kBurstSize];
   while (!stop_->load(std::memory_order_relaxed)) {
     // The connection table's clock: milliseconds, wrapping after 49 days, which its
@@ -375,8 +398,26 @@ void Worker::run() {
       if (control_frames_ != nullptr) sendQueuedFrames(control_frames_);
       answerConntrackQuery();
     }
+    // Idle: after enough empty loops, sleep, twice as long each empty loop up to the bound. The
+    // ports are touched only before the quiescent state, so a port's memory may be unmapped
+    // while the worker sleeps (runtime/unmap_guard.h).
+    bool sleep = false;
+    if (received) {
+      empty_polls = 0;
+      sleep_us = 1;
+    } else if (idle_ && ++empty_polls >= idle_->after_empty_polls) {
+      sleep = true;
+      empty_polls = idle_->after_empty_polls;
+      finishBeforeSleep();
+    }
     if (connections_) connections_->sweep(state.now_ms);
     rte_rcu_qsbr_quiescent(rcu_, rcu_thread_id_);
+    if (sleep) {
+      sleepOffline(sleep_us);
+      sleep_us = std::min(2 * sleep_us, idle_->max_sleep_us);
+      loop_start = rte_rdtsc();
+      last_drain = loop_start;
+    }
   }
   // This flush comes after the loop's last quiescent state, so it reads the links afresh.
   refreshLinks();

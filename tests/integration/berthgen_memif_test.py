@@ -6,7 +6,8 @@ malformed-packet mix is counted by berthd under its parse and drop counters and 
 flows nothing. With two memif queues, berthgen spreads the flows over them by RSS hash and each
 berthd worker serves one; a peer opening four queues can connect again and again without
 taking berthd down. A 30 s storm of malformed packets at full rate leaves berthd up, with
-every bad packet counted and its memory flat. berthgen's option errors name the option.
+every bad packet counted and its memory flat. With dataplane.idle, an idle worker sleeps most of
+the time and still loses nothing once traffic comes. berthgen's option errors name the option.
 
 Usage: berthgen_memif_test.py BERTHD BERTHCTL BERTHGEN
 """
@@ -428,6 +429,47 @@ class SynFloodWithoutTheInsertLimit(SynFlood):
         self.assertGreater(counters["conntrack_evictions_unconfirmed"],
                            counters["conntrack_evictions"] - 10)
         self.assertEqual(flood["flows_moved"], 0, output)
+
+
+def cpu_seconds(pid):
+    """The process's user and system time, from /proc/PID/stat."""
+    with open("/proc/%d/stat" % pid) as source:
+        fields = source.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class IdleWorkers(BerthdOnMemif):
+    """dataplane.idle: a worker whose queue stays empty sleeps, giving its CPU back, and still
+    forwards every packet once traffic comes."""
+    CONNTRACK = "  idle: { after_empty_polls: 200, max_sleep_us: 200 }\n"
+
+    def idle_counters(self):
+        counters = self.berthctl("stats")["stats"]["counters"]
+        return counters["idle_sleeps"], counters["idle_sleep_us"]
+
+    def test_an_idle_worker_sleeps_and_loses_nothing_when_traffic_comes(self):
+        self.assertTrue([l for l in self.lines if "sleeping after 200 empty polls for up to 200 us"
+                         in l], "".join(self.lines))
+        sleeps_before, slept_before = self.idle_counters()
+        cpu_before, wall_before = cpu_seconds(self.berthd.pid), time.monotonic()
+        time.sleep(2)
+        sleeps, slept = self.idle_counters()
+        wall = time.monotonic() - wall_before
+        cpu = cpu_seconds(self.berthd.pid) - cpu_before
+        # Asleep most of the window; a busy-polling worker would have used the whole CPU.
+        self.assertGreater(sleeps - sleeps_before, 0)
+        self.assertGreater(slept - slept_before, 0.5 * wall * 1e6,
+                           "%d us asleep in %.2f s" % (slept - slept_before, wall))
+        self.assertLess(cpu, 0.5 * wall, "berthd used %.2f s of CPU in %.2f s" % (cpu, wall))
+        results, text = self.berthgen("--flows", "4000", "--rate", "100000", "--duration", "2")
+        for key in ("lost", "corrupt", "foreign", "duplicates", "flows_moved", "flows_unseen"):
+            self.assertEqual(results[key], 0, "%s\n%s" % (key, text))
+        self.assertEqual(results["verified"], results["sent"], text)
+        print("\n  idle: %d sleeps, %.2f s of %.2f s asleep, berthd %.2f s of CPU; then at "
+              "100 kpps %d packets, none lost, latency p50 %.1f us, p99 %.1f us" % (
+                  sleeps - sleeps_before, (slept - slept_before) / 1e6, wall, cpu,
+                  results["verified"], results["latency_ns"]["p50"] / 1e3,
+                  results["latency_ns"]["p99"] / 1e3), file=sys.stderr)
 
 
 class BerthdQueueErrors(unittest.TestCase):

@@ -175,6 +175,19 @@ struct NeighborConfig {
   friend bool operator==(const NeighborConfig&, const NeighborConfig&) = default;
 };
 
+// Workers that sleep while their queues stay empty (docs/architecture.md, "The worker"), for hosts
+// where berthd shares its cores; without it a worker busy-polls, which is what a dedicated
+// appliance wants. Changing it needs a restart.
+struct IdleConfig {
+  // Loops in a row that receive nothing before the worker first sleeps.
+  uint32_t after_empty_polls = 1000;
+  // Sleeps start at 1 us and double while nothing arrives, up to this: the longest a frame that
+  // arrives during a sleep waits for the worker to wake, beyond the kernel's wake-up.
+  uint32_t max_sleep_us = 100;
+
+  friend bool operator==(const IdleConfig&, const IdleConfig&) = default;
+};
+
 struct DataplaneConfig {
   std::vector<std::string> eal;  // EAL arguments, as on berthd's command line before "--"
   std::vector<PortConfig> ports;
@@ -187,6 +200,8 @@ struct DataplaneConfig {
   // A worker lcore on another NUMA socket than a port it polls reads every frame across the
   // socket interconnect: berthd warns at start, or with strict_numa refuses to start.
   bool strict_numa = false;
+  // None: workers never sleep.
+  std::optional<IdleConfig> idle;
 
   friend bool operator==(const DataplaneConfig&, const DataplaneConfig&) = default;
 };
@@ -322,11 +337,45 @@ struct BgpConfig {
   friend bool operator==(const BgpConfig&, const BgpConfig&) = default;
 };
 
+// A fleet of instances that share their services through etcd (docs/scale-out.md, "A fleet
+// through etcd"): `berthctl fleet push` writes a version of the services, and every instance
+// applies each version in order. The local file keeps what is per instance (dataplane, metrics,
+// bgp and this section) and has no services of its own. Without the section, berthd serves its
+// local file's services alone.
+struct FleetConfig {
+  // etcd's client URLs, all http:// or all https://; a request that fails on one goes to the next.
+  std::vector<std::string> endpoints;
+  // Every key the fleet uses starts with it: several fleets may share one etcd.
+  std::string prefix = "/berth";
+  // This instance's name in `berthctl fleet status`, unique in the fleet; default: the host name.
+  std::string name;
+  // TLS to etcd (https:// endpoints): the CA that signed etcd's certificate, and this instance's
+  // client certificate and key where etcd asks for one. Empty: the system's CAs, no client
+  // certificate.
+  std::string ca;
+  std::string cert;
+  std::string key;
+  // Versions kept in etcd, the newest ones; older ones are deleted and their revisions compacted
+  // by the push that makes them old.
+  uint32_t keep_versions = 10;
+  // The last version this instance applied, which it serves when it starts while etcd is down.
+  std::string cache = "/var/lib/berth/fleet-version.yaml";
+  // How long this instance stays listed after it stops renewing its lease.
+  uint32_t lease_ttl_s = 10;
+  SourceLine line;
+
+  friend bool operator==(const FleetConfig&, const FleetConfig&) = default;
+};
+
 struct Config {
   DataplaneConfig dataplane;
   MetricsConfig metrics;
   std::optional<BgpConfig> bgp;
+  std::optional<FleetConfig> fleet;
+  // From the local file, or with a fleet section from the fleet version applied (fleet_version).
   std::vector<ServiceConfig> services;
+  // The fleet version the services came from; 0 without a fleet, or before the first version.
+  uint64_t fleet_version = 0;
   // Advice that does not stop the config from loading, each naming its field and line.
   std::vector<std::string> warnings;
   // What the loader chose where the config let it (a table size of `auto`), each naming its
@@ -341,8 +390,9 @@ struct Config {
 };
 
 // The sections of `next` that differ from `running` in what berthd sets up once, at start: the
-// EAL, the ports, the per-core connection tables and the metrics endpoint. A reload that changes
-// one of them needs a restart. Empty when `next` can be applied in place.
+// EAL, the ports, the per-core connection tables, idle workers, the metrics endpoint and the
+// fleet's etcd. A reload that changes one of them needs a restart. Empty when `next` can be applied
+// in place.
 std::vector<std::string> sectionsNeedingRestart(const Config& running, const Config& next);
 
 }  // namespace berth

@@ -114,6 +114,9 @@ struct alignas(64) WorkerCounters {
   std::array<Counter, kNeighborRefusalCount> neighbor_refusals;
   // Frames queued for the port's kernel interface, per ExceptionClass (docs/exception-path.md).
   std::array<Counter, kExceptionClassCount> to_kernel;
+  // Idle sleeps (DataplaneConfig::idle), and the microseconds they took, wake-ups included.
+  Counter idle_sleeps;
+  Counter idle_sleep_us;
 
   void count(ParseError error) { parse_errors[static_cast<size_t>(error)].add(1); }
   void count(DropReason reason) { drops[static_cast<size_t>(reason)].add(1); }

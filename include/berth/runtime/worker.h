@@ -88,6 +88,8 @@ struct WorkerSetup {
   // Whether a port it serves has a kernel interface: the worker then has a queue per
   // ExceptionClass towards the exception path and one back from it (runtime/exception_path.h).
   bool exception_path = false;
+  // Sleep when the queues stay empty (DataplaneConfig::idle); none: busy-poll.
+  std::optional<IdleConfig> idle;
 };
 
 // Frames one worker may hold for the exception path, per class; and frames from the kernel
@@ -173,6 +175,11 @@ class alignas(64) Worker final {
                       rte_mbuf** dropped, uint16_t& drop_count);
   // Answers the management thread's connection-table question, if there is a new one.
   void answerConntrackQuery();
+  // Before an idle sleep: sends what would otherwise wait through it (buffered TX, the kernel's
+  // and the management thread's frames) and answers a waiting question.
+  void finishBeforeSleep();
+  // RCU-offline for `us` microseconds, so that no reclaim waits on a sleeping worker; counted.
+  void sleepOffline(uint32_t us);
   // Frees what create() allocated; safe on a partly made worker.
   void release();
 
@@ -189,6 +196,7 @@ class alignas(64) Worker final {
   rte_ring* from_kernel_ = nullptr;                          // from it: the kernel's frames
   uint64_t tx_drain_cycles_ = 0;
   uint64_t tsc_per_ms_ = 1;  // for the connection table's millisecond clock
+  std::optional<IdleConfig> idle_;
   std::optional<ConnectionTable> connections_;
   // Owned allocations, freed by release().
   ConnectionBucket* conntrack_buckets_ = nullptr;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "berth/net/crc32c.h"
 
 namespace berth {
@@ -311,6 +312,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"strict_numa not a boolean",
                   "dataplane:\n  strict_numa: sometimes\nservices: []\n",
                   "bad.yaml:2:16: dataplane.strict_numa", "sometimes"},
+        BadConfig{"idle sleep past its bound",
+                  "dataplane:\n  idle: { max_sleep_us: 20000 }\nservices: []\n",
+                  "bad.yaml:2:25: dataplane.idle.max_sleep_us",
+                  "must be an integer from 1 to 10000"},
+        BadConfig{"idle after no polls",
+                  "dataplane:\n  idle:\n    after_empty_polls: 0\nservices: []\n",
+                  "bad.yaml:3:24: dataplane.idle.after_empty_polls",
+                  "must be an integer from 1 to 100000000"},
+        BadConfig{"idle with an unknown key", "dataplane:\n  idle: { sleep: 5 }\nservices: []\n",
+                  "bad.yaml:2:11: dataplane.idle.sleep",
+                  "unknown key; expected one of: after_empty_polls, max_sleep_us"},
         BadConfig{"VLAN 4095",
                   PORT_HEAD "      ipv4: 198.18.0.10\n      vlan: 4095\nservices: []\n",
                   "bad.yaml:6:13: dataplane.ports[0].vlan", "must be an integer from 1 to 4094"},
@@ -793,6 +805,25 @@ TEST(ConfigLoaderTest, DescriptorsAndStrictNumaLoadAndDefault) {
   EXPECT_FALSE(lenient->dataplane.strict_numa) << "a warning unless asked";
 }
 
+TEST(ConfigLoaderTest, IdleWorkersAreOffUnlessAskedForAndNeedARestart) {
+  absl::StatusOr<Config> busy = parseConfig("dataplane:\n  ports: []\nservices: []\n", "t.yaml");
+  ASSERT_TRUE(busy.ok()) << busy.status();
+  EXPECT_FALSE(busy->dataplane.idle) << "busy-polling unless asked";
+  absl::StatusOr<Config> defaults = parseConfig("dataplane:\n  idle:\nservices: []\n", "t.yaml");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  ASSERT_TRUE(defaults->dataplane.idle);
+  EXPECT_EQ(defaults->dataplane.idle->after_empty_polls, 1000u);
+  EXPECT_EQ(defaults->dataplane.idle->max_sleep_us, 100u);
+  absl::StatusOr<Config> set = parseConfig(
+      "dataplane:\n  idle: { after_empty_polls: 50, max_sleep_us: 500 }\nservices: []\n", "t.yaml");
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->dataplane.idle->after_empty_polls, 50u);
+  EXPECT_EQ(set->dataplane.idle->max_sleep_us, 500u);
+  EXPECT_THAT(sectionsNeedingRestart(*busy, *set), testing::ElementsAre("dataplane.idle"));
+  EXPECT_THAT(sectionsNeedingRestart(*defaults, *set), testing::ElementsAre("dataplane.idle"));
+  EXPECT_THAT(sectionsNeedingRestart(*set, *set), testing::IsEmpty());
+}
+
 TEST(ConfigLoaderTest, TwoArmPortsAndServicesNameTheirEgress) {
   absl::StatusOr<Config> config = parseConfig(
       "dataplane:\n  ports:\n"
@@ -945,4 +976,150 @@ TEST(ConfigLoaderTest, SameVipAndPortWithDifferentProtocolsIsAllowed) {
 }
 
 }  // namespace
+// A fleet's instance: its own ports, metrics and etcd, and no services of its own.
+constexpr absl::string_view kFleetLocal = R"(dataplane:
+  ports:
+    - { name: uplink, device: net_null0, ipv4: 198.18.0.10, gateway_mac: "02:00:00:00:00:fe",
+        exception: { name: berth0 } }
+fleet:
+  endpoints: ["http://127.0.0.1:23791", "http://127.0.0.1:23792"]
+  prefix: /lb/eu
+  name: lb-1
+  keep_versions: 5
+  cache: /tmp/fleet.yaml
+)";
+
+constexpr absl::string_view kFleetVersion = R"(services:
+  - name: web
+    vip: 198.18.100.1
+    port: 80
+    protocol: tcp
+    egress: uplink
+    health: { type: tcp, via: uplink }
+    backends:
+      - { name: web-1, address: 198.18.1.2 }
+)";
+
+TEST(FleetConfigTest, TheLocalFileHoldsTheFleetSectionAndNoServices) {
+  absl::StatusOr<Config> local = parseConfig(kFleetLocal, "local.yaml");
+  ASSERT_TRUE(local.ok()) << local.status();
+  ASSERT_TRUE(local->fleet);
+  EXPECT_THAT(local->fleet->endpoints,
+              testing::ElementsAre("http://127.0.0.1:23791", "http://127.0.0.1:23792"));
+  EXPECT_EQ(local->fleet->prefix, "/lb/eu");
+  EXPECT_EQ(local->fleet->name, "lb-1");
+  EXPECT_EQ(local->fleet->keep_versions, 5u);
+  EXPECT_EQ(local->fleet->cache, "/tmp/fleet.yaml");
+  EXPECT_EQ(local->fleet->lease_ttl_s, 10u) << "the default";
+  EXPECT_TRUE(local->services.empty()) << "they come from the fleet";
+  EXPECT_EQ(local->fleet_version, 0u);
+
+  absl::StatusOr<Config> defaults =
+      parseConfig("fleet: { endpoints: [\"http://etcd:2379\"] }\n", "local.yaml");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->fleet->prefix, "/berth");
+  EXPECT_FALSE(defaults->fleet->name.empty()) << "the host name";
+  EXPECT_EQ(defaults->fleet->keep_versions, 10u);
+  EXPECT_EQ(defaults->fleet->cache, "/var/lib/berth/fleet-version.yaml");
+
+  absl::StatusOr<Config> with_services =
+      parseConfig(absl::StrCat(kFleetLocal, "services: []\n"), "local.yaml");
+  ASSERT_FALSE(with_services.ok());
+  EXPECT_THAT(std::string(with_services.status().message()),
+              testing::StartsWith("local.yaml:11:11: services: comes from the fleet"));
+}
+
+TEST(FleetConfigTest, AVersionIsCheckedWithoutPortsAndComposedWithThem) {
+  absl::StatusOr<Config> version = parseFleetVersion(kFleetVersion, "fleet version 3");
+  ASSERT_TRUE(version.ok()) << version.status() << ": port names wait for an instance";
+  ASSERT_EQ(version->services.size(), 1u);
+  EXPECT_EQ(version->services[0].egress, "uplink");
+
+  absl::StatusOr<Config> local = parseConfig(kFleetLocal, "local.yaml");
+  ASSERT_TRUE(local.ok()) << local.status();
+  absl::StatusOr<Config> composed = composeFleetConfig(*local, kFleetVersion, "fleet version 3");
+  ASSERT_TRUE(composed.ok()) << composed.status();
+  EXPECT_EQ(composed->dataplane, local->dataplane) << "the instance's own";
+  EXPECT_EQ(composed->fleet, local->fleet);
+  ASSERT_EQ(composed->services.size(), 1u);
+  EXPECT_EQ(composed->services[0].backends[0].health.interface, "berth0") << "via, resolved here";
+  EXPECT_NE(composed->source_crc32c, local->source_crc32c) << "the text in force is both";
+
+  // Another instance whose ports lack the one the version names refuses it, with the line.
+  absl::StatusOr<Config> other = parseConfig(
+      "dataplane:\n  ports: [ { name: p0, device: net_null0, ipv4: 198.18.0.11 } ]\n"
+      "fleet: { endpoints: [\"http://127.0.0.1:23791\"] }\n",
+      "other.yaml");
+  ASSERT_TRUE(other.ok()) << other.status();
+  absl::StatusOr<Config> refused = composeFleetConfig(*other, kFleetVersion, "fleet version 3");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(std::string(refused.status().message()),
+            "fleet version 3:6:13: services[0].egress: no port named 'uplink'");
+  EXPECT_FALSE(composeFleetConfig(Config{}, kFleetVersion, "v").ok()) << "only with a fleet";
+}
+
+TEST(FleetConfigTest, AVersionCarriesServicesAlone) {
+  for (const char* section : {"dataplane", "metrics", "bgp", "fleet"}) {
+    absl::StatusOr<Config> version =
+        parseFleetVersion(absl::StrCat("services: []\n", section, ": {}\n"), "push.yaml");
+    ASSERT_FALSE(version.ok()) << section;
+    EXPECT_EQ(std::string(version.status().message()),
+              absl::StrCat("push.yaml:2:1: ", section,
+                           ": is per instance, set in each instance's own file: a fleet version "
+                           "carries services alone"));
+  }
+  absl::StatusOr<Config> unknown = parseFleetVersion("services: []\nextra: 1\n", "push.yaml");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(std::string(unknown.status().message()),
+              testing::StartsWith("push.yaml:2:1: extra: unknown key"));
+  absl::StatusOr<Config> bad = parseFleetVersion(
+      "services:\n  - { name: web, vip: 198.18.100.1, port: 80, protocol: tcp,\n"
+      "      backends: [ { name: a, address: 198.18.1.2, weight: heavy } ] }\n",
+      "push.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              testing::StartsWith("push.yaml:3:59: services[0].backends[0].weight"));
+  EXPECT_FALSE(parseFleetVersion("", "push.yaml").ok());
+}
+
+TEST(FleetConfigTest, BadFleetSectionsNameTheField) {
+  struct Case {
+    const char* yaml;
+    const char* message;
+  };
+  for (const Case& bad : {
+           Case{"fleet: {}\n", "local.yaml:1:8: fleet: needs at least one etcd endpoint"},
+           Case{"fleet: { endpoints: [\"etcd:2379\"] }\n",
+                "local.yaml:1:22: fleet.endpoints[0]: 'etcd:2379' is not an http:// or https:// "
+                "URL"},
+           Case{"fleet: { endpoints: [\"http://etcd\"] }\n",
+                "local.yaml:1:22: fleet.endpoints[0]: 'http://etcd' needs a host and a port"},
+           Case{"fleet: { endpoints: [\"https://a:2379\", \"http://b:2379\"] }\n",
+                "local.yaml:1:40: fleet.endpoints[1]: mixes http:// and https://"},
+           Case{"fleet: { endpoints: [\"http://a:2379\"], ca: /etc/ca.pem }\n",
+                "local.yaml:1:44: fleet.ca: applies only with https:// endpoints"},
+           Case{"fleet: { endpoints: [\"https://a:2379\"], cert: /etc/c.pem }\n",
+                "local.yaml:1:47: fleet.cert: cert and key go together"},
+           Case{"fleet: { endpoints: [\"http://a:2379\"], prefix: berth }\n",
+                "local.yaml:1:48: fleet.prefix: must start with '/'"},
+           Case{"fleet: { endpoints: [\"http://a:2379\"], name: \"lb 1\" }\n",
+                "local.yaml:1:46: fleet.name: instance name 'lb 1' must be"},
+           Case{"fleet: { endpoints: [\"http://a:2379\"], keep_versions: 0 }\n",
+                "local.yaml:1:55: fleet.keep_versions: must be an integer from 1 to 1000"},
+       }) {
+    absl::StatusOr<Config> config = parseConfig(bad.yaml, "local.yaml");
+    ASSERT_FALSE(config.ok()) << bad.yaml;
+    EXPECT_THAT(std::string(config.status().message()), testing::StartsWith(bad.message))
+        << bad.yaml;
+  }
+}
+
+TEST(FleetConfigTest, ChangingTheFleetSectionNeedsARestart) {
+  absl::StatusOr<Config> one = parseConfig(kFleetLocal, "local.yaml");
+  absl::StatusOr<Config> two =
+      parseConfig(absl::StrReplaceAll(kFleetLocal, {{"lb-1", "lb-2"}}), "local.yaml");
+  ASSERT_TRUE(one.ok() && two.ok());
+  EXPECT_THAT(sectionsNeedingRestart(*one, *two), testing::ElementsAre("fleet"));
+}
+
 }  // namespace berth

@@ -24,7 +24,9 @@ MetricsSnapshot sample() {
                   {"parse_truncated", 2},
                   {"conntrack_hit", 7},
                   {"neighbor_refused_unsolicited", 9},
-                  {"arp_nd_replies", 3}};
+                  {"arp_nd_replies", 3},
+                  {"idle_sleeps", 40},
+                  {"idle_sleep_us", 2500000}};
   ServiceRow service;
   service.name = "web";
   service.healthy = 1;
@@ -67,6 +69,9 @@ TEST(PrometheusTest, EveryFamilyOnceWithItsSamples) {
   EXPECT_THAT(text, HasSubstr("berth_conntrack_events_total{event=\"hit\"} 7\n"));
   EXPECT_THAT(text, HasSubstr("berth_neighbor_events_total{event=\"refused_unsolicited\"} 9\n"));
   EXPECT_THAT(text, HasSubstr("berth_arp_nd_replies_total 3\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE berth_worker_idle_sleeps_total counter\n"
+                              "berth_worker_idle_sleeps_total 40\n"));
+  EXPECT_THAT(text, HasSubstr("berth_worker_idle_sleep_seconds_total 2.5\n"));
   EXPECT_THAT(text, HasSubstr("berth_service_packets_total{service=\"web\"} 14\n"));
   EXPECT_THAT(text,
               HasSubstr("berth_backend_slots{service=\"web\",backend=\"web \\\"1\\\"\"} 1009\n"));

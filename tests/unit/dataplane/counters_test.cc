@@ -34,9 +34,11 @@ TEST(CountersTest, EveryCounterHasADistinctName) {
   std::set<std::string> names;
   for (const auto& [name, value] : totals) names.insert(name);
   EXPECT_EQ(names.size(), totals.size());
-  EXPECT_EQ(totals.size(), 6 + (kParseErrorCount - 1) + kDropReasonCount + kConntrackEventCount +
+  // Traffic (4), replies (2), idle sleeps (2), and one per reason, error, event and class.
+  EXPECT_EQ(totals.size(), 8 + (kParseErrorCount - 1) + kDropReasonCount + kConntrackEventCount +
                                kNeighborRefusalCount + kExceptionClassCount);
   EXPECT_EQ(names.count("conntrack_evictions"), 1u);
+  EXPECT_EQ(names.count("idle_sleep_us"), 1u);
 }
 
 TEST(CountersTest, WorkersDoNotShareCacheLines) {

@@ -1,0 +1,335 @@
+#include "berth/fleet/etcd_client.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace berth {
+namespace {
+
+// libcurl's global state, set up once before the first handle of the process.
+absl::Status initCurlOnce() {
+  static const CURLcode result = curl_global_init(CURL_GLOBAL_DEFAULT);
+  if (result != CURLE_OK) {
+    return absl::InternalError(absl::StrCat("libcurl: ", curl_easy_strerror(result)));
+  }
+  return absl::OkStatus();
+}
+
+// etcd's gRPC code, as the gateway reports it, as a status.
+absl::Status etcdError(int code, absl::string_view message) {
+  const auto status_code =
+      code > 0 && code <= 16 ? static_cast<absl::StatusCode>(code) : absl::StatusCode::kUnknown;
+  return absl::Status(status_code, absl::StrCat("etcd: ", message));
+}
+
+// Whether another member may do better: it could not be reached or had no leader.
+bool worthAnotherEndpoint(const absl::Status& status) {
+  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
+}
+
+}  // namespace
+
+struct EtcdClient::Transfer {
+  uint64_t id = 0;
+  CURL* easy = nullptr;
+  curl_slist* headers = nullptr;
+  std::string path;  // "/v3/kv/range"
+  std::string body;
+  std::string received;
+  char error[CURL_ERROR_SIZE] = {};
+  size_t endpoint = 0;
+  size_t tried = 0;
+  Reply reply;  // a call's
+  // A watch's: its callback, what arrived and is yet to be handed over, and whether any of the
+  // stream has arrived (a watch moves on to another endpoint only before that).
+  WatchMessage message;
+  std::vector<absl::StatusOr<Json>> arrived;
+  bool streaming = false;
+  bool canceled = false;       // ended, or canceled: removed on the next turn
+  absl::Status start_failure;  // libcurl refused to start it: the call's reply
+
+  bool isWatch() const { return static_cast<bool>(message); }
+};
+
+size_t EtcdClient::receive(char* data, size_t size, size_t count, void* user) {
+  auto* transfer = static_cast<Transfer*>(user);
+  transfer->received.append(data, size * count);
+  if (!transfer->isWatch()) return size * count;
+  // A watch stream: one JSON object a line. Handed over in turn(), outside libcurl's callback,
+  // where libcurl's functions may be called again.
+  transfer->streaming = true;
+  size_t line_end = 0;
+  while ((line_end = transfer->received.find('\n')) != std::string::npos) {
+    const std::string line = transfer->received.substr(0, line_end);
+    transfer->received.erase(0, line_end + 1);
+    if (absl::StripAsciiWhitespace(line).empty()) continue;
+    Json message = Json::parse(line, nullptr, false);
+    if (message.is_discarded() || !message.is_object()) {
+      transfer->arrived.push_back(absl::DataLossError("etcd: a watch message that is not JSON"));
+    } else if (message.contains("result")) {
+      transfer->arrived.push_back(std::move(message["result"]));
+    } else {
+      const Json error = message.value("error", Json::object());
+      transfer->arrived.push_back(
+          etcdError(error.value("grpc_code", error.value("code", 2)),
+                    error.value("message", std::string("the watch stream reported an error"))));
+    }
+  }
+  return size * count;
+}
+
+EtcdClient::EtcdClient(EtcdSettings settings) : settings_(std::move(settings)) {}
+
+absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::create(EtcdSettings settings) {
+  if (settings.endpoints.empty()) return absl::InvalidArgumentError("etcd: no endpoints");
+  if (absl::Status status = initCurlOnce(); !status.ok()) return status;
+  std::unique_ptr<EtcdClient> client(new EtcdClient(std::move(settings)));
+  client->multi_ = curl_multi_init();
+  if (client->multi_ == nullptr) {
+    return absl::ResourceExhaustedError("libcurl: no multi handle");
+  }
+  return client;
+}
+
+EtcdClient::~EtcdClient() {
+  for (auto& [id, transfer] : transfers_) {
+    curl_multi_remove_handle(multi_, transfer->easy);
+    curl_easy_cleanup(transfer->easy);
+    curl_slist_free_all(transfer->headers);
+  }
+  if (multi_ != nullptr) curl_multi_cleanup(multi_);
+}
+
+bool EtcdClient::start(Transfer& transfer) {
+  if (transfer.easy != nullptr) {
+    curl_multi_remove_handle(multi_, transfer.easy);
+    curl_easy_cleanup(transfer.easy);
+  }
+  transfer.easy = curl_easy_init();
+  if (transfer.easy == nullptr) return false;
+  transfer.received.clear();
+  transfer.error[0] = '\0';
+  CURL* easy = transfer.easy;
+  const std::string url = absl::StrCat(settings_.endpoints[transfer.endpoint], transfer.path);
+  curl_easy_setopt(easy, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE, static_cast<long>(transfer.body.size()));
+  curl_easy_setopt(easy, CURLOPT_POSTFIELDS, transfer.body.data());
+  curl_easy_setopt(easy, CURLOPT_HTTPHEADER, transfer.headers);
+  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, receive);
+  curl_easy_setopt(easy, CURLOPT_WRITEDATA, &transfer);
+  curl_easy_setopt(easy, CURLOPT_PRIVATE, &transfer);
+  curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, transfer.error);
+  curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(absl::ToInt64Milliseconds(settings_.connect_timeout)));
+  if (transfer.isWatch()) {
+    // A watch is quiet for as long as nothing changes: no overall timeout, but TCP keepalives,
+    // so that a member that vanished without a word ends the stream within seconds.
+    curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(easy, CURLOPT_TCP_KEEPIDLE, 2L);
+    curl_easy_setopt(easy, CURLOPT_TCP_KEEPINTVL, 1L);
+  } else {
+    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS,
+                     static_cast<long>(absl::ToInt64Milliseconds(settings_.call_timeout)));
+  }
+  if (!settings_.ca.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, settings_.ca.c_str());
+  if (!settings_.cert.empty()) {
+    curl_easy_setopt(easy, CURLOPT_SSLCERT, settings_.cert.c_str());
+    curl_easy_setopt(easy, CURLOPT_SSLKEY, settings_.key.c_str());
+  }
+  return curl_multi_add_handle(multi_, easy) == CURLM_OK;
+}
+
+bool EtcdClient::retryElsewhere(Transfer& transfer) {
+  if (transfer.tried >= settings_.endpoints.size() || transfer.canceled) return false;
+  transfer.endpoint = (transfer.endpoint + 1) % settings_.endpoints.size();
+  ++transfer.tried;
+  return start(transfer);
+}
+
+void EtcdClient::call(absl::string_view method, const Json& request, Reply reply) {
+  auto transfer = std::make_unique<Transfer>();
+  transfer->id = next_id_++;
+  transfer->path = absl::StrCat("/v3/", method);
+  transfer->body = request.dump();
+  transfer->headers = curl_slist_append(nullptr, "Content-Type: application/json");
+  transfer->endpoint = good_endpoint_;
+  transfer->tried = 1;
+  transfer->reply = std::move(reply);
+  Transfer& started = *transfer;
+  transfers_.emplace(transfer->id, std::move(transfer));
+  if (!start(started)) {
+    // Reported on the next turn, like any other failure, never from inside call().
+    started.start_failure = absl::ResourceExhaustedError("libcurl refused the call");
+    started.canceled = true;
+  }
+}
+
+uint64_t EtcdClient::watch(const Json& create_request, WatchMessage message) {
+  auto transfer = std::make_unique<Transfer>();
+  const uint64_t id = next_id_++;
+  transfer->id = id;
+  transfer->path = "/v3/watch";
+  transfer->body = Json{{"create_request", create_request}}.dump();
+  transfer->headers = curl_slist_append(nullptr, "Content-Type: application/json");
+  transfer->endpoint = good_endpoint_;
+  transfer->tried = 1;
+  transfer->message = std::move(message);
+  Transfer& started = *transfer;
+  transfers_.emplace(id, std::move(transfer));
+  if (!start(started)) {
+    started.arrived.push_back(absl::ResourceExhaustedError("libcurl refused the watch"));
+    started.canceled = true;
+  }
+  return id;
+}
+
+void EtcdClient::cancelWatch(uint64_t id) {
+  auto it = transfers_.find(id);
+  if (it == transfers_.end() || !it->second->isWatch()) return;
+  // Removed in turn(), which may be iterating over the transfers now.
+  it->second->canceled = true;
+  it->second->message = [](absl::StatusOr<Json>) {};
+}
+
+void EtcdClient::finish(Transfer& transfer, int curl_result,
+                        std::vector<std::function<void()>>& callbacks) {
+  long http = 0;
+  curl_easy_getinfo(transfer.easy, CURLINFO_RESPONSE_CODE, &http);
+  absl::Status failure;
+  Json reply;
+  if (curl_result != CURLE_OK) {
+    failure = absl::UnavailableError(absl::StrCat(
+        "etcd at ", settings_.endpoints[transfer.endpoint], ": ",
+        transfer.error[0] != '\0' ? transfer.error
+                                  : curl_easy_strerror(static_cast<CURLcode>(curl_result))));
+  } else if (!transfer.isWatch()) {
+    reply = Json::parse(transfer.received, nullptr, false);
+    if (reply.is_discarded() || !reply.is_object()) {
+      failure =
+          absl::DataLossError(absl::StrCat("etcd at ", settings_.endpoints[transfer.endpoint],
+                                           " answered HTTP ", http, " with what is not JSON"));
+    } else if (http != 200) {
+      failure =
+          etcdError(reply.value("code", 2), reply.value("message", absl::StrCat("HTTP ", http)));
+      if (http >= 500 && absl::IsUnknown(failure))
+        failure = absl::UnavailableError(failure.message());
+    }
+  } else {
+    failure =
+        absl::UnavailableError(absl::StrCat("etcd at ", settings_.endpoints[transfer.endpoint],
+                                            ": the watch stream ended (HTTP ", http, ")"));
+  }
+  const bool moved_on = worthAnotherEndpoint(failure) &&
+                        !(transfer.isWatch() && transfer.streaming) && retryElsewhere(transfer);
+  if (moved_on) return;
+  if (failure.ok() || !worthAnotherEndpoint(failure)) good_endpoint_ = transfer.endpoint;
+  transfer.canceled = true;  // ended: removed below
+  if (transfer.isWatch()) {
+    transfer.arrived.push_back(failure);
+    return;
+  }
+  Reply callback = std::exchange(transfer.reply, nullptr);
+  if (failure.ok()) {
+    callbacks.push_back([callback = std::move(callback), value = std::move(reply)]() mutable {
+      callback(std::move(value));
+    });
+  } else {
+    callbacks.push_back([callback = std::move(callback), failure] { callback(failure); });
+  }
+}
+
+void EtcdClient::turn() {
+  int running = 0;
+  curl_multi_perform(static_cast<CURLM*>(multi_), &running);
+  std::vector<std::function<void()>> callbacks;
+  int queued = 0;
+  while (CURLMsg* done = curl_multi_info_read(static_cast<CURLM*>(multi_), &queued)) {
+    if (done->msg != CURLMSG_DONE) continue;
+    Transfer* transfer = nullptr;
+    curl_easy_getinfo(done->easy_handle, CURLINFO_PRIVATE, &transfer);
+    if (transfer != nullptr && !transfer->canceled) finish(*transfer, done->data.result, callbacks);
+  }
+  // What watches received, then the ended transfers go, then the calls' replies run: a callback
+  // may start new transfers and cancel watches.
+  std::vector<std::pair<WatchMessage, std::vector<absl::StatusOr<Json>>>> messages;
+  for (auto it = transfers_.begin(); it != transfers_.end();) {
+    Transfer& transfer = *it->second;
+    if (transfer.isWatch() && !transfer.arrived.empty()) {
+      messages.emplace_back(transfer.message, std::move(transfer.arrived));
+      transfer.arrived.clear();
+    }
+    if (!transfer.canceled) {
+      ++it;
+      continue;
+    }
+    if (transfer.reply) {
+      callbacks.push_back([callback = std::exchange(transfer.reply, nullptr),
+                           failure = transfer.start_failure] { callback(failure); });
+    }
+    if (transfer.easy != nullptr) {
+      curl_multi_remove_handle(static_cast<CURLM*>(multi_), transfer.easy);
+      curl_easy_cleanup(transfer.easy);
+    }
+    curl_slist_free_all(transfer.headers);
+    it = transfers_.erase(it);
+  }
+  for (auto& [message, arrived] : messages) {
+    for (absl::StatusOr<Json>& one : arrived) message(std::move(one));
+  }
+  for (std::function<void()>& callback : callbacks) callback();
+}
+
+void EtcdClient::runUntilIdle(absl::Time deadline) {
+  turn();
+  while (callsInFlight() > 0 && absl::Now() < deadline) {
+    const int wait_ms = static_cast<int>(
+        std::clamp<int64_t>(absl::ToInt64Milliseconds(deadline - absl::Now()), 0, 100));
+    curl_multi_poll(static_cast<CURLM*>(multi_), nullptr, 0, wait_ms, nullptr);
+    turn();
+  }
+}
+
+size_t EtcdClient::callsInFlight() const {
+  return std::count_if(transfers_.begin(), transfers_.end(),
+                       [](const auto& entry) { return !entry.second->isWatch(); });
+}
+
+std::string etcdBase64(absl::string_view bytes) { return absl::Base64Escape(bytes); }
+
+absl::StatusOr<std::string> etcdBytes(const nlohmann::json& object, const char* field) {
+  if (!object.is_object() || !object.contains(field)) return std::string();
+  const nlohmann::json& value = object[field];
+  std::string bytes;
+  if (!value.is_string() || !absl::Base64Unescape(value.get<std::string>(), &bytes)) {
+    return absl::DataLossError(absl::StrCat("etcd: '", field, "' is not base64"));
+  }
+  return bytes;
+}
+
+absl::StatusOr<int64_t> etcdInteger(const nlohmann::json& object, const char* field) {
+  if (!object.is_object() || !object.contains(field)) return 0;
+  const nlohmann::json& value = object[field];
+  int64_t number = 0;
+  if (value.is_number_integer()) return value.get<int64_t>();
+  if (value.is_string() && absl::SimpleAtoi(value.get<std::string>(), &number)) return number;
+  return absl::DataLossError(absl::StrCat("etcd: '", field, "' is not an integer"));
+}
+
+std::string etcdPrefixEnd(absl::string_view prefix) {
+  std::string end(prefix);
+  // The smallest key after every key with the prefix: its last byte below 0xff, plus one.
+  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
+  if (end.empty()) return std::string(1, '\0');  // etcd: every key
+  end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+  return end;
+}
+
+}  // namespace berth

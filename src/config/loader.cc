@@ -856,39 +856,6 @@ absl::Status parseServices(absl::string_view source_name, const Fields& fields, 
 constexpr std::initializer_list<absl::string_view> kTopLevelKeys = {"dataplane", "services",
                                                                     "metrics", "bgp", "fleet"};
 
-absl::StatusOr<Config> parseLocal(absl::string_view yaml_text, absl::string_view source_name) {
-  BERTH_ASSIGN_OR_RETURN(const YAML::Node root, loadYaml(yaml_text, source_name, "'services'"));
-  Config config;
-  config.source_crc32c = crc32cPortable(0, yaml_text.data(), yaml_text.size());
-  try {
-    BERTH_ASSIGN_OR_RETURN(const Fields fields, Fields::read(source_name, "", root, kTopLevelKeys));
-    BERTH_RETURN_IF_ERROR(parseLocalSections(source_name, fields, config));
-    if (config.fleet) {
-      // One source of truth for what decides the tables: the fleet's versions.
-      if (fields.has("services")) {
-        return fields.site("services")
-            .error(
-                "comes from the fleet when the config has a fleet section: push services with "
-                "`berthctl fleet push FILE`, and keep dataplane, metrics, bgp and fleet here");
-      }
-    } else {
-      BERTH_RETURN_IF_ERROR(parseServices(source_name, fields, true, config));
-    }
-  } catch (const YAML::Exception& e) {
-    // yaml-cpp throws on some malformed trees while they are walked; report, never escape.
-    return ErrorSite(source_name, "yaml", e.mark).error(e.msg);
-  }
-  return config;
-}
-
-}  // namespace
-
-absl::StatusOr<Config> parseConfig(absl::string_view yaml_text, absl::string_view source_name) {
-  return parseLocal(yaml_text, source_name);
-}
-
-namespace {
-
 absl::StatusOr<Config> parseFleetServices(const Config& local, bool local_known,
                                           absl::string_view fleet_text,
                                           absl::string_view source_name) {
@@ -917,6 +884,31 @@ absl::StatusOr<Config> parseFleetServices(const Config& local, bool local_known,
 }
 
 }  // namespace
+
+absl::StatusOr<Config> parseConfig(absl::string_view yaml_text, absl::string_view source_name) {
+  BERTH_ASSIGN_OR_RETURN(const YAML::Node root, loadYaml(yaml_text, source_name, "'services'"));
+  Config config;
+  config.source_crc32c = crc32cPortable(0, yaml_text.data(), yaml_text.size());
+  try {
+    BERTH_ASSIGN_OR_RETURN(const Fields fields, Fields::read(source_name, "", root, kTopLevelKeys));
+    BERTH_RETURN_IF_ERROR(parseLocalSections(source_name, fields, config));
+    if (config.fleet) {
+      // One source of truth for what decides the tables: the fleet's versions.
+      if (fields.has("services")) {
+        return fields.site("services")
+            .error(
+                "comes from the fleet when the config has a fleet section: push services with "
+                "`berthctl fleet push FILE`, and keep dataplane, metrics, bgp and fleet here");
+      }
+    } else {
+      BERTH_RETURN_IF_ERROR(parseServices(source_name, fields, true, config));
+    }
+  } catch (const YAML::Exception& e) {
+    // yaml-cpp throws on some malformed trees while they are walked; report, never escape.
+    return ErrorSite(source_name, "yaml", e.mark).error(e.msg);
+  }
+  return config;
+}
 
 absl::StatusOr<Config> parseFleetVersion(absl::string_view yaml_text,
                                          absl::string_view source_name) {

@@ -34,6 +34,23 @@ bool worthAnotherEndpoint(const absl::Status& status) {
   return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
 }
 
+// A field of a reply, or `fallback` where it is absent or of another type: a member's odd
+// reply becomes an error status, never an exception out of turn().
+int intField(const nlohmann::json& object, const char* field, int fallback) {
+  if (!object.is_object() || !object.contains(field)) return fallback;
+  const nlohmann::json& value = object[field];
+  return value.is_number_integer() ? value.get<int>() : fallback;
+}
+std::string stringField(const nlohmann::json& object, const char* field, std::string fallback) {
+  if (!object.is_object() || !object.contains(field)) return fallback;
+  const nlohmann::json& value = object[field];
+  return value.is_string() ? value.get<std::string>() : fallback;
+}
+
+// More than any reply or watch message etcd sends within its request limits (1.5 MiB values,
+// a watch message of many events): a member that sends more is cut off.
+constexpr size_t kMaxReceivedBytes = size_t{64} << 20;
+
 }  // namespace
 
 struct EtcdClient::Transfer {
@@ -53,6 +70,7 @@ struct EtcdClient::Transfer {
   std::vector<absl::StatusOr<Json>> arrived;
   bool streaming = false;
   bool canceled = false;       // ended, or canceled: removed on the next turn
+  bool silenced = false;       // a watch canceled by its owner: nothing more is handed over
   absl::Status start_failure;  // libcurl refused to start it: the call's reply
 
   bool isWatch() const { return static_cast<bool>(message); }
@@ -60,28 +78,31 @@ struct EtcdClient::Transfer {
 
 size_t EtcdClient::receive(char* data, size_t size, size_t count, void* user) {
   auto* transfer = static_cast<Transfer*>(user);
+  if (transfer->received.size() + size * count > kMaxReceivedBytes) return 0;  // a write error
   transfer->received.append(data, size * count);
   if (!transfer->isWatch()) return size * count;
   // A watch stream: one JSON object a line. Handed over in turn(), outside libcurl's callback,
   // where libcurl's functions may be called again.
   transfer->streaming = true;
-  size_t line_end = 0;
-  while ((line_end = transfer->received.find('\n')) != std::string::npos) {
-    const std::string line = transfer->received.substr(0, line_end);
-    transfer->received.erase(0, line_end + 1);
-    if (absl::StripAsciiWhitespace(line).empty()) continue;
+  size_t line_start = 0;
+  for (size_t line_end; (line_end = transfer->received.find('\n', line_start)) != std::string::npos;
+       line_start = line_end + 1) {
+    const absl::string_view line = absl::StripAsciiWhitespace(
+        absl::string_view(transfer->received).substr(line_start, line_end - line_start));
+    if (line.empty()) continue;
     Json message = Json::parse(line, nullptr, false);
     if (message.is_discarded() || !message.is_object()) {
       transfer->arrived.push_back(absl::DataLossError("etcd: a watch message that is not JSON"));
     } else if (message.contains("result")) {
       transfer->arrived.push_back(std::move(message["result"]));
     } else {
-      const Json error = message.value("error", Json::object());
+      const Json& error = message.contains("error") ? message["error"] : message;
       transfer->arrived.push_back(
-          etcdError(error.value("grpc_code", error.value("code", 2)),
-                    error.value("message", std::string("the watch stream reported an error"))));
+          etcdError(intField(error, "grpc_code", intField(error, "code", 2)),
+                    stringField(error, "message", "the watch stream reported an error")));
     }
   }
+  transfer->received.erase(0, line_start);
   return size * count;
 }
 
@@ -194,9 +215,9 @@ uint64_t EtcdClient::watch(const Json& create_request, WatchMessage message) {
 void EtcdClient::cancelWatch(uint64_t id) {
   auto it = transfers_.find(id);
   if (it == transfers_.end() || !it->second->isWatch()) return;
-  // Removed in turn(), which may be iterating over the transfers now.
+  // Removed in turn(); the callback, which may be the caller, stays alive until then.
   it->second->canceled = true;
-  it->second->message = [](absl::StatusOr<Json>) {};
+  it->second->silenced = true;
 }
 
 void EtcdClient::finish(Transfer& transfer, int curl_result,
@@ -217,8 +238,8 @@ void EtcdClient::finish(Transfer& transfer, int curl_result,
           absl::DataLossError(absl::StrCat("etcd at ", settings_.endpoints[transfer.endpoint],
                                            " answered HTTP ", http, " with what is not JSON"));
     } else if (http != 200) {
-      failure =
-          etcdError(reply.value("code", 2), reply.value("message", absl::StrCat("HTTP ", http)));
+      failure = etcdError(intField(reply, "code", 2),
+                          stringField(reply, "message", absl::StrCat("HTTP ", http)));
       if (http >= 500 && absl::IsUnknown(failure))
         failure = absl::UnavailableError(failure.message());
     }
@@ -257,15 +278,24 @@ void EtcdClient::turn() {
     curl_easy_getinfo(done->easy_handle, CURLINFO_PRIVATE, &transfer);
     if (transfer != nullptr && !transfer->canceled) finish(*transfer, done->data.result, callbacks);
   }
-  // What watches received, then the ended transfers go, then the calls' replies run: a callback
-  // may start new transfers and cancel watches.
-  std::vector<std::pair<WatchMessage, std::vector<absl::StatusOr<Json>>>> messages;
+  // What watches received, one message at a time: a message's callback may cancel its watch or
+  // another, and start transfers.
+  std::vector<uint64_t> watches;
+  for (const auto& [id, transfer] : transfers_) {
+    if (transfer->isWatch() && !transfer->arrived.empty()) watches.push_back(id);
+  }
+  for (uint64_t id : watches) {
+    std::vector<absl::StatusOr<Json>> arrived = std::move(transfers_.at(id)->arrived);
+    transfers_.at(id)->arrived.clear();
+    for (absl::StatusOr<Json>& message : arrived) {
+      Transfer& transfer = *transfers_.at(id);  // removed only below
+      if (transfer.silenced) break;
+      transfer.message(std::move(message));
+    }
+  }
+  // Then the ended transfers go, and the calls' replies run.
   for (auto it = transfers_.begin(); it != transfers_.end();) {
     Transfer& transfer = *it->second;
-    if (transfer.isWatch() && !transfer.arrived.empty()) {
-      messages.emplace_back(transfer.message, std::move(transfer.arrived));
-      transfer.arrived.clear();
-    }
     if (!transfer.canceled) {
       ++it;
       continue;
@@ -280,9 +310,6 @@ void EtcdClient::turn() {
     }
     curl_slist_free_all(transfer.headers);
     it = transfers_.erase(it);
-  }
-  for (auto& [message, arrived] : messages) {
-    for (absl::StatusOr<Json>& one : arrived) message(std::move(one));
   }
   for (std::function<void()>& callback : callbacks) callback();
 }

@@ -6,8 +6,9 @@
 // - an endpoint that refuses connections, or accepts and never answers, passes the call on to
 //   the next one, and turn() goes on returning meanwhile;
 // - with every endpoint down, the call fails as Unavailable, naming the endpoint;
-// - a watch delivers each change in order, a canceled one delivers nothing more, and a watch
-//   from a compacted revision is canceled with the compact revision;
+// - a watch delivers each change in order, a canceled one delivers nothing more, even when its
+//   own callback cancels it with more messages waiting, and a watch from a compacted revision
+//   is canceled with the compact revision;
 // - the JSON helpers: base64 bytes, 64-bit integers as strings, prefix range ends.
 
 #include "berth/fleet/etcd_client.h"
@@ -247,6 +248,38 @@ TEST_F(EtcdClientTest, AWatchDeliversChangesInOrderUntilCanceled) {
     absl::SleepFor(absl::Milliseconds(1));
   }
   EXPECT_EQ(seen.size(), 2u) << "nothing after the cancel";
+}
+
+TEST_F(EtcdClientTest, AWatchCanceledFromItsOwnCallbackHearsNothingMore) {
+  std::unique_ptr<EtcdClient> client = clientFor({member_->url()});
+  std::unique_ptr<EtcdClient> writer = clientFor({member_->url()});
+  int with_events = 0;
+  bool created = false;
+  uint64_t id = 0;
+  id = client->watch(
+      {{"key", etcdBase64("/t/self/")}, {"range_end", etcdBase64(etcdPrefixEnd("/t/self/"))}},
+      [&](absl::StatusOr<Json> message) {
+        ASSERT_TRUE(message.ok()) << message.status();
+        created |= message->value("created", false);
+        if (!message->contains("events")) return;
+        ++with_events;
+        client->cancelWatch(id);
+      });
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!created && absl::Now() < deadline) {
+    client->turn();
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_TRUE(created);
+  // Three changes, likely in one turn's worth of the stream: only the first is handed over.
+  put(*writer, "/t/self/a", "1");
+  put(*writer, "/t/self/b", "2");
+  put(*writer, "/t/self/c", "3");
+  for (int i = 0; i < 300; ++i) {
+    client->turn();
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(with_events, 1);
 }
 
 TEST_F(EtcdClientTest, AWatchFromACompactedRevisionIsCanceledWithIt) {

@@ -372,10 +372,8 @@ struct Config {
   MetricsConfig metrics;
   std::optional<BgpConfig> bgp;
   std::optional<FleetConfig> fleet;
-  // From the local file, or with a fleet section from the fleet version applied (fleet_version).
+  // From the local file, or with a fleet section from the fleet version applied.
   std::vector<ServiceConfig> services;
-  // The fleet version the services came from; 0 without a fleet, or before the first version.
-  uint64_t fleet_version = 0;
   // Advice that does not stop the config from loading, each naming its field and line.
   std::vector<std::string> warnings;
   // What the loader chose where the config let it (a table size of `auto`), each naming its

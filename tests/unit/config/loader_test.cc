@@ -1012,7 +1012,6 @@ TEST(FleetConfigTest, TheLocalFileHoldsTheFleetSectionAndNoServices) {
   EXPECT_EQ(local->fleet->cache, "/tmp/fleet.yaml");
   EXPECT_EQ(local->fleet->lease_ttl_s, 10u) << "the default";
   EXPECT_TRUE(local->services.empty()) << "they come from the fleet";
-  EXPECT_EQ(local->fleet_version, 0u);
 
   absl::StatusOr<Config> defaults =
       parseConfig("fleet: { endpoints: [\"http://etcd:2379\"] }\n", "local.yaml");

@@ -1,0 +1,377 @@
+#include "berth/fleet/store.h"
+
+#include <algorithm>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "berth/net/crc32c.h"
+
+namespace berth {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr int kFormat = 1;  // of every JSON value below; a newer one is refused
+
+uint32_t crcOf(absl::string_view text) { return crc32cPortable(0, text.data(), text.size()); }
+
+absl::StatusOr<Json> parseObject(absl::string_view text, absl::string_view what) {
+  Json json = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) return absl::DataLossError(absl::StrCat(what, " is not a JSON object"));
+  if (json.value("format", 0) != kFormat) {
+    return absl::DataLossError(absl::StrCat(what, " has format ", json.value("format", 0),
+                                            ", this berth reads format ", kFormat));
+  }
+  return json;
+}
+
+// Typed fields that never throw: a missing or mistyped field is the zero value, or an error for
+// required ones.
+template <typename T>
+absl::StatusOr<T> required(const Json& json, const char* field, absl::string_view what) {
+  const auto it = json.find(field);
+  if (it == json.end()) return absl::DataLossError(absl::StrCat(what, " has no ", field));
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (it->is_string()) return it->template get<std::string>();
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (it->is_boolean()) return it->template get<bool>();
+  } else if constexpr (std::is_unsigned_v<T>) {
+    if (it->is_number_unsigned() && it->template get<uint64_t>() <= std::numeric_limits<T>::max())
+      return static_cast<T>(it->template get<uint64_t>());
+  } else {
+    if (it->is_number_integer()) return static_cast<T>(it->template get<int64_t>());
+  }
+  return absl::DataLossError(absl::StrCat(what, ": ", field, " has the wrong type"));
+}
+
+#define BERTH_FIELD(target, type, json, field, what)                   \
+  do {                                                                 \
+    absl::StatusOr<type> value_or = required<type>(json, field, what); \
+    if (!value_or.ok()) return value_or.status();                      \
+    target = *std::move(value_or);                                     \
+  } while (0)
+
+// The offset of the start of 1-based line `line` in `text`, or text.size() past the end.
+size_t lineStart(absl::string_view text, int line) {
+  size_t offset = 0;
+  for (int at = 1; at < line; ++at) {
+    const size_t newline = text.find('\n', offset);
+    if (newline == absl::string_view::npos) return text.size();
+    offset = newline + 1;
+  }
+  return offset;
+}
+
+}  // namespace
+
+std::string FleetKeys::head() const { return absl::StrCat(prefix_, "/head"); }
+std::string FleetKeys::versionsPrefix() const { return absl::StrCat(prefix_, "/versions/"); }
+std::string FleetKeys::version(uint64_t number) const {
+  return absl::StrCat(versionsPrefix(), absl::StrFormat("%020u", number));
+}
+std::string FleetKeys::piecesPrefix() const { return absl::StrCat(prefix_, "/pieces/"); }
+std::string FleetKeys::piecesOf(absl::string_view push_id) const {
+  return absl::StrCat(piecesPrefix(), push_id, "/");
+}
+std::string FleetKeys::piece(absl::string_view push_id, size_t index) const {
+  return absl::StrCat(piecesOf(push_id), absl::StrFormat("%06u", index));
+}
+std::string FleetKeys::instancesPrefix() const { return absl::StrCat(prefix_, "/instances/"); }
+std::string FleetKeys::instance(absl::string_view name) const {
+  return absl::StrCat(instancesPrefix(), name);
+}
+
+uint64_t FleetKeys::versionOfKey(absl::string_view key) const {
+  if (!absl::ConsumePrefix(&key, versionsPrefix())) return 0;
+  uint64_t number = 0;
+  return key.size() == 20 && absl::SimpleAtoi(key, &number) ? number : 0;
+}
+
+std::string FleetKeys::pushOfPieceKey(absl::string_view key) const {
+  if (!absl::ConsumePrefix(&key, piecesPrefix())) return "";
+  const size_t slash = key.find('/');
+  return slash == absl::string_view::npos ? "" : std::string(key.substr(0, slash));
+}
+
+std::string renderHead(const FleetHead& head) {
+  return Json{{"format", kFormat}, {"version", head.version}, {"push", head.push_id}}.dump();
+}
+
+absl::StatusOr<FleetHead> parseHead(absl::string_view text) {
+  absl::StatusOr<Json> json = parseObject(text, "the fleet's head");
+  if (!json.ok()) return json.status();
+  FleetHead head;
+  BERTH_FIELD(head.version, uint64_t, *json, "version", "the fleet's head");
+  BERTH_FIELD(head.push_id, std::string, *json, "push", "the fleet's head");
+  return head;
+}
+
+std::string renderManifest(const VersionManifest& manifest) {
+  Json pieces = Json::array();
+  for (const VersionPiece& piece : manifest.pieces) {
+    pieces.push_back(Json{{"key", piece.key},
+                          {"service", piece.service},
+                          {"bytes", piece.bytes},
+                          {"crc32c", piece.crc32c}});
+  }
+  return Json{{"format", kFormat},
+              {"version", manifest.version},
+              {"push", manifest.push_id},
+              {"pushed_by", manifest.pushed_by},
+              {"pushed_at_ms", manifest.pushed_at_ms},
+              {"source", manifest.source},
+              {"bytes", manifest.bytes},
+              {"crc32c", manifest.crc32c},
+              {"services", manifest.services},
+              {"pieces", std::move(pieces)}}
+      .dump();
+}
+
+absl::StatusOr<VersionManifest> parseManifest(absl::string_view text) {
+  constexpr absl::string_view kWhat = "a version manifest";
+  absl::StatusOr<Json> json = parseObject(text, kWhat);
+  if (!json.ok()) return json.status();
+  VersionManifest manifest;
+  BERTH_FIELD(manifest.version, uint64_t, *json, "version", kWhat);
+  BERTH_FIELD(manifest.push_id, std::string, *json, "push", kWhat);
+  BERTH_FIELD(manifest.pushed_by, std::string, *json, "pushed_by", kWhat);
+  BERTH_FIELD(manifest.pushed_at_ms, int64_t, *json, "pushed_at_ms", kWhat);
+  BERTH_FIELD(manifest.source, std::string, *json, "source", kWhat);
+  BERTH_FIELD(manifest.bytes, uint64_t, *json, "bytes", kWhat);
+  BERTH_FIELD(manifest.crc32c, uint32_t, *json, "crc32c", kWhat);
+  const auto services = json->find("services");
+  const auto pieces = json->find("pieces");
+  if (services == json->end() || !services->is_array() || pieces == json->end() ||
+      !pieces->is_array()) {
+    return absl::DataLossError("a version manifest without its services and pieces");
+  }
+  for (const Json& service : *services) {
+    if (!service.is_string()) return absl::DataLossError("a version manifest's service name");
+    manifest.services.push_back(service.get<std::string>());
+  }
+  for (const Json& entry : *pieces) {
+    if (!entry.is_object()) return absl::DataLossError("a version manifest's piece");
+    VersionPiece piece;
+    BERTH_FIELD(piece.key, std::string, entry, "key", kWhat);
+    BERTH_FIELD(piece.service, std::string, entry, "service", kWhat);
+    BERTH_FIELD(piece.bytes, uint64_t, entry, "bytes", kWhat);
+    BERTH_FIELD(piece.crc32c, uint32_t, entry, "crc32c", kWhat);
+    manifest.pieces.push_back(std::move(piece));
+  }
+  return manifest;
+}
+
+std::vector<TextPiece> splitVersionText(
+    absl::string_view text, const std::vector<std::pair<std::string, int>>& service_lines,
+    size_t max_piece_bytes) {
+  // Cut points: where each service's line starts, kept only while they move forward (a flow
+  // sequence puts every service on one line, and so in one piece).
+  std::vector<std::pair<size_t, std::string>> starts = {{0, ""}};
+  for (const auto& [name, line] : service_lines) {
+    const size_t offset = lineStart(text, line);
+    if (offset <= starts.back().first || offset >= text.size()) continue;
+    starts.emplace_back(offset, name);
+  }
+  std::vector<TextPiece> pieces;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    const size_t end = i + 1 < starts.size() ? starts[i + 1].first : text.size();
+    absl::string_view rest = text.substr(starts[i].first, end - starts[i].first);
+    do {
+      const size_t take = std::min(rest.size(), std::max<size_t>(max_piece_bytes, 1));
+      pieces.push_back({starts[i].second, rest.substr(0, take)});
+      rest.remove_prefix(take);
+    } while (!rest.empty());
+  }
+  return pieces;
+}
+
+VersionManifest manifestFor(const FleetKeys& keys, uint64_t version, const std::string& push_id,
+                            absl::string_view text, const std::vector<TextPiece>& pieces) {
+  VersionManifest manifest;
+  manifest.version = version;
+  manifest.push_id = push_id;
+  manifest.bytes = text.size();
+  manifest.crc32c = crcOf(text);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    manifest.pieces.push_back(
+        {keys.piece(push_id, i), pieces[i].service, pieces[i].text.size(), crcOf(pieces[i].text)});
+    if (!pieces[i].service.empty() &&
+        (manifest.services.empty() || manifest.services.back() != pieces[i].service)) {
+      manifest.services.push_back(pieces[i].service);
+    }
+  }
+  return manifest;
+}
+
+absl::StatusOr<std::string> assembleVersionText(const VersionManifest& manifest,
+                                                const std::map<std::string, std::string>& pieces) {
+  std::string text;
+  text.reserve(manifest.bytes);
+  for (const VersionPiece& piece : manifest.pieces) {
+    const auto it = pieces.find(piece.key);
+    if (it == pieces.end()) {
+      return absl::DataLossError(
+          absl::StrCat("version ", manifest.version, ": piece ", piece.key, " is missing"));
+    }
+    if (it->second.size() != piece.bytes || crcOf(it->second) != piece.crc32c) {
+      return absl::DataLossError(absl::StrCat("version ", manifest.version, ": piece ", piece.key,
+                                              " does not match its size and checksum"));
+    }
+    text += it->second;
+  }
+  if (text.size() != manifest.bytes || crcOf(text) != manifest.crc32c) {
+    return absl::DataLossError(
+        absl::StrCat("version ", manifest.version, " does not match its size and checksum"));
+  }
+  return text;
+}
+
+std::vector<std::vector<size_t>> stagingBatches(const std::vector<TextPiece>& pieces) {
+  std::vector<std::vector<size_t>> batches;
+  size_t payload = 0;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const size_t encoded = (pieces[i].text.size() + 2) / 3 * 4;
+    if (batches.empty() || batches.back().size() == kMaxOpsPerTxn ||
+        (payload + encoded > kMaxTxnPayloadBytes && !batches.back().empty())) {
+      batches.emplace_back();
+      payload = 0;
+    }
+    batches.back().push_back(i);
+    payload += encoded;
+  }
+  return batches;
+}
+
+RetentionPlan planRetention(const FleetKeys& keys, uint64_t head, uint32_t keep,
+                            const std::vector<StoredVersion>& versions,
+                            const std::vector<StagedPush>& staged, int64_t replaced_revision) {
+  RetentionPlan plan;
+  const uint64_t oldest_kept = head >= keep ? head - keep + 1 : 1;
+  std::set<std::string> named;
+  int64_t oldest_kept_revision = 0;
+  for (const StoredVersion& stored : versions) {
+    if (stored.version < oldest_kept) {
+      plan.delete_keys.push_back(keys.version(stored.version));
+      continue;
+    }
+    named.insert(stored.push_id);
+    if (oldest_kept_revision == 0 || stored.create_revision < oldest_kept_revision) {
+      oldest_kept_revision = stored.create_revision;
+    }
+  }
+  for (const StagedPush& push : staged) {
+    if (named.count(push.push_id) != 0) continue;
+    if (push.first_create_revision > replaced_revision) continue;  // may still be committing
+    plan.delete_prefixes.push_back(keys.piecesOf(push.push_id));
+  }
+  if (!plan.delete_keys.empty()) plan.compact_revision = oldest_kept_revision;
+  return plan;
+}
+
+std::string renderInstanceReport(const InstanceReport& report) {
+  return Json{{"format", kFormat},
+              {"name", report.name},
+              {"berth", report.berth_version},
+              {"version", report.version},
+              {"push", report.push_id},
+              {"applied_at_ms", report.applied_at_ms},
+              {"from_cache", report.from_cache},
+              {"fingerprints", report.fingerprints},
+              {"refused_version", report.refused_version},
+              {"refused_why", report.refused_why}}
+      .dump();
+}
+
+absl::StatusOr<InstanceReport> parseInstanceReport(absl::string_view text) {
+  constexpr absl::string_view kWhat = "an instance's report";
+  absl::StatusOr<Json> json = parseObject(text, kWhat);
+  if (!json.ok()) return json.status();
+  InstanceReport report;
+  BERTH_FIELD(report.name, std::string, *json, "name", kWhat);
+  BERTH_FIELD(report.berth_version, std::string, *json, "berth", kWhat);
+  BERTH_FIELD(report.version, uint64_t, *json, "version", kWhat);
+  BERTH_FIELD(report.push_id, std::string, *json, "push", kWhat);
+  BERTH_FIELD(report.applied_at_ms, int64_t, *json, "applied_at_ms", kWhat);
+  BERTH_FIELD(report.from_cache, bool, *json, "from_cache", kWhat);
+  BERTH_FIELD(report.refused_version, uint64_t, *json, "refused_version", kWhat);
+  BERTH_FIELD(report.refused_why, std::string, *json, "refused_why", kWhat);
+  const auto fingerprints = json->find("fingerprints");
+  if (fingerprints == json->end() || !fingerprints->is_object()) {
+    return absl::DataLossError("an instance's report without fingerprints");
+  }
+  for (const auto& [service, fingerprint] : fingerprints->items()) {
+    if (!fingerprint.is_string()) return absl::DataLossError("an instance's fingerprint");
+    report.fingerprints[service] = fingerprint.get<std::string>();
+  }
+  return report;
+}
+
+FleetAgreement compareInstances(uint64_t head, const std::vector<InstanceReport>& instances) {
+  FleetAgreement agreement;
+  std::map<std::string, std::map<std::string, std::vector<std::string>>> by_service;
+  for (const InstanceReport& instance : instances) {
+    if (instance.version != head) {
+      agreement.disagreements.push_back(absl::StrCat(instance.name, " serves version ",
+                                                     instance.version, ", the fleet's is ", head));
+    }
+    for (const auto& [service, fingerprint] : instance.fingerprints) {
+      by_service[service][fingerprint].push_back(instance.name);
+    }
+  }
+  for (const auto& [service, fingerprints] : by_service) {
+    if (fingerprints.size() == 1 && fingerprints.begin()->second.size() == instances.size()) {
+      continue;
+    }
+    std::vector<std::string> parts;
+    size_t listed = 0;
+    for (const auto& [fingerprint, names] : fingerprints) {
+      parts.push_back(absl::StrCat(fingerprint, " on ", absl::StrJoin(names, ",")));
+      listed += names.size();
+    }
+    if (listed < instances.size()) parts.push_back("absent elsewhere");
+    agreement.disagreements.push_back(
+        absl::StrCat("service ", service, ": ", absl::StrJoin(parts, "; ")));
+  }
+  agreement.agree = agreement.disagreements.empty();
+  return agreement;
+}
+
+namespace {
+constexpr absl::string_view kCacheMark = "# berth fleet version ";
+}  // namespace
+
+std::string renderVersionCache(const FleetHead& head, absl::string_view text) {
+  std::string contents(text);
+  if (!contents.empty() && contents.back() != '\n') contents += '\n';
+  absl::StrAppend(&contents, kCacheMark, head.version, " push ", head.push_id, "\n");
+  return contents;
+}
+
+absl::StatusOr<CachedVersion> parseVersionCache(absl::string_view contents) {
+  absl::string_view body = absl::StripSuffix(contents, "\n");
+  const size_t mark = body.rfind(kCacheMark);
+  if (mark == absl::string_view::npos || (mark != 0 && body[mark - 1] != '\n') ||
+      body.find('\n', mark) != absl::string_view::npos) {
+    return absl::DataLossError("it does not end with berth's '# berth fleet version' line");
+  }
+  const std::vector<absl::string_view> words =
+      absl::StrSplit(body.substr(mark + kCacheMark.size()), ' ');
+  CachedVersion cached;
+  if (words.size() != 3 || words[1] != "push" || words[2].empty() ||
+      !absl::SimpleAtoi(words[0], &cached.head.version) || cached.head.version == 0) {
+    return absl::DataLossError("its '# berth fleet version' line is not berth's");
+  }
+  cached.head.push_id = std::string(words[2]);
+  cached.text = std::string(body.substr(0, mark));
+  return cached;
+}
+
+}  // namespace berth

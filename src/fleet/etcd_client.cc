@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "berth/util/status_macros.h"
 
 namespace berth {
 namespace {
@@ -357,6 +358,46 @@ std::string etcdPrefixEnd(absl::string_view prefix) {
   if (end.empty()) return std::string(1, '\0');  // etcd: every key
   end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
   return end;
+}
+
+EtcdClient::Json etcdRange(absl::string_view key, absl::string_view range_end) {
+  EtcdClient::Json request = {{"key", etcdBase64(key)}};
+  if (!range_end.empty()) request["range_end"] = etcdBase64(range_end);
+  return request;
+}
+
+EtcdClient::Json etcdPrefixRange(absl::string_view prefix) {
+  return etcdRange(prefix, etcdPrefixEnd(prefix));
+}
+
+EtcdClient::Json etcdPut(absl::string_view key, absl::string_view value, int64_t lease) {
+  EtcdClient::Json request = {{"key", etcdBase64(key)}, {"value", etcdBase64(value)}};
+  if (lease != 0) request["lease"] = std::to_string(lease);
+  return request;
+}
+
+absl::StatusOr<std::vector<EtcdKeyValue>> etcdKeyValues(const nlohmann::json& range_response) {
+  std::vector<EtcdKeyValue> result;
+  if (!range_response.is_object() || !range_response.contains("kvs")) return result;
+  const nlohmann::json& kvs = range_response["kvs"];
+  if (!kvs.is_array()) return absl::DataLossError("etcd: 'kvs' is not a list");
+  for (const nlohmann::json& kv : kvs) {
+    EtcdKeyValue entry;
+    BERTH_ASSIGN_OR_RETURN(entry.key, etcdBytes(kv, "key"));
+    BERTH_ASSIGN_OR_RETURN(entry.value, etcdBytes(kv, "value"));
+    BERTH_ASSIGN_OR_RETURN(entry.create_revision, etcdInteger(kv, "create_revision"));
+    BERTH_ASSIGN_OR_RETURN(entry.mod_revision, etcdInteger(kv, "mod_revision"));
+    BERTH_ASSIGN_OR_RETURN(entry.lease, etcdInteger(kv, "lease"));
+    result.push_back(std::move(entry));
+  }
+  return result;
+}
+
+absl::StatusOr<int64_t> etcdRevision(const nlohmann::json& response) {
+  if (!response.is_object() || !response.contains("header")) {
+    return absl::DataLossError("etcd: a reply without its header");
+  }
+  return etcdInteger(response["header"], "revision");
 }
 
 }  // namespace berth

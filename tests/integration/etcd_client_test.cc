@@ -28,6 +28,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "support/etcd_member.h"
 #include "support/loopback.h"
 
 namespace berth {
@@ -36,64 +37,6 @@ namespace {
 using Json = EtcdClient::Json;
 
 std::string loopbackUrl(uint16_t port) { return absl::StrCat("http://127.0.0.1:", port); }
-
-// One etcd member on free loopback ports, in a temporary directory, killed by PID at the end.
-class EtcdMember {
- public:
-  EtcdMember() {
-    directory_ = std::filesystem::temp_directory_path() / absl::StrCat("berth-etcd-", getpid());
-    std::filesystem::create_directories(directory_);
-    // Ports the kernel just handed out and took back: free for etcd to bind a moment later.
-    const uint16_t client = closedPort();
-    const uint16_t peer = closedPort();
-    url_ = absl::StrCat("http://127.0.0.1:", client);
-    const std::string peer_url = absl::StrCat("http://127.0.0.1:", peer);
-    const std::vector<std::string> args = {"etcd",
-                                           "--name",
-                                           "e1",
-                                           "--data-dir",
-                                           (directory_ / "data").string(),
-                                           "--listen-client-urls",
-                                           url_,
-                                           "--advertise-client-urls",
-                                           url_,
-                                           "--listen-peer-urls",
-                                           peer_url,
-                                           "--initial-advertise-peer-urls",
-                                           peer_url,
-                                           "--initial-cluster",
-                                           absl::StrCat("e1=", peer_url),
-                                           "--initial-cluster-state",
-                                           "new",
-                                           "--logger",
-                                           "zap"};
-    const std::string log = (directory_ / "etcd.log").string();
-    pid_ = fork();
-    if (pid_ == 0) {
-      const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      dup2(out, STDOUT_FILENO);
-      dup2(out, STDERR_FILENO);
-      std::vector<char*> argv;
-      for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-      argv.push_back(nullptr);
-      execvp("etcd", argv.data());
-      _exit(127);
-    }
-  }
-  ~EtcdMember() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    std::filesystem::remove_all(directory_);
-  }
-  const std::string& url() const { return url_; }
-
- private:
-  std::filesystem::path directory_;
-  std::string url_;
-  pid_t pid_ = -1;
-};
 
 absl::StatusOr<Json> callAndWait(EtcdClient& client, absl::string_view method,
                                  const Json& request) {
@@ -118,12 +61,7 @@ class EtcdClientTest : public testing::Test {
  protected:
   static void SetUpTestSuite() {
     member_ = new EtcdMember();
-    std::unique_ptr<EtcdClient> client = clientFor({member_->url()}, absl::Seconds(1));
-    const absl::Time deadline = absl::Now() + absl::Seconds(30);
-    while (!callAndWait(*client, "maintenance/status", Json::object()).ok()) {
-      ASSERT_LT(absl::Now(), deadline) << "etcd did not start";
-      absl::SleepFor(absl::Milliseconds(100));
-    }
+    ASSERT_TRUE(member_->waitReady()) << "etcd did not start";
   }
   static void TearDownTestSuite() { delete member_; }
 

@@ -14,6 +14,7 @@
 #include "berth/control/announcer.h"
 #include "berth/control/commands.h"
 #include "berth/util/heap.h"
+#include "fleet_commands.h"
 #include "live_commands.h"
 #include "offline_commands.h"
 #include "pcap_report.h"
@@ -74,6 +75,14 @@ Commands that read a config file:
           the BIRD 2 config that announces this instance's VIPs over BGP (the config's bgp
           section), with the route files berth-announcer keeps up to date
 
+Commands to the fleet's etcd, named by the fleet section of --config FILE (an instance's file):
+  fleet push VERSION_FILE --config FILE
+          checks VERSION_FILE (services alone) and writes it as the fleet's next version; it
+          fails, keeping nothing, when another push lands first
+  fleet status --config FILE [--json]
+          the fleet's version, every live instance with the version it serves and each
+          service's table fingerprint, and whether they agree (exit status 3 when not)
+
 Commands to a running berthd, over its control socket (--socket, default /run/berth/berth.sock);
 each takes --json for berthd's JSON reply:
 )";
@@ -116,6 +125,22 @@ int runLive(const berth::CommandSpec& command, const std::vector<char*>& positio
                                absl::GetFlag(FLAGS_json));
 }
 
+// `fleet push FILE` and `fleet status`, with the fleet section of --config.
+int runFleet(const std::vector<char*>& positional) {
+  const std::string verb = positional.size() > 2 ? positional[2] : "";
+  const size_t words = verb == "push" ? 4 : 3;
+  if ((verb != "push" && verb != "status") || positional.size() != words) {
+    return fail("expected 'fleet push VERSION_FILE' or 'fleet status'");
+  }
+  const std::string config_path = absl::GetFlag(FLAGS_config);
+  if (config_path.empty()) return fail("fleet commands need --config FILE with a fleet section");
+  absl::StatusOr<berth::Config> config = berth::loadConfigFile(config_path);
+  if (!config.ok()) return fail(config.status().message());
+  if (!config->fleet) return fail(absl::StrCat(config_path, " has no fleet section"));
+  if (verb == "push") return berth::fleetPush(*config->fleet, positional[3]);
+  return berth::fleetStatus(*config->fleet, absl::GetFlag(FLAGS_json));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -129,6 +154,7 @@ int main(int argc, char** argv) {
   if (live != nullptr && !(command == "table" && !absl::GetFlag(FLAGS_config).empty())) {
     return runLive(*live, positional);
   }
+  if (command == "fleet") return runFleet(positional);
   if (positional.size() != 2) return fail(absl::StrCat("expected one command\n\nusage: ", usage()));
   if (command != "table" && command != "analyze" && command != "bird-config") {
     return fail(absl::StrCat("unknown command '", command, "'\n\nusage: ", usage()));

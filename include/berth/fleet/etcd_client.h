@@ -96,4 +96,25 @@ absl::StatusOr<int64_t> etcdInteger(const nlohmann::json& object, const char* fi
 // The range_end that makes a range or watch cover every key starting with `prefix`.
 std::string etcdPrefixEnd(absl::string_view prefix);
 
+// The few messages berth sends, as the gateway takes them:
+// a RangeRequest (or DeleteRangeRequest) for `key`, or for [key, range_end);
+EtcdClient::Json etcdRange(absl::string_view key, absl::string_view range_end = "");
+// for every key starting with `prefix`;
+EtcdClient::Json etcdPrefixRange(absl::string_view prefix);
+// a PutRequest, attached to `lease` unless 0.
+EtcdClient::Json etcdPut(absl::string_view key, absl::string_view value, int64_t lease = 0);
+
+// One key of a RangeResponse, decoded.
+struct EtcdKeyValue {
+  std::string key;
+  std::string value;
+  int64_t create_revision = 0;
+  int64_t mod_revision = 0;
+  int64_t lease = 0;
+};
+// The keys of a RangeResponse (its "kvs"; none when absent).
+absl::StatusOr<std::vector<EtcdKeyValue>> etcdKeyValues(const nlohmann::json& range_response);
+// The store's revision a reply was made at (its header's).
+absl::StatusOr<int64_t> etcdRevision(const nlohmann::json& response);
+
 }  // namespace berth

@@ -1,0 +1,387 @@
+#include "berth/fleet/admin.h"
+
+#include <map>
+#include <memory>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "berth/util/random_bytes.h"
+
+namespace berth {
+namespace {
+
+using Json = EtcdClient::Json;
+
+// A push's id: random, so that two pushers never stage under the same keys.
+absl::StatusOr<std::string> newPushId() {
+  unsigned char bytes[8];
+  if (absl::Status status = fillRandom(bytes, sizeof(bytes)); !status.ok()) return status;
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
+}
+
+// The one range a transaction's n-th response holds.
+absl::StatusOr<std::vector<EtcdKeyValue>> rangeResponse(const Json& txn, size_t n) {
+  const auto responses = txn.find("responses");
+  if (responses == txn.end() || !responses->is_array() || responses->size() <= n ||
+      !(*responses)[n].is_object()) {
+    return absl::DataLossError("etcd: a transaction reply without its responses");
+  }
+  const auto range = (*responses)[n].find("response_range");
+  if (range == (*responses)[n].end()) return std::vector<EtcdKeyValue>{};
+  return etcdKeyValues(*range);
+}
+
+Json txnOf(Json compare, Json success, Json failure = Json::array()) {
+  Json txn = {{"success", std::move(success)}};
+  if (!compare.empty()) txn["compare"] = std::move(compare);
+  if (!failure.empty()) txn["failure"] = std::move(failure);
+  return txn;
+}
+
+// One push's state across its callbacks.
+struct Push : std::enable_shared_from_this<Push> {
+  EtcdClient& client;
+  FleetKeys keys;
+  PushRequest request;
+  std::function<void(absl::StatusOr<PushOutcome>)> done;
+  std::string push_id;
+  std::vector<TextPiece> pieces;
+  std::vector<std::vector<size_t>> batches;
+  size_t next_batch = 0;
+  FleetHead previous;
+  int64_t previous_revision = 0;
+  PushOutcome outcome;
+
+  Push(EtcdClient& client, FleetKeys keys, PushRequest request,
+       std::function<void(absl::StatusOr<PushOutcome>)> done)
+      : client(client), keys(std::move(keys)), request(std::move(request)), done(std::move(done)) {}
+
+  void fail(absl::Status status) {
+    done(std::move(status));
+    done = nullptr;
+  }
+
+  void start() {
+    absl::StatusOr<std::string> id = newPushId();
+    if (!id.ok()) return fail(id.status());
+    push_id = *std::move(id);
+    pieces = splitVersionText(request.text, request.service_lines);
+    batches = stagingBatches(pieces);
+    client.call("kv/range", etcdRange(keys.head()),
+                [self = shared_from_this()](absl::StatusOr<Json> reply) { self->readHead(reply); });
+  }
+
+  void readHead(const absl::StatusOr<Json>& reply) {
+    if (!reply.ok()) return fail(reply.status());
+    absl::StatusOr<std::vector<EtcdKeyValue>> kvs = etcdKeyValues(*reply);
+    if (!kvs.ok()) return fail(kvs.status());
+    if (!kvs->empty()) {
+      absl::StatusOr<FleetHead> head = parseHead(kvs->front().value);
+      if (!head.ok()) return fail(head.status());
+      previous = *head;
+      previous_revision = kvs->front().mod_revision;
+    }
+    stageNext();
+  }
+
+  void stageNext() {
+    if (next_batch == batches.size()) return commit();
+    Json puts = Json::array();
+    for (size_t index : batches[next_batch]) {
+      puts.push_back({{"request_put", etcdPut(keys.piece(push_id, index), pieces[index].text)}});
+    }
+    ++next_batch;
+    client.call("kv/txn", txnOf(Json::array(), std::move(puts)),
+                [self = shared_from_this()](absl::StatusOr<Json> reply) {
+                  if (!reply.ok()) return self->abandon(reply.status());
+                  self->stageNext();
+                });
+  }
+
+  void commit() {
+    VersionManifest manifest =
+        manifestFor(keys, previous.version + 1, push_id, request.text, pieces);
+    manifest.pushed_by = request.pushed_by;
+    manifest.pushed_at_ms = absl::ToUnixMillis(absl::Now());
+    manifest.source = request.source;
+    const FleetHead head{manifest.version, push_id};
+    Json compare = Json::array({{{"key", etcdBase64(keys.head())},
+                                 {"target", "MOD"},
+                                 {"result", "EQUAL"},
+                                 {"mod_revision", std::to_string(previous_revision)}}});
+    Json success = Json::array(
+        {{{"request_put", etcdPut(keys.version(head.version), renderManifest(manifest))}},
+         {{"request_put", etcdPut(keys.head(), renderHead(head))}}});
+    Json failure = Json::array({{{"request_range", etcdRange(keys.head())}}});
+    client.call("kv/txn", txnOf(std::move(compare), std::move(success), std::move(failure)),
+                [self = shared_from_this(), head](absl::StatusOr<Json> reply) {
+                  self->committed(reply, head);
+                });
+  }
+
+  void committed(const absl::StatusOr<Json>& reply, const FleetHead& head) {
+    if (!reply.ok()) return abandon(reply.status());
+    if (!reply->value("succeeded", false)) {
+      std::string winner = "another push";
+      if (absl::StatusOr<std::vector<EtcdKeyValue>> kvs = rangeResponse(*reply, 0);
+          kvs.ok() && !kvs->empty()) {
+        if (absl::StatusOr<FleetHead> now = parseHead(kvs->front().value); now.ok()) {
+          winner = absl::StrCat("version ", now->version, " (push ", now->push_id, ")");
+        }
+      }
+      return abandon(absl::AbortedError(
+          absl::StrCat("another push committed first: the fleet now runs ", winner,
+                       "; this push was not kept. Check the fleet's status and push again")));
+    }
+    outcome.version = head.version;
+    outcome.push_id = head.push_id;
+    absl::StatusOr<int64_t> revision = etcdRevision(*reply);
+    outcome.revision = revision.ok() ? *revision : 0;
+    // Retention: what is there now, read in one transaction.
+    Json reads = Json::array({{{"request_range", etcdPrefixRange(keys.versionsPrefix())}},
+                              {{"request_range", [&] {
+                                  Json range = etcdPrefixRange(keys.piecesPrefix());
+                                  range["keys_only"] = true;
+                                  return range;
+                                }()}}});
+    client.call("kv/txn", txnOf(Json::array(), std::move(reads)),
+                [self = shared_from_this()](absl::StatusOr<Json> reply) { self->retain(reply); });
+  }
+
+  // A push that did not commit takes its pieces away, then reports `why`.
+  void abandon(absl::Status why) {
+    client.call("kv/deleterange", etcdPrefixRange(keys.piecesOf(push_id)),
+                [self = shared_from_this(), why](const absl::StatusOr<Json>&) { self->fail(why); });
+  }
+
+  void retain(const absl::StatusOr<Json>& reply) {
+    if (!reply.ok()) return finish(absl::StrCat("retention skipped: ", reply.status().message()));
+    absl::StatusOr<std::vector<EtcdKeyValue>> manifests = rangeResponse(*reply, 0);
+    absl::StatusOr<std::vector<EtcdKeyValue>> piece_keys = rangeResponse(*reply, 1);
+    if (!manifests.ok() || !piece_keys.ok()) return finish("retention skipped: an odd reply");
+    std::vector<StoredVersion> versions;
+    for (const EtcdKeyValue& kv : *manifests) {
+      absl::StatusOr<VersionManifest> manifest = parseManifest(kv.value);
+      const uint64_t number = keys.versionOfKey(kv.key);
+      if (number == 0) continue;
+      // A manifest that cannot be read names no pieces; it still ages out by its number.
+      versions.push_back(
+          {number, manifest.ok() ? manifest->push_id : std::string(), kv.create_revision});
+    }
+    std::map<std::string, int64_t> first_created;
+    for (const EtcdKeyValue& kv : *piece_keys) {
+      const std::string push = keys.pushOfPieceKey(kv.key);
+      if (push.empty()) continue;
+      auto [it, inserted] = first_created.emplace(push, kv.create_revision);
+      if (!inserted) it->second = std::min(it->second, kv.create_revision);
+    }
+    std::vector<StagedPush> staged;
+    for (const auto& [push, revision] : first_created) staged.push_back({push, revision});
+    const RetentionPlan plan = planRetention(keys, outcome.version, request.keep_versions, versions,
+                                             staged, previous_revision);
+    Json deletes = Json::array();
+    for (const std::string& key : plan.delete_keys) {
+      deletes.push_back({{"request_delete_range", etcdRange(key)}});
+    }
+    for (const std::string& prefix : plan.delete_prefixes) {
+      deletes.push_back({{"request_delete_range", etcdPrefixRange(prefix)}});
+    }
+    if (deletes.empty()) return finish("");
+    outcome.notes.push_back(
+        absl::StrFormat("retention: %u older version(s) and %u unused piece set(s) deleted",
+                        plan.delete_keys.size(), plan.delete_prefixes.size()));
+    deleteBatch(std::move(deletes), 0, plan.compact_revision);
+  }
+
+  void deleteBatch(Json deletes, size_t from, int64_t compact_revision) {
+    if (from >= deletes.size()) return compact(compact_revision);
+    Json batch = Json::array();
+    for (size_t i = from; i < deletes.size() && batch.size() < kMaxOpsPerTxn; ++i) {
+      batch.push_back(deletes[i]);
+    }
+    const size_t next = from + batch.size();
+    client.call(
+        "kv/txn", txnOf(Json::array(), std::move(batch)),
+        [self = shared_from_this(), deletes = std::move(deletes), next,
+         compact_revision](absl::StatusOr<Json> reply) mutable {
+          if (!reply.ok()) {
+            return self->finish(absl::StrCat("retention stopped: ", reply.status().message()));
+          }
+          self->deleteBatch(std::move(deletes), next, compact_revision);
+        });
+  }
+
+  void compact(int64_t revision) {
+    if (revision <= 0) return finish("");
+    client.call("kv/compaction", {{"revision", std::to_string(revision)}},
+                [self = shared_from_this(), revision](absl::StatusOr<Json> reply) {
+                  // Compacted already at or past it (by another push or etcd's own
+                  // auto-compaction) is as good.
+                  self->finish(reply.ok() ? absl::StrCat("compacted at revision ", revision)
+                                          : absl::StrCat("compaction at revision ", revision, ": ",
+                                                         reply.status().message()));
+                });
+  }
+
+  void finish(const std::string& note) {
+    if (!note.empty()) outcome.notes.push_back(note);
+    done(outcome);
+    done = nullptr;
+  }
+};
+
+}  // namespace
+
+void pushVersion(EtcdClient& client, const FleetKeys& keys, PushRequest request,
+                 std::function<void(absl::StatusOr<PushOutcome>)> done) {
+  std::make_shared<Push>(client, keys, std::move(request), std::move(done))->start();
+}
+
+void readFleetStatus(EtcdClient& client, const FleetKeys& keys,
+                     std::function<void(absl::StatusOr<FleetStatus>)> done) {
+  Json newest_manifest = etcdPrefixRange(keys.versionsPrefix());
+  newest_manifest["sort_order"] = "DESCEND";
+  newest_manifest["sort_target"] = "KEY";
+  newest_manifest["limit"] = "1";
+  Json reads = Json::array({{{"request_range", etcdRange(keys.head())}},
+                            {{"request_range", std::move(newest_manifest)}},
+                            {{"request_range", etcdPrefixRange(keys.instancesPrefix())}}});
+  client.call("kv/txn", txnOf(Json::array(), std::move(reads)),
+              [done = std::move(done)](absl::StatusOr<Json> reply) {
+                if (!reply.ok()) return done(reply.status());
+                FleetStatus status;
+                absl::StatusOr<int64_t> revision = etcdRevision(*reply);
+                if (!revision.ok()) return done(revision.status());
+                status.revision = *revision;
+                absl::StatusOr<std::vector<EtcdKeyValue>> head = rangeResponse(*reply, 0);
+                absl::StatusOr<std::vector<EtcdKeyValue>> manifest = rangeResponse(*reply, 1);
+                absl::StatusOr<std::vector<EtcdKeyValue>> instances = rangeResponse(*reply, 2);
+                if (!head.ok()) return done(head.status());
+                if (!manifest.ok()) return done(manifest.status());
+                if (!instances.ok()) return done(instances.status());
+                if (!head->empty()) {
+                  absl::StatusOr<FleetHead> parsed = parseHead(head->front().value);
+                  if (!parsed.ok()) return done(parsed.status());
+                  status.head = *parsed;
+                }
+                if (!manifest->empty()) {
+                  absl::StatusOr<VersionManifest> parsed = parseManifest(manifest->front().value);
+                  if (parsed.ok() && status.head && parsed->version == status.head->version) {
+                    status.manifest = *std::move(parsed);
+                  }
+                }
+                for (const EtcdKeyValue& kv : *instances) {
+                  absl::StatusOr<InstanceReport> report = parseInstanceReport(kv.value);
+                  if (report.ok()) {
+                    status.instances.push_back(*std::move(report));
+                  } else {
+                    status.unreadable.push_back(kv.key);
+                  }
+                }
+                done(std::move(status));
+              });
+}
+
+namespace {
+
+std::string timeOf(int64_t unix_ms) {
+  if (unix_ms == 0) return "-";
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(unix_ms),
+                          absl::UTCTimeZone());
+}
+
+}  // namespace
+
+std::string renderFleetStatus(const FleetStatus& status) {
+  std::string text;
+  if (!status.head) {
+    absl::StrAppend(&text, "fleet: no version pushed yet\n");
+  } else {
+    absl::StrAppend(&text, "fleet version ", status.head->version, " (push ", status.head->push_id,
+                    ")");
+    if (status.manifest) {
+      absl::StrAppend(&text, " from ", status.manifest->source, ", pushed by ",
+                      status.manifest->pushed_by, " at ", timeOf(status.manifest->pushed_at_ms),
+                      ", ", status.manifest->services.size(), " service(s)");
+    }
+    absl::StrAppend(&text, "\n");
+  }
+  absl::StrAppend(
+      &text, "\n",
+      absl::StrFormat("%-24s %8s  %-24s %s\n", "instance", "version", "applied at", "note"));
+  for (const InstanceReport& instance : status.instances) {
+    std::string note = instance.from_cache ? "serving its cached version" : "";
+    if (instance.refused_version > instance.version) {
+      absl::StrAppend(&note, note.empty() ? "" : "; ", "refused version ", instance.refused_version,
+                      ": ", instance.refused_why);
+    }
+    absl::StrAppend(&text, absl::StrFormat("%-24s %8u  %-24s %s\n", instance.name, instance.version,
+                                           timeOf(instance.applied_at_ms), note));
+  }
+  for (const std::string& key : status.unreadable) {
+    absl::StrAppend(&text, "(unreadable report at ", key, ")\n");
+  }
+  // Each service's fingerprint per instance.
+  std::map<std::string, std::vector<std::string>> services;
+  for (const InstanceReport& instance : status.instances) {
+    for (const auto& [service, fingerprint] : instance.fingerprints) {
+      services[service].push_back(absl::StrCat(instance.name, "=", fingerprint));
+    }
+  }
+  if (!services.empty()) absl::StrAppend(&text, "\nservice fingerprints:\n");
+  for (const auto& [service, fingerprints] : services) {
+    absl::StrAppend(&text, "  ", service, ": ", absl::StrJoin(fingerprints, " "), "\n");
+  }
+  const FleetAgreement agreement =
+      compareInstances(status.head ? status.head->version : 0, status.instances);
+  if (status.instances.empty()) {
+    absl::StrAppend(&text, "\nno live instances\n");
+  } else if (agreement.agree) {
+    absl::StrAppend(&text, "\nagree: yes, ", status.instances.size(),
+                    " instance(s) on the same version and tables\n");
+  } else {
+    absl::StrAppend(&text, "\nagree: no\n");
+    for (const std::string& line : agreement.disagreements) {
+      absl::StrAppend(&text, "  ", line, "\n");
+    }
+  }
+  return text;
+}
+
+std::string renderFleetStatusJson(const FleetStatus& status) {
+  Json instances = Json::array();
+  for (const InstanceReport& instance : status.instances) {
+    instances.push_back({{"name", instance.name},
+                         {"berth", instance.berth_version},
+                         {"version", instance.version},
+                         {"push", instance.push_id},
+                         {"applied_at_ms", instance.applied_at_ms},
+                         {"from_cache", instance.from_cache},
+                         {"fingerprints", instance.fingerprints},
+                         {"refused_version", instance.refused_version},
+                         {"refused_why", instance.refused_why}});
+  }
+  const FleetAgreement agreement =
+      compareInstances(status.head ? status.head->version : 0, status.instances);
+  Json json = {{"revision", status.revision},
+               {"version", status.head ? status.head->version : 0},
+               {"push", status.head ? status.head->push_id : ""},
+               {"instances", std::move(instances)},
+               {"unreadable", status.unreadable},
+               {"agree", agreement.agree && !status.instances.empty()},
+               {"disagreements", agreement.disagreements}};
+  if (status.manifest) {
+    json["pushed_by"] = status.manifest->pushed_by;
+    json["pushed_at_ms"] = status.manifest->pushed_at_ms;
+    json["source"] = status.manifest->source;
+    json["services"] = status.manifest->services;
+  }
+  return json.dump(2) + "\n";
+}
+
+}  // namespace berth

@@ -17,6 +17,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "berth/config/loader.h"
 #include "berth/control/control_plane.h"
+#include "berth/fleet/store.h"
 #include "berth/util/command_line.h"
 #include "berth/util/heap.h"
 #include "berth/util/start_sequence.h"
@@ -106,6 +109,31 @@ std::string drainStatePath(const std::string& control_socket) {
                                     : control_socket.substr(0, slash + 1) + "berth-drains.json";
 }
 
+// The fleet version cached by the last run, or none (logged: absent, unreadable, not berth's).
+std::optional<berth::FleetVersionText> cachedFleetVersion(const berth::Config& config) {
+  const std::string& path = config.fleet->cache;
+  std::ifstream file(path);
+  if (!file) {
+    std::fprintf(stderr, "berthd: fleet: no cached version at %s\n", path.c_str());
+    return std::nullopt;
+  }
+  std::stringstream contents;
+  contents << file.rdbuf();
+  absl::StatusOr<berth::CachedVersion> cached = berth::parseVersionCache(contents.str());
+  if (!cached.ok()) {
+    std::fprintf(stderr, "berthd: fleet: the cache %s is not usable: %s\n", path.c_str(),
+                 std::string(cached.status().message()).c_str());
+    return std::nullopt;
+  }
+  std::fprintf(stderr,
+               "berthd: fleet: serving fleet version %lu from the cache %s until etcd "
+               "answers\n",
+               static_cast<unsigned long>(cached->head.version), path.c_str());
+  return berth::FleetVersionText{
+      cached->head, std::move(cached->text),
+      absl::StrCat("fleet version ", cached->head.version, " (cached in ", path, ")")};
+}
+
 constexpr char kUsage[] =
     "berth's load balancer daemon.\n\n"
     "  berthd [EAL options] -- --config FILE [--control_socket PATH] [--read_only_socket PATH]\n"
@@ -135,13 +163,26 @@ int main(int argc, char** argv) {
 
   absl::StatusOr<berth::Config> config = berth::loadConfigFile(absl::GetFlag(FLAGS_config));
   if (!config.ok()) return fail(config.status().message());
+  // In a fleet, the services come from the last version this instance applied, cached on disk,
+  // until etcd gives a newer one (docs/scale-out.md).
+  std::optional<berth::FleetVersionText> cached;
+  berth::Config local;
   if (config->fleet) {
-    // The loader reads the section so that files for a fleet can be checked; joining one (the
-    // etcd watch, the cache, the instance's lease) is not in this berthd, and a berthd that
-    // started with no services instead would forward nothing while looking healthy.
-    return fail(absl::StrCat(absl::GetFlag(FLAGS_config), ":", config->fleet->line.number,
-                             ": fleet: this berthd does not join a fleet yet; remove the section "
-                             "and list the services in the file"));
+    local = *config;
+    cached = cachedFleetVersion(*config);
+    if (cached) {
+      absl::StatusOr<berth::Config> composed =
+          berth::composeFleetConfig(local, cached->text, cached->source);
+      if (composed.ok()) {
+        config = *std::move(composed);
+      } else {
+        std::fprintf(stderr,
+                     "berthd: fleet: the cached version does not apply (%s); starting "
+                     "without services until etcd gives one that does\n",
+                     std::string(composed.status().message()).c_str());
+        cached.reset();
+      }
+    }
   }
   for (const std::string& warning : config->warnings) {
     std::fprintf(stderr, "berthd: warning: %s\n", warning.c_str());
@@ -164,6 +205,7 @@ int main(int argc, char** argv) {
   berth::ControlPlane control(absl::GetFlag(FLAGS_config), std::move(drain_state),
                               *std::move(sockets), *std::move(config),
                               {g_stop, g_print_counters, g_reload});
+  if (local.fleet) control.setFleetStart(std::move(local), std::move(cached));
   berth::StartSequence start_up({
       {"EAL",
        [&]() -> absl::Status {
@@ -188,6 +230,7 @@ int main(int argc, char** argv) {
        [&] { control.closeControlSocket(); }},
       {"metrics", [&] { return control.openMetrics(); }, [&] { control.closeMetrics(); }},
       {"telemetry", [&] { return control.openTelemetry(); }, [&] { control.closeTelemetry(); }},
+      {"fleet", [&] { return control.startFleet(); }, [&] { control.stopFleet(); }},
       {"launch", [&] { return control.launchWorkers(); }, [&] { control.stopWorkers(); }},
   });
   if (absl::Status status = start_up.start(); !status.ok()) return fail(status.message());

@@ -276,11 +276,12 @@ std::string ControlPlane::statusReply() const {
     json.endObject();
   }
   json.endArray();
+  const std::string fleet_text = fleetStatusText(json);
   json.key("text").value(absl::StrFormat(
-      "berthd %s, up %.0f s\nconfig %s (crc32c %08x)\nsnapshot %u, %u worker(s), %u service(s), "
+      "berthd %s, up %.0f s\nconfig %s (crc32c %08x)\n%ssnapshot %u, %u worker(s), %u service(s), "
       "%u backend(s)\ndrained: %s\n%s%s%s",
       kBerthVersion, absl::ToDoubleSeconds(absl::Now() - started_), config_path_, config_crc,
-      generation_, workers_.size(), config_.services.size(), backends,
+      fleet_text, generation_, workers_.size(), config_.services.size(), backends,
       drained.empty() ? "none" : absl::StrJoin(drained, ", "), drain_state_text, exception_text,
       tables_text));
   json.endObject();

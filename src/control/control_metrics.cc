@@ -358,6 +358,12 @@ std::shared_ptr<const RenderedText> ControlPlane::renderMetrics() {
   if (port_stats_ != nullptr && port_stats_->latest() != nullptr) {
     metrics.ports = port_stats_->latest()->ports;
   }
+  if (fleet_) {
+    const FleetAgentStatus fleet = fleet_->status();
+    metrics.fleet = FleetMetrics{fleet.running_version,  fleet.head_version, fleet.from_cache,
+                                 fleet.etcd_reachable,   fleet.registered,   fleet.versions_applied,
+                                 fleet.versions_refused, fleet.etcd_errors};
+  }
   return renderOffLoop([metrics = std::move(metrics)] { return berth::prometheusText(metrics); });
 }
 

@@ -466,6 +466,7 @@ absl::Status ControlPlane::publishSnapshot() {
   if (!snapshot.ok()) return snapshot.status();
   ++generation_;
   published_token_ = publisher_->publish(*std::move(snapshot));
+  reportFleetTables();
   return absl::OkStatus();
 }
 
@@ -564,6 +565,7 @@ void ControlPlane::run() {
     applyHealthChanges(health_->poll(0));
     reportProbesNotRun();
     if (reload_.exchange(false)) requestReload();
+    if (fleet_) fleet_->turn(absl::Now());
     serveReloads();
     const auto handle = [this](const ControlRequest& request) { return handleControl(request); };
     control_->serve(handle);

@@ -17,32 +17,82 @@ namespace berth {
 
 uint64_t ControlPlane::requestReload() {
   ++reload_requested_;
-  if (reload_building_ == 0) startReloadBuild();
+  if (!buildUnderWay()) startReloadBuild();
   return reload_requested_;
+}
+
+bool ControlPlane::buildUnderWay() const { return reload_building_ != 0 || fleet_building_; }
+
+ReloadSource ControlPlane::fleetPartOf(ReloadSource source) const {
+  if (fleet_version_) {
+    source.fleet_text = fleet_version_->text;
+    source.fleet_source = fleet_version_->source;
+  }
+  return source;
 }
 
 void ControlPlane::startReloadBuild() {
   // A build answers every request made before it began.
   reload_building_ = reload_requested_;
+  ReloadSource source;
+  source.path = config_path_;
+  startBuild(fleetPartOf(std::move(source)));
+}
+
+void ControlPlane::startFleetBuild(FleetVersionText version) {
+  ReloadSource source;
+  source.local = fleet_local_;
+  source.fleet_text = version.text;
+  source.fleet_source = version.source;
+  fleet_building_ = std::move(version);
+  startBuild(std::move(source));
+}
+
+void ControlPlane::startBuild(ReloadSource source) {
   reload_build_drains_ = drain_changes_;
   reload_build_start_ = absl::Now();
-  builder_->start(config_path_, drainsOf(services_));
+  build_what_ = source.what();
+  build_source_ = source;
+  builder_->start(std::move(source), drainsOf(services_));
 }
 
 void ControlPlane::serveReloads() {
-  std::optional<absl::StatusOr<BuiltReload>> built = builder_->take();
-  if (!built) return;
-  if (built->ok() && drain_changes_ != reload_build_drains_) {
-    logLine("reload: a drain changed while the new config was being built; building again");
+  if (std::optional<absl::StatusOr<BuiltReload>> built = builder_->take()) {
+    finishBuild(*std::move(built));
+  }
+  if (buildUnderWay()) return;
+  const uint64_t answered = reload_outcomes_.empty() ? 0 : reload_outcomes_.back().request;
+  if (reload_requested_ > answered) {
     startReloadBuild();
+  } else if (fleet_) {
+    if (std::optional<FleetVersionText> version = fleet_->takeVersion()) {
+      startFleetBuild(*std::move(version));
+    }
+  }
+}
+
+void ControlPlane::finishBuild(absl::StatusOr<BuiltReload> built) {
+  if (built.ok() && drain_changes_ != reload_build_drains_) {
+    logLine(absl::StrCat(build_what_,
+                         ": a drain changed while the new config was being built; building again"));
+    startBuild(build_source_);
     return;
   }
   const absl::Status status =
-      built->ok() ? applyReload(**std::move(built)) : refuseReload(built->status().message());
+      built.ok() ? applyReload(*std::move(built)) : refuseReload(built.status().message());
+  if (fleet_building_) {
+    FleetVersionText version = *std::move(fleet_building_);
+    fleet_building_.reset();
+    if (status.ok()) {
+      fleetApplied(std::move(version));
+    } else {
+      fleet_->refused(version.head, std::string(status.message()));
+    }
+    return;
+  }
   reload_outcomes_.push_back({reload_building_, status, generation_});
   if (reload_outcomes_.size() > kReloadOutcomesKept) reload_outcomes_.pop_front();
   reload_building_ = 0;
-  if (reload_requested_ > reload_outcomes_.back().request) startReloadBuild();
 }
 
 std::optional<absl::Status> ControlPlane::reloadOutcome(uint64_t request,
@@ -58,8 +108,8 @@ std::optional<absl::Status> ControlPlane::reloadOutcome(uint64_t request,
 absl::Status ControlPlane::refuseReload(absl::string_view why) {
   // Next hops the refused config brought in are not resolved.
   neighbors_.keepOnly(nextHopsToResolve(config_));
-  const std::string message =
-      absl::StrCat("reload of ", config_path_, " refused, the running config keeps serving: ", why);
+  const std::string message = absl::StrCat(fleet_building_ ? "" : "reload of ", build_what_,
+                                           " refused, the running config keeps serving: ", why);
   logLine(message);
   return absl::FailedPreconditionError(message);
 }
@@ -115,6 +165,7 @@ absl::Status ControlPlane::applyReload(BuiltReload built) {
   size_t backends = 0;
   for (const ServiceConfig& service : next.services) backends += service.backends.size();
   config_ = std::move(next);
+  if (config_.fleet) fleet_local_ = std::move(built.local);
   services_ = std::move(services);
   health_ = *std::move(monitor);
   neighbors_.keepOnly(nextHopsToResolve(config_));
@@ -123,9 +174,12 @@ absl::Status ControlPlane::applyReload(BuiltReload built) {
   for (const auto& [service, change] : table_changes) noteTableChange(service, change);
   ++generation_;
   published_token_ = publisher_->publish(*std::move(snapshot));
-  logLine(absl::StrFormat("reload of %s applied: %u service(s), %u backend(s); snapshot %u",
-                          config_path_, config_.services.size(), backends, generation_));
-  reportWhenInForce(reload_build_start_, "the reload began");
+  logLine(absl::StrFormat("%s%s applied: %u service(s), %u backend(s); snapshot %u",
+                          fleet_building_ ? "" : "reload of ", build_what_, config_.services.size(),
+                          backends, generation_));
+  reportWhenInForce(reload_build_start_,
+                    fleet_building_ ? "the version arrived" : "the reload began");
+  reportFleetTables();
   return absl::OkStatus();
 }
 

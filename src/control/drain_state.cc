@@ -12,7 +12,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "berth/util/json_writer.h"
-#include "berth/util/whole_file.h"
 
 namespace berth {
 
@@ -86,52 +85,6 @@ absl::StatusOr<DrainsByService> loadDrainState(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", drains.status().message()));
   }
   return drains;
-}
-
-DrainStateWriter::DrainStateWriter(std::string path)
-    : path_(std::move(path)), thread_(std::make_unique<BackgroundThread>(1)) {}
-
-DrainStateWriter::~DrainStateWriter() {
-  // The thread's destructor waits for the running job; one that is queued is dropped, so the
-  // newest drains are written here if no job will.
-  thread_.reset();
-  std::optional<std::string> text;
-  {
-    std::lock_guard lock(mutex_);
-    text = std::move(pending_);
-  }
-  if (text) writeFileWhole(path_, *text, 0644).IgnoreError();
-}
-
-void DrainStateWriter::save(const DrainsByService& drains) {
-  std::string text = renderDrainState(drains);
-  std::lock_guard lock(mutex_);
-  pending_ = std::move(text);
-  if (writing_) return;  // the running job writes it next
-  writing_ = thread_->post([this] { writeNewest(); });
-}
-
-void DrainStateWriter::writeNewest() {
-  for (;;) {
-    std::optional<std::string> text;
-    {
-      std::lock_guard lock(mutex_);
-      if (!pending_) {
-        writing_ = false;
-        return;
-      }
-      text = std::move(pending_);
-      pending_.reset();
-    }
-    absl::Status written = writeFileWhole(path_, *text, 0644);
-    std::lock_guard lock(mutex_);
-    last_write_ = std::move(written);
-  }
-}
-
-absl::Status DrainStateWriter::lastWrite() const {
-  std::lock_guard lock(mutex_);
-  return last_write_;
 }
 
 }  // namespace berth

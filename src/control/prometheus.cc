@@ -274,6 +274,29 @@ std::string prometheusText(const MetricsSnapshot& metrics) {
   Family(out, "berth_log_lines_dropped_total", "counter",
          "Log lines dropped because stderr was not read fast enough")
       .sample("", metrics.log_lines_dropped);
+  if (const std::optional<FleetMetrics>& fleet = metrics.fleet) {
+    Family(out, "berth_fleet_version", "gauge",
+           "The fleet config version this instance applied (0 for none yet)")
+        .sample("", fleet->version);
+    Family(out, "berth_fleet_head_version", "gauge",
+           "The newest fleet config version this instance has seen in etcd")
+        .sample("", fleet->head_version);
+    Family(out, "berth_fleet_serving_cache", "gauge",
+           "1 while serving the version cached on disk, etcd not yet heard from since start")
+        .sample("", uint64_t{fleet->from_cache});
+    Family(out, "berth_fleet_etcd_reachable", "gauge", "1 when etcd answered the last call")
+        .sample("", uint64_t{fleet->etcd_reachable});
+    Family(out, "berth_fleet_registered", "gauge",
+           "1 when this instance's report is in etcd under its lease")
+        .sample("", uint64_t{fleet->registered});
+    Family(out, "berth_fleet_versions_applied_total", "counter", "Fleet versions applied")
+        .sample("", fleet->versions_applied);
+    Family(out, "berth_fleet_versions_refused_total", "counter",
+           "Fleet versions this instance could not apply; it kept the one it ran")
+        .sample("", fleet->versions_refused);
+    Family(out, "berth_fleet_etcd_errors_total", "counter", "Calls to etcd that failed")
+        .sample("", fleet->etcd_errors);
+  }
   return out;
 }
 

@@ -11,8 +11,21 @@
 namespace berth {
 namespace {
 
-absl::StatusOr<BuiltReload> build(const std::string& path, const DrainsByService& drains) {
-  BERTH_ASSIGN_OR_RETURN(Config config, loadConfigFile(path));
+absl::StatusOr<Config> localOf(const ReloadSource& source) {
+  if (source.path.empty()) {
+    if (!source.local) return absl::InvalidArgumentError("a build needs a file or a local config");
+    return *source.local;
+  }
+  return loadConfigFile(source.path);
+}
+
+absl::StatusOr<BuiltReload> build(const ReloadSource& source, const DrainsByService& drains) {
+  BERTH_ASSIGN_OR_RETURN(Config local, localOf(source));
+  Config config = local;
+  if (local.fleet && source.fleet_text) {
+    BERTH_ASSIGN_OR_RETURN(config,
+                           composeFleetConfig(local, *source.fleet_text, source.fleet_source));
+  }
   // Every backend healthy: the management loop applies the health monitor's verdicts.
   BERTH_ASSIGN_OR_RETURN(
       std::vector<ServiceState> services,
@@ -20,30 +33,30 @@ absl::StatusOr<BuiltReload> build(const std::string& path, const DrainsByService
           config.services,
           [&](size_t s) { return std::vector<bool>(config.services[s].backends.size(), true); },
           drains));
-  return BuiltReload{std::move(config), std::move(services)};
+  return BuiltReload{std::move(config), std::move(services), std::move(local)};
 }
 
 }  // namespace
 
-absl::StatusOr<BuiltReload> buildReload(const std::string& path, const DrainsByService& drains) {
+absl::StatusOr<BuiltReload> buildReload(const ReloadSource& source, const DrainsByService& drains) {
   // The control plane's containers allocate; running out of memory refuses this reload and
   // leaves the running config serving.
   try {
-    return build(path, drains);
+    return build(source, drains);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("out of memory while parsing and building ", path));
+        absl::StrCat("out of memory while parsing and building ", source.what()));
   }
 }
 
-bool ReloadBuilder::start(std::string path, DrainsByService drains) {
+bool ReloadBuilder::start(ReloadSource source, DrainsByService drains) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (busy_) return false;
     busy_ = true;
   }
-  thread_.post([this, path = std::move(path), drains = std::move(drains)] {
-    absl::StatusOr<BuiltReload> built = buildReload(path, drains);
+  thread_.post([this, source = std::move(source), drains = std::move(drains)] {
+    absl::StatusOr<BuiltReload> built = buildReload(source, drains);
     std::lock_guard<std::mutex> lock(mutex_);
     result_ = std::move(built);
   });

@@ -31,11 +31,14 @@
 #include "berth/dataplane/neighbor_discovery.h"
 #include "berth/dataplane/snapshot.h"
 #include "berth/dataplane/stall_watch.h"
+#include "berth/fleet/agent.h"
 #include "berth/health/monitor.h"
 #include "berth/runtime/exception_path.h"
 #include "berth/runtime/port.h"
 #include "berth/runtime/publisher.h"
 #include "berth/runtime/worker.h"
+#include "berth/util/json_writer.h"
+#include "berth/util/latest_file_writer.h"
 
 namespace berth {
 
@@ -117,6 +120,11 @@ class ControlPlane {
   void closeMetrics();
   absl::Status openTelemetry();
   void closeTelemetry();
+  // With a fleet section: the fleet agent (fleet/agent.h) and the cache writer. Before it, berthd
+  // hands over the local file's part and the version its cache held (none when absent).
+  void setFleetStart(Config local, std::optional<FleetVersionText> cached);
+  absl::Status startFleet();
+  void stopFleet();
   absl::Status launchWorkers();
   // Stops the workers and flushes their TX.
   void stopWorkers();
@@ -159,9 +167,24 @@ class ControlPlane {
   // serveReloads() applies a finished build (or logs why not and keeps the running config), and
   // reloadOutcome() says how request N ended once a build begun after it has: its status, and
   // the snapshot generation then.
+  // Fleet versions take the same builder, one build at a time: serveReloads() starts a waiting
+  // reload first, else the agent's newest version (control_fleet.cc).
   uint64_t requestReload();
+  bool buildUnderWay() const;
+  // `source` with the fleet version in force, which a reload of the local file composes with.
+  ReloadSource fleetPartOf(ReloadSource source) const;
   void startReloadBuild();
+  void startFleetBuild(FleetVersionText version);
+  void startBuild(ReloadSource source);
+  void finishBuild(absl::StatusOr<BuiltReload> built);
   void serveReloads();
+  // A fleet version applied: the agent told, the cache written off the loop.
+  void fleetApplied(FleetVersionText version);
+  // Each service's live fingerprint to the agent, which reports a change under its lease.
+  void reportFleetTables();
+  // `status`'s fleet part: its JSON into `json`, its text returned; nothing without a fleet.
+  std::string fleetStatusText(JsonWriter& json) const;
+  static constexpr absl::Duration kFleetLeaveTimeout = absl::Seconds(2);
   std::optional<absl::Status> reloadOutcome(uint64_t request, uint64_t* generation) const;
   absl::Status applyReload(BuiltReload built);
   absl::Status refuseReload(absl::string_view why);
@@ -336,6 +359,14 @@ class ControlPlane {
   uint64_t reload_requested_ = 0;  // the latest request's number
   uint64_t reload_building_ = 0;   // the request the build under way answers, or 0
   absl::Time reload_build_start_;
+  std::string build_what_;     // the build under way: the file's path or the fleet version
+  ReloadSource build_source_;  // what it reads, to build again after a drain
+  std::optional<FleetVersionText> fleet_building_;  // the fleet version being built
+  // The fleet: the agent, the local file's part in force, the version applied, and its cache.
+  std::unique_ptr<FleetAgent> fleet_;
+  Config fleet_local_;
+  std::optional<FleetVersionText> fleet_version_;
+  std::unique_ptr<LatestFileWriter> fleet_cache_;
   uint64_t drain_changes_ = 0;        // drains and undrains so far
   uint64_t reload_build_drains_ = 0;  // drain_changes_ when the build under way began
   struct ReloadOutcome {

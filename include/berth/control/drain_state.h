@@ -1,15 +1,13 @@
 #pragma once
 
-#include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "berth/control/service_state.h"
-#include "berth/util/background_thread.h"
+#include "berth/util/latest_file_writer.h"
 
 namespace berth {
 
@@ -31,31 +29,19 @@ absl::StatusOr<DrainsByService> parseDrainState(absl::string_view text);
 // The drains in the file at `path`; none when there is no such file. Errors name the file.
 absl::StatusOr<DrainsByService> loadDrainState(const std::string& path);
 
-// Writes the drain state away from the management loop, which must not wait on a disk: save()
-// hands over the newest drains and returns at once; a background thread writes them whole
-// (util/whole_file.h). Saves that arrive while a write runs collapse into one write of the newest.
+// Writes the drain state away from the management loop (util/latest_file_writer.h).
 class DrainStateWriter {
  public:
-  explicit DrainStateWriter(std::string path);
-  // Waits for the write that runs, so the newest saved drains are on disk at a clean stop.
-  ~DrainStateWriter();
+  explicit DrainStateWriter(std::string path) : file_(std::move(path), 0644) {}
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return file_.path(); }
   // Queues `drains` to be written. Never waits.
-  void save(const DrainsByService& drains);
+  void save(const DrainsByService& drains) { file_.save(renderDrainState(drains)); }
   // The outcome of the last write that finished; OK before any write.
-  absl::Status lastWrite() const;
+  absl::Status lastWrite() const { return file_.lastWrite(); }
 
  private:
-  void writeNewest();
-
-  const std::string path_;
-  mutable std::mutex mutex_;
-  std::optional<std::string> pending_;  // text not yet written
-  bool writing_ = false;
-  absl::Status last_write_;
-  // Last, so that it stops (and finishes its job) before the members it uses go.
-  std::unique_ptr<BackgroundThread> thread_;
+  LatestFileWriter file_;
 };
 
 }  // namespace berth

@@ -44,6 +44,18 @@ struct TableChangeMetrics {
   TableChangeHistory history;
 };
 
+// An instance in a fleet (fleet/agent.h FleetAgentStatus).
+struct FleetMetrics {
+  uint64_t version = 0;       // applied; 0 for none
+  uint64_t head_version = 0;  // the fleet's newest seen
+  bool from_cache = false;
+  bool etcd_reachable = false;
+  bool registered = false;
+  uint64_t versions_applied = 0;
+  uint64_t versions_refused = 0;
+  uint64_t etcd_errors = 0;
+};
+
 struct MetricsSnapshot {
   std::string version;
   double uptime_s = 0;
@@ -55,8 +67,9 @@ struct MetricsSnapshot {
   std::vector<TableChangeMetrics> table_changes;
   std::vector<EndpointMetrics> endpoints;
   uint64_t log_lines_dropped = 0;
-  uint64_t probes_not_run = 0;   // HealthMonitor::probesNotRun
-  std::vector<PortStats> ports;  // the latest reading; none before the first
+  uint64_t probes_not_run = 0;        // HealthMonitor::probesNotRun
+  std::vector<PortStats> ports;       // the latest reading; none before the first
+  std::optional<FleetMetrics> fleet;  // with a fleet section
 };
 
 // Label values escaped as the exposition format asks: backslash, double quote and newline.

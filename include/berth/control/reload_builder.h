@@ -20,11 +20,27 @@ namespace berth {
 struct BuiltReload {
   Config config;
   std::vector<ServiceState> services;
+  // With a fleet section: the local file's part alone (no services), which later fleet versions
+  // are composed with.
+  Config local;
 };
 
-// Parses the config at `path` and builds its services with `drains`. Every error is a refusal
+// What a build reads. A reload re-reads the local file at `path`; a fleet version keeps the
+// local part in force (`local`). With a fleet section, the fleet version's text (`fleet_text`,
+// named `fleet_source` in errors) is composed with the local part (config/loader.h
+// composeFleetConfig); without a version yet, the instance has no services.
+struct ReloadSource {
+  std::string path;
+  std::optional<Config> local;  // with an empty path
+  std::optional<std::string> fleet_text;
+  std::string fleet_source;
+  // What log lines and errors call this build: the path, or the fleet version.
+  std::string what() const { return path.empty() ? fleet_source : path; }
+};
+
+// Parses what `source` names and builds its services with `drains`. Every error is a refusal
 // that says why, an allocation failure included.
-absl::StatusOr<BuiltReload> buildReload(const std::string& path, const DrainsByService& drains);
+absl::StatusOr<BuiltReload> buildReload(const ReloadSource& source, const DrainsByService& drains);
 
 // Runs buildReload on a thread of its own (util/background_thread.h), one build at a time.
 // berthd creates it on the management lcore, so a build never runs on a worker's CPU.
@@ -37,7 +53,7 @@ class ReloadBuilder {
   ReloadBuilder& operator=(const ReloadBuilder&) = delete;
 
   // Starts building; false (and nothing started) while a build is under way or not yet taken.
-  bool start(std::string path, DrainsByService drains);
+  bool start(ReloadSource source, DrainsByService drains);
   // The finished build, once; nullopt while none has finished. Never waits.
   std::optional<absl::StatusOr<BuiltReload>> take();
 

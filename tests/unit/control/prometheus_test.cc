@@ -122,5 +122,21 @@ TEST(PrometheusTest, PortsShowTheirLinkTotalsQueuesAndXstats) {
   EXPECT_THAT(text, HasSubstr("berth_port_xstat_total{port=\"wan\",name=\"rx_crc_errors\"} 3\n"));
 }
 
+// Without a fleet section no fleet family appears; with one, the applied version and the agent's
+// state do.
+TEST(PrometheusTest, TheFleetShowsTheAppliedVersion) {
+  MetricsSnapshot metrics = sample();
+  EXPECT_THAT(prometheusText(metrics), Not(HasSubstr("berth_fleet_")));
+  metrics.fleet = FleetMetrics{7, 8, false, true, true, 6, 1, 2};
+  const std::string text = prometheusText(metrics);
+  EXPECT_THAT(text, HasSubstr("# TYPE berth_fleet_version gauge\nberth_fleet_version 7\n"));
+  EXPECT_THAT(text, HasSubstr("berth_fleet_head_version 8\n"));
+  EXPECT_THAT(text, HasSubstr("berth_fleet_serving_cache 0\n"));
+  EXPECT_THAT(text, HasSubstr("berth_fleet_etcd_reachable 1\n"));
+  EXPECT_THAT(text, HasSubstr("berth_fleet_versions_applied_total 6\n"));
+  EXPECT_THAT(text, HasSubstr("berth_fleet_versions_refused_total 1\n"));
+  EXPECT_THAT(text, HasSubstr("berth_fleet_etcd_errors_total 2\n"));
+}
+
 }  // namespace
 }  // namespace berth

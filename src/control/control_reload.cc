@@ -78,15 +78,16 @@ void ControlPlane::finishBuild(absl::StatusOr<BuiltReload> built) {
     startBuild(build_source_);
     return;
   }
-  const absl::Status status =
-      built.ok() ? applyReload(*std::move(built)) : refuseReload(built.status().message());
+  // The fleet hears why a version was refused, without the log line's preamble.
+  std::string why = built.ok() ? "" : std::string(built.status().message());
+  const absl::Status status = built.ok() ? applyReload(*std::move(built)) : refuseReload(why);
   if (fleet_building_) {
     FleetVersionText version = *std::move(fleet_building_);
     fleet_building_.reset();
     if (status.ok()) {
       fleetApplied(std::move(version));
     } else {
-      fleet_->refused(version.head, std::string(status.message()));
+      fleet_->refused(version.head, why.empty() ? std::string(status.message()) : why);
     }
     return;
   }

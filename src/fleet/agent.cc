@@ -97,6 +97,7 @@ void FleetAgent::failed(absl::string_view what, const absl::Status& status) {
 }
 
 void FleetAgent::loseLease() {
+  if (lease_ != 0) previous_lease_ = lease_;
   lease_ = 0;
   status_.registered = false;
   report_dirty_ = true;
@@ -192,7 +193,9 @@ void FleetAgent::claimName() {
                       holder = kvs->front().lease;
                     }
                   }
-                  if (holder == self.lease_) {
+                  // Ours: under this lease, or under the one it replaced (etcd was away longer
+                  // than the TTL and has not expired the old one yet); the next put moves it.
+                  if (holder == self.lease_ || (holder != 0 && holder == self.previous_lease_)) {
                     self.status_.registered = true;
                     self.report_dirty_ = true;
                     return;

@@ -111,6 +111,7 @@ class FleetAgent {
 
   // The lease and the report under it.
   int64_t lease_ = 0;
+  int64_t previous_lease_ = 0;  // the lease before a lost one, which may still hold the name
   bool lease_in_flight_ = false;
   absl::Time lease_retry_at_ = absl::InfinitePast();
   absl::Time next_keepalive_ = absl::InfinitePast();

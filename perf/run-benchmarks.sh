@@ -64,3 +64,5 @@ python3 perf/throughput_benchmark.py build/src/berthd build/tools/berthgen \
   build/perf/throughput_bench.json build/perf/throughput_bench.md
 python3 perf/idle_benchmark.py build/src/berthd build/tools/berthgen \
   build/perf/idle_bench.json build/perf/idle_bench.md
+python3 perf/fleet_apply_benchmark.py build/src/berthd build/tools/berthctl \
+  build/perf/fleet_apply_bench.json build/perf/fleet_apply_bench.md

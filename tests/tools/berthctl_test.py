@@ -461,5 +461,59 @@ class BadInput(unittest.TestCase):
             self.assertIn("no control socket", result.stderr, (name, command, result.stderr))
 
 
+class FleetCommands(unittest.TestCase):
+    """`fleet push` checks the version before it reaches etcd (here a closed port), and the
+    command line names what is missing."""
+
+    def setUp(self):
+        self.directory = tempfile.TemporaryDirectory()
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            closed = probe.getsockname()[1]
+        self.local = self.write("local.yaml", "fleet:\n  endpoints: [http://127.0.0.1:%d]\n"
+                                "  name: admin\n" % closed)
+
+    def tearDown(self):
+        self.directory.cleanup()
+
+    def write(self, name, text):
+        path = os.path.join(self.directory.name, name)
+        with open(path, "w") as out:
+            out.write(text)
+        return path
+
+    def test_a_bad_version_is_refused_with_its_line_before_etcd(self):
+        bad = self.write("bad.yaml", "services:\n  - name: web\n    vip: 198.18.100.1\n"
+                         "    port: 80\n    protocol: tcp\n    backends:\n"
+                         "      - { name: a, address: 198.18.1.1, weight: -1 }\n")
+        result = berthctl("fleet", "push", bad, "--config", self.local, check=False)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("push refused: %s:7:" % bad, result.stderr)
+        self.assertIn("services[0].backends[0].weight", result.stderr)
+        per_instance = self.write("bgp.yaml", "dataplane: {}\nservices: []\n")
+        result = berthctl("fleet", "push", per_instance, "--config", self.local, check=False)
+        self.assertIn("%s:1:1: dataplane: is per instance" % per_instance, result.stderr)
+
+    def test_a_good_version_fails_only_on_the_unreachable_etcd(self):
+        good = self.write("good.yaml", "services: []\n")
+        result = berthctl("fleet", "push", good, "--config", self.local, check=False)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("push failed:", result.stderr)
+        result = berthctl("fleet", "status", "--config", self.local, check=False)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("fleet status:", result.stderr)
+
+    def test_the_command_line_names_what_is_missing(self):
+        self.assertIn("expected 'fleet push VERSION_FILE' or 'fleet status'",
+                      berthctl("fleet", check=False).stderr)
+        self.assertIn("expected 'fleet push VERSION_FILE'",
+                      berthctl("fleet", "push", check=False).stderr)
+        self.assertIn("need --config FILE with a fleet section",
+                      berthctl("fleet", "status", check=False).stderr)
+        no_fleet = self.write("plain.yaml", "services: []\n")
+        self.assertIn("has no fleet section",
+                      berthctl("fleet", "status", "--config", no_fleet, check=False).stderr)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

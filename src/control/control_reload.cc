@@ -17,6 +17,8 @@ namespace berth {
 
 uint64_t ControlPlane::requestReload() {
   ++reload_requested_;
+  // A reload also retries a fleet version this instance refused.
+  if (fleet_) fleet_->forgetRefusal();
   if (!buildUnderWay()) startReloadBuild();
   return reload_requested_;
 }

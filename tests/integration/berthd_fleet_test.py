@@ -161,6 +161,16 @@ class Fleet(unittest.TestCase):
                          r"no port named 'p9'$")
         self.assertEqual(self.versions(), [head] * 3)
         self.assertEqual(self.status(0)["fleet"]["refused_version"], head + 1)
+        # A reload retries the refused version (here it is refused again: the port is still
+        # missing), and the local file's reload itself is applied.
+        _, lines = self.fleet.berthds[0]
+        refusal = "fleet version %d (" % (head + 1)
+        before = sum(refusal in line and "refused" in line for line in list(lines))
+        self.berthctl("reload", "--socket", self.fleet.socket(0))
+        deadline = time.monotonic() + 20
+        while sum(refusal in line and "refused" in line for line in list(lines)) <= before:
+            self.assertLess(time.monotonic(), deadline, "".join(lines))
+            time.sleep(0.05)
         self.push(version_text(4))
         self.wait_all_on(head + 2)
 

@@ -70,6 +70,10 @@ class FleetAgent {
   // The instance's verdict on a version takeVersion() gave it.
   void applied(const FleetHead& head, int64_t applied_at_ms);
   void refused(const FleetHead& head, const std::string& why);
+  // The next turn fetches the head again even if it was refused: a reload asked for it, perhaps
+  // after the local cause (ports, descriptors) was mended. The report keeps the refusal until a
+  // version is applied.
+  void forgetRefusal() { refused_.reset(); }
   // Each service's table fingerprint now, by name (after every publish); reported when changed.
   void setFingerprints(std::map<std::string, std::string> fingerprints);
 

@@ -13,16 +13,20 @@ using Json = EtcdClient::Json;
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<FleetAgent>> FleetAgent::create(const FleetConfig& fleet,
-                                                               std::string berth_version,
-                                                               std::optional<FleetHead> running,
-                                                               Log log) {
+EtcdSettings etcdSettingsFor(const FleetConfig& fleet) {
   EtcdSettings settings;
   settings.endpoints = fleet.endpoints;
   settings.ca = fleet.ca;
   settings.cert = fleet.cert;
   settings.key = fleet.key;
-  absl::StatusOr<std::unique_ptr<EtcdClient>> client = EtcdClient::create(std::move(settings));
+  return settings;
+}
+
+absl::StatusOr<std::unique_ptr<FleetAgent>> FleetAgent::create(const FleetConfig& fleet,
+                                                               std::string berth_version,
+                                                               std::optional<FleetHead> running,
+                                                               Log log) {
+  absl::StatusOr<std::unique_ptr<EtcdClient>> client = EtcdClient::create(etcdSettingsFor(fleet));
   if (!client.ok()) return client.status();
   return std::unique_ptr<FleetAgent>(new FleetAgent(
       fleet, std::move(berth_version), std::move(running), std::move(log), *std::move(client)));

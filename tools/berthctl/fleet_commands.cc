@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "berth/config/loader.h"
 #include "berth/fleet/admin.h"
+#include "berth/fleet/agent.h"
 #include "berth/fleet/etcd_client.h"
 
 namespace berth {
@@ -27,12 +28,7 @@ int fail(absl::string_view message) {
 }
 
 absl::StatusOr<std::unique_ptr<EtcdClient>> clientFor(const FleetConfig& fleet) {
-  EtcdSettings settings;
-  settings.endpoints = fleet.endpoints;
-  settings.ca = fleet.ca;
-  settings.cert = fleet.cert;
-  settings.key = fleet.key;
-  return EtcdClient::create(std::move(settings));
+  return EtcdClient::create(etcdSettingsFor(fleet));
 }
 
 std::string whoPushes() {

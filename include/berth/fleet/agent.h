@@ -38,6 +38,9 @@ struct FleetAgentStatus {
   std::string last_error;
 };
 
+// The etcd client's settings for a fleet section: its endpoints and TLS files.
+EtcdSettings etcdSettingsFor(const FleetConfig& fleet);
+
 // One instance's part in a fleet (docs/scale-out.md, "A fleet through etcd"), driven by berthd's
 // management loop through turn(), which never waits (etcd_client.h):
 // - a lease of the fleet section's TTL, kept alive at a third of it, with this instance's report

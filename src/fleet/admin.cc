@@ -355,16 +355,9 @@ std::string renderFleetStatus(const FleetStatus& status) {
 
 std::string renderFleetStatusJson(const FleetStatus& status) {
   Json instances = Json::array();
+  // Each as the instance reported it in etcd.
   for (const InstanceReport& instance : status.instances) {
-    instances.push_back({{"name", instance.name},
-                         {"berth", instance.berth_version},
-                         {"version", instance.version},
-                         {"push", instance.push_id},
-                         {"applied_at_ms", instance.applied_at_ms},
-                         {"from_cache", instance.from_cache},
-                         {"fingerprints", instance.fingerprints},
-                         {"refused_version", instance.refused_version},
-                         {"refused_why", instance.refused_why}});
+    instances.push_back(Json::parse(renderInstanceReport(instance)));
   }
   const FleetAgreement agreement =
       compareInstances(status.head ? status.head->version : 0, status.instances);

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "berth/maglev/name_hash.h"
@@ -149,8 +150,12 @@ std::vector<uint32_t> slotQuotas(absl::Span<const Backend> backends, uint32_t ta
 // free, a turn instead takes the free slot of lowest rank in the backend's list: every slot the
 // backend walked past was taken and stays taken, so that is the very slot the walk would reach, at
 // a cost of one rank computation per free slot.
+//
+// `entries` may come partly filled (a generation step, nextGeneration()): its taken slots stay,
+// and `quotas` are then the slots each backend still has to claim.
 void fillByTurns(absl::Span<const Backend> backends, absl::Span<const Permutation> permutations,
-                 absl::Span<const uint32_t> quotas, std::vector<uint16_t>& entries) {
+                 absl::Span<const uint32_t> quotas, std::vector<uint16_t>& entries,
+                 bool partly_filled = false) {
   const auto table_size = static_cast<uint32_t>(entries.size());
   int64_t max_weight = 0;
   for (const Backend& backend : backends) max_weight = std::max(max_weight, backend.weight);
@@ -187,6 +192,13 @@ void fillByTurns(absl::Span<const Backend> backends, absl::Span<const Permutatio
   SlotBitmap taken(table_size);
   std::vector<uint32_t> free_slots;  // filled when the end phase starts
   uint32_t filled = 0;
+  if (partly_filled) {
+    for (uint32_t slot = 0; slot < table_size; ++slot) {
+      if (entries[slot] == kNoBackend) continue;
+      taken.set(slot);
+      ++filled;
+    }
+  }
 
   auto claimByWalking = [&](Turn& turn) {
     // Once 90% of the table is taken, a claim probes ten or more slots on average, and eight
@@ -314,6 +326,81 @@ absl::StatusOr<Table> build(std::vector<Backend> backends, uint32_t table_size) 
     permutations.push_back(permutationFor(backend.name, table_size));
   }
   return buildWithPermutations(std::move(backends), std::move(permutations), table_size);
+}
+
+absl::StatusOr<Table> nextGeneration(const Table& previous, std::vector<Backend> backends,
+                                     const std::vector<std::string>& failed,
+                                     const std::vector<std::string>& drained) {
+  if (previous.algorithm() != Algorithm::kMaglev) {
+    return absl::InvalidArgumentError("table generations are for Maglev tables");
+  }
+  const uint32_t table_size = previous.size();
+  if (absl::Status status = validateBackends(backends, table_size); !status.ok()) return status;
+  std::sort(backends.begin(), backends.end(),
+            [](const Backend& a, const Backend& b) { return a.name < b.name; });
+  auto layout = std::make_shared<Table::Layout>();
+  layout->backends = std::move(backends);
+  const size_t count = layout->backends.size();
+  layout->permutations.reserve(count);
+  for (const Backend& backend : layout->backends) {
+    layout->permutations.push_back(permutationFor(backend.name, table_size));
+  }
+
+  // Quotas among the serving backends: a failed or drained one is owed nothing.
+  const absl::flat_hash_set<absl::string_view> failed_names(failed.begin(), failed.end());
+  const absl::flat_hash_set<absl::string_view> drained_names(drained.begin(), drained.end());
+  std::vector<bool> healthy(count, true);
+  std::vector<bool> drained_flags(count, false);
+  std::vector<Backend> serving = layout->backends;
+  absl::flat_hash_map<absl::string_view, uint16_t> index_of;
+  for (size_t b = 0; b < count; ++b) {
+    const std::string& name = layout->backends[b].name;
+    healthy[b] = !failed_names.contains(name);
+    drained_flags[b] = drained_names.contains(name);
+    if (!healthy[b] || drained_flags[b]) serving[b].weight = 0;
+    index_of.emplace(name, static_cast<uint16_t>(b));
+  }
+  const std::vector<uint32_t> quotas = slotQuotas(serving, table_size);
+
+  // Every slot stays with its owner while the owner is within its quota. An owner over its quota
+  // keeps the slots it ranks earliest and lets the rest go; a removed or non-serving owner lets
+  // all go. Those are the only slots that move, and they are the least that must move for every
+  // backend to hold exactly its quota.
+  std::vector<uint16_t> renumbered(previous.backends().size(), kNoBackend);
+  for (size_t p = 0; p < renumbered.size(); ++p) {
+    if (const auto it = index_of.find(previous.backends()[p].name); it != index_of.end()) {
+      renumbered[p] = it->second;
+    }
+  }
+  std::vector<std::vector<uint32_t>> held(count);
+  const absl::Span<const uint16_t> before = previous.entries();
+  for (uint32_t slot = 0; slot < table_size; ++slot) {
+    if (before[slot] == kNoBackend) continue;
+    const uint16_t owner = renumbered[before[slot]];
+    if (owner != kNoBackend && quotas[owner] > 0) held[owner].push_back(slot);
+  }
+  auto entries = std::make_shared<std::vector<uint16_t>>(table_size, kNoBackend);
+  std::vector<uint32_t> deficits(count, 0);
+  const PreferenceRank ranks(table_size);
+  for (size_t b = 0; b < count; ++b) {
+    std::vector<uint32_t>& slots = held[b];
+    if (slots.size() > quotas[b]) {
+      const Permutation& permutation = layout->permutations[b];
+      const RankedList list = ranks.prepare(permutation.offset, ranks.inverse(permutation.skip));
+      std::nth_element(
+          slots.begin(), slots.begin() + quotas[b], slots.end(),
+          [&](uint32_t x, uint32_t y) { return ranks.rank(x, list) < ranks.rank(y, list); });
+      slots.resize(quotas[b]);
+    }
+    deficits[b] = quotas[b] - static_cast<uint32_t>(slots.size());
+    for (uint32_t slot : slots) (*entries)[slot] = static_cast<uint16_t>(b);
+  }
+  // The freed slots go to the backends under their quota by Maglev's turns, as in a build.
+  fillByTurns(serving, layout->permutations, deficits, *entries, /*partly_filled=*/true);
+  layout->full_slot_counts = quotas;
+  layout->full_entries = entries;
+  return Table(std::move(layout), std::move(entries), std::move(healthy), std::move(drained_flags),
+               table_size);
 }
 
 Table::Table(std::shared_ptr<const Layout> layout,

@@ -146,6 +146,21 @@ absl::StatusOr<Table> withHealth(const Table& table, const std::vector<bool>& he
 absl::StatusOr<Table> withHealth(const Table& table, const std::vector<bool>& healthy,
                                  FailoverStrategy strategy = FailoverStrategy::kAuto);
 
+// The next generation of a Maglev table (docs/scale-out.md): the table for `backends` (the
+// config's, any order) with the backends named in `failed` or `drained` serving nothing, made
+// from `previous` so that the least moves. Each serving backend is owed its quota (as in build(),
+// among the serving backends) and keeps every slot it held up to it; one over its quota keeps the
+// slots it ranks earliest. The slots let go (a removed, failed or drained backend's, and the
+// excess of backends whose share fell) go to the backends under their quota by Maglev's turns.
+// So an added backend takes only its quota, a weight change moves only the quota differences,
+// and a failed or drained backend's slots go to the survivors; every backend ends holding exactly
+// its quota (max/ideal within one slot). Unlike build() and withHealth(), the result depends on
+// the history of generations, not only on the sets: every instance that applies the same
+// generations agrees. Errors as build(), and InvalidArgument for a table of another algorithm.
+absl::StatusOr<Table> nextGeneration(const Table& previous, std::vector<Backend> backends,
+                                     const std::vector<std::string>& failed,
+                                     const std::vector<std::string>& drained);
+
 // An immutable Maglev table. Copies are cheap: they share the entries, backend list and
 // permutations.
 class Table {
@@ -194,6 +209,9 @@ class Table {
   friend absl::StatusOr<Table> withHealth(const Table&, const std::vector<bool>&,
                                           const std::vector<bool>&, FailoverStrategy);
   friend absl::StatusOr<Table> buildTable(std::vector<Backend>, const TableOptions&);
+  friend absl::StatusOr<Table> nextGeneration(const Table&, std::vector<Backend>,
+                                              const std::vector<std::string>&,
+                                              const std::vector<std::string>&);
 
   struct Layout {
     Algorithm algorithm = Algorithm::kMaglev;

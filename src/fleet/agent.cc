@@ -237,65 +237,63 @@ void FleetAgent::putReport() {
 void FleetAgent::watchHead(absl::Time now) {
   if (watch_state_ != WatchState::kIdle || now < watch_retry_at_) return;
   watch_state_ = WatchState::kReading;
-  client_->call(
-      "kv/range", etcdRange(keys_.head()),
-      guarded([](FleetAgent& self, absl::StatusOr<Json> reply) {
-        auto retry = [&self](absl::string_view what, const absl::Status& status) {
-          self.watch_state_ = WatchState::kIdle;
-          self.watch_retry_at_ = self.now_ + kRetryInterval;
-          self.failed(what, status);
-        };
-        if (!reply.ok()) return retry("reading the fleet's head", reply.status());
-        absl::StatusOr<int64_t> revision = etcdRevision(*reply);
-        absl::StatusOr<std::vector<EtcdKeyValue>> kvs = etcdKeyValues(*reply);
-        if (!revision.ok()) return retry("reading the fleet's head", revision.status());
-        if (!kvs.ok()) return retry("reading the fleet's head", kvs.status());
-        self.answered();
-        if (self.status_.from_cache) {
-          self.status_.from_cache = false;
-          self.report_.from_cache = false;
-          self.report_dirty_ = true;
-        }
-        if (!kvs->empty()) {
-          absl::StatusOr<FleetHead> head = parseHead(kvs->front().value);
-          if (!head.ok()) {
-            self.failed("reading the fleet's head", head.status());
-          } else {
-            self.noteHead(*head);
-          }
-        }
-        self.watch_state_ = WatchState::kWatching;
-        const Json create = {{"key", etcdBase64(self.keys_.head())},
-                             {"start_revision", std::to_string(*revision + 1)}};
-        self.watch_id_ = self.client_->watch(
-            create, [weak = std::weak_ptr<FleetAgent*>(self.alive_)](absl::StatusOr<Json> message) {
-              const std::shared_ptr<FleetAgent*> agent = weak.lock();
-              if (!agent) return;
-              FleetAgent& self = **agent;
-              if (!message.ok() || message->value("canceled", false)) {
-                // The stream ended (etcd went away), or etcd canceled it (its revision was
-                // compacted): read the head afresh and watch again.
-                self.client_->cancelWatch(self.watch_id_);
-                self.watch_state_ = WatchState::kIdle;
-                self.watch_retry_at_ =
-                    self.now_ + (message.ok() ? absl::ZeroDuration() : kRetryInterval);
-                if (!message.ok()) self.failed("watching the fleet's head", message.status());
-                return;
-              }
-              for (const Json& event : message->value("events", Json::array())) {
-                if (event.value("type", "PUT") != "PUT") continue;
-                absl::StatusOr<std::string> value =
-                    etcdBytes(event.value("kv", Json::object()), "value");
-                absl::StatusOr<FleetHead> head =
-                    value.ok() ? parseHead(*value) : absl::StatusOr<FleetHead>(value.status());
-                if (!head.ok()) {
-                  self.failed("a new fleet head", head.status());
-                  continue;
-                }
-                self.noteHead(*head);
-              }
-            });
-      }));
+  client_->call("kv/range", etcdRange(keys_.head()),
+                guarded([](FleetAgent& self, absl::StatusOr<Json> reply) {
+                  auto retry = [&self](absl::string_view what, const absl::Status& status) {
+                    self.watch_state_ = WatchState::kIdle;
+                    self.watch_retry_at_ = self.now_ + kRetryInterval;
+                    self.failed(what, status);
+                  };
+                  if (!reply.ok()) return retry("reading the fleet's head", reply.status());
+                  absl::StatusOr<int64_t> revision = etcdRevision(*reply);
+                  absl::StatusOr<std::vector<EtcdKeyValue>> kvs = etcdKeyValues(*reply);
+                  if (!revision.ok()) return retry("reading the fleet's head", revision.status());
+                  if (!kvs.ok()) return retry("reading the fleet's head", kvs.status());
+                  self.answered();
+                  if (self.status_.from_cache) {
+                    self.status_.from_cache = false;
+                    self.report_.from_cache = false;
+                    self.report_dirty_ = true;
+                  }
+                  if (!kvs->empty()) {
+                    absl::StatusOr<FleetHead> head = parseHead(kvs->front().value);
+                    if (!head.ok()) {
+                      self.failed("reading the fleet's head", head.status());
+                    } else {
+                      self.noteHead(*head);
+                    }
+                  }
+                  self.watch_state_ = WatchState::kWatching;
+                  const Json create = {{"key", etcdBase64(self.keys_.head())},
+                                       {"start_revision", std::to_string(*revision + 1)}};
+                  self.watch_id_ = self.client_->watch(
+                      create, self.guarded([](FleetAgent& self, absl::StatusOr<Json> message) {
+                        if (!message.ok() || message->value("canceled", false)) {
+                          // The stream ended (etcd went away), or etcd canceled it (its revision
+                          // was compacted): read the head afresh and watch again.
+                          self.client_->cancelWatch(self.watch_id_);
+                          self.watch_state_ = WatchState::kIdle;
+                          self.watch_retry_at_ =
+                              self.now_ + (message.ok() ? absl::ZeroDuration() : kRetryInterval);
+                          if (!message.ok())
+                            self.failed("watching the fleet's head", message.status());
+                          return;
+                        }
+                        for (const Json& event : message->value("events", Json::array())) {
+                          if (event.value("type", "PUT") != "PUT") continue;
+                          absl::StatusOr<std::string> value =
+                              etcdBytes(event.value("kv", Json::object()), "value");
+                          absl::StatusOr<FleetHead> head =
+                              value.ok() ? parseHead(*value)
+                                         : absl::StatusOr<FleetHead>(value.status());
+                          if (!head.ok()) {
+                            self.failed("a new fleet head", head.status());
+                            continue;
+                          }
+                          self.noteHead(*head);
+                        }
+                      }));
+                }));
 }
 
 void FleetAgent::noteHead(const FleetHead& head) {

@@ -92,7 +92,8 @@ class FleetAgent {
  private:
   FleetAgent(const FleetConfig& fleet, std::string berth_version, std::optional<FleetHead> running,
              Log log, std::unique_ptr<EtcdClient> client);
-  // A callback that runs `body(agent, reply)` only while the agent lives.
+  // A callback (a call's reply or a watch's message) that runs `body(agent, reply)` only while
+  // the agent lives.
   template <typename Body>
   EtcdClient::Reply guarded(Body body);
   void keepLease(absl::Time now);

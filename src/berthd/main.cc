@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -28,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "berth/config/loader.h"
 #include "berth/control/control_plane.h"
+#include "berth/fleet/generation.h"
 #include "berth/fleet/store.h"
 #include "berth/util/command_line.h"
 #include "berth/util/heap.h"
@@ -134,6 +136,24 @@ std::optional<berth::FleetVersionText> cachedFleetVersion(const berth::Config& c
       absl::StrCat("fleet version ", cached->head.version, " (cached in ", path, ")")};
 }
 
+// The table generation cached by the last run, or none (logged when present but unusable).
+std::shared_ptr<const berth::FleetGeneration> cachedFleetGeneration(const berth::Config& config) {
+  const std::string path = berth::generationCachePath(*config.fleet);
+  std::ifstream file(path);
+  if (!file) return nullptr;
+  std::stringstream contents;
+  contents << file.rdbuf();
+  absl::StatusOr<berth::FleetGeneration> cached = berth::parseGenerationCache(contents.str());
+  if (!cached.ok()) {
+    std::fprintf(stderr, "berthd: fleet: the generation cache %s is not usable: %s\n", path.c_str(),
+                 std::string(cached.status().message()).c_str());
+    return nullptr;
+  }
+  std::fprintf(stderr, "berthd: fleet: serving table generation %lu from the cache %s\n",
+               static_cast<unsigned long>(cached->manifest.generation), path.c_str());
+  return std::make_shared<const berth::FleetGeneration>(*std::move(cached));
+}
+
 constexpr char kUsage[] =
     "berth's load balancer daemon.\n\n"
     "  berthd [EAL options] -- --config FILE [--control_socket PATH] [--read_only_socket PATH]\n"
@@ -166,10 +186,12 @@ int main(int argc, char** argv) {
   // In a fleet, the services come from the last version this instance applied, cached on disk,
   // until etcd gives a newer one (docs/scale-out.md).
   std::optional<berth::FleetVersionText> cached;
+  std::shared_ptr<const berth::FleetGeneration> cached_generation;
   berth::Config local;
   if (config->fleet) {
     local = *config;
     cached = cachedFleetVersion(*config);
+    if (cached) cached_generation = cachedFleetGeneration(*config);
     if (cached) {
       absl::StatusOr<berth::Config> composed =
           berth::composeFleetConfig(local, cached->text, cached->source);
@@ -205,7 +227,9 @@ int main(int argc, char** argv) {
   berth::ControlPlane control(absl::GetFlag(FLAGS_config), std::move(drain_state),
                               *std::move(sockets), *std::move(config),
                               {g_stop, g_print_counters, g_reload});
-  if (local.fleet) control.setFleetStart(std::move(local), std::move(cached));
+  if (local.fleet) {
+    control.setFleetStart(std::move(local), std::move(cached), std::move(cached_generation));
+  }
   berth::StartSequence start_up({
       {"EAL",
        [&]() -> absl::Status {

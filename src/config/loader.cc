@@ -740,7 +740,7 @@ absl::StatusOr<FleetConfig> parseFleet(absl::string_view source, const YAML::Nod
   BERTH_ASSIGN_OR_RETURN(const Fields fields,
                          Fields::read(source, "fleet", node,
                                       {"endpoints", "prefix", "name", "ca", "cert", "key",
-                                       "keep_versions", "cache", "lease_ttl_s"}));
+                                       "keep_versions", "cache", "lease_ttl_s", "health_quorum"}));
   FleetConfig fleet;
   fleet.line.number = fields.self().line();
   BERTH_ASSIGN_OR_RETURN(fleet.endpoints, fields.stringList("endpoints"));
@@ -792,6 +792,7 @@ absl::StatusOr<FleetConfig> parseFleet(absl::string_view source, const YAML::Nod
     BERTH_ASSIGN_OR_RETURN(fleet.cache, fields.requiredString("cache"));
   }
   BERTH_ASSIGN_OR_RETURN(fleet.lease_ttl_s, fields.integer("lease_ttl_s", 2, 300, 10));
+  BERTH_ASSIGN_OR_RETURN(fleet.health_quorum, fields.integer("health_quorum", 0, 1000, 0));
   return fleet;
 }
 

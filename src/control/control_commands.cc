@@ -337,9 +337,15 @@ std::vector<BackendRow> ControlPlane::currentBackendRows() const {
                   [this](uint32_t id, bool backend) { return trafficOf(id, backend); });
   // The rows follow the config's services and backends, as the health monitor does.
   size_t row = 0;
+  const AgreedHealth* agreed = fleet_ ? &fleet_->agreedHealth() : nullptr;
   for (size_t s = 0; s < config_.services.size(); ++s) {
     for (size_t b = 0; b < config_.services[s].backends.size(); ++b) {
-      rows[row++].check_stale = health_->stale(s, b);
+      BackendRow& entry = rows[row++];
+      entry.check_stale = health_->stale(s, b);
+      if (agreed == nullptr) continue;
+      const auto dissent =
+          agreed->dissent.find({config_.services[s].name, config_.services[s].backends[b].name});
+      if (dissent != agreed->dissent.end()) entry.fleet_dissent = dissent->second;
     }
   }
   return rows;

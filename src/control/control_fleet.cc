@@ -3,6 +3,7 @@
 // the verdict reported back, the applied version cached on disk, and the tables' fingerprints
 // reported after every publish.
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
@@ -15,9 +16,13 @@
 
 namespace berth {
 
-void ControlPlane::setFleetStart(Config local, std::optional<FleetVersionText> cached) {
+void ControlPlane::setFleetStart(Config local, std::optional<FleetVersionText> cached,
+                                 std::shared_ptr<const FleetGeneration> cached_generation) {
   fleet_local_ = std::move(local);
   fleet_version_ = std::move(cached);
+  fleet_generation_ = std::move(cached_generation);
+  // Until etcd answers, the cached generation is served with this instance's own verdicts.
+  fleet_fail_safe_ = fleet_generation_ != nullptr;
 }
 
 absl::Status ControlPlane::startFleet() {
@@ -32,13 +37,19 @@ absl::Status ControlPlane::startFleet() {
   }
   fleet_ = *std::move(agent);
   fleet_cache_ = std::make_unique<LatestFileWriter>(fleet.cache, 0644);
+  generation_cache_ = std::make_unique<LatestFileWriter>(generationCachePath(fleet), 0644);
   reportFleetTables();
-  logLine(absl::StrCat("fleet: instance ", fleet.name, " joining through ",
-                       absl::StrJoin(fleet.endpoints, ", "), " under ", fleet.prefix,
-                       fleet_version_
-                           ? absl::StrCat("; serving fleet version ", fleet_version_->head.version,
-                                          " from its cache until etcd answers")
-                           : std::string("; no fleet version yet, so no services")));
+  reportFleetVerdicts();
+  reportFleetServices();
+  logLine(absl::StrCat(
+      "fleet: instance ", fleet.name, " joining through ", absl::StrJoin(fleet.endpoints, ", "),
+      " under ", fleet.prefix,
+      fleet_version_ ? absl::StrCat("; serving fleet version ", fleet_version_->head.version,
+                                    " from its cache until etcd answers")
+                     : std::string("; no fleet version yet, so no services"),
+      fleet_generation_ ? absl::StrCat("; table generation ",
+                                       fleet_generation_->manifest.generation, " from its cache")
+                        : std::string()));
   return absl::OkStatus();
 }
 
@@ -47,12 +58,158 @@ void ControlPlane::stopFleet() {
   if (fleet_) fleet_->leave(absl::Now() + kFleetLeaveTimeout);
   fleet_.reset();
   fleet_cache_.reset();  // writes the newest cached version that is still pending
+  generation_cache_.reset();
 }
 
 void ControlPlane::fleetApplied(FleetVersionText version) {
   fleet_->applied(version.head, absl::ToUnixMillis(absl::Now()));
   fleet_cache_->save(renderVersionCache(version.head, version.text));
   fleet_version_ = std::move(version);
+  reportFleetServices();
+}
+
+std::vector<bool> ControlPlane::servingVerdicts(const ServiceConfig& service,
+                                                const std::vector<bool>& local) const {
+  const GenerationService* fleet =
+      fleet_generation_ ? fleet_generation_->manifest.find(service.name) : nullptr;
+  if (fleet == nullptr) return local;  // no generation for it yet: its own probes decide
+  // A backend the generation's table does not know yet serves nothing until the elected instance
+  // plans it in (fleet/generation.h generationBaseFor()).
+  const auto table = fleet_generation_->tables.find(service.name);
+  std::vector<bool> verdicts(service.backends.size(), true);
+  for (size_t b = 0; b < service.backends.size(); ++b) {
+    const bool fleet_down =
+        std::binary_search(fleet->down.begin(), fleet->down.end(), service.backends[b].name) ||
+        (table != fleet_generation_->tables.end() &&
+         !table->second.indexOf(service.backends[b].name).ok());
+    verdicts[b] = !fleet_down && (!fleet_fail_safe_ || b >= local.size() || local[b]);
+  }
+  return verdicts;
+}
+
+GenerationBase ControlPlane::generationBase() const {
+  if (!fleet_generation_) return nullptr;
+  // From the base each service is served with now, which is the generation's or, where a version
+  // came before the elected instance planned for it, the step this instance took from it: so a
+  // change moves only what it has to, whether or not the generation for the previous one came.
+  auto from = std::make_shared<FleetGeneration>(*fleet_generation_);
+  for (const ServiceState& state : services_) {
+    if (state.fromGeneration()) from->tables.insert_or_assign(state.name(), state.baseTable());
+  }
+  return [from = std::shared_ptr<const FleetGeneration>(std::move(from))](
+             const ServiceConfig& service) { return generationBaseFor(*from, service); };
+}
+
+std::vector<std::string> ControlPlane::failSafeRemovals() const {
+  std::vector<std::string> removed;
+  if (!fleet_fail_safe_) return removed;
+  for (size_t s = 0; s < services_.size() && s < config_.services.size(); ++s) {
+    const ServiceConfig& service = config_.services[s];
+    const GenerationService* fleet = fleet_generation_->manifest.find(service.name);
+    if (fleet == nullptr) continue;
+    const std::vector<bool>& local = health_->healthy(s);
+    for (size_t b = 0; b < service.backends.size() && b < local.size(); ++b) {
+      const std::string& name = service.backends[b].name;
+      if (!local[b] && !std::binary_search(fleet->down.begin(), fleet->down.end(), name)) {
+        removed.push_back(absl::StrCat(service.name, "/", name));
+      }
+    }
+  }
+  return removed;
+}
+
+void ControlPlane::reportFleetVerdicts() {
+  if (!fleet_ || !health_) return;
+  std::map<std::string, std::map<std::string, bool>> verdicts;
+  for (size_t s = 0; s < config_.services.size(); ++s) {
+    const ServiceConfig& service = config_.services[s];
+    const std::vector<bool>& local = health_->healthy(s);
+    std::map<std::string, bool>& up = verdicts[service.name];
+    for (size_t b = 0; b < service.backends.size() && b < local.size(); ++b) {
+      // A check a reload added counts once it has reached a verdict (rise or fall probes).
+      if (health_->settled(s, b)) up[service.backends[b].name] = local[b];
+    }
+  }
+  fleet_->setVerdicts(std::move(verdicts));
+  fleet_settled_reported_ = health_->settledCount();
+  fleet_->setFailSafe(failSafeRemovals());
+}
+
+void ControlPlane::reportFleetServices() {
+  if (!fleet_) return;
+  fleet_->setServices(std::make_shared<const std::vector<ServiceConfig>>(config_.services),
+                      fleet_version_ ? fleet_version_->head.version : 0);
+}
+
+void ControlPlane::serveFleetGenerations() {
+  if (!fleet_) return;
+  if (health_->settledCount() != fleet_settled_reported_) reportFleetVerdicts();
+  const absl::Time start = absl::Now();
+  std::shared_ptr<const FleetGeneration> generation = fleet_->takeGeneration();
+  const bool fail_safe = (generation || fleet_generation_) && !fleet_->status().etcd_reachable;
+  if (!generation && fail_safe == fleet_fail_safe_) return;
+  if (fail_safe != fleet_fail_safe_) {
+    logLine(fail_safe ? "fleet: etcd out of reach: serving the last table generation, and "
+                        "this instance's own probes may take backends out (fail-safe)"
+                      : "fleet: etcd answers: serving the fleet's generation and verdicts");
+  }
+  fleet_fail_safe_ = fail_safe;
+  if (generation) fleet_generation_ = generation;
+
+  bool changed = false;
+  for (size_t s = 0; s < services_.size(); ++s) {
+    ServiceState& state = services_[s];
+    const ServiceConfig& service = state.configured();
+    std::vector<bool> verdicts = servingVerdicts(service, health_->healthy(s));
+    if (generation) {
+      absl::StatusOr<std::optional<Table>> base = generationBaseFor(*generation, service);
+      absl::StatusOr<SlotChange> change =
+          base.ok() ? state.setGeneration(*std::move(base), std::move(verdicts))
+                    : absl::StatusOr<SlotChange>(base.status());
+      if (!change.ok()) {
+        logLine(absl::StrCat("fleet: table generation ", generation->manifest.generation,
+                             " not applied to service '", service.name,
+                             "', its table keeps serving: ", change.status().message()));
+        continue;
+      }
+      if (change->movement.moved_slots > 0 || !change->movement.sameSize()) {
+        noteTableChange(state.name(), *change);
+      }
+      changed = true;
+      continue;
+    }
+    if (verdicts == state.healthy()) continue;
+    absl::StatusOr<SlotChange> change = state.setHealth(std::move(verdicts));
+    if (!change.ok()) {
+      logLine(absl::StrCat("health: table not rebuilt, the previous one keeps serving: ",
+                           change.status().message()));
+      continue;
+    }
+    noteTableChange(state.name(), *change);
+    changed = true;
+  }
+  if (generation) {
+    const GenerationManifest& manifest = generation->manifest;
+    logLine(absl::StrCat("fleet: serving table generation ", manifest.generation, " (made by ",
+                         manifest.made_by, " for version ", manifest.config_version, ")"));
+    fleet_->generationApplied(manifest.generation);
+    generation_cache_->save(renderGenerationCache(*generation));
+  }
+  const std::vector<std::string> removed = failSafeRemovals();
+  if (!removed.empty()) {
+    logLine(absl::StrCat("fleet: taken out fail-safe by this instance's probes alone: ",
+                         absl::StrJoin(removed, ", ")));
+  }
+  fleet_->setFailSafe(removed);
+  if (!changed) return;
+  if (absl::Status status = publishSnapshot(); !status.ok()) {
+    logLine(
+        absl::StrCat("snapshot not rebuilt, the previous one keeps serving: ", status.message()));
+    return;
+  }
+  reportWhenInForce(start,
+                    generation ? "the table generation arrived" : "etcd's reachability changed");
+  reportFleetTables();
 }
 
 void ControlPlane::reportFleetTables() {
@@ -92,7 +249,43 @@ std::string ControlPlane::fleetStatusText(JsonWriter& json) const {
       .value(fleet_cache_->path())
       .key("cache_write_error")
       .value(cache_written.ok() ? "" : cache_written.message())
-      .endObject();
+      .key("generation")
+      .value(fleet_generation_ ? fleet_generation_->manifest.generation : uint64_t{0})
+      .key("generation_head")
+      .value(status.generation_head)
+      .key("leader")
+      .value(status.leader)
+      .key("elected")
+      .value(status.elected)
+      .key("generations_made")
+      .value(status.generations_made)
+      .key("generation_error")
+      .value(status.generation_error)
+      .key("fail_safe_active")
+      .value(fleet_fail_safe_);
+  const std::vector<std::string> removed = failSafeRemovals();
+  json.key("fail_safe").beginArray();
+  for (const std::string& entry : removed) json.value(entry);
+  json.endArray();
+  // The backends whose verdicts some live instances do not share: the fleet's word decides.
+  const AgreedHealth& agreed = fleet_->agreedHealth();
+  json.key("dissent").beginArray();
+  for (const auto& [backend, instances] : agreed.dissent) {
+    const auto down = agreed.down.find(backend.first);
+    const bool fleet_down = down != agreed.down.end() && down->second.count(backend.second) != 0;
+    json.beginObject()
+        .key("service")
+        .value(backend.first)
+        .key("backend")
+        .value(backend.second)
+        .key("fleet_says")
+        .value(fleet_down ? "down" : "up")
+        .key("instances")
+        .beginArray();
+    for (const std::string& instance : instances) json.value(instance);
+    json.endArray().endObject();
+  }
+  json.endArray().endObject();
   std::string text = absl::StrCat(
       "fleet: instance ", config_.fleet->name, ", version ",
       status.running_version == 0 ? std::string("none") : absl::StrCat(status.running_version),
@@ -105,6 +298,29 @@ std::string ControlPlane::fleetStatusText(JsonWriter& json) const {
   }
   if (!status.etcd_reachable && !status.last_error.empty()) {
     absl::StrAppend(&text, "fleet: last error: ", status.last_error, "\n");
+  }
+  absl::StrAppend(&text, "fleet: table generation ",
+                  fleet_generation_ ? absl::StrCat(fleet_generation_->manifest.generation)
+                                    : std::string("none"),
+                  ", newest stored ", status.generation_head, ", made by ",
+                  status.elected
+                      ? std::string("this instance")
+                      : (status.leader.empty() ? std::string("no instance yet") : status.leader),
+                  "\n");
+  if (!status.generation_error.empty()) {
+    absl::StrAppend(&text, "fleet: generation error: ", status.generation_error, "\n");
+  }
+  if (fleet_fail_safe_) {
+    absl::StrAppend(&text, "fleet: fail-safe: etcd out of reach, this instance's probes count",
+                    removed.empty() ? "" : "; taken out: ", absl::StrJoin(removed, ", "), "\n");
+  }
+  for (const auto& [backend, instances] : agreed.dissent) {
+    const auto down = agreed.down.find(backend.first);
+    const bool fleet_down = down != agreed.down.end() && down->second.count(backend.second) != 0;
+    absl::StrAppend(&text, "fleet: service '", backend.first, "' backend '", backend.second,
+                    "' is ", fleet_down ? "down" : "up", " by the fleet's word; ",
+                    absl::StrJoin(instances, ", "), " see", instances.size() == 1 ? "s" : "",
+                    " it ", fleet_down ? "up" : "down", "\n");
   }
   if (!cache_written.ok()) {
     absl::StrAppend(&text, "fleet: cache ", fleet_cache_->path(),

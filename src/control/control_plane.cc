@@ -347,7 +347,9 @@ absl::Status ControlPlane::startServices() {
   BERTH_ASSIGN_OR_RETURN(
       services_,
       createServiceStates(
-          config_.services, [&](size_t s) { return health_->healthy(s); }, restoredDrains()));
+          config_.services,
+          [&](size_t s) { return servingVerdicts(config_.services[s], health_->healthy(s)); },
+          restoredDrains(), generationBase()));
   BERTH_RETURN_IF_ERROR(publishSnapshot());
   if (health_->checkCount() > 0) {
     logLine(
@@ -566,6 +568,7 @@ void ControlPlane::run() {
     reportProbesNotRun();
     if (reload_.exchange(false)) requestReload();
     if (fleet_) fleet_->turn(absl::Now());
+    serveFleetGenerations();
     serveReloads();
     const auto handle = [this](const ControlRequest& request) { return handleControl(request); };
     control_->serve(handle);
@@ -652,8 +655,19 @@ void ControlPlane::applyHealthChanges(const std::vector<BackendHealthChange>& ch
     services.insert(change.service);
   }
   // Min-disruption failover from each service's all-healthy table (ServiceState::setHealth).
+  // In a fleet with table generations, the fleet's verdicts count instead, and these only while
+  // etcd is out of reach (servingVerdicts()).
+  reportFleetVerdicts();
+  if (const std::vector<std::string> removed = failSafeRemovals(); !removed.empty()) {
+    logLine(
+        absl::StrCat("fleet: etcd out of reach, so taken out fail-safe by this instance's "
+                     "probes alone: ",
+                     absl::StrJoin(removed, ", ")));
+  }
   for (size_t s : services) {
-    absl::StatusOr<SlotChange> change = services_[s].setHealth(health_->healthy(s));
+    std::vector<bool> verdicts = servingVerdicts(config_.services[s], health_->healthy(s));
+    if (verdicts == services_[s].healthy()) continue;
+    absl::StatusOr<SlotChange> change = services_[s].setHealth(std::move(verdicts));
     if (!change.ok()) {
       logLine(absl::StrCat("health: table not rebuilt, the previous one keeps serving: ",
                            change.status().message()));

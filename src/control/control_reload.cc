@@ -53,6 +53,7 @@ void ControlPlane::startFleetBuild(FleetVersionText version) {
 void ControlPlane::startBuild(ReloadSource source) {
   reload_build_drains_ = drain_changes_;
   reload_build_start_ = absl::Now();
+  source.generation = generationBase();
   build_what_ = source.what();
   build_source_ = source;
   builder_->start(std::move(source), drainsOf(services_));
@@ -143,7 +144,7 @@ absl::Status ControlPlane::applyReload(BuiltReload built) {
   // checks, unhealthy for new ones) fail over from there.
   std::vector<ServiceState>& services = built.services;
   for (size_t s = 0; s < services.size(); ++s) {
-    const std::vector<bool>& healthy = (*monitor)->healthy(s);
+    const std::vector<bool> healthy = servingVerdicts(next.services[s], (*monitor)->healthy(s));
     if (std::find(healthy.begin(), healthy.end(), false) == healthy.end()) continue;
     if (absl::StatusOr<SlotChange> change = services[s].setHealth(healthy); !change.ok()) {
       return refuseReload(change.status().message());
@@ -183,6 +184,8 @@ absl::Status ControlPlane::applyReload(BuiltReload built) {
   reportWhenInForce(reload_build_start_,
                     fleet_building_ ? "the version arrived" : "the reload began");
   reportFleetTables();
+  reportFleetVerdicts();
+  reportFleetServices();
   return absl::OkStatus();
 }
 

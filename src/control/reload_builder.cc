@@ -32,7 +32,7 @@ absl::StatusOr<BuiltReload> build(const ReloadSource& source, const DrainsByServ
       createServiceStates(
           config.services,
           [&](size_t s) { return std::vector<bool>(config.services[s].backends.size(), true); },
-          drains));
+          drains, source.generation));
   return BuiltReload{std::move(config), std::move(services), std::move(local)};
 }
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "berth/util/json_writer.h"
 
 namespace berth {
@@ -179,6 +180,8 @@ std::string backendsReplyJson(const std::vector<BackendRow>& rows, uint64_t conn
        [](const R& r) { return r.stateText(); }},
       {"health_check", nullptr, 0, [](const R& r) { return Cell(r.health_check); }},
       {"check_stale", nullptr, 0, [](const R& r) { return Cell(r.check_stale); }},
+      {"fleet_dissent", nullptr, 0,
+       [](const R& r) { return Cell(absl::StrJoin(r.fleet_dissent, ",")); }},
       {"slots", "slots", 7, [](const R& r) { return Cell(r.slots); }},
   };
   for (Column<R>& column : trafficColumns<R>()) columns.push_back(std::move(column));

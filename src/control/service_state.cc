@@ -20,6 +20,17 @@ absl::Status inService(const ServiceConfig& service, const absl::Status& status)
                       absl::StrCat("service '", service.name, "': ", status.message()));
 }
 
+// A generation's table serves a service only when it lists exactly the service's backends.
+absl::Status checkGenerationFor(const ServiceConfig& service, const Table& table) {
+  bool same = table.backends().size() == service.backends.size();
+  for (size_t b = 0; same && b < service.backends.size(); ++b) {
+    same = table.indexOf(service.backends[b].name).ok();
+  }
+  if (same) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      "the table generation was made for other backends than the service's");
+}
+
 SlotChange availabilityChange(const Table& before, const Table& after, TableChangeCause cause) {
   return SlotChange{cause, availabilityMovement(before, after)};
 }
@@ -148,26 +159,63 @@ ServiceState::ServiceState(ServiceConfig configured, ServiceConfig config,
 
 absl::StatusOr<ServiceState> ServiceState::build(const ServiceConfig& configured,
                                                  absl::flat_hash_set<std::string> drained,
-                                                 std::vector<bool> healthy) {
+                                                 std::vector<bool> healthy,
+                                                 std::optional<Table> generation) {
   ServiceConfig config = configured;
   for (BackendConfig& backend : config.backends) {
     if (drained.contains(backend.name)) backend.weight = 0;
   }
-  absl::StatusOr<Table> base = buildTable(configured.hashingBackends(), configured.tableOptions());
+  const bool from_generation = generation.has_value();
+  if (generation) {
+    if (absl::Status status = checkGenerationFor(configured, *generation); !status.ok()) {
+      return inService(config, status);
+    }
+  }
+  absl::StatusOr<Table> base =
+      generation ? *std::move(generation)
+                 : buildTable(configured.hashingBackends(), configured.tableOptions());
   if (!base.ok()) return inService(config, base.status());
   absl::StatusOr<Table> live = servingTable(configured, *base, healthy, drained);
   if (!live.ok()) return inService(config, live.status());
-  return ServiceState(configured, std::move(config), std::move(drained), std::move(healthy),
-                      *std::move(base), *std::move(live));
+  ServiceState state(configured, std::move(config), std::move(drained), std::move(healthy),
+                     *std::move(base), *std::move(live));
+  state.from_generation_ = from_generation;
+  return state;
 }
 
 absl::StatusOr<ServiceState> ServiceState::create(ServiceConfig config, std::vector<bool> healthy,
-                                                  const absl::flat_hash_set<std::string>& drained) {
+                                                  const absl::flat_hash_set<std::string>& drained,
+                                                  std::optional<Table> generation) {
   absl::flat_hash_set<std::string> kept;
   for (const BackendConfig& backend : config.backends) {
     if (drained.contains(backend.name)) kept.insert(backend.name);
   }
-  return build(config, std::move(kept), std::move(healthy));
+  return build(config, std::move(kept), std::move(healthy), std::move(generation));
+}
+
+absl::StatusOr<SlotChange> ServiceState::setGeneration(std::optional<Table> generation,
+                                                       std::vector<bool> healthy) {
+  const bool from_generation = generation.has_value();
+  if (generation) {
+    if (absl::Status status = checkGenerationFor(configured_, *generation); !status.ok()) {
+      return inService(config_, status);
+    }
+  }
+  absl::StatusOr<Table> base =
+      generation ? *std::move(generation)
+                 : buildTable(configured_.hashingBackends(), configured_.tableOptions());
+  if (!base.ok()) return inService(config_, base.status());
+  absl::StatusOr<Table> live = servingTable(configured_, *base, healthy, drained_);
+  if (!live.ok()) return inService(config_, live.status());
+  // A generation may add, reweight or fail backends: the least is what the serving backends'
+  // shares ask for.
+  SlotChange change{TableChangeCause::kGeneration, configMovement(live_, *live)};
+  base_ = *std::move(base);
+  healthy_ = std::move(healthy);
+  live_ = *std::move(live);
+  live_fingerprint_ = serviceFingerprint(configured_, live_);
+  from_generation_ = from_generation;
+  return change;
 }
 
 size_t ServiceState::healthyCount() const {
@@ -250,16 +298,22 @@ DrainsByService drainsOf(absl::Span<const ServiceState> states) {
 
 absl::StatusOr<std::vector<ServiceState>> createServiceStates(
     absl::Span<const ServiceConfig> services,
-    const std::function<std::vector<bool>(size_t)>& healthy, const DrainsByService& drains) {
+    const std::function<std::vector<bool>(size_t)>& healthy, const DrainsByService& drains,
+    const GenerationBase& generation) {
   std::vector<ServiceState> states;
   states.reserve(services.size());
   for (size_t s = 0; s < services.size(); ++s) {
     const auto drained = drains.find(services[s].name);
+    std::optional<Table> base;
+    if (generation) {
+      BERTH_ASSIGN_OR_RETURN(base, generation(services[s]));
+    }
     BERTH_ASSIGN_OR_RETURN(
         ServiceState state,
         ServiceState::create(
             services[s], healthy(s),
-            drained == drains.end() ? absl::flat_hash_set<std::string>() : drained->second));
+            drained == drains.end() ? absl::flat_hash_set<std::string>() : drained->second,
+            std::move(base)));
     states.push_back(std::move(state));
   }
   return states;

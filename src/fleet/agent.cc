@@ -40,7 +40,8 @@ FleetAgent::FleetAgent(const FleetConfig& fleet, std::string berth_version,
       log_(std::move(log)),
       client_(std::move(client)),
       alive_(std::make_shared<FleetAgent*>(this)),
-      running_(std::move(running)) {
+      running_(std::move(running)),
+      generation_keys_(fleet.prefix) {
   report_.name = fleet_.name;
   report_.berth_version = std::move(berth_version);
   if (running_) {
@@ -53,14 +54,6 @@ FleetAgent::FleetAgent(const FleetConfig& fleet, std::string berth_version,
 }
 
 FleetAgent::~FleetAgent() = default;
-
-template <typename Body>
-EtcdClient::Reply FleetAgent::guarded(Body body) {
-  return [weak = std::weak_ptr<FleetAgent*>(alive_),
-          body = std::move(body)](absl::StatusOr<EtcdClient::Json> reply) mutable {
-    if (const std::shared_ptr<FleetAgent*> agent = weak.lock()) body(**agent, std::move(reply));
-  };
-}
 
 void FleetAgent::turn(absl::Time now) {
   now_ = now;
@@ -75,6 +68,7 @@ void FleetAgent::turn(absl::Time now) {
       !(offered_ && offered_->head == *newest_) && !fetch_in_flight_ && now >= fetch_retry_at_) {
     fetch();
   }
+  turnGenerations(now);
 }
 
 void FleetAgent::answered() {

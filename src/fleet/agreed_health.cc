@@ -26,6 +26,7 @@ AgreedHealth agreeOnHealth(const std::vector<InstanceVerdicts>& live, uint32_t q
     }
   }
   for (auto& [key, vote] : votes) {
+    agreed.judged[key.first].insert(key.second);
     const bool down = vote.down.size() >= agreed.quorum;
     if (down) agreed.down[key.first].insert(key.second);
     std::vector<std::string>& dissenters = down ? vote.up : vote.down;

@@ -286,7 +286,10 @@ std::string renderInstanceReport(const InstanceReport& report) {
               {"from_cache", report.from_cache},
               {"fingerprints", report.fingerprints},
               {"refused_version", report.refused_version},
-              {"refused_why", report.refused_why}}
+              {"refused_why", report.refused_why},
+              {"generation", report.generation},
+              {"health", report.health},
+              {"fail_safe", report.fail_safe}}
       .dump();
 }
 
@@ -310,6 +313,27 @@ absl::StatusOr<InstanceReport> parseInstanceReport(absl::string_view text) {
   for (const auto& [service, fingerprint] : fingerprints->items()) {
     if (!fingerprint.is_string()) return absl::DataLossError("an instance's fingerprint");
     report.fingerprints[service] = fingerprint.get<std::string>();
+  }
+  // The generation fields came later: a report without them serves no generation.
+  if (json->contains("generation")) {
+    BERTH_FIELD(report.generation, uint64_t, *json, "generation", kWhat);
+  }
+  if (const auto health = json->find("health"); health != json->end()) {
+    if (!health->is_object()) return absl::DataLossError("an instance's verdicts");
+    for (const auto& [service, backends] : health->items()) {
+      if (!backends.is_object()) return absl::DataLossError("an instance's verdicts");
+      for (const auto& [backend, up] : backends.items()) {
+        if (!up.is_boolean()) return absl::DataLossError("an instance's verdict");
+        report.health[service][backend] = up.get<bool>();
+      }
+    }
+  }
+  if (const auto fail_safe = json->find("fail_safe"); fail_safe != json->end()) {
+    if (!fail_safe->is_array()) return absl::DataLossError("an instance's fail-safe list");
+    for (const Json& entry : *fail_safe) {
+      if (!entry.is_string()) return absl::DataLossError("an instance's fail-safe list");
+      report.fail_safe.push_back(entry.get<std::string>());
+    }
   }
   return report;
 }

@@ -13,6 +13,7 @@ absl::string_view toString(Health health) {
 HealthCheck::HealthCheck(const HealthCheckConfig& config, Health initial, uint64_t first_probe_ms)
     : config_(config),
       health_(initial),
+      settled_(initial == Health::kHealthy),
       next_probe_ms_(first_probe_ms),
       last_verdict_ms_(first_probe_ms) {}
 
@@ -47,6 +48,7 @@ std::optional<HealthTransition> HealthCheck::finished(bool success, absl::string
     ++successes_;
     if (health_ == Health::kUnhealthy && successes_ >= config_.rise) {
       health_ = Health::kHealthy;
+      settled_ = true;
       return HealthTransition{Health::kUnhealthy, Health::kHealthy,
                               absl::StrCat(successes_, " probe(s) in a row succeeded")};
     }
@@ -54,6 +56,7 @@ std::optional<HealthTransition> HealthCheck::finished(bool success, absl::string
   }
   successes_ = 0;
   ++failures_;
+  settled_ |= failures_ >= config_.fall;
   if (health_ == Health::kHealthy && failures_ >= config_.fall) {
     health_ = Health::kUnhealthy;
     return HealthTransition{

@@ -62,6 +62,11 @@ bool HealthMonitor::stale(size_t service, size_t backend) const {
   return check != kNoCheck && checks_[check].state.stale(clock_());
 }
 
+bool HealthMonitor::settled(size_t service, size_t backend) const {
+  const size_t check = check_of_backend_[service][backend];
+  return check == kNoCheck || checks_[check].state.settled();
+}
+
 std::vector<BackendHealthChange> HealthMonitor::poll(int wait_ms) {
   const uint64_t now = clock_();
   for (size_t c = 0; c < checks_.size(); ++c) {
@@ -84,8 +89,10 @@ std::vector<BackendHealthChange> HealthMonitor::poll(int wait_ms) {
       last_not_run_reason_ = result.detail;
       continue;
     }
+    const bool was_settled = check.state.settled();
     const std::optional<HealthTransition> transition =
         check.state.finished(result.success, result.detail, clock_(), jitter_());
+    settled_count_ += !was_settled && check.state.settled();
     if (!transition) continue;
     for (const auto& [service, backend] : check.backends) {
       healthy_[service][backend] = transition->to == Health::kHealthy;

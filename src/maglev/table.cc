@@ -403,6 +403,55 @@ absl::StatusOr<Table> nextGeneration(const Table& previous, std::vector<Backend>
                table_size);
 }
 
+absl::StatusOr<Table> restoreGeneration(std::vector<Backend> backends,
+                                        std::vector<uint16_t> entries,
+                                        const std::vector<std::string>& failed,
+                                        const std::vector<std::string>& drained) {
+  const auto table_size = static_cast<uint32_t>(entries.size());
+  if (entries.size() > kMaxTableSize) {
+    return absl::InvalidArgumentError(absl::StrCat(entries.size(), " entries: more than M allows"));
+  }
+  if (absl::Status status = validateBackends(backends, table_size); !status.ok()) return status;
+  std::sort(backends.begin(), backends.end(),
+            [](const Backend& a, const Backend& b) { return a.name < b.name; });
+  auto layout = std::make_shared<Table::Layout>();
+  layout->backends = std::move(backends);
+  const size_t count = layout->backends.size();
+  layout->permutations.reserve(count);
+  for (const Backend& backend : layout->backends) {
+    layout->permutations.push_back(permutationFor(backend.name, table_size));
+  }
+  const absl::flat_hash_set<absl::string_view> failed_names(failed.begin(), failed.end());
+  const absl::flat_hash_set<absl::string_view> drained_names(drained.begin(), drained.end());
+  std::vector<bool> healthy(count, true);
+  std::vector<bool> drained_flags(count, false);
+  for (size_t b = 0; b < count; ++b) {
+    healthy[b] = !failed_names.contains(layout->backends[b].name);
+    drained_flags[b] = drained_names.contains(layout->backends[b].name);
+  }
+  std::vector<uint32_t> counts(count, 0);
+  for (uint16_t entry : entries) {
+    if (entry == kNoBackend) continue;
+    if (entry >= count) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("an entry names backend ", entry, " of ", count));
+    }
+    ++counts[entry];
+  }
+  for (size_t b = 0; b < count; ++b) {
+    if (counts[b] > 0 && (!healthy[b] || drained_flags[b])) {
+      return absl::InvalidArgumentError(absl::StrCat("backend '", layout->backends[b].name,
+                                                     "' is failed or drained but owns ", counts[b],
+                                                     " slots"));
+    }
+  }
+  auto shared_entries = std::make_shared<std::vector<uint16_t>>(std::move(entries));
+  layout->full_slot_counts = std::move(counts);
+  layout->full_entries = shared_entries;
+  return Table(std::move(layout), std::move(shared_entries), std::move(healthy),
+               std::move(drained_flags), table_size);
+}
+
 Table::Table(std::shared_ptr<const Layout> layout,
              std::shared_ptr<const std::vector<uint16_t>> entries, std::vector<bool> healthy,
              std::vector<bool> drained, uint32_t size)

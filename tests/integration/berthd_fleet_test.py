@@ -72,11 +72,17 @@ class Fleet(unittest.TestCase):
         return self.fleet_status()["version"]
 
     def wait_all_on(self, version, limit=20.0):
-        """Seconds until every instance serves `version`; the fingerprints then, per instance."""
+        """Seconds until every instance serves `version` and the fleet's newest table generation,
+        with identical tables; the fingerprints then, per instance."""
         start = time.monotonic()
         while True:
             statuses = [self.status(i) for i in sorted(self.fleet.berthds)]
-            if all(s["fleet"]["version"] == version for s in statuses):
+            # On the version, and on the fleet's newest table generation, which follows it.
+            tables = {json.dumps({t["service"]: t["fingerprint"] for t in s["tables"]},
+                                 sort_keys=True) for s in statuses}
+            if all(s["fleet"]["version"] == version and
+                   s["fleet"]["generation"] == s["fleet"]["generation_head"]
+                   for s in statuses) and len(tables) == 1:
                 return time.monotonic() - start, [
                     {t["service"]: t["fingerprint"] for t in s["tables"]} for s in statuses]
             if time.monotonic() - start > limit:
@@ -187,7 +193,8 @@ class Fleet(unittest.TestCase):
 
     def test_6_every_member_down_then_back(self):
         head = self.head()
-        fingerprint = self.status(0)["tables"][0]["fingerprint"]
+        _, fingerprints = self.wait_all_on(head)
+        fingerprint = fingerprints[0]["web"]
         for i in range(3):
             self.fleet.stop_member(i)
         deadline = time.monotonic() + 20

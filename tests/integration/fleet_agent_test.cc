@@ -9,20 +9,27 @@
 // - an agent that starts on its cached version says so until it hears from etcd, and offers
 //   nothing when the cache is current;
 // - a second live instance with the same name is not registered, and leave() frees the name;
-// - with etcd down the agent keeps its version, and when etcd is back it catches up.
+// - with etcd down the agent keeps its version, and when etcd is back it catches up;
+// - table generations: of three agents one is elected and makes generation 1, which all three
+//   fetch with identical tables; a backend one agent sees down is named as its dissent and makes
+//   no generation, a second one seeing it down makes generation 2, which moves only that backend's
+//   slots; the elected agent leaving elects another, which makes generation 3 from generation 2.
 
 #include <gtest/gtest.h>
 
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "berth/fleet/admin.h"
 #include "berth/fleet/agent.h"
+#include "berth/maglev/analysis.h"
 #include "support/etcd_member.h"
 
 namespace berth {
@@ -265,6 +272,119 @@ TEST_F(FleetAgentTest, CatchesUpWhenEtcdReturns) {
       turnUntil({a.get()}, [&] { return (caught_up = applyOffered(*a, "v2-5")).has_value(); }));
   EXPECT_EQ(caught_up->head.version, 2u);
   EXPECT_TRUE(a->status().etcd_reachable);
+}
+
+ServiceConfig webService(size_t backends) {
+  ServiceConfig service;
+  service.name = "web";
+  service.vip = IpAddress::v4(198, 18, 0, 10);
+  service.port = 80;
+  for (size_t i = 0; i < backends; ++i) {
+    BackendConfig backend;
+    backend.name = absl::StrFormat("web-%03d", i);
+    backend.address = IpAddress::v4(198, 18, 1, static_cast<uint8_t>(i + 1));
+    service.backends.push_back(backend);
+  }
+  return service;
+}
+
+std::map<std::string, std::map<std::string, bool>> verdicts(size_t backends,
+                                                            const std::set<size_t>& down = {}) {
+  std::map<std::string, bool> up;
+  for (size_t i = 0; i < backends; ++i) up[absl::StrFormat("web-%03d", i)] = down.count(i) == 0;
+  return {{"web", up}};
+}
+
+TEST_F(FleetAgentTest, AnElectedInstanceMakesGenerationsEveryInstanceServes) {
+  constexpr size_t kBackends = 100;
+  const auto services =
+      std::make_shared<const std::vector<ServiceConfig>>(std::vector{webService(kBackends)});
+  std::vector<std::unique_ptr<FleetAgent>> agents;
+  for (int i = 1; i <= 3; ++i) {
+    agents.push_back(agent(std::nullopt, absl::StrCat("lb-", i)));
+    agents.back()->setServices(services, 1);
+    agents.back()->setVerdicts(verdicts(kBackends));
+  }
+  std::map<FleetAgent*, std::shared_ptr<const FleetGeneration>> serving;
+  auto all = [&] {
+    std::vector<FleetAgent*> list;
+    for (const auto& a : agents) list.push_back(a.get());
+    return list;
+  };
+  // Turns every agent, each serving what it is offered, until all serve generation `number`.
+  auto serveUntil = [&](uint64_t number) {
+    return turnUntil(all(), [&] {
+      bool done = true;
+      for (const auto& a : agents) {
+        if (std::shared_ptr<const FleetGeneration> taken = a->takeGeneration()) {
+          serving[a.get()] = taken;
+          a->generationApplied(taken->manifest.generation);
+        }
+        done &= serving[a.get()] && serving[a.get()]->manifest.generation == number;
+      }
+      return done;
+    });
+  };
+  auto elected = [&]() -> FleetAgent* {
+    FleetAgent* found = nullptr;
+    for (const auto& a : agents) {
+      if (a->status().elected) {
+        EXPECT_EQ(found, nullptr) << "two instances elected";
+        found = a.get();
+      }
+    }
+    return found;
+  };
+  auto identicalTables = [&] {
+    const Table& first = serving[agents[0].get()]->tables.at("web");
+    for (const auto& a : agents) {
+      const Table& table = serving[a.get()]->tables.at("web");
+      EXPECT_TRUE(std::equal(table.entries().begin(), table.entries().end(),
+                             first.entries().begin(), first.entries().end()));
+    }
+  };
+
+  ASSERT_TRUE(serveUntil(1));
+  ASSERT_NE(elected(), nullptr);
+  identicalTables();
+  const Table one = serving[agents[0].get()]->tables.at("web");
+
+  // One instance of three sees web-007 down: it is the dissent, and nothing changes.
+  agents[1]->setVerdicts(verdicts(kBackends, {7}));
+  ASSERT_TRUE(turnUntil(all(), [&] {
+    for (const auto& a : agents) {
+      const auto found = a->agreedHealth().dissent.find({"web", "web-007"});
+      if (found == a->agreedHealth().dissent.end() ||
+          found->second != std::vector<std::string>{"lb-2"}) {
+        return false;
+      }
+    }
+    return true;
+  }));
+  for (const auto& a : agents) EXPECT_EQ(a->status().generation_head, 1u);
+
+  // A second one: the quorum takes it out in generation 2, which moves only its slots.
+  agents[2]->setVerdicts(verdicts(kBackends, {7}));
+  ASSERT_TRUE(serveUntil(2));
+  identicalTables();
+  const Table two = serving[agents[0].get()]->tables.at("web");
+  EXPECT_EQ(serving[agents[0].get()]->manifest.services[0].down,
+            std::vector<std::string>{"web-007"});
+  EXPECT_EQ(configMovement(one, two).moved_slots, one.slotCounts()[7]);
+
+  // The elected instance leaves: another is elected and carries on from generation 2.
+  FleetAgent* leader = elected();
+  ASSERT_NE(leader, nullptr);
+  leader->leave(absl::Now() + absl::Seconds(5));
+  std::erase_if(agents, [&](const auto& a) { return a.get() == leader; });
+  ASSERT_TRUE(turnUntil(all(), [&] { return elected() != nullptr; }));
+  for (const auto& a : agents) a->setVerdicts(verdicts(kBackends));
+  ASSERT_TRUE(serveUntil(3));
+  identicalTables();
+  EXPECT_EQ(serving[agents[0].get()]->manifest.made_by, elected()->status().leader);
+  // web-007 back: it takes back exactly its quota.
+  const Table three = serving[agents[0].get()]->tables.at("web");
+  EXPECT_EQ(configMovement(two, three).moved_slots, three.slotCounts()[7]);
 }
 
 }  // namespace

@@ -32,7 +32,13 @@ def version_text(backends, extra="", weight_of=None):
 
 
 class FleetCluster:
-    def __init__(self, berthd, berthctl, tls=True, members=3, lease_ttl_s=4):
+    def __init__(self, berthd, berthctl, tls=True, members=3, lease_ttl_s=4, host="127.0.0.1",
+                 namespaces=None, extra_fleet=""):
+        """`host`: the address etcd listens on; `namespaces`: per berthd, the network namespace
+        it runs in (none: this one); `extra_fleet`: more lines for every fleet section."""
+        self.host = host
+        self.namespaces = namespaces
+        self.extra_fleet = extra_fleet
         self.berthd = berthd
         self.berthctl_path = berthctl
         self.tls = tls
@@ -44,12 +50,12 @@ class FleetCluster:
             self.make_certificates()
         self.client_ports = [free_port() for _ in range(members)]
         self.peer_ports = [free_port() for _ in range(members)]
-        self.cluster = ",".join("e%d=http://127.0.0.1:%d" % (i, p)
+        self.cluster = ",".join("e%d=http://%s:%d" % (i, host, p)
                                 for i, p in enumerate(self.peer_ports))
         self.members = [None] * members
         self.berthds = {}
         scheme = "https" if tls else "http"
-        self.endpoints = ["%s://127.0.0.1:%d" % (scheme, p) for p in self.client_ports]
+        self.endpoints = ["%s://%s:%d" % (scheme, host, p) for p in self.client_ports]
         for i in range(members):
             self.start_member(i)
         self.wait_members_healthy(range(members))
@@ -73,8 +79,8 @@ class FleetCluster:
         openssl("req", "-x509", *key, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
                 "-subj", "/CN=berth test CA")
         with open(os.path.join(self.dir, "server.ext"), "w") as ext:
-            ext.write("subjectAltName=IP:127.0.0.1\n")
-        for name, subject in (("server", "/CN=127.0.0.1"), ("client", "/CN=berth")):
+            ext.write("subjectAltName=IP:%s\n" % self.host)
+        for name, subject in (("server", "/CN=" + self.host), ("client", "/CN=berth")):
             openssl("req", *key, "-keyout", name + ".key", "-out", name + ".csr", "-subj", subject)
             extra = ["-extfile", "server.ext"] if name == "server" else []
             openssl("x509", "-req", "-in", name + ".csr", "-CA", "ca.crt", "-CAkey", "ca.key",
@@ -85,8 +91,8 @@ class FleetCluster:
 
     def start_member(self, i):
         scheme = "https" if self.tls else "http"
-        url = "%s://127.0.0.1:%d" % (scheme, self.client_ports[i])
-        peer = "http://127.0.0.1:%d" % self.peer_ports[i]
+        url = "%s://%s:%d" % (scheme, self.host, self.client_ports[i])
+        peer = "http://%s:%d" % (self.host, self.peer_ports[i])
         tls = []
         if self.tls:
             tls = ["--cert-file", os.path.join(self.dir, "server.crt"), "--key-file",
@@ -108,7 +114,7 @@ class FleetCluster:
             self.members[i] = None
 
     def wait_members_healthy(self, indices):
-        endpoints = ",".join("127.0.0.1:%d" % self.client_ports[i] for i in indices)
+        endpoints = ",".join("%s:%d" % (self.host, self.client_ports[i]) for i in indices)
         tls = ["--cacert", self.ca, "--cert", self.cert, "--key", self.key] if self.tls else []
         deadline = time.monotonic() + 30
         while True:
@@ -137,8 +143,8 @@ class FleetCluster:
         text += "fleet:\n  endpoints: [%s]\n  name: %s\n" % (", ".join(self.endpoints), name)
         if self.tls:
             text += "  ca: %s\n  cert: %s\n  key: %s\n" % (self.ca, self.cert, self.key)
-        text += "  lease_ttl_s: %d\n  keep_versions: 5\n  cache: %s\n" % (
-            self.lease_ttl_s, os.path.join(self.dir, name + "-cache.yaml"))
+        text += "  lease_ttl_s: %d\n  keep_versions: 5\n  cache: %s\n%s" % (
+            self.lease_ttl_s, os.path.join(self.dir, name + "-cache.yaml"), self.extra_fleet)
         path = os.path.join(self.dir, name + ".yaml")
         with open(path, "w") as out:
             out.write(text)
@@ -146,8 +152,9 @@ class FleetCluster:
 
     def start_berthd(self, i):
         config = self.write_config("lb-%d" % i, index=i)
-        process = subprocess.Popen([self.berthd, "--", "--config", config, "--control_socket",
-                                    self.socket(i), "--drain_state", "off"],
+        netns = ["ip", "netns", "exec", self.namespaces[i]] if self.namespaces else []
+        process = subprocess.Popen([*netns, self.berthd, "--", "--config", config,
+                                    "--control_socket", self.socket(i), "--drain_state", "off"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         lines = []
         threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True).start()
@@ -158,6 +165,16 @@ class FleetCluster:
         process, _ = self.berthds.pop(i)
         interrupt_and_wait(process)
         process.stderr.close()
+
+    def kill_berthd(self, i):
+        """SIGKILL: the instance dies without leaving; its lease runs out on its own."""
+        process, _ = self.berthds.pop(i)
+        process.kill()
+        process.wait()
+        process.stderr.close()
+
+    def log(self, i):
+        return "".join(self.berthds[i][1])
 
     def socket(self, i):
         return os.path.join(self.dir, "lb-%d.sock" % i)

@@ -362,6 +362,9 @@ struct FleetConfig {
   std::string cache = "/var/lib/berth/fleet-version.yaml";
   // How long this instance stays listed after it stops renewing its lease.
   uint32_t lease_ttl_s = 10;
+  // Down verdicts from live instances that take a backend out of the fleet's tables; 0 for a
+  // majority of the live instances (fleet/agreed_health.h).
+  uint32_t health_quorum = 0;
   SourceLine line;
 
   friend bool operator==(const FleetConfig&, const FleetConfig&) = default;

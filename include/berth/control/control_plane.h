@@ -120,9 +120,11 @@ class ControlPlane {
   void closeMetrics();
   absl::Status openTelemetry();
   void closeTelemetry();
-  // With a fleet section: the fleet agent (fleet/agent.h) and the cache writer. Before it, berthd
-  // hands over the local file's part and the version its cache held (none when absent).
-  void setFleetStart(Config local, std::optional<FleetVersionText> cached);
+  // With a fleet section: the fleet agent (fleet/agent.h) and the cache writers. Before it,
+  // berthd hands over the local file's part, the version its cache held and the table generation
+  // its cache held (none when absent), which the services start on.
+  void setFleetStart(Config local, std::optional<FleetVersionText> cached,
+                     std::shared_ptr<const FleetGeneration> cached_generation);
   absl::Status startFleet();
   void stopFleet();
   absl::Status launchWorkers();
@@ -184,6 +186,22 @@ class ControlPlane {
   void reportFleetTables();
   // `status`'s fleet part: its JSON into `json`, its text returned; nothing without a fleet.
   std::string fleetStatusText(JsonWriter& json) const;
+  // Table generations (control_fleet.cc, docs/scale-out.md "Table generations"). Each turn: a
+  // new generation from the agent becomes every service's base table, and whether etcd answers
+  // decides whose verdicts count. While it does, the fleet's (the generation's down set) alone;
+  // while it does not, a backend this instance's probes see down is also taken out, fail-safe,
+  // logged and reported as a divergence, and put back once etcd answers unless the fleet agrees.
+  void serveFleetGenerations();
+  // The verdicts service `service` is served with, from the local ones (config order).
+  std::vector<bool> servingVerdicts(const ServiceConfig& service,
+                                    const std::vector<bool>& local) const;
+  // Each service's base table from the generation in force, for a build.
+  GenerationBase generationBase() const;
+  // The local verdicts and the services to the agent, which reports and plans with them.
+  void reportFleetVerdicts();
+  void reportFleetServices();
+  // The backends taken out fail-safe now, as "service/backend".
+  std::vector<std::string> failSafeRemovals() const;
   static constexpr absl::Duration kFleetLeaveTimeout = absl::Seconds(2);
   std::optional<absl::Status> reloadOutcome(uint64_t request, uint64_t* generation) const;
   absl::Status applyReload(BuiltReload built);
@@ -367,6 +385,10 @@ class ControlPlane {
   Config fleet_local_;
   std::optional<FleetVersionText> fleet_version_;
   std::unique_ptr<LatestFileWriter> fleet_cache_;
+  std::shared_ptr<const FleetGeneration> fleet_generation_;  // in force; none before the first
+  bool fleet_fail_safe_ = false;         // etcd out of reach with a generation in force
+  uint64_t fleet_settled_reported_ = 0;  // health_->settledCount() when verdicts were reported
+  std::unique_ptr<LatestFileWriter> generation_cache_;
   uint64_t drain_changes_ = 0;        // drains and undrains so far
   uint64_t reload_build_drains_ = 0;  // drain_changes_ when the build under way began
   struct ReloadOutcome {

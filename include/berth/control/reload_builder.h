@@ -34,6 +34,8 @@ struct ReloadSource {
   std::optional<Config> local;  // with an empty path
   std::optional<std::string> fleet_text;
   std::string fleet_source;
+  // In a fleet with table generations: each service's base table from the generation in force.
+  GenerationBase generation;
   // What log lines and errors call this build: the path, or the fleet version.
   std::string what() const { return path.empty() ? fleet_source : path; }
 };

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/types/span.h"
 #include "berth/control/neighbor_cache.h"
 #include "berth/control/service_state.h"
@@ -51,13 +52,20 @@ struct BackendRow {
   bool check_stale = false;
   uint64_t slots = 0;  // in the live table
   TrafficTotals traffic;
+  // In a fleet with table generations: the live instances whose probes disagree with the
+  // fleet's verdict (`healthy`), by name.
+  std::vector<std::string> fleet_dissent;
 
   const char* healthText() const { return healthy ? "healthy" : "unhealthy"; }
-  // What the text tables show: "drained" over the health check's verdict, and a stale verdict
-  // marked as such.
+  // What the text tables show: "drained" over the health check's verdict, a stale verdict marked
+  // as such, and the instances that see it otherwise.
   std::string stateText() const {
     if (drained) return "drained";
-    return check_stale ? absl::StrCat(healthText(), " (stale)") : healthText();
+    std::string text = check_stale ? absl::StrCat(healthText(), " (stale)") : healthText();
+    if (!fleet_dissent.empty()) {
+      absl::StrAppend(&text, " (", absl::StrJoin(fleet_dissent, ","), " disagree)");
+    }
+    return text;
   }
 };
 

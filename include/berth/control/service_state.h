@@ -30,7 +30,8 @@ namespace berth {
   X(kWeight, "weight")               \
   X(kAdded, "added")                 \
   X(kRemoved, "removed")             \
-  X(kReload, "reload")
+  X(kReload, "reload")               \
+  X(kGeneration, "generation")
 enum class TableChangeCause : uint8_t { BERTH_TABLE_CHANGE_CAUSES(BERTH_ENUMERATOR) kCount };
 absl::string_view toString(TableChangeCause cause);
 
@@ -51,7 +52,9 @@ struct SlotChange {
 //
 // The health policy is min-disruption failover from the base table (maglev/table.h
 // withHealth()): serving backends keep their slots, and the live table is a pure function of
-// (settings, drained set, healthy set), so every instance that agrees on those agrees on it.
+// (settings, drained set, healthy set), so every instance that agrees on those agrees on it. In a
+// fleet with table generations the base table is the generation's instead (setGeneration()), and
+// every instance that serves the same generation with the same verdicts agrees.
 // A drain is handled as a failure is: the base table stays, only the drained backend's slots
 // move, and undrain restores them.
 class ServiceState {
@@ -59,8 +62,11 @@ class ServiceState {
   // The service as `config` gives it, with the backends named in `drained` drained (a reload
   // keeps run-time drains; names `config` lacks are dropped) and `healthy` (config order, one
   // flag per backend) applied. Errors name the service.
+  // `generation`: in a fleet, the table generation's base for the service (fleet/generation.h
+  // generationBaseFor()), which the base table is then instead of the config's own.
   static absl::StatusOr<ServiceState> create(ServiceConfig config, std::vector<bool> healthy,
-                                             const absl::flat_hash_set<std::string>& drained = {});
+                                             const absl::flat_hash_set<std::string>& drained = {},
+                                             std::optional<Table> generation = std::nullopt);
 
   const std::string& name() const { return config_.name; }
   // The settings as the config file gives them, drains not applied.
@@ -85,6 +91,12 @@ class ServiceState {
 
   // New health verdicts (config order). Only the live table changes.
   absl::StatusOr<SlotChange> setHealth(std::vector<bool> healthy);
+  // A new table generation's base for the service, or nullopt for the config's own table, with
+  // the verdicts that go with it (config order); the drains in force apply to it as before.
+  absl::StatusOr<SlotChange> setGeneration(std::optional<Table> generation,
+                                           std::vector<bool> healthy);
+  // Whether the base table is a fleet generation's.
+  bool fromGeneration() const { return from_generation_; }
   // Drains or undrains the backend named `backend`. NotFound when the service has no such
   // backend; nullopt when it already was so, and nothing changed.
   absl::StatusOr<std::optional<SlotChange>> setDrained(absl::string_view backend, bool drained);
@@ -96,7 +108,8 @@ class ServiceState {
   // The state `configured` gives with exactly these drains (names it has) and verdicts.
   static absl::StatusOr<ServiceState> build(const ServiceConfig& configured,
                                             absl::flat_hash_set<std::string> drained,
-                                            std::vector<bool> healthy);
+                                            std::vector<bool> healthy,
+                                            std::optional<Table> generation);
   int64_t configuredWeight(absl::string_view backend) const;
 
   ServiceConfig configured_;  // as the config file gives it
@@ -106,6 +119,7 @@ class ServiceState {
   Table base_;
   Table live_;
   uint64_t live_fingerprint_;
+  bool from_generation_ = false;
 };
 
 // The table changes of one service since berthd started, kept by the control plane across
@@ -147,10 +161,15 @@ std::optional<SlotChange> reloadChange(const ServiceState& before, const Service
 using DrainsByService = absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>>;
 DrainsByService drainsOf(absl::Span<const ServiceState> states);
 
+// A service's base table from the fleet's table generation, or nullopt for the config's own.
+using GenerationBase = std::function<absl::StatusOr<std::optional<Table>>(const ServiceConfig&)>;
+
 // The states of `services`, in order: `healthy(s)` gives service s's verdicts, and each keeps
-// the drains `drains` lists under its name (a reload). Errors name the service.
+// the drains `drains` lists under its name (a reload); in a fleet, `generation` gives their base
+// tables. Errors name the service.
 absl::StatusOr<std::vector<ServiceState>> createServiceStates(
     absl::Span<const ServiceConfig> services,
-    const std::function<std::vector<bool>(size_t)>& healthy, const DrainsByService& drains = {});
+    const std::function<std::vector<bool>(size_t)>& healthy, const DrainsByService& drains = {},
+    const GenerationBase& generation = nullptr);
 
 }  // namespace berth

@@ -4,14 +4,20 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "berth/config/config.h"
+#include "berth/fleet/agreed_health.h"
 #include "berth/fleet/etcd_client.h"
+#include "berth/fleet/generation.h"
 #include "berth/fleet/store.h"
+#include "berth/util/background_thread.h"
 
 namespace berth {
 
@@ -36,6 +42,14 @@ struct FleetAgentStatus {
   uint64_t versions_refused = 0;
   uint64_t etcd_errors = 0;
   std::string last_error;
+  // Table generations: the elected instance (empty while none is), whether it is this one, the
+  // newest generation stored, the one this instance serves, and those it made.
+  std::string leader;
+  bool elected = false;
+  uint64_t generation_head = 0;
+  uint64_t generation_serving = 0;
+  uint64_t generations_made = 0;
+  std::string generation_error;  // why the last generation could not be fetched or made
 };
 
 // The etcd client's settings for a fleet section: its endpoints and TLS files.
@@ -80,6 +94,25 @@ class FleetAgent {
   // Each service's table fingerprint now, by name (after every publish); reported when changed.
   void setFingerprints(std::map<std::string, std::string> fingerprints);
 
+  // Table generations (fleet/generation.h).
+  // This instance's own probe verdicts, per service and backend (after every health change), and
+  // the backends it took out on its own while etcd was out of reach: reported under its lease.
+  void setVerdicts(std::map<std::string, std::map<std::string, bool>> up);
+  void setFailSafe(std::vector<std::string> removed);
+  // The services this instance runs and the fleet version they came in: what it plans the next
+  // generation from while it is the elected instance.
+  void setServices(std::shared_ptr<const std::vector<ServiceConfig>> services, uint64_t version);
+  // The newest generation fetched and decoded that the instance has not taken yet; once.
+  std::shared_ptr<const FleetGeneration> takeGeneration();
+  // The instance serves generation `number` now: reported.
+  void generationApplied(uint64_t number);
+  // The health the live instances' reports agree on, as last read (empty before).
+  const AgreedHealth& agreedHealth() const { return agreed_; }
+  // The live instances' reports, as last read.
+  const std::vector<InstanceReport>& instanceReports() const { return reports_; }
+  // How often the agent reads the leader, the generation and the instances' reports.
+  static constexpr absl::Duration kViewInterval = absl::Milliseconds(500);
+
   FleetAgentStatus status() const { return status_; }
   const std::optional<FleetHead>& running() const { return running_; }
 
@@ -108,6 +141,30 @@ class FleetAgent {
   void answered();
   void failed(absl::string_view what, const absl::Status& status);
   void loseLease();
+
+  // Generations (agent_generations.cc): each turn reads the fleet's leader, generation and
+  // reports together; stands for election when no instance is elected; fetches a newer
+  // generation's tables; and, elected, plans and stores the next generation when its inputs
+  // change. Decoding and planning run on background_.
+  void turnGenerations(absl::Time now);
+  void viewFleet();
+  void viewed(const EtcdClient::Json& reply);
+  // agreed_ from reports_.
+  void agree();
+  void campaign();
+  void fetchGeneration(const GenerationManifest& manifest);
+  void decodeGeneration(GenerationManifest manifest, std::map<std::string, std::string> pieces);
+  void collectBackground();
+  void planNext();
+  void storeGeneration(PlannedGeneration planned);
+  void stageNext(std::shared_ptr<const PlannedGeneration> planned,
+                 std::vector<std::vector<std::pair<std::string, std::string>>> batches,
+                 size_t next);
+  void commitGeneration(std::shared_ptr<const PlannedGeneration> planned);
+  void dropUnneededTables(const GenerationManifest& committed,
+                          std::optional<GenerationManifest> previous);
+  void generationFailed(absl::string_view what, const absl::Status& status);
+  EtcdClient::Json leaderCompare() const;
 
   const FleetConfig fleet_;
   const FleetKeys keys_;
@@ -143,7 +200,52 @@ class FleetAgent {
   std::optional<FleetHead> running_;
   std::optional<FleetHead> refused_;
 
+  // Generations.
+  const GenerationKeys generation_keys_;
+  absl::Time next_view_ = absl::InfinitePast();
+  bool view_in_flight_ = false;
+  std::vector<InstanceReport> reports_;
+  AgreedHealth agreed_;
+  int64_t leader_revision_ = 0;  // the leader key's create revision while this instance leads
+  bool campaign_in_flight_ = false;
+  std::optional<GenerationManifest> stored_;  // the newest generation in etcd
+  int64_t stored_revision_ = 0;               // its key's mod revision; 0 when absent
+  // The generation this instance holds, decoded, and the one it fetches.
+  std::shared_ptr<const FleetGeneration> current_;
+  std::shared_ptr<const FleetGeneration> offered_generation_;
+  uint64_t fetching_ = 0;    // the generation being fetched or decoded; 0 for none
+  uint64_t unreadable_ = 0;  // a stored generation that could not be read: planned past
+  absl::Time fetch_generation_retry_at_ = absl::InfinitePast();
+  std::shared_ptr<const std::vector<ServiceConfig>> services_;
+  uint64_t services_version_ = 0;
+  uint64_t services_serial_ = 0;  // counts setServices() calls
+  // What the last plan was made from, so that only a change plans again.
+  struct PlanInputs {
+    uint64_t generation = 0;
+    uint64_t services = 0;  // services_serial_
+    std::map<std::string, std::set<std::string>> down;
+    std::map<std::string, std::set<std::string>> judged;
+    friend bool operator==(const PlanInputs&, const PlanInputs&) = default;
+  };
+  std::optional<PlanInputs> planned_from_;
+  bool plan_in_flight_ = false;  // planning on background_, or storing
+  absl::Time plan_retry_at_ = absl::InfinitePast();
+  // Results of background_'s jobs, taken by collectBackground().
+  std::mutex results_mutex_;
+  std::optional<absl::StatusOr<FleetGeneration>> decoded_;
+  std::optional<absl::StatusOr<std::optional<PlannedGeneration>>> planned_;
+
   FleetAgentStatus status_;
+  // Last: stopped before what its jobs touch goes.
+  std::unique_ptr<BackgroundThread> background_ = std::make_unique<BackgroundThread>(2);
 };
+
+template <typename Body>
+EtcdClient::Reply FleetAgent::guarded(Body body) {
+  return [weak = std::weak_ptr<FleetAgent*>(alive_),
+          body = std::move(body)](absl::StatusOr<EtcdClient::Json> reply) mutable {
+    if (const std::shared_ptr<FleetAgent*> agent = weak.lock()) body(**agent, std::move(reply));
+  };
+}
 
 }  // namespace berth

@@ -15,7 +15,8 @@ namespace berth {
 // cannot reach a backend changes no table. Pure.
 
 // One instance's verdicts: per service, per backend, whether its probes see the backend up. A
-// backend it has no verdict for (one its config does not have yet) counts neither way.
+// backend it has no verdict for (one its config does not have yet, or whose check has not
+// settled) counts neither way.
 struct InstanceVerdicts {
   std::string instance;
   std::map<std::string, std::map<std::string, bool>> up;
@@ -26,6 +27,9 @@ struct AgreedHealth {
   std::map<std::string, std::set<std::string>> down;
   // Per (service, backend), the instances whose verdict differs from the fleet's, in name order.
   std::map<std::pair<std::string, std::string>, std::vector<std::string>> dissent;
+  // Per service, the backends at least one live instance has a verdict for. One that none has
+  // (a backend new to the fleet, its checks not yet settled) serves nothing in a generation.
+  std::map<std::string, std::set<std::string>> judged;
   uint32_t quorum = 0;  // the number of down verdicts that took a backend out
 };
 

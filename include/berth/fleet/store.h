@@ -147,6 +147,12 @@ struct InstanceReport {
   std::map<std::string, std::string> fingerprints;
   uint64_t refused_version = 0;  // the last version it could not apply, if newer than `version`
   std::string refused_why;
+  // Table generations (fleet/generation.h): the one it serves (0 for none), its own probes'
+  // verdicts (per service, per backend, up or not), and the backends it took out on its own while
+  // etcd was out of reach ("service/backend"), which the fleet shows as a divergence.
+  uint64_t generation = 0;
+  std::map<std::string, std::map<std::string, bool>> health;
+  std::vector<std::string> fail_safe;
 
   friend bool operator==(const InstanceReport&, const InstanceReport&) = default;
 };

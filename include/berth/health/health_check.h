@@ -35,6 +35,10 @@ class HealthCheck {
   HealthCheck(const HealthCheckConfig& config, Health initial, uint64_t first_probe_ms);
 
   Health health() const { return health_; }
+  // Whether health() is a verdict: true from the start for a check that starts healthy; for one
+  // that starts unhealthy (a reload added it), once `rise` probes in a row succeeded or `fall`
+  // in a row failed. What a fleet counts (fleet/agreed_health.h).
+  bool settled() const { return settled_; }
   bool due(uint64_t now_ms) const { return !in_flight_ && now_ms >= next_probe_ms_; }
   uint64_t nextProbeMs() const { return next_probe_ms_; }
   bool inFlight() const { return in_flight_; }
@@ -69,6 +73,7 @@ class HealthCheck {
   Health health_;
   uint32_t successes_ = 0;  // in a row
   uint32_t failures_ = 0;   // in a row
+  bool settled_;
   bool in_flight_ = false;
   void scheduleNext(uint64_t now_ms, double jitter_unit);
 

@@ -52,6 +52,10 @@ class HealthMonitor {
   // (HealthCheck::stale): its health is what it was when probes last ran. False for a backend
   // without a check.
   bool stale(size_t service, size_t backend) const;
+  // Whether the backend's health is a verdict (HealthCheck::settled); true without a check.
+  bool settled(size_t service, size_t backend) const;
+  // Checks that became settled in this monitor so far: a change says new verdicts to report.
+  uint64_t settledCount() const { return settled_count_; }
   // Probes a local error stopped (ProbeResult::ran false), over this monitor and the ones a
   // reload replaced, and the last one's error. They change no backend's health.
   uint64_t probesNotRun() const { return probes_not_run_; }
@@ -76,6 +80,7 @@ class HealthMonitor {
   std::vector<Check> checks_;
   absl::flat_hash_map<uint64_t, size_t> check_of_probe_;
   std::vector<std::vector<bool>> healthy_;
+  uint64_t settled_count_ = 0;
   // Per service and backend, its check's index in checks_, or kNoCheck.
   static constexpr size_t kNoCheck = SIZE_MAX;
   std::vector<std::vector<size_t>> check_of_backend_;

@@ -42,6 +42,8 @@ absl::StatusOr<Algorithm> parseAlgorithm(absl::string_view text);
 struct Backend {
   std::string name;
   int64_t weight = 1;
+
+  friend bool operator==(const Backend&, const Backend&) = default;
 };
 
 // Where a backend's preference list starts and how far it steps: slot j is
@@ -161,6 +163,17 @@ absl::StatusOr<Table> nextGeneration(const Table& previous, std::vector<Backend>
                                      const std::vector<std::string>& failed,
                                      const std::vector<std::string>& drained);
 
+// A generation as it was stored (fleet/generation.h): the Maglev table of `backends` (any order)
+// whose slots are `entries`, each naming a backend by its index in `backends` sorted by name, or
+// kNoBackend. The backends named in `failed` or `drained` are marked so and must own no slot.
+// What health and drains then do to it (withHealth()) starts from these entries. InvalidArgument
+// when the backends are invalid at M = entries.size() (as build()), an entry is out of range, or
+// a failed or drained backend owns a slot.
+absl::StatusOr<Table> restoreGeneration(std::vector<Backend> backends,
+                                        std::vector<uint16_t> entries,
+                                        const std::vector<std::string>& failed,
+                                        const std::vector<std::string>& drained);
+
 // An immutable Maglev table. Copies are cheap: they share the entries, backend list and
 // permutations.
 class Table {
@@ -212,6 +225,9 @@ class Table {
   friend absl::StatusOr<Table> nextGeneration(const Table&, std::vector<Backend>,
                                               const std::vector<std::string>&,
                                               const std::vector<std::string>&);
+  friend absl::StatusOr<Table> restoreGeneration(std::vector<Backend>, std::vector<uint16_t>,
+                                                 const std::vector<std::string>&,
+                                                 const std::vector<std::string>&);
 
   struct Layout {
     Algorithm algorithm = Algorithm::kMaglev;

@@ -82,8 +82,8 @@ TEST_F(ReportsTest, ServicesReplyHasJsonAndTheTextTable) {
   EXPECT_THAT(reply, HasSubstr("connections tracked: 7\\n"));
 }
 
-// The text shows "drained" in the health column, and marks a stale check's verdict; the JSON
-// keeps each fact apart.
+// The text shows "drained" in the health column, and marks a stale check's verdict and the fleet's
+// dissenting instances; the JSON keeps each fact apart.
 TEST_F(ReportsTest, BackendsReplyShowsDrainsAndStaleChecksInTextAndEachInJson) {
   ASSERT_TRUE(services_[0].setDrained("web-2", true).ok());
   std::vector<BackendRow> rows = backendRows(services_, ids_, traffic_);
@@ -91,12 +91,17 @@ TEST_F(ReportsTest, BackendsReplyShowsDrainsAndStaleChecksInTextAndEachInJson) {
   const std::string reply = backendsReplyJson(rows, 0);
   EXPECT_THAT(reply, HasSubstr(R"("name":"web-2","address":"198.18.1.2","weight":0,)"
                                R"("drained":true,"health":"healthy","health_check":"none",)"
-                               R"("check_stale":false,"slots":0,)"));
+                               R"("check_stale":false,"fleet_dissent":"","slots":0,)"));
   EXPECT_THAT(reply, HasSubstr(R"("name":"web-1","address":"198.18.1.1","weight":2,)"
                                R"("drained":false,"health":"healthy","health_check":"none",)"
                                R"("check_stale":true,)"));
   EXPECT_THAT(reply, HasSubstr("web              web-1            198.18.1.1                 2 "
                                "healthy (stale)      1009"));
+  // In a fleet, the instances whose probes disagree with the fleet's verdict.
+  rows[0].fleet_dissent = {"lb-2"};
+  EXPECT_THAT(backendsReplyJson(rows, 0),
+              HasSubstr(R"("check_stale":true,"fleet_dissent":"lb-2",)"));
+  EXPECT_THAT(backendsReplyJson(rows, 0), HasSubstr("healthy (stale) (lb-2 disagree)"));
   EXPECT_THAT(reply, HasSubstr("web              web-2            198.18.1.2                 0 "
                                "drained                 0"));
 }

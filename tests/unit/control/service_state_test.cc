@@ -307,5 +307,43 @@ TEST(ServiceStateTest, ABadConfigNamesTheService) {
   EXPECT_THAT(std::string(state.status().message()), ::testing::StartsWith("service 'web': "));
 }
 
+// In a fleet, the base table is the generation's: with every backend healthy the live table is
+// the generation exactly, a local failure on top moves only that backend's slots, and a new
+// generation (a backend added) moves what it moved and is recorded as such.
+TEST(ServiceStateTest, AGenerationIsTheBaseHealthAndDrainsApplyTo) {
+  const ServiceConfig config = service(100, 65537);
+  absl::StatusOr<Table> first = build(config.hashingBackends(), 65537);
+  ASSERT_TRUE(first.ok());
+  absl::StatusOr<Table> generation =
+      nextGeneration(*first, config.hashingBackends(), {"web-05"}, {});
+  ASSERT_TRUE(generation.ok());
+  absl::StatusOr<ServiceState> state =
+      ServiceState::create(config, std::vector<bool>(100, true), {}, *generation);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_TRUE(state->fromGeneration());
+  EXPECT_EQ(slotsChanged(state->liveTable(), *generation), 0u);
+
+  std::vector<bool> healthy(100, true);
+  healthy[10] = false;  // config order is reversed: web-89
+  ASSERT_TRUE(state->setHealth(healthy).ok());
+  EXPECT_EQ(movedSlots(*generation, state->liveTable()), slotsOf(*generation, "web-89"));
+
+  ServiceConfig grown = config;
+  BackendConfig added = grown.backends.front();
+  added.name = "web-100";
+  grown.backends.push_back(added);
+  absl::StatusOr<Table> next = nextGeneration(*generation, grown.hashingBackends(), {"web-05"}, {});
+  ASSERT_TRUE(next.ok());
+  const Table before = state->liveTable();
+  absl::StatusOr<SlotChange> change = state->setGeneration(*next, healthy);
+  ASSERT_FALSE(change.ok());  // the generation names a backend the state's config lacks
+  ASSERT_TRUE(ServiceState::create(grown, std::vector<bool>(101, true), {}, *next).ok());
+  absl::StatusOr<SlotChange> back = state->setGeneration(std::nullopt, healthy);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_FALSE(state->fromGeneration());
+  EXPECT_EQ(back->cause, TableChangeCause::kGeneration);
+  EXPECT_EQ(slotsChanged(before, state->liveTable()), back->movement.moved_slots);
+}
+
 }  // namespace
 }  // namespace berth

@@ -2,7 +2,8 @@
 // - a backend one instance of three sees down stays in, and that instance is named as dissenting;
 // - a majority takes it out, and the instance still seeing it up is named;
 // - a configured quorum counts down verdicts, capped at the live instances;
-// - an instance without a verdict for a backend counts neither way;
+// - an instance without a verdict for a backend counts neither way, and a backend is judged once
+//   any instance has a verdict for it;
 // - the result does not depend on the order of the reports.
 
 #include "berth/fleet/agreed_health.h"
@@ -28,6 +29,7 @@ TEST(AgreedHealthTest, OneInstanceOfThreeChangesNothing) {
   EXPECT_TRUE(agreed.down.empty());
   ASSERT_EQ(agreed.dissent.size(), 1u);
   EXPECT_EQ(agreed.dissent.at({"web", "web-1"}), std::vector<std::string>{"lb-b"});
+  EXPECT_EQ(agreed.judged.at("web"), (std::set<std::string>{"web-1", "web-2"}));
 }
 
 TEST(AgreedHealthTest, AMajorityTakesABackendOut) {

@@ -6,7 +6,8 @@
 // - staging batches stay within etcd's operation and size limits;
 // - retention deletes versions older than the last `keep`, pieces no kept version names (unless
 //   a push may still be committing them), and compacts at the oldest kept version;
-// - manifests, heads and instance reports round-trip, and odd JSON is an error, never a throw;
+// - manifests, heads and instance reports round-trip (a report from before generations too), and
+//   odd JSON is an error, never a throw;
 // - agreement names the instance on another version and the service whose fingerprints differ;
 // - the cache file is the pushed text with one trailing comment line, and reads back.
 
@@ -151,6 +152,19 @@ TEST(FleetValuesTest, RoundTripAndOddJsonIsAnError) {
   report.refused_version = 4;
   report.refused_why = "fleet.yaml:4:10: services[0].via: no such port";
   EXPECT_EQ(*parseInstanceReport(renderInstanceReport(report)), report);
+  report.generation = 12;
+  report.health = {{"web", {{"web-1", true}, {"web-2", false}}}};
+  report.fail_safe = {"web/web-2"};
+  EXPECT_EQ(*parseInstanceReport(renderInstanceReport(report)), report);
+  // A report from a release before generations: none served, no verdicts.
+  const std::string older =
+      "{\"format\":1,\"name\":\"lb-0\",\"berth\":\"0.1.0\",\"version\":1,\"push\":\"p\","
+      "\"applied_at_ms\":1,\"from_cache\":false,\"fingerprints\":{},\"refused_version\":0,"
+      "\"refused_why\":\"\"}";
+  absl::StatusOr<InstanceReport> parsed = parseInstanceReport(older);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->generation, 0u);
+  EXPECT_TRUE(parsed->health.empty());
 
   for (const char* odd : {"", "[]", "{\"format\":1}", "{\"format\":2,\"version\":1,\"push\":\"a\"}",
                           "{\"format\":1,\"version\":\"1\",\"push\":\"a\"}",

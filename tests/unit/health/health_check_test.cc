@@ -43,6 +43,26 @@ TEST(HealthCheckTest, RiseConsecutiveSuccessesBringItBack) {
   EXPECT_EQ(change->reason, "2 probe(s) in a row succeeded");
 }
 
+// A check that starts unhealthy (a reload added it) has no verdict until `rise` successes or
+// `fall` failures in a row; one that starts healthy has one from the start.
+TEST(HealthCheckTest, ANewCheckSettlesOnARiseOrAFall) {
+  EXPECT_TRUE(HealthCheck(settings(2, 2), Health::kHealthy, 0).settled());
+  HealthCheck rising(settings(2, 2), Health::kUnhealthy, 0);
+  EXPECT_FALSE(rising.settled());
+  probe(rising, true, 0);
+  EXPECT_FALSE(rising.settled());
+  probe(rising, true, 1000);
+  EXPECT_TRUE(rising.settled());
+  HealthCheck failing(settings(2, 2), Health::kUnhealthy, 0);
+  probe(failing, false, 0);
+  probe(failing, true, 1000);
+  probe(failing, false, 2000);
+  EXPECT_FALSE(failing.settled());
+  probe(failing, false, 3000);
+  EXPECT_TRUE(failing.settled());
+  EXPECT_EQ(failing.health(), Health::kUnhealthy);
+}
+
 TEST(HealthCheckTest, FlappingNeverCompletesARiseOrAFall) {
   HealthCheck up(settings(2, 2), Health::kHealthy, 0);
   HealthCheck down(settings(2, 2), Health::kUnhealthy, 0);

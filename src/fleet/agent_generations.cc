@@ -1,0 +1,483 @@
+// The fleet agent's part in table generations (fleet/generation.h, docs/scale-out.md): the
+// election through a leased key, the elected instance's plans and writes, and every instance's
+// fetch of the generation in force. Like the rest of the agent, it never waits: etcd's replies
+// come through turn(), and decoding and planning run on the agent's background thread.
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "berth/fleet/agent.h"
+#include "berth/net/crc32c.h"
+
+namespace berth {
+namespace {
+
+using Json = EtcdClient::Json;
+
+Json txnOf(Json compare, Json success) {
+  Json txn = {{"success", std::move(success)}};
+  if (!compare.empty()) txn["compare"] = std::move(compare);
+  return txn;
+}
+
+// The range responses of a transaction's reply, in order.
+std::vector<Json> rangeResponses(const Json& reply) {
+  std::vector<Json> ranges;
+  for (const Json& response : reply.value("responses", Json::array())) {
+    ranges.push_back(response.value("response_range", Json::object()));
+  }
+  return ranges;
+}
+
+int64_t nowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+}  // namespace
+
+void FleetAgent::setVerdicts(std::map<std::string, std::map<std::string, bool>> up) {
+  if (up == report_.health) return;
+  report_.health = std::move(up);
+  report_dirty_ = true;
+  agree();
+}
+
+void FleetAgent::agree() {
+  std::vector<InstanceVerdicts> verdicts;
+  for (InstanceReport& report : reports_) {
+    // This instance's own verdicts as they are now, not as its last report put them: so that
+    // the elected instance never plans from its own stale word.
+    if (report.name == fleet_.name) report.health = report_.health;
+    verdicts.push_back(InstanceVerdicts{report.name, report.health});
+  }
+  agreed_ = agreeOnHealth(verdicts, fleet_.health_quorum);
+}
+
+void FleetAgent::setFailSafe(std::vector<std::string> removed) {
+  if (removed == report_.fail_safe) return;
+  report_.fail_safe = std::move(removed);
+  report_dirty_ = true;
+}
+
+void FleetAgent::setServices(std::shared_ptr<const std::vector<ServiceConfig>> services,
+                             uint64_t version) {
+  services_ = std::move(services);
+  services_version_ = version;
+  ++services_serial_;
+}
+
+std::shared_ptr<const FleetGeneration> FleetAgent::takeGeneration() {
+  return std::exchange(offered_generation_, nullptr);
+}
+
+void FleetAgent::generationApplied(uint64_t number) {
+  status_.generation_serving = number;
+  if (report_.generation == number) return;
+  report_.generation = number;
+  report_dirty_ = true;
+}
+
+void FleetAgent::generationFailed(absl::string_view what, const absl::Status& status) {
+  status_.generation_error = absl::StrCat(what, ": ", status.message());
+  failed(what, status);
+}
+
+void FleetAgent::turnGenerations(absl::Time now) {
+  collectBackground();
+  if (!view_in_flight_ && now >= next_view_) viewFleet();
+  if (status_.registered && status_.leader.empty() && !campaign_in_flight_ && lease_ != 0) {
+    campaign();
+  }
+  if (stored_ && fetching_ == 0 && now >= fetch_generation_retry_at_ &&
+      stored_->generation != unreadable_ &&
+      (!current_ || current_->manifest.generation != stored_->generation)) {
+    fetchGeneration(*stored_);
+  }
+  if (status_.elected && !plan_in_flight_ && now >= plan_retry_at_) planNext();
+}
+
+// --- what the fleet looks like -----------------------------------------------------------------
+
+void FleetAgent::viewFleet() {
+  view_in_flight_ = true;
+  next_view_ = now_ + kViewInterval;
+  const Json reads = Json::array({{{"request_range", etcdRange(generation_keys_.leader())}},
+                                  {{"request_range", etcdRange(generation_keys_.generation())}},
+                                  {{"request_range", etcdPrefixRange(keys_.instancesPrefix())}}});
+  client_->call("kv/txn", txnOf(Json::array(), reads),
+                guarded([](FleetAgent& self, absl::StatusOr<Json> reply) {
+                  self.view_in_flight_ = false;
+                  if (!reply.ok()) return self.failed("reading the fleet", reply.status());
+                  self.answered();
+                  self.viewed(*reply);
+                }));
+}
+
+void FleetAgent::viewed(const Json& reply) {
+  const std::vector<Json> ranges = rangeResponses(reply);
+  if (ranges.size() != 3) {
+    return failed("reading the fleet", absl::DataLossError("a reply without its three ranges"));
+  }
+  // The elected instance.
+  absl::StatusOr<std::vector<EtcdKeyValue>> leader = etcdKeyValues(ranges[0]);
+  const std::string was_leader = status_.leader;
+  const bool was_elected = status_.elected;
+  status_.leader.clear();
+  status_.elected = false;
+  if (leader.ok() && !leader->empty()) {
+    status_.leader = leader->front().value;
+    status_.elected = lease_ != 0 && leader->front().lease == lease_ &&
+                      leader->front().create_revision == leader_revision_;
+  }
+  if (status_.leader != was_leader || status_.elected != was_elected) {
+    log_(status_.elected ? absl::StrCat("fleet: elected to make the table generations")
+         : status_.leader.empty()
+             ? std::string("fleet: no instance is elected")
+             : absl::StrCat("fleet: ", status_.leader, " makes the table generations"));
+  }
+  if (!status_.elected) planned_from_.reset();  // elected again later: plan afresh
+
+  // The generation in force.
+  absl::StatusOr<std::vector<EtcdKeyValue>> generation = etcdKeyValues(ranges[1]);
+  if (generation.ok() && !generation->empty()) {
+    absl::StatusOr<GenerationManifest> manifest =
+        parseGenerationManifest(generation->front().value);
+    if (!manifest.ok()) {
+      generationFailed("reading the fleet's generation", manifest.status());
+    } else {
+      stored_ = *std::move(manifest);
+      stored_revision_ = generation->front().mod_revision;
+      status_.generation_head = stored_->generation;
+    }
+  } else if (generation.ok()) {
+    stored_.reset();
+    stored_revision_ = 0;
+  }
+
+  // Every live instance's report, and the health they agree on.
+  absl::StatusOr<std::vector<EtcdKeyValue>> instances = etcdKeyValues(ranges[2]);
+  if (!instances.ok()) return failed("reading the instances' reports", instances.status());
+  reports_.clear();
+  for (const EtcdKeyValue& kv : *instances) {
+    absl::StatusOr<InstanceReport> report = parseInstanceReport(kv.value);
+    if (!report.ok()) continue;  // a release that writes another format: not counted
+    reports_.push_back(*std::move(report));
+  }
+  agree();
+}
+
+void FleetAgent::campaign() {
+  const std::string key = generation_keys_.leader();
+  campaign_in_flight_ = true;
+  const int64_t lease = lease_;
+  const Json txn = {
+      {"compare", Json::array({{{"key", etcdBase64(key)},
+                                {"target", "CREATE"},
+                                {"result", "EQUAL"},
+                                {"create_revision", "0"}}})},
+      {"success", Json::array({{{"request_put", etcdPut(key, fleet_.name, lease)}}})}};
+  client_->call("kv/txn", txn, guarded([lease](FleetAgent& self, absl::StatusOr<Json> reply) {
+                  self.campaign_in_flight_ = false;
+                  if (!reply.ok()) return self.failed("standing for election", reply.status());
+                  self.answered();
+                  if (!reply->value("succeeded", false) || lease != self.lease_) return;
+                  // The key was created in this transaction: its create revision is the reply's.
+                  absl::StatusOr<int64_t> revision = etcdRevision(*reply);
+                  if (!revision.ok()) return;
+                  self.leader_revision_ = *revision;
+                  self.next_view_ = self.now_;  // see the election at once
+                }));
+  // Until the view confirms it, nobody is taken for elected; the next view reads the key.
+  status_.leader = "(election under way)";
+}
+
+Json FleetAgent::leaderCompare() const {
+  return {{"key", etcdBase64(generation_keys_.leader())},
+          {"target", "CREATE"},
+          {"result", "EQUAL"},
+          {"create_revision", std::to_string(leader_revision_)}};
+}
+
+// --- fetching the generation in force ----------------------------------------------------------
+
+void FleetAgent::fetchGeneration(const GenerationManifest& manifest) {
+  fetching_ = manifest.generation;
+  // Only the tables this instance does not hold already: an unchanged table keeps its pieces.
+  Json reads = Json::array();
+  for (const GenerationService& service : manifest.services) {
+    if (service.stored_in == 0) continue;
+    const GenerationService* held = current_ ? current_->manifest.find(service.service) : nullptr;
+    if (held != nullptr && held->stored_in == service.stored_in &&
+        current_->tables.count(service.service) != 0) {
+      continue;
+    }
+    reads.push_back({{"request_range", etcdPrefixRange(generation_keys_.tablePiecesOf(
+                                           service.service, service.stored_in))}});
+  }
+  if (reads.empty()) return decodeGeneration(manifest, {});
+  client_->call("kv/txn", txnOf(Json::array(), reads),
+                guarded([manifest](FleetAgent& self, absl::StatusOr<Json> reply) {
+                  const std::string what =
+                      absl::StrCat("fetching table generation ", manifest.generation);
+                  if (!reply.ok()) {
+                    self.fetching_ = 0;
+                    self.fetch_generation_retry_at_ = self.now_ + kRetryInterval;
+                    return self.generationFailed(what, reply.status());
+                  }
+                  self.answered();
+                  std::map<std::string, std::string> pieces;
+                  for (const Json& range : rangeResponses(*reply)) {
+                    absl::StatusOr<std::vector<EtcdKeyValue>> kvs = etcdKeyValues(range);
+                    if (!kvs.ok()) {
+                      self.fetching_ = 0;
+                      self.fetch_generation_retry_at_ = self.now_ + kRetryInterval;
+                      return self.generationFailed(what, kvs.status());
+                    }
+                    for (EtcdKeyValue& kv : *kvs) pieces[kv.key] = std::move(kv.value);
+                  }
+                  self.decodeGeneration(manifest, std::move(pieces));
+                }));
+}
+
+void FleetAgent::decodeGeneration(GenerationManifest manifest,
+                                  std::map<std::string, std::string> pieces) {
+  std::shared_ptr<const FleetGeneration> held = current_;
+  const bool posted = background_->post([this, manifest = std::move(manifest),
+                                         pieces = std::move(pieces), held]() mutable {
+    absl::StatusOr<FleetGeneration> result = [&]() -> absl::StatusOr<FleetGeneration> {
+      FleetGeneration generation;
+      for (const GenerationService& service : manifest.services) {
+        if (service.stored_in == 0) continue;
+        const GenerationService* kept = held ? held->manifest.find(service.service) : nullptr;
+        if (kept != nullptr && kept->stored_in == service.stored_in) {
+          if (const auto table = held->tables.find(service.service); table != held->tables.end()) {
+            generation.tables.emplace(service.service, table->second);
+            continue;
+          }
+        }
+        absl::StatusOr<StoredTable> stored = assembleStoredTable(service, pieces);
+        if (!stored.ok()) return stored.status();
+        absl::StatusOr<Table> table = tableOf(*stored);
+        if (!table.ok()) return table.status();
+        generation.tables.emplace(service.service, *std::move(table));
+      }
+      generation.manifest = std::move(manifest);
+      return generation;
+    }();
+    std::lock_guard<std::mutex> lock(results_mutex_);
+    decoded_ = std::move(result);
+  });
+  if (!posted) fetching_ = 0;
+}
+
+void FleetAgent::collectBackground() {
+  std::optional<absl::StatusOr<FleetGeneration>> decoded;
+  std::optional<absl::StatusOr<std::optional<PlannedGeneration>>> planned;
+  {
+    std::lock_guard<std::mutex> lock(results_mutex_);
+    decoded = std::exchange(decoded_, std::nullopt);
+    planned = std::exchange(planned_, std::nullopt);
+  }
+  if (decoded) {
+    const uint64_t number = fetching_;
+    fetching_ = 0;
+    if (!decoded->ok()) {
+      // Stored wrong (a piece lost or altered): no retry mends it. The elected instance plans
+      // the next generation afresh past it.
+      unreadable_ = number;
+      generationFailed(absl::StrCat("reading table generation ", number), decoded->status());
+    } else if (!current_ || current_->manifest.generation != (*decoded)->manifest.generation) {
+      current_ = std::make_shared<const FleetGeneration>(*std::move(*decoded));
+      offered_generation_ = current_;
+      status_.generation_error.clear();
+    }
+  }
+  if (planned) {
+    if (!planned->ok()) {
+      plan_in_flight_ = false;
+      plan_retry_at_ = now_ + kRetryInterval;
+      generationFailed("planning the next table generation", planned->status());
+    } else if (!planned->value()) {
+      plan_in_flight_ = false;  // nothing changed
+    } else {
+      storeGeneration(*std::move(planned->value()));
+    }
+  }
+}
+
+// --- the elected instance ----------------------------------------------------------------------
+
+void FleetAgent::planNext() {
+  if (!services_) return;
+  // Plan from the generation in force, once this instance holds it; past one that cannot be
+  // read, from its number alone.
+  std::shared_ptr<const FleetGeneration> previous = current_;
+  if (stored_ && (!current_ || current_->manifest.generation != stored_->generation)) {
+    if (stored_->generation != unreadable_) return;  // still fetching it
+    auto numbered = std::make_shared<FleetGeneration>();
+    numbered->manifest.generation = stored_->generation;
+    previous = std::move(numbered);
+  }
+  PlanInputs inputs{previous ? previous->manifest.generation : 0, services_serial_, agreed_.down,
+                    agreed_.judged};
+  if (planned_from_ == inputs) return;
+  planned_from_ = inputs;
+  plan_in_flight_ = true;
+  const bool posted =
+      background_->post([this, previous, services = services_, version = services_version_,
+                         agreed = agreed_, keys = generation_keys_, name = fleet_.name] {
+        absl::StatusOr<std::optional<PlannedGeneration>> planned =
+            planGeneration(keys, previous.get(), *services, version, agreed, name, nowMs());
+        std::lock_guard<std::mutex> lock(results_mutex_);
+        planned_ = std::move(planned);
+      });
+  if (!posted) {
+    plan_in_flight_ = false;
+    planned_from_.reset();
+  }
+}
+
+void FleetAgent::storeGeneration(PlannedGeneration planned) {
+  // The changed tables' pieces, in transactions within etcd's limits, each only while this
+  // instance is still the elected one, so that a deposed instance never writes over its
+  // successor's pieces.
+  std::vector<std::vector<std::pair<std::string, std::string>>> batches(1);
+  size_t batch_bytes = 0;
+  for (const GenerationService& service : planned.generation.manifest.services) {
+    const auto encoded = planned.encoded.find(service.service);
+    if (encoded == planned.encoded.end()) continue;
+    size_t at = 0;
+    for (const VersionPiece& piece : service.pieces) {
+      const size_t base64 = (piece.bytes + 2) / 3 * 4 + (piece.key.size() + 2) / 3 * 4;
+      if (!batches.back().empty() && (batches.back().size() + 1 >= kMaxOpsPerTxn ||
+                                      batch_bytes + base64 > kMaxTxnPayloadBytes)) {
+        batches.emplace_back();
+        batch_bytes = 0;
+      }
+      batches.back().emplace_back(piece.key, encoded->second.substr(at, piece.bytes));
+      batch_bytes += base64;
+      at += piece.bytes;
+    }
+  }
+  if (batches.back().empty()) batches.pop_back();
+  stageNext(std::make_shared<const PlannedGeneration>(std::move(planned)), std::move(batches), 0);
+}
+
+void FleetAgent::stageNext(std::shared_ptr<const PlannedGeneration> planned,
+                           std::vector<std::vector<std::pair<std::string, std::string>>> batches,
+                           size_t next) {
+  if (next == batches.size()) return commitGeneration(std::move(planned));
+  Json puts = Json::array();
+  for (const auto& [key, value] : batches[next]) {
+    puts.push_back({{"request_put", etcdPut(key, value)}});
+  }
+  client_->call("kv/txn", txnOf(Json::array({leaderCompare()}), std::move(puts)),
+                guarded([planned, batches = std::move(batches), next](
+                            FleetAgent& self, absl::StatusOr<Json> reply) mutable {
+                  const uint64_t number = planned->generation.manifest.generation;
+                  if (!reply.ok() || !reply->value("succeeded", false)) {
+                    self.plan_in_flight_ = false;
+                    self.plan_retry_at_ = self.now_ + kRetryInterval;
+                    self.planned_from_.reset();
+                    if (!reply.ok()) {
+                      return self.generationFailed(
+                          absl::StrCat("storing table generation ", number), reply.status());
+                    }
+                    self.log_(absl::StrCat("fleet: table generation ", number,
+                                           " not stored: this instance is no longer elected"));
+                    self.status_.elected = false;
+                    return;
+                  }
+                  self.stageNext(std::move(planned), std::move(batches), next + 1);
+                }));
+}
+
+void FleetAgent::commitGeneration(std::shared_ptr<const PlannedGeneration> planned) {
+  const GenerationManifest& manifest = planned->generation.manifest;
+  const std::string key = generation_keys_.generation();
+  // Numbers without a gap: the manifest replaces exactly the one it was planned from.
+  const Json compare =
+      Json::array({leaderCompare(),
+                   {{"key", etcdBase64(key)},
+                    {"target", "MOD"},
+                    {"result", "EQUAL"},
+                    {"mod_revision", std::to_string(stored_ ? stored_revision_ : 0)}}});
+  std::optional<GenerationManifest> previous = stored_;
+  client_->call(
+      "kv/txn",
+      txnOf(compare,
+            Json::array({{{"request_put", etcdPut(key, renderGenerationManifest(manifest))}}})),
+      guarded([planned, previous](FleetAgent& self, absl::StatusOr<Json> reply) {
+        self.plan_in_flight_ = false;
+        const GenerationManifest& made = planned->generation.manifest;
+        if (!reply.ok()) {
+          self.plan_retry_at_ = self.now_ + kRetryInterval;
+          self.planned_from_.reset();
+          return self.generationFailed(absl::StrCat("storing table generation ", made.generation),
+                                       reply.status());
+        }
+        self.answered();
+        if (!reply->value("succeeded", false)) {
+          // Deposed, or the generation moved meanwhile: look again before planning again.
+          self.planned_from_.reset();
+          self.next_view_ = self.now_;
+          self.plan_retry_at_ = self.now_ + kViewInterval;
+          self.log_(absl::StrCat("fleet: table generation ", made.generation,
+                                 " not stored: the fleet's generation or election moved first"));
+          return;
+        }
+        ++self.status_.generations_made;
+        self.status_.generation_error.clear();
+        std::vector<std::string> down;
+        for (const GenerationService& service : made.services) {
+          for (const std::string& backend : service.down) {
+            down.push_back(absl::StrCat(service.service, "/", backend));
+          }
+        }
+        self.log_(absl::StrCat("fleet: made table generation ", made.generation, " for version ",
+                               made.config_version, ", ", planned->encoded.size(),
+                               " table(s) stored anew; down by the fleet's word: ",
+                               down.empty() ? "none" : absl::StrJoin(down, ", ")));
+        if (absl::StatusOr<int64_t> revision = etcdRevision(*reply); revision.ok()) {
+          self.stored_revision_ = *revision;
+        }
+        self.stored_ = made;
+        self.status_.generation_head = made.generation;
+        self.current_ = std::make_shared<const FleetGeneration>(planned->generation);
+        self.offered_generation_ = self.current_;
+        if (self.planned_from_) self.planned_from_->generation = made.generation;
+        self.dropUnneededTables(made, previous);
+      }));
+}
+
+void FleetAgent::dropUnneededTables(const GenerationManifest& committed,
+                                    std::optional<GenerationManifest> previous) {
+  Json list = etcdPrefixRange(generation_keys_.tablesPrefix());
+  list["keys_only"] = true;
+  client_->call(
+      "kv/range", list,
+      guarded([committed, previous](FleetAgent& self, absl::StatusOr<Json> reply) {
+        if (!reply.ok()) return;  // the next generation tries again
+        absl::StatusOr<std::vector<EtcdKeyValue>> kvs = etcdKeyValues(*reply);
+        if (!kvs.ok()) return;
+        std::vector<std::pair<std::string, uint64_t>> stored;
+        for (const EtcdKeyValue& kv : *kvs) {
+          std::string part;
+          if (const uint64_t number = self.generation_keys_.generationOfTableKey(kv.key, &part)) {
+            stored.emplace_back(std::move(part), number);
+          }
+        }
+        const std::vector<std::string> prefixes = unneededTablePrefixes(
+            self.generation_keys_, committed, previous ? &*previous : nullptr, stored);
+        if (prefixes.empty()) return;
+        Json deletes = Json::array();
+        for (const std::string& prefix : prefixes) {
+          deletes.push_back({{"request_delete_range", etcdPrefixRange(prefix)}});
+        }
+        self.client_->call("kv/txn", txnOf(Json::array({self.leaderCompare()}), deletes),
+                           [](const absl::StatusOr<Json>&) {});
+      }));
+}
+
+}  // namespace berth

@@ -1,0 +1,571 @@
+#include "berth/fleet/generation.h"
+
+#include <algorithm>
+#include <bit>
+#include <set>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "berth/net/crc32c.h"
+
+namespace berth {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr int kFormat = 1;  // of the manifest and the stored tables; a newer one is refused
+
+uint32_t crcOf(absl::string_view bytes) { return crc32cPortable(0, bytes.data(), bytes.size()); }
+
+absl::StatusOr<Json> parseObject(absl::string_view text, absl::string_view what) {
+  Json json = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) return absl::DataLossError(absl::StrCat(what, " is not a JSON object"));
+  if (json.value("format", 0) != kFormat) {
+    return absl::DataLossError(absl::StrCat(what, " has format ", json.value("format", 0),
+                                            ", this berth reads format ", kFormat));
+  }
+  return json;
+}
+
+// A field that must be there with this type; never throws.
+template <typename T>
+absl::Status read(const Json& json, const char* field, absl::string_view what, T& out) {
+  const auto it = json.find(field);
+  if (it == json.end()) return absl::DataLossError(absl::StrCat(what, " has no ", field));
+  bool ok = false;
+  if constexpr (std::is_same_v<T, std::string>) {
+    ok = it->is_string();
+  } else if constexpr (std::is_unsigned_v<T>) {
+    ok = it->is_number_unsigned() && it->template get<uint64_t>() <= std::numeric_limits<T>::max();
+  } else {
+    ok = it->is_number_integer();
+  }
+  if (!ok) return absl::DataLossError(absl::StrCat(what, ": ", field, " has the wrong type"));
+  out = it->template get<T>();
+  return absl::OkStatus();
+}
+
+absl::Status readNames(const Json& json, const char* field, absl::string_view what,
+                       std::vector<std::string>& out) {
+  const auto it = json.find(field);
+  if (it == json.end() || !it->is_array()) {
+    return absl::DataLossError(absl::StrCat(what, " has no list ", field));
+  }
+  for (const Json& name : *it) {
+    if (!name.is_string()) return absl::DataLossError(absl::StrCat(what, ": ", field));
+    out.push_back(name.get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+#define BERTH_READ(json, field, what, out)                                               \
+  do {                                                                                   \
+    if (absl::Status status = read(json, field, what, out); !status.ok()) return status; \
+  } while (0)
+
+std::string twentyDigits(uint64_t number) { return absl::StrFormat("%020u", number); }
+
+// Bits per packed entry: enough for every index and for `count` itself, which stands for
+// kNoBackend.
+uint32_t bitsFor(size_t count) { return std::max<uint32_t>(1, std::bit_width(count)); }
+
+}  // namespace
+
+std::string tableKeyPart(absl::string_view service) {
+  std::string part;
+  for (char c : service) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (absl::ascii_isalnum(byte) || c == '.' || c == '_' || c == '-') {
+      part.push_back(c);
+    } else {
+      absl::StrAppend(&part, absl::StrFormat("%%%02X", byte));
+    }
+  }
+  return part;
+}
+
+std::string GenerationKeys::leader() const { return absl::StrCat(prefix_, "/leader"); }
+std::string GenerationKeys::generation() const { return absl::StrCat(prefix_, "/generation"); }
+std::string GenerationKeys::tablesPrefix() const { return absl::StrCat(prefix_, "/tables/"); }
+std::string GenerationKeys::tablePiecesOf(absl::string_view service, uint64_t generation) const {
+  return absl::StrCat(tablesPrefix(), tableKeyPart(service), "/", twentyDigits(generation), "/");
+}
+std::string GenerationKeys::tablePiece(absl::string_view service, uint64_t generation,
+                                       size_t index) const {
+  return absl::StrCat(tablePiecesOf(service, generation), absl::StrFormat("%06u", index));
+}
+
+uint64_t GenerationKeys::generationOfTableKey(absl::string_view key,
+                                              std::string* service_part) const {
+  if (!absl::ConsumePrefix(&key, tablesPrefix())) return 0;
+  const size_t slash = key.find('/');
+  if (slash == absl::string_view::npos) return 0;
+  const absl::string_view part = key.substr(0, slash);
+  const absl::string_view rest = key.substr(slash + 1);
+  uint64_t generation = 0;
+  if (rest.size() < 20 || !absl::SimpleAtoi(rest.substr(0, 20), &generation)) return 0;
+  if (service_part != nullptr) *service_part = std::string(part);
+  return generation;
+}
+
+StoredTable storedTableOf(absl::string_view service, const Table& table) {
+  StoredTable stored;
+  stored.service = std::string(service);
+  stored.backends.assign(table.backends().begin(), table.backends().end());
+  for (size_t b = 0; b < stored.backends.size(); ++b) {
+    if (!table.healthy()[b]) stored.failed.push_back(stored.backends[b].name);
+    if (table.drained()[b]) stored.drained.push_back(stored.backends[b].name);
+  }
+  stored.entries.assign(table.entries().begin(), table.entries().end());
+  return stored;
+}
+
+absl::StatusOr<Table> tableOf(const StoredTable& stored) {
+  absl::StatusOr<Table> table =
+      restoreGeneration(stored.backends, stored.entries, stored.failed, stored.drained);
+  if (!table.ok()) {
+    return absl::DataLossError(absl::StrCat("the stored table of service '", stored.service,
+                                            "': ", table.status().message()));
+  }
+  return table;
+}
+
+std::string encodeStoredTable(const StoredTable& table) {
+  const size_t count = table.backends.size();
+  const uint32_t bits = bitsFor(count);
+  std::string packed((table.entries.size() * bits + 7) / 8, '\0');
+  uint64_t at = 0;
+  for (uint16_t entry : table.entries) {
+    const uint32_t value = entry == kNoBackend ? static_cast<uint32_t>(count) : entry;
+    for (uint32_t bit = 0; bit < bits; ++bit, ++at) {
+      if ((value >> bit) & 1U) packed[at / 8] = static_cast<char>(packed[at / 8] | (1 << (at % 8)));
+    }
+  }
+  Json backends = Json::array();
+  for (const Backend& backend : table.backends) {
+    backends.push_back(Json::array({backend.name, backend.weight}));
+  }
+  std::string text =
+      Json{{"format", kFormat},    {"service", table.service}, {"table_size", table.entries.size()},
+           {"backends", backends}, {"failed", table.failed},   {"drained", table.drained},
+           {"bits", bits},         {"crc32c", crcOf(packed)}}
+          .dump();
+  text.push_back('\n');
+  text += packed;
+  return text;
+}
+
+absl::StatusOr<StoredTable> decodeStoredTable(absl::string_view bytes) {
+  const size_t newline = bytes.find('\n');
+  if (newline == absl::string_view::npos) {
+    return absl::DataLossError("a stored table without its header line");
+  }
+  constexpr absl::string_view kWhat = "a stored table";
+  absl::StatusOr<Json> json = parseObject(bytes.substr(0, newline), kWhat);
+  if (!json.ok()) return json.status();
+  StoredTable table;
+  uint32_t table_size = 0;
+  uint32_t bits = 0;
+  uint32_t crc = 0;
+  BERTH_READ(*json, "service", kWhat, table.service);
+  BERTH_READ(*json, "table_size", kWhat, table_size);
+  BERTH_READ(*json, "bits", kWhat, bits);
+  BERTH_READ(*json, "crc32c", kWhat, crc);
+  const std::string what = absl::StrCat("the stored table of service '", table.service, "'");
+  const auto backends = json->find("backends");
+  if (backends == json->end() || !backends->is_array() || backends->size() > kMaxBackends) {
+    return absl::DataLossError(absl::StrCat(what, " has no valid backend list"));
+  }
+  for (const Json& backend : *backends) {
+    if (!backend.is_array() || backend.size() != 2 || !backend[0].is_string() ||
+        !backend[1].is_number_integer()) {
+      return absl::DataLossError(absl::StrCat(what, ": a backend is not [name, weight]"));
+    }
+    table.backends.push_back({backend[0].get<std::string>(), backend[1].get<int64_t>()});
+  }
+  if (absl::Status status = readNames(*json, "failed", what, table.failed); !status.ok()) {
+    return status;
+  }
+  if (absl::Status status = readNames(*json, "drained", what, table.drained); !status.ok()) {
+    return status;
+  }
+  const size_t count = table.backends.size();
+  if (table_size == 0 || table_size > kMaxTableSize) {
+    return absl::DataLossError(absl::StrCat(what, " has table_size ", table_size));
+  }
+  if (bits != bitsFor(count)) {
+    return absl::DataLossError(
+        absl::StrCat(what, " has ", bits, " bits an entry for ", count, " backends"));
+  }
+  const absl::string_view packed = bytes.substr(newline + 1);
+  if (packed.size() != (uint64_t{table_size} * bits + 7) / 8) {
+    return absl::DataLossError(absl::StrCat(what, " holds ", packed.size(),
+                                            " bytes of entries, not ",
+                                            (uint64_t{table_size} * bits + 7) / 8));
+  }
+  if (crcOf(packed) != crc) {
+    return absl::DataLossError(absl::StrCat(what, ": its entries fail their CRC32-C"));
+  }
+  table.entries.resize(table_size);
+  uint64_t at = 0;
+  for (uint16_t& entry : table.entries) {
+    uint32_t value = 0;
+    for (uint32_t bit = 0; bit < bits; ++bit, ++at) {
+      value |= static_cast<uint32_t>((static_cast<unsigned char>(packed[at / 8]) >> (at % 8)) & 1U)
+               << bit;
+    }
+    if (value > count) {
+      return absl::DataLossError(
+          absl::StrCat(what, ": an entry names backend ", value, " of ", count));
+    }
+    entry = value == count ? kNoBackend : static_cast<uint16_t>(value);
+  }
+  return table;
+}
+
+const GenerationService* GenerationManifest::find(absl::string_view service) const {
+  for (const GenerationService& entry : services) {
+    if (entry.service == service) return &entry;
+  }
+  return nullptr;
+}
+
+std::string renderGenerationManifest(const GenerationManifest& manifest) {
+  Json services = Json::array();
+  for (const GenerationService& service : manifest.services) {
+    Json pieces = Json::array();
+    for (const VersionPiece& piece : service.pieces) {
+      pieces.push_back(Json{{"key", piece.key}, {"bytes", piece.bytes}, {"crc32c", piece.crc32c}});
+    }
+    services.push_back(Json{{"service", service.service},
+                            {"down", service.down},
+                            {"stored_in", service.stored_in},
+                            {"pieces", pieces},
+                            {"bytes", service.bytes},
+                            {"crc32c", service.crc32c}});
+  }
+  return Json{{"format", kFormat},
+              {"generation", manifest.generation},
+              {"config_version", manifest.config_version},
+              {"made_by", manifest.made_by},
+              {"made_at_ms", manifest.made_at_ms},
+              {"quorum", manifest.quorum},
+              {"services", services}}
+      .dump();
+}
+
+absl::StatusOr<GenerationManifest> parseGenerationManifest(absl::string_view text) {
+  constexpr absl::string_view kWhat = "the fleet's generation";
+  absl::StatusOr<Json> json = parseObject(text, kWhat);
+  if (!json.ok()) return json.status();
+  GenerationManifest manifest;
+  BERTH_READ(*json, "generation", kWhat, manifest.generation);
+  BERTH_READ(*json, "config_version", kWhat, manifest.config_version);
+  BERTH_READ(*json, "made_by", kWhat, manifest.made_by);
+  BERTH_READ(*json, "made_at_ms", kWhat, manifest.made_at_ms);
+  BERTH_READ(*json, "quorum", kWhat, manifest.quorum);
+  const auto services = json->find("services");
+  if (services == json->end() || !services->is_array()) {
+    return absl::DataLossError("the fleet's generation has no services");
+  }
+  for (const Json& entry : *services) {
+    if (!entry.is_object()) return absl::DataLossError("the fleet's generation: a service");
+    GenerationService service;
+    BERTH_READ(entry, "service", kWhat, service.service);
+    BERTH_READ(entry, "stored_in", kWhat, service.stored_in);
+    BERTH_READ(entry, "bytes", kWhat, service.bytes);
+    BERTH_READ(entry, "crc32c", kWhat, service.crc32c);
+    if (absl::Status status = readNames(entry, "down", kWhat, service.down); !status.ok()) {
+      return status;
+    }
+    const auto pieces = entry.find("pieces");
+    if (pieces == entry.end() || !pieces->is_array()) {
+      return absl::DataLossError("the fleet's generation: a service without pieces");
+    }
+    for (const Json& piece_json : *pieces) {
+      if (!piece_json.is_object()) return absl::DataLossError("the fleet's generation: a piece");
+      VersionPiece piece;
+      piece.service = service.service;
+      BERTH_READ(piece_json, "key", kWhat, piece.key);
+      BERTH_READ(piece_json, "bytes", kWhat, piece.bytes);
+      BERTH_READ(piece_json, "crc32c", kWhat, piece.crc32c);
+      service.pieces.push_back(std::move(piece));
+    }
+    manifest.services.push_back(std::move(service));
+  }
+  return manifest;
+}
+
+absl::StatusOr<StoredTable> assembleStoredTable(const GenerationService& service,
+                                                const std::map<std::string, std::string>& pieces) {
+  std::string bytes;
+  for (const VersionPiece& piece : service.pieces) {
+    const auto found = pieces.find(piece.key);
+    if (found == pieces.end()) {
+      return absl::DataLossError(
+          absl::StrCat("the table of service '", service.service, "' lacks its piece ", piece.key));
+    }
+    if (found->second.size() != piece.bytes || crcOf(found->second) != piece.crc32c) {
+      return absl::DataLossError(absl::StrCat("the table of service '", service.service,
+                                              "': piece ", piece.key,
+                                              " is not what the generation stored"));
+    }
+    bytes += found->second;
+  }
+  if (bytes.size() != service.bytes || crcOf(bytes) != service.crc32c) {
+    return absl::DataLossError(
+        absl::StrCat("the table of service '", service.service, "' fails its CRC32-C"));
+  }
+  absl::StatusOr<StoredTable> table = decodeStoredTable(bytes);
+  if (table.ok() && table->service != service.service) {
+    return absl::DataLossError(absl::StrCat("the table stored for service '", service.service,
+                                            "' is service '", table->service, "'s"));
+  }
+  return table;
+}
+
+namespace {
+
+// The config's side of a service's table: its backends with the weights a table hashes with, and
+// those weight 0 drains.
+struct ConfigTableInputs {
+  std::vector<Backend> backends;  // in name order
+  std::vector<std::string> drained;
+  absl::flat_hash_set<std::string> names;
+};
+
+ConfigTableInputs inputsOf(const ServiceConfig& service) {
+  ConfigTableInputs inputs;
+  inputs.backends = service.hashingBackends();
+  std::sort(inputs.backends.begin(), inputs.backends.end(),
+            [](const Backend& a, const Backend& b) { return a.name < b.name; });
+  for (const BackendConfig& backend : service.backends) {
+    if (backend.weight == 0) inputs.drained.push_back(backend.name);
+    inputs.names.insert(backend.name);
+  }
+  std::sort(inputs.drained.begin(), inputs.drained.end());
+  return inputs;
+}
+
+// The service's backends the fleet takes out, in name order: those a quorum sees down, and those
+// no live instance has a verdict for yet.
+std::vector<std::string> downAmong(const AgreedHealth& agreed, const std::string& service,
+                                   const ConfigTableInputs& inputs) {
+  const auto down = agreed.down.find(service);
+  const auto judged = agreed.judged.find(service);
+  std::vector<std::string> kept;
+  for (const Backend& backend : inputs.backends) {
+    const bool quorum_down = down != agreed.down.end() && down->second.count(backend.name) != 0;
+    const bool unjudged = judged == agreed.judged.end() || judged->second.count(backend.name) == 0;
+    if (quorum_down || unjudged) kept.push_back(backend.name);
+  }
+  return kept;
+}
+
+bool madeFor(const Table& table, const ConfigTableInputs& inputs, uint32_t table_size) {
+  if (table.size() != table_size || table.backends().size() != inputs.backends.size()) {
+    return false;
+  }
+  for (size_t b = 0; b < inputs.backends.size(); ++b) {
+    const Backend& have = table.backends()[b];
+    if (have.name != inputs.backends[b].name || have.weight != inputs.backends[b].weight) {
+      return false;
+    }
+    const bool drained =
+        std::binary_search(inputs.drained.begin(), inputs.drained.end(), have.name);
+    if (table.drained()[b] != drained) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> failedOf(const Table& table) {
+  std::vector<std::string> failed;
+  for (size_t b = 0; b < table.backends().size(); ++b) {
+    if (!table.healthy()[b]) failed.push_back(table.backends()[b].name);
+  }
+  return failed;
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<PlannedGeneration>> planGeneration(
+    const GenerationKeys& keys, const FleetGeneration* previous,
+    absl::Span<const ServiceConfig> services, uint64_t config_version, const AgreedHealth& agreed,
+    const std::string& made_by, int64_t made_at_ms) {
+  PlannedGeneration planned;
+  GenerationManifest& manifest = planned.generation.manifest;
+  manifest.generation = previous != nullptr ? previous->manifest.generation + 1 : 1;
+  manifest.config_version = config_version;
+  manifest.made_by = made_by;
+  manifest.made_at_ms = made_at_ms;
+  manifest.quorum = agreed.quorum;
+  bool changed = previous == nullptr || previous->manifest.services.size() != services.size();
+  for (size_t s = 0; s < services.size(); ++s) {
+    if (!changed && previous->manifest.services[s].service != services[s].name) changed = true;
+    const ServiceConfig& service = services[s];
+    const ConfigTableInputs inputs = inputsOf(service);
+    GenerationService entry;
+    entry.service = service.name;
+    entry.down = downAmong(agreed, service.name, inputs);
+    const GenerationService* was =
+        previous != nullptr ? previous->manifest.find(service.name) : nullptr;
+    changed |= was == nullptr || was->down != entry.down;
+    if (service.algorithm != Algorithm::kMaglev) {
+      manifest.services.push_back(std::move(entry));
+      continue;
+    }
+    const Table* previous_table = nullptr;
+    if (previous != nullptr) {
+      const auto found = previous->tables.find(service.name);
+      if (found != previous->tables.end() && found->second.size() == service.table_size) {
+        previous_table = &found->second;
+      }
+    }
+    absl::StatusOr<Table> from = previous_table != nullptr
+                                     ? absl::StatusOr<Table>(*previous_table)
+                                     : build(inputs.backends, service.table_size);
+    if (!from.ok()) {
+      return absl::Status(from.status().code(),
+                          absl::StrCat("service '", service.name, "': ", from.status().message()));
+    }
+    absl::StatusOr<Table> next = nextGeneration(*from, inputs.backends, entry.down, inputs.drained);
+    if (!next.ok()) {
+      return absl::Status(next.status().code(),
+                          absl::StrCat("service '", service.name, "': ", next.status().message()));
+    }
+    StoredTable stored = storedTableOf(service.name, *next);
+    const bool same_table = previous_table != nullptr && was != nullptr && was->stored_in != 0 &&
+                            storedTableOf(service.name, *previous_table) == stored;
+    if (same_table) {
+      entry.stored_in = was->stored_in;
+      entry.pieces = was->pieces;
+      entry.bytes = was->bytes;
+      entry.crc32c = was->crc32c;
+    } else {
+      changed = true;
+      std::string encoded = encodeStoredTable(stored);
+      entry.stored_in = manifest.generation;
+      entry.bytes = encoded.size();
+      entry.crc32c = crcOf(encoded);
+      for (size_t at = 0, k = 0; at < encoded.size(); at += kMaxPieceBytes, ++k) {
+        const absl::string_view piece = absl::string_view(encoded).substr(at, kMaxPieceBytes);
+        entry.pieces.push_back(VersionPiece{keys.tablePiece(service.name, manifest.generation, k),
+                                            service.name, piece.size(), crcOf(piece)});
+      }
+      planned.encoded.emplace(service.name, std::move(encoded));
+    }
+    planned.generation.tables.emplace(service.name, *std::move(next));
+    manifest.services.push_back(std::move(entry));
+  }
+  if (!changed) return std::optional<PlannedGeneration>();
+  return std::optional<PlannedGeneration>(std::move(planned));
+}
+
+absl::StatusOr<std::optional<Table>> generationBaseFor(const FleetGeneration& generation,
+                                                       const ServiceConfig& service) {
+  if (service.algorithm != Algorithm::kMaglev) return std::optional<Table>();
+  const auto found = generation.tables.find(service.name);
+  if (found == generation.tables.end() || found->second.size() != service.table_size) {
+    return std::optional<Table>();
+  }
+  const ConfigTableInputs inputs = inputsOf(service);
+  if (madeFor(found->second, inputs, service.table_size))
+    return std::optional<Table>(found->second);
+  // Backends the generation does not know yet serve nothing until the elected instance plans
+  // them in, once a live instance has a verdict for them: so an added backend moves only its
+  // quota, once.
+  std::vector<std::string> failed;
+  for (std::string& name : failedOf(found->second)) {
+    if (inputs.names.contains(name)) failed.push_back(std::move(name));
+  }
+  for (const Backend& backend : inputs.backends) {
+    if (!found->second.indexOf(backend.name).ok()) failed.push_back(backend.name);
+  }
+  absl::StatusOr<Table> next =
+      nextGeneration(found->second, inputs.backends, failed, inputs.drained);
+  if (!next.ok()) {
+    return absl::Status(next.status().code(),
+                        absl::StrCat("service '", service.name, "': ", next.status().message()));
+  }
+  return std::optional<Table>(*std::move(next));
+}
+
+std::string generationCachePath(const FleetConfig& fleet) {
+  return absl::StrCat(fleet.cache, ".generation");
+}
+
+std::string renderGenerationCache(const FleetGeneration& generation) {
+  std::string contents = renderGenerationManifest(generation.manifest);
+  contents.push_back('\n');
+  for (const GenerationService& service : generation.manifest.services) {
+    const auto table = generation.tables.find(service.service);
+    if (service.stored_in == 0 || table == generation.tables.end()) continue;
+    const std::string encoded = encodeStoredTable(storedTableOf(service.service, table->second));
+    absl::StrAppend(&contents, encoded.size(), "\n", encoded);
+  }
+  return contents;
+}
+
+absl::StatusOr<FleetGeneration> parseGenerationCache(absl::string_view contents) {
+  const size_t newline = contents.find('\n');
+  if (newline == absl::string_view::npos) {
+    return absl::DataLossError("it does not start with a generation's manifest");
+  }
+  FleetGeneration generation;
+  absl::StatusOr<GenerationManifest> manifest =
+      parseGenerationManifest(contents.substr(0, newline));
+  if (!manifest.ok()) return manifest.status();
+  generation.manifest = *std::move(manifest);
+  absl::string_view rest = contents.substr(newline + 1);
+  for (const GenerationService& service : generation.manifest.services) {
+    if (service.stored_in == 0) continue;
+    const size_t end = rest.find('\n');
+    uint64_t bytes = 0;
+    if (end == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(0, end), &bytes) ||
+        bytes > rest.size() - end - 1) {
+      return absl::DataLossError(
+          absl::StrCat("the table of service '", service.service, "' is cut short"));
+    }
+    const absl::string_view encoded = rest.substr(end + 1, bytes);
+    rest.remove_prefix(end + 1 + bytes);
+    if (encoded.size() != service.bytes || crcOf(encoded) != service.crc32c) {
+      return absl::DataLossError(
+          absl::StrCat("the table of service '", service.service, "' fails its CRC32-C"));
+    }
+    absl::StatusOr<StoredTable> stored = decodeStoredTable(encoded);
+    if (!stored.ok()) return stored.status();
+    absl::StatusOr<Table> table = tableOf(*stored);
+    if (!table.ok()) return table.status();
+    generation.tables.emplace(service.service, *std::move(table));
+  }
+  if (!rest.empty()) return absl::DataLossError("it holds more than the generation's tables");
+  return generation;
+}
+
+std::vector<std::string> unneededTablePrefixes(
+    const GenerationKeys& keys, const GenerationManifest& current,
+    const GenerationManifest* previous,
+    const std::vector<std::pair<std::string, uint64_t>>& stored) {
+  std::set<std::pair<std::string, uint64_t>> needed;
+  for (const GenerationManifest* manifest : {&current, previous}) {
+    if (manifest == nullptr) continue;
+    for (const GenerationService& service : manifest->services) {
+      if (service.stored_in != 0) needed.emplace(tableKeyPart(service.service), service.stored_in);
+    }
+  }
+  std::set<std::string> prefixes;
+  for (const auto& [part, generation] : stored) {
+    if (generation > current.generation || needed.count({part, generation}) != 0) continue;
+    prefixes.insert(absl::StrCat(keys.tablesPrefix(), part, "/", twentyDigits(generation), "/"));
+  }
+  return {prefixes.begin(), prefixes.end()};
+}
+
+}  // namespace berth

@@ -242,17 +242,28 @@ void pushVersion(EtcdClient& client, const FleetKeys& keys, PushRequest request,
   std::make_shared<Push>(client, keys, std::move(request), std::move(done))->start();
 }
 
+FleetAgreement FleetStatus::agreement() const {
+  return compareInstances(head ? head->version : 0, instances,
+                          generation ? generation->generation : 0);
+}
+
 void readFleetStatus(EtcdClient& client, const FleetKeys& keys,
-                     std::function<void(absl::StatusOr<FleetStatus>)> done) {
+                     std::function<void(absl::StatusOr<FleetStatus>)> done,
+                     uint32_t health_quorum) {
+  // The generation's keys share the fleet's prefix: the head's key without its "/head".
+  const std::string head_key = keys.head();
+  const GenerationKeys generation_keys(head_key.substr(0, head_key.size() - 5));
   Json newest_manifest = etcdPrefixRange(keys.versionsPrefix());
   newest_manifest["sort_order"] = "DESCEND";
   newest_manifest["sort_target"] = "KEY";
   newest_manifest["limit"] = "1";
   Json reads = Json::array({{{"request_range", etcdRange(keys.head())}},
                             {{"request_range", std::move(newest_manifest)}},
-                            {{"request_range", etcdPrefixRange(keys.instancesPrefix())}}});
+                            {{"request_range", etcdPrefixRange(keys.instancesPrefix())}},
+                            {{"request_range", etcdRange(generation_keys.leader())}},
+                            {{"request_range", etcdRange(generation_keys.generation())}}});
   client.call("kv/txn", txnOf(Json::array(), std::move(reads)),
-              [done = std::move(done)](absl::StatusOr<Json> reply) {
+              [done = std::move(done), health_quorum](absl::StatusOr<Json> reply) {
                 if (!reply.ok()) return done(reply.status());
                 FleetStatus status;
                 absl::StatusOr<int64_t> revision = etcdRevision(*reply);
@@ -275,13 +286,24 @@ void readFleetStatus(EtcdClient& client, const FleetKeys& keys,
                     status.manifest = *std::move(parsed);
                   }
                 }
+                std::vector<InstanceVerdicts> verdicts;
                 for (const EtcdKeyValue& kv : *instances) {
                   absl::StatusOr<InstanceReport> report = parseInstanceReport(kv.value);
                   if (report.ok()) {
+                    verdicts.push_back(InstanceVerdicts{report->name, report->health});
                     status.instances.push_back(*std::move(report));
                   } else {
                     status.unreadable.push_back(kv.key);
                   }
+                }
+                status.health = agreeOnHealth(verdicts, health_quorum);
+                absl::StatusOr<std::vector<EtcdKeyValue>> leader = rangeResponse(*reply, 3);
+                if (leader.ok() && !leader->empty()) status.leader = leader->front().value;
+                absl::StatusOr<std::vector<EtcdKeyValue>> generation = rangeResponse(*reply, 4);
+                if (generation.ok() && !generation->empty()) {
+                  absl::StatusOr<GenerationManifest> parsed =
+                      parseGenerationManifest(generation->front().value);
+                  if (parsed.ok()) status.generation = *std::move(parsed);
                 }
                 done(std::move(status));
               });
@@ -337,8 +359,24 @@ std::string renderFleetStatus(const FleetStatus& status) {
   for (const auto& [service, fingerprints] : services) {
     absl::StrAppend(&text, "  ", service, ": ", absl::StrJoin(fingerprints, " "), "\n");
   }
-  const FleetAgreement agreement =
-      compareInstances(status.head ? status.head->version : 0, status.instances);
+  if (status.generation) {
+    absl::StrAppend(&text, "\ntable generation ", status.generation->generation, ", made by ",
+                    status.generation->made_by, " at ", timeOf(status.generation->made_at_ms),
+                    " for version ", status.generation->config_version,
+                    "; elected now: ", status.leader.empty() ? std::string("none") : status.leader,
+                    "\n");
+  }
+  // The backends whose verdicts not every live instance shares: the quorum's word decides.
+  for (const auto& [backend, instances] : status.health.dissent) {
+    const auto down = status.health.down.find(backend.first);
+    const bool fleet_down =
+        down != status.health.down.end() && down->second.count(backend.second) != 0;
+    absl::StrAppend(&text, "health: ", backend.first, "/", backend.second, " ",
+                    fleet_down ? "down" : "up", " by the fleet's word (quorum ",
+                    status.health.quorum, "); ", absl::StrJoin(instances, ", "), " see",
+                    instances.size() == 1 ? "s" : "", " it ", fleet_down ? "up" : "down", "\n");
+  }
+  const FleetAgreement agreement = status.agreement();
   if (status.instances.empty()) {
     absl::StrAppend(&text, "\nno live instances\n");
   } else if (agreement.agree) {
@@ -359,15 +397,28 @@ std::string renderFleetStatusJson(const FleetStatus& status) {
   for (const InstanceReport& instance : status.instances) {
     instances.push_back(Json::parse(renderInstanceReport(instance)));
   }
-  const FleetAgreement agreement =
-      compareInstances(status.head ? status.head->version : 0, status.instances);
+  const FleetAgreement agreement = status.agreement();
+  Json dissent = Json::array();
+  for (const auto& [backend, instances] : status.health.dissent) {
+    const auto down = status.health.down.find(backend.first);
+    const bool fleet_down =
+        down != status.health.down.end() && down->second.count(backend.second) != 0;
+    dissent.push_back({{"service", backend.first},
+                       {"backend", backend.second},
+                       {"fleet_says", fleet_down ? "down" : "up"},
+                       {"instances", instances}});
+  }
   Json json = {{"revision", status.revision},
                {"version", status.head ? status.head->version : 0},
                {"push", status.head ? status.head->push_id : ""},
                {"instances", std::move(instances)},
                {"unreadable", status.unreadable},
                {"agree", agreement.agree && !status.instances.empty()},
-               {"disagreements", agreement.disagreements}};
+               {"disagreements", agreement.disagreements},
+               {"leader", status.leader},
+               {"generation", status.generation ? status.generation->generation : 0},
+               {"health_quorum", status.health.quorum},
+               {"dissent", std::move(dissent)}};
   if (status.manifest) {
     json["pushed_by"] = status.manifest->pushed_by;
     json["pushed_at_ms"] = status.manifest->pushed_at_ms;

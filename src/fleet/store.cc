@@ -338,13 +338,24 @@ absl::StatusOr<InstanceReport> parseInstanceReport(absl::string_view text) {
   return report;
 }
 
-FleetAgreement compareInstances(uint64_t head, const std::vector<InstanceReport>& instances) {
+FleetAgreement compareInstances(uint64_t head, const std::vector<InstanceReport>& instances,
+                                uint64_t generation) {
   FleetAgreement agreement;
   std::map<std::string, std::map<std::string, std::vector<std::string>>> by_service;
   for (const InstanceReport& instance : instances) {
     if (instance.version != head) {
       agreement.disagreements.push_back(absl::StrCat(instance.name, " serves version ",
                                                      instance.version, ", the fleet's is ", head));
+    }
+    if (generation != 0 && instance.generation != generation) {
+      agreement.disagreements.push_back(absl::StrCat(instance.name, " serves table generation ",
+                                                     instance.generation, ", the fleet's is ",
+                                                     generation));
+    }
+    if (!instance.fail_safe.empty()) {
+      agreement.disagreements.push_back(
+          absl::StrCat(instance.name, " took out on its own, etcd out of its reach (fail-safe): ",
+                       absl::StrJoin(instance.fail_safe, ", ")));
     }
     for (const auto& [service, fingerprint] : instance.fingerprints) {
       by_service[service][fingerprint].push_back(instance.name);

@@ -8,7 +8,7 @@ answered by one listener here. Each berthd runs on a net_null port with idle wor
 Pinned, in order (the cases share the fleet and each leaves it serving):
 - one instance is elected, and all three serve the same generation with identical tables;
 - a backend one instance cannot reach stays in every table, and that instance is named as
-  dissenting; a second instance cut off makes the quorum take it out in the next generation, on
+  dissenting by every instance's status and backends and by `berthctl fleet status`; a second instance cut off makes the quorum take it out in the next generation, on
   every instance alike; reachable again, it comes back;
 - adding a backend, changing a weight and draining one each move at most 1.1x the least that had
   to move, on every instance, and leave the tables identical;
@@ -228,6 +228,12 @@ class Generations(unittest.TestCase):
                 self.backends(i)["web-003"]["fleet_dissent"] == "lb-0" for i in range(3)))
             for i in range(3):
                 self.assertGreater(self.backends(i)["web-003"]["slots"], 0, i)
+            # berthctl fleet status names it too, from the reports in etcd.
+            self.assertIn({"service": "web", "backend": "web-003", "fleet_says": "up",
+                           "instances": ["lb-0"]}, self.fleet.fleet_status()["dissent"])
+            text = self.fleet.berthctl("fleet", "status", "--config", self.fleet.admin).stdout
+            self.assertIn("health: web/web-003 up by the fleet's word (quorum 2); lb-0 sees it "
+                          "down", text)
             statuses = self.agreed()
             self.assertIsNotNone(statuses, "one instance's probes changed a table")
             self.assertEqual(self.generation(), before)

@@ -82,16 +82,15 @@ int fleetStatus(const FleetConfig& fleet, bool json) {
   absl::StatusOr<std::unique_ptr<EtcdClient>> client = clientFor(fleet);
   if (!client.ok()) return fail(client.status().message());
   std::optional<absl::StatusOr<FleetStatus>> status;
-  readFleetStatus(**client, FleetKeys(fleet.prefix),
-                  [&](absl::StatusOr<FleetStatus> done) { status = std::move(done); });
+  readFleetStatus(
+      **client, FleetKeys(fleet.prefix),
+      [&](absl::StatusOr<FleetStatus> done) { status = std::move(done); }, fleet.health_quorum);
   (*client)->runUntilIdle(absl::Now() + kCommandDeadline);
   if (!status) return fail("etcd did not answer in time");
   if (!status->ok()) return fail(absl::StrCat("fleet status: ", status->status().message()));
   const std::string text = json ? renderFleetStatusJson(**status) : renderFleetStatus(**status);
   std::fwrite(text.data(), 1, text.size(), stdout);
-  const bool agree =
-      !(*status)->instances.empty() &&
-      compareInstances((*status)->head ? (*status)->head->version : 0, (*status)->instances).agree;
+  const bool agree = !(*status)->instances.empty() && (*status)->agreement().agree;
   return agree ? 0 : 3;
 }
 

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "berth/fleet/agreed_health.h"
 #include "berth/fleet/etcd_client.h"
+#include "berth/fleet/generation.h"
 #include "berth/fleet/store.h"
 
 namespace berth {
@@ -48,15 +50,23 @@ void pushVersion(EtcdClient& client, const FleetKeys& keys, PushRequest request,
 
 // The fleet as etcd holds it at one revision: the head, its manifest, and every live instance's
 // report (instances whose report cannot be read are listed by key in `unreadable`).
+// With them, the table generation in force, the elected instance, and the health the
+// instances' verdicts agree on with `health_quorum` (agreed_health.h; 0 for a majority).
 struct FleetStatus {
   int64_t revision = 0;
   std::optional<FleetHead> head;
   std::optional<VersionManifest> manifest;
   std::vector<InstanceReport> instances;
   std::vector<std::string> unreadable;
+  std::string leader;
+  std::optional<GenerationManifest> generation;
+  AgreedHealth health;
+
+  FleetAgreement agreement() const;
 };
 void readFleetStatus(EtcdClient& client, const FleetKeys& keys,
-                     std::function<void(absl::StatusOr<FleetStatus>)> done);
+                     std::function<void(absl::StatusOr<FleetStatus>)> done,
+                     uint32_t health_quorum = 0);
 
 // `berthctl fleet status` as text: the head, one line per instance, each service's fingerprint per
 // instance, and whether they agree (compareInstances).

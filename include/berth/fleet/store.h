@@ -159,13 +159,15 @@ struct InstanceReport {
 std::string renderInstanceReport(const InstanceReport& report);
 absl::StatusOr<InstanceReport> parseInstanceReport(absl::string_view text);
 
-// Whether the instances agree with each other and with the head: every one serves `head` and
+// Whether the instances agree with each other and with the head: every one serves `head` (and,
+// unless `generation` is 0, that table generation), took nothing out on its own (fail-safe), and
 // every service has one fingerprint. Each disagreement is a line saying who differs.
 struct FleetAgreement {
   bool agree = true;
   std::vector<std::string> disagreements;
 };
-FleetAgreement compareInstances(uint64_t head, const std::vector<InstanceReport>& instances);
+FleetAgreement compareInstances(uint64_t head, const std::vector<InstanceReport>& instances,
+                                uint64_t generation = 0);
 
 // The file an instance keeps its last applied version in: the pushed text unchanged, then one
 // comment line with the version and push id, so that the file is itself a valid version (and

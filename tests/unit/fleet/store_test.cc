@@ -8,7 +8,8 @@
 //   a push may still be committing them), and compacts at the oldest kept version;
 // - manifests, heads and instance reports round-trip (a report from before generations too), and
 //   odd JSON is an error, never a throw;
-// - agreement names the instance on another version and the service whose fingerprints differ;
+// - agreement names the instance on another version or table generation, or with a fail-safe
+//   removal, and the service whose fingerprints differ;
 // - the cache file is the pushed text with one trailing comment line, and reads back.
 
 #include "berth/fleet/store.h"
@@ -195,6 +196,18 @@ TEST(CompareInstancesTest, NamesWhoDiffers) {
   EXPECT_EQ(agreement.disagreements[0], "c serves version 4, the fleet's is 5");
   EXPECT_EQ(agreement.disagreements[1], "service dns: v2-2 on a,b; absent elsewhere");
   EXPECT_EQ(agreement.disagreements[2], "service web: v2-1 on a,c; v2-9 on b");
+
+  // Table generations: another generation, or a fail-safe removal, is a disagreement too.
+  a.generation = 7;
+  b = a;
+  b.name = "b";
+  b.generation = 6;
+  b.fail_safe = {"web/web-3"};
+  const FleetAgreement generations = compareInstances(5, {a, b}, 7);
+  EXPECT_EQ(generations.disagreements,
+            (std::vector<std::string>{
+                "b serves table generation 6, the fleet's is 7",
+                "b took out on its own, etcd out of its reach (fail-safe): web/web-3"}));
 }
 
 TEST(VersionCacheTest, TheTextWithOneTrailingLine) {

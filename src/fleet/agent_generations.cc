@@ -51,6 +51,9 @@ void FleetAgent::agree() {
     if (report.name == fleet_.name) report.health = report_.health;
     verdicts.push_back(InstanceVerdicts{report.name, report.health});
   }
+  for (const auto& [name, departed] : departed_) {
+    verdicts.push_back(InstanceVerdicts{name, departed.first.health});
+  }
   agreed_ = agreeOnHealth(verdicts, fleet_.health_quorum);
 }
 
@@ -158,12 +161,25 @@ void FleetAgent::viewed(const Json& reply) {
   // Every live instance's report, and the health they agree on.
   absl::StatusOr<std::vector<EtcdKeyValue>> instances = etcdKeyValues(ranges[2]);
   if (!instances.ok()) return failed("reading the instances' reports", instances.status());
+  std::vector<InstanceReport> previous = std::move(reports_);
   reports_.clear();
+  std::set<std::string> present;
   for (const EtcdKeyValue& kv : *instances) {
     absl::StatusOr<InstanceReport> report = parseInstanceReport(kv.value);
     if (!report.ok()) continue;  // a release that writes another format: not counted
+    present.insert(report->name);
+    departed_.erase(report->name);
     reports_.push_back(*std::move(report));
   }
+  for (InstanceReport& report : previous) {
+    if (present.count(report.name) != 0 || report.name == fleet_.name) continue;
+    log_(absl::StrCat("fleet: instance ", report.name, " left; its verdicts still count for ",
+                      absl::FormatDuration(kDepartedHold)));
+    std::string name = report.name;
+    departed_.insert_or_assign(std::move(name), std::make_pair(std::move(report), now_));
+  }
+  std::erase_if(departed_,
+                [this](const auto& entry) { return now_ - entry.second.second >= kDepartedHold; });
   agree();
 }
 

@@ -22,10 +22,17 @@ stops forwarding; a 100 kpps flood to an instance's port address while its BGP s
 up and its route stays announced. Everything the test made is removed at the end.
 Needs root and BIRD 2 (Debian bird2).
 
-Usage: ecmp_bgp_test.py BERTHD BERTHCTL BERTH_ANNOUNCER
+With --fleet, the two instances are a fleet instead (docs/scale-out.md, "Table generations and
+agreed health"): an etcd member runs in the router's namespace, the services are pushed to it,
+and each instance reaches it through its tap. The case: a backend that one instance's probes
+cannot reach stays in both tables (a quorum of two decides), and established downloads survive
+the death of either instance, every one of them.
+
+Usage: ecmp_bgp_test.py BERTHD BERTHCTL BERTH_ANNOUNCER [--fleet]
 """
 import atexit
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -40,6 +47,10 @@ import e2e_support
 from e2e_support import BIG_SHA256, HTTP_PORT, TAG, run
 
 BERTHD, BERTHCTL, ANNOUNCER = sys.argv.pop(1), sys.argv.pop(1), sys.argv.pop(1)
+FLEET = len(sys.argv) > 1 and sys.argv[1] == "--fleet"
+if FLEET:
+    sys.argv.pop(1)
+ETCD_PORT = 23790  # in the router's namespace, which nothing else uses
 ROUTER = "berth-rt-" + TAG
 CLIENT = "berth-ec-" + TAG
 INSTANCES = [1, 2]
@@ -78,6 +89,31 @@ def backend_mac(backend):
     return "02:b1:00:00:00:%02x" % int(backend[2:])
 
 
+def service_lines():
+    lines = e2e_support.l2dsr_service_lines("web", VIP, "bgp")
+    for backend in BACKENDS:
+        lines.append('      - { name: %s, address: %s, mac: "%s" }' % (
+            backend, backend_address(backend), backend_mac(backend)))
+    lines += ["  - name: down",
+              "    vip: %s" % DOWN_VIP,
+              "    port: %d" % HTTP_PORT,
+              "    protocol: tcp",
+              "    forwarding: l2dsr",
+              "    announce: bgp",
+              "    health: { type: tcp, interval: 0.5, timeout: 0.4, rise: 2, fall: 2 }",
+              '    backends: [ { name: ghost, address: 198.18.0.199, mac: "02:b1:00:00:00:99" } ]']
+    return lines
+
+
+def fleet_lines(name, directory):
+    return ["fleet:",
+            "  endpoints: [http://198.18.0.1:%d]" % ETCD_PORT,
+            "  prefix: /berth-ecmp-%s" % TAG,
+            "  name: %s" % name,
+            "  lease_ttl_s: 3",
+            "  cache: %s" % os.path.join(directory, "fleet-version.yaml")]
+
+
 def config_text(instance, directory):
     lines = ["dataplane:",
              '  eal: ["--no-huge", "-m", "512", "--no-pci", "--file-prefix", "berth-ecmp%d-%s",'
@@ -99,19 +135,11 @@ def config_text(instance, directory):
              "  port: p0",
              "  hold_time: 3",
              "  neighbors:",
-             "    - { address: 198.18.0.1, asn: %d }" % ROUTER_ASN,
-             "services:"] + e2e_support.l2dsr_service_lines("web", VIP, "bgp")
-    for backend in BACKENDS:
-        lines.append('      - { name: %s, address: %s, mac: "%s" }' % (
-            backend, backend_address(backend), backend_mac(backend)))
-    lines += ["  - name: down",
-              "    vip: %s" % DOWN_VIP,
-              "    port: %d" % HTTP_PORT,
-              "    protocol: tcp",
-              "    forwarding: l2dsr",
-              "    announce: bgp",
-              "    health: { type: tcp, interval: 0.5, timeout: 0.4, rise: 2, fall: 2 }",
-              '    backends: [ { name: ghost, address: 198.18.0.199, mac: "02:b1:00:00:00:99" } ]']
+             "    - { address: 198.18.0.1, asn: %d }" % ROUTER_ASN]
+    if FLEET:
+        lines += fleet_lines("lb-%d" % instance, directory)
+    else:
+        lines += ["services:"] + service_lines()
     path = os.path.join(directory, "berth%d.yaml" % instance)
     with open(path, "w") as out:
         out.write("\n".join(lines) + "\n")
@@ -134,6 +162,7 @@ class Topology:
     def __init__(self, directory):
         self.directory = directory
         self.birds = []
+        self.etcd = None
         self.servers = e2e_support.BackendServers()
         atexit.register(self.remove)
         e2e_support.make_bridge(BRIDGE)
@@ -164,11 +193,47 @@ class Topology:
                                         "e%s%s" % (backend, TAG), BRIDGE,
                                         backend_address(backend) + "/24", backend_mac(backend),
                                         VIP, default_via="198.18.0.1")
+        if FLEET:
+            self.start_fleet()
         router_config = os.path.join(directory, "router-bird.conf")
         with open(router_config, "w") as out:
             out.write(ROUTER_BIRD)
         self.start_bird(ROUTER, router_config, os.path.join(directory, "router-bird.ctl"))
         ROUTER_SOCKET[:] = [os.path.join(directory, "router-bird.ctl")]
+
+    def start_fleet(self):
+        """One etcd member in the router's namespace, and the services pushed to it."""
+        run("ip", "-n", ROUTER, "link", "set", "lo", "up")
+        url = "http://198.18.0.1:%d" % ETCD_PORT
+        self.etcd_log = open(os.path.join(self.directory, "etcd.log"), "w")
+        self.etcd = subprocess.Popen(
+            ["ip", "netns", "exec", ROUTER, "etcd", "--name", "e0", "--data-dir",
+             os.path.join(self.directory, "etcd"), "--listen-client-urls", url,
+             "--advertise-client-urls", url, "--listen-peer-urls", "http://127.0.0.1:23800",
+             "--initial-advertise-peer-urls", "http://127.0.0.1:23800", "--initial-cluster",
+             "e0=http://127.0.0.1:23800", "--logger", "zap"],
+            stdout=self.etcd_log, stderr=subprocess.STDOUT)
+        admin = os.path.join(self.directory, "fleet-admin.yaml")
+        with open(admin, "w") as out:
+            out.write("\n".join(fleet_lines("admin", self.directory)) + "\n")
+        services = os.path.join(self.directory, "services.yaml")
+        with open(services, "w") as out:
+            out.write("\n".join(["services:"] + service_lines()) + "\n")
+        self.admin = admin
+        deadline = time.monotonic() + 30
+        while True:
+            pushed = run("ip", "netns", "exec", ROUTER, BERTHCTL, "fleet", "push", services,
+                         "--config", admin, check=False, timeout=60)
+            if pushed.returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError("no push to etcd: %s" % pushed.stderr)
+            time.sleep(0.3)
+
+    def fleet_status(self):
+        result = run("ip", "netns", "exec", ROUTER, BERTHCTL, "fleet", "status", "--json",
+                     "--config", self.admin, check=False, timeout=60)
+        return json.loads(result.stdout)
 
     def start_bird(self, namespace, config, socket):
         log = socket + ".log"
@@ -185,6 +250,11 @@ class Topology:
 
     def remove(self):
         self.servers.stop_all()
+        if getattr(self, "etcd", None) is not None:
+            self.etcd.kill()
+            self.etcd.wait(timeout=10)
+            self.etcd_log.close()
+            self.etcd = None
         for bird in self.birds:
             bird.kill()
             bird.wait(timeout=10)
@@ -265,6 +335,7 @@ class Instance:
         e2e_support.stop_process(self.announcer, signal.SIGTERM, timeout=10)
 
 
+@unittest.skipIf(FLEET, "the fleet's cases run as EcmpFleet")
 class EcmpBgp(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -458,6 +529,100 @@ class EcmpBgp(unittest.TestCase):
     def router_session(self, instance):
         return run("birdc", "-s", os.path.join(self.directory, "router-bird.ctl"), "show",
                    "protocols", "instance%d" % instance, check=False).stdout
+
+
+def download_all(test, instances, victim_number, ports):
+    """Long downloads over both instances; kills instance `victim_number` while they run and
+    waits for its route to go. How many completed intact, of how many."""
+    downloads = {}
+
+    def download(port):
+        downloads[port] = e2e_support.curl(CLIENT, VIP, "/slow?s=8", local_port=port, max_time=60)
+
+    threads = [threading.Thread(target=download, args=(port,)) for port in ports]
+    victim = instances[victim_number]
+    for thread in threads:
+        thread.start()
+    time.sleep(2)
+    carried = victim.rx_packets()
+    time.sleep(0.5)
+    test.assertGreater(victim.rx_packets() - carried, 0,
+                       "some of the downloads run through the instance about to die")
+    victim.berthd.kill()
+    survivor = [n for n in INSTANCES if n != victim_number][0]
+    wait_for_next_hops(VIP, [port_address(survivor)], timeout=15)
+    for thread in threads:
+        thread.join(timeout=90)
+    return sum(1 for port in ports if downloads[port][0] == 0 and
+               hashlib.sha256(downloads[port][1]).hexdigest() == BIG_SHA256)
+
+
+@unittest.skipUnless(FLEET, "runs with --fleet")
+class EcmpFleet(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if shutil.which("bird") is None:
+            raise unittest.SkipTest("BIRD 2 is not installed (Debian bird2)")
+        cls.directory = tempfile.mkdtemp(prefix="berth-ecmp-fleet-")
+        cls.topology = Topology(cls.directory)
+        cls.instances = {n: Instance(n, cls.directory, cls.topology) for n in INSTANCES}
+        for instance in cls.instances.values():
+            instance.berthd.wait_healthy(BACKENDS, timeout=30)
+        wait_for_next_hops(VIP, [port_address(n) for n in INSTANCES])
+
+    @classmethod
+    def tearDownClass(cls):
+        for instance in cls.instances.values():
+            instance.stop()
+        cls.topology.remove()
+        shutil.rmtree(cls.directory, ignore_errors=True)
+
+    def same_tables(self):
+        """Both instances on the fleet's newest generation with identical tables."""
+        statuses = [i.berthd.berthctl("status") for i in self.instances.values()]
+        return (len({json.dumps([t["fingerprint"] for t in s["tables"]]) for s in statuses}) == 1
+                and all(s["fleet"]["generation"] == s["fleet"]["generation_head"] > 0
+                        for s in statuses))
+
+    def wait(self, what, condition, timeout=30):
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                raise AssertionError(what)
+            time.sleep(0.2)
+
+    def test_a_backend_one_instance_cannot_reach_and_either_instance_dying(self):
+        # bk2's probes from instance 1 meet a prohibit route: that instance sees it down, the
+        # other up, and with two live instances it takes both to take it out.
+        cut = ["ip", "-n", instance_namespace(1), "route", "add", "prohibit",
+               backend_address("bk2") + "/32"]
+        run(*cut)
+        try:
+            self.wait("instance 1 named as dissenting on bk2", lambda: any(
+                d["backend"] == "bk2" and d["instances"] == ["lb-1"] and d["fleet_says"] == "up"
+                for d in self.topology.fleet_status()["dissent"]))
+            self.wait("identical tables", self.same_tables)
+            for instance in self.instances.values():
+                rows = {b["name"]: b for b in instance.berthd.berthctl("backends")["backends"]}
+                self.assertGreater(rows["bk2"]["slots"], 0)
+            results = []
+            for victim in INSTANCES:
+                ports = list(range(45000 + 100 * victim, 45012 + 100 * victim))
+                intact = download_all(self, self.instances, victim, ports)
+                results.append(intact)
+                self.assertEqual(intact, len(ports), "killing instance %d\n%s" % (
+                    victim, "\n".join("--- instance %d\n%s" % (n, "".join(i.berthd.lines[-40:]))
+                                      for n, i in self.instances.items())))
+                # The instance back, on the fleet's generation, announced again.
+                self.instances[victim].berthd.start()
+                self.wait("both instances on one generation again", self.same_tables)
+                wait_for_next_hops(VIP, [port_address(n) for n in INSTANCES])
+            print("\n  bk2 unreachable from instance 1 only: killing instance 1, then 2, left "
+                  "%d and %d of 12 established downloads intact" % tuple(results),
+                  file=sys.stderr)
+        finally:
+            cut[4] = "del"
+            run(*cut, check=False)
 
 
 if __name__ == "__main__":

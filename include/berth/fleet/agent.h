@@ -65,6 +65,11 @@ EtcdSettings etcdSettingsFor(const FleetConfig& fleet);
 //   (takeVersion()), which builds it off the loop and says applied() or refused(). Heads only move
 //   forward; a head that arrives while an earlier one is still being fetched or built replaces it,
 //   so the newest version wins and none is applied after a newer one;
+// - table generations (fleet/generation.h): every kViewInterval it reads the elected instance,
+//   the generation in force and every live report in one read; stands for election under its
+//   lease when no instance is elected; fetches each newer generation and offers it decoded
+//   (takeGeneration()); and, elected, plans the next generation from its services and the
+//   verdicts the reports agree on, and stores it;
 // - whatever fails (etcd down, a compacted watch, an odd value) is retried every retry interval,
 //   and the instance keeps serving what it runs.
 class FleetAgent {
@@ -106,12 +111,17 @@ class FleetAgent {
   std::shared_ptr<const FleetGeneration> takeGeneration();
   // The instance serves generation `number` now: reported.
   void generationApplied(uint64_t number);
-  // The health the live instances' reports agree on, as last read (empty before).
+  // The health the live instances' reports agree on, with those of instances that left less
+  // than kDepartedHold ago, as last read (empty before).
   const AgreedHealth& agreedHealth() const { return agreed_; }
   // The live instances' reports, as last read.
   const std::vector<InstanceReport>& instanceReports() const { return reports_; }
   // How often the agent reads the leader, the generation and the instances' reports.
   static constexpr absl::Duration kViewInterval = absl::Milliseconds(500);
+  // How long an instance that left (its report gone with its lease) still counts with its last
+  // verdicts. Its death moves its flows to the others behind ECMP; were its verdicts dropped at
+  // once, the quorum of the survivors could change the tables under those very flows.
+  static constexpr absl::Duration kDepartedHold = absl::Seconds(30);
 
   FleetAgentStatus status() const { return status_; }
   const std::optional<FleetHead>& running() const { return running_; }
@@ -205,6 +215,8 @@ class FleetAgent {
   absl::Time next_view_ = absl::InfinitePast();
   bool view_in_flight_ = false;
   std::vector<InstanceReport> reports_;
+  // Instances whose reports left the view, with their last report and when they left.
+  std::map<std::string, std::pair<InstanceReport, absl::Time>> departed_;
   AgreedHealth agreed_;
   int64_t leader_revision_ = 0;  // the leader key's create revision while this instance leads
   bool campaign_in_flight_ = false;

@@ -2,7 +2,7 @@
 """Table generations and agreed health in a fleet of three berthd instances, each in a network
 namespace of its own, so that one instance's probes can be cut off from a backend while the
 others still reach it. etcd (three members, plain HTTP) listens on a bridge the namespaces share;
-the backends' health checks are TCP connects to addresses this namespace holds (198.18.61.0/24),
+the backends' health checks are TCP connects to addresses this namespace holds (198.18.64.0/22),
 answered by one listener here. Each berthd runs on a net_null port with idle workers.
 
 Pinned, in order (the cases share the fleet and each leaves it serving):
@@ -17,7 +17,9 @@ Pinned, in order (the cases share the fleet and each leaves it serving):
 - with etcd stopped, a backend one instance cannot reach is taken out by that instance alone
   (fail-safe, shown in its status); with etcd back, it is put back, and the tables agree again.
 
-Usage: berthd_generations_test.py BERTHD BERTHCTL
+Usage: berthd_generations_test.py BERTHD BERTHCTL [Generations.test_3_each_change_moves_the_least]
+BERTH_GENERATIONS_BACKENDS=N measures with N backends (default 20; up to 1,000), probed less
+often as N grows.
 """
 import json
 import os
@@ -36,9 +38,11 @@ BERTHCTL = sys.argv.pop(1)
 TAG = os.getpid() % 100000
 BRIDGE = "bgb%d" % TAG
 HOST = "198.18.60.1"
-BACKEND_NET = "198.18.61.0/24"
-BACKENDS = 20
-LIMIT_S = 20.0
+BACKEND_NET = "198.18.64.0/22"
+# More backends for a measurement run (each instance probes every backend every INTERVAL_S).
+BACKENDS = int(os.environ.get("BERTH_GENERATIONS_BACKENDS", "20"))
+INTERVAL_S = max(0.3, BACKENDS * 0.003)
+LIMIT_S = 20.0 + 10 * INTERVAL_S
 
 
 def ip(*args, check=True):
@@ -50,7 +54,7 @@ def namespace(i):
 
 
 def backend_address(i):
-    return "198.18.61.%d" % (i + 1)
+    return "198.18.%d.%d" % (64 + (i + 1) // 256, (i + 1) % 256)
 
 
 class Listener:
@@ -80,8 +84,8 @@ class Listener:
 
 def version_text(port, backends=BACKENDS, weights=None):
     text = ("services:\n  - name: web\n    vip: 198.18.100.1\n    port: 80\n    protocol: tcp\n"
-            "    health: { type: tcp, interval: 0.3, timeout: 0.2, rise: 1, fall: 2, port: %d }\n"
-            "    backends:\n" % port)
+            "    health: { type: tcp, interval: %.2f, timeout: 0.2, rise: 1, fall: 2, port: %d }\n"
+            "    backends:\n" % (INTERVAL_S, port))
     for i in range(backends):
         weight = (weights or {}).get(i)
         text += "      - { name: web-%03d, address: %s%s }\n" % (
@@ -257,6 +261,9 @@ class Generations(unittest.TestCase):
         steps = [("an added backend", dict(backends=BACKENDS + 1), "generation"),
                  ("a weight change", dict(backends=BACKENDS + 1, weights={5: 3}), "weight"),
                  ("a drain", dict(backends=BACKENDS + 1, weights={5: 3, 7: 0}), "drain")]
+        # From a fleet at rest: every backend judged up and in the tables.
+        self.wait("every backend in every table", lambda: self.agreed() and all(
+            row["slots"] > 0 for i in range(3) for row in self.backends(i).values()))
         for what, change, cause in steps:
             self.wait("every instance on one generation", self.agreed)
             pushed = time.monotonic()

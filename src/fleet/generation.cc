@@ -14,43 +14,15 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "berth/net/crc32c.h"
+#include "fleet/json_fields.h"
 
 namespace berth {
 namespace {
 
-using Json = nlohmann::json;
-
-constexpr int kFormat = 1;  // of the manifest and the stored tables; a newer one is refused
-
-uint32_t crcOf(absl::string_view bytes) { return crc32cPortable(0, bytes.data(), bytes.size()); }
-
-absl::StatusOr<Json> parseObject(absl::string_view text, absl::string_view what) {
-  Json json = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (!json.is_object()) return absl::DataLossError(absl::StrCat(what, " is not a JSON object"));
-  if (json.value("format", 0) != kFormat) {
-    return absl::DataLossError(absl::StrCat(what, " has format ", json.value("format", 0),
-                                            ", this berth reads format ", kFormat));
-  }
-  return json;
-}
-
-// A field that must be there with this type; never throws.
-template <typename T>
-absl::Status read(const Json& json, const char* field, absl::string_view what, T& out) {
-  const auto it = json.find(field);
-  if (it == json.end()) return absl::DataLossError(absl::StrCat(what, " has no ", field));
-  bool ok = false;
-  if constexpr (std::is_same_v<T, std::string>) {
-    ok = it->is_string();
-  } else if constexpr (std::is_unsigned_v<T>) {
-    ok = it->is_number_unsigned() && it->template get<uint64_t>() <= std::numeric_limits<T>::max();
-  } else {
-    ok = it->is_number_integer();
-  }
-  if (!ok) return absl::DataLossError(absl::StrCat(what, ": ", field, " has the wrong type"));
-  out = it->template get<T>();
-  return absl::OkStatus();
-}
+using fleet_json::crcOf;
+using fleet_json::Json;
+using fleet_json::kFormat;
+using fleet_json::parseObject;
 
 absl::Status readNames(const Json& json, const char* field, absl::string_view what,
                        std::vector<std::string>& out) {
@@ -64,11 +36,6 @@ absl::Status readNames(const Json& json, const char* field, absl::string_view wh
   }
   return absl::OkStatus();
 }
-
-#define BERTH_READ(json, field, what, out)                                               \
-  do {                                                                                   \
-    if (absl::Status status = read(json, field, what, out); !status.ok()) return status; \
-  } while (0)
 
 std::string twentyDigits(uint64_t number) { return absl::StrFormat("%020u", number); }
 
@@ -174,10 +141,10 @@ absl::StatusOr<StoredTable> decodeStoredTable(absl::string_view bytes) {
   uint32_t table_size = 0;
   uint32_t bits = 0;
   uint32_t crc = 0;
-  BERTH_READ(*json, "service", kWhat, table.service);
-  BERTH_READ(*json, "table_size", kWhat, table_size);
-  BERTH_READ(*json, "bits", kWhat, bits);
-  BERTH_READ(*json, "crc32c", kWhat, crc);
+  BERTH_FIELD(table.service, std::string, *json, "service", kWhat);
+  BERTH_FIELD(table_size, uint32_t, *json, "table_size", kWhat);
+  BERTH_FIELD(bits, uint32_t, *json, "bits", kWhat);
+  BERTH_FIELD(crc, uint32_t, *json, "crc32c", kWhat);
   const std::string what = absl::StrCat("the stored table of service '", table.service, "'");
   const auto backends = json->find("backends");
   if (backends == json->end() || !backends->is_array() || backends->size() > kMaxBackends) {
@@ -266,11 +233,11 @@ absl::StatusOr<GenerationManifest> parseGenerationManifest(absl::string_view tex
   absl::StatusOr<Json> json = parseObject(text, kWhat);
   if (!json.ok()) return json.status();
   GenerationManifest manifest;
-  BERTH_READ(*json, "generation", kWhat, manifest.generation);
-  BERTH_READ(*json, "config_version", kWhat, manifest.config_version);
-  BERTH_READ(*json, "made_by", kWhat, manifest.made_by);
-  BERTH_READ(*json, "made_at_ms", kWhat, manifest.made_at_ms);
-  BERTH_READ(*json, "quorum", kWhat, manifest.quorum);
+  BERTH_FIELD(manifest.generation, uint64_t, *json, "generation", kWhat);
+  BERTH_FIELD(manifest.config_version, uint64_t, *json, "config_version", kWhat);
+  BERTH_FIELD(manifest.made_by, std::string, *json, "made_by", kWhat);
+  BERTH_FIELD(manifest.made_at_ms, int64_t, *json, "made_at_ms", kWhat);
+  BERTH_FIELD(manifest.quorum, uint32_t, *json, "quorum", kWhat);
   const auto services = json->find("services");
   if (services == json->end() || !services->is_array()) {
     return absl::DataLossError("the fleet's generation has no services");
@@ -278,10 +245,10 @@ absl::StatusOr<GenerationManifest> parseGenerationManifest(absl::string_view tex
   for (const Json& entry : *services) {
     if (!entry.is_object()) return absl::DataLossError("the fleet's generation: a service");
     GenerationService service;
-    BERTH_READ(entry, "service", kWhat, service.service);
-    BERTH_READ(entry, "stored_in", kWhat, service.stored_in);
-    BERTH_READ(entry, "bytes", kWhat, service.bytes);
-    BERTH_READ(entry, "crc32c", kWhat, service.crc32c);
+    BERTH_FIELD(service.service, std::string, entry, "service", kWhat);
+    BERTH_FIELD(service.stored_in, uint64_t, entry, "stored_in", kWhat);
+    BERTH_FIELD(service.bytes, uint64_t, entry, "bytes", kWhat);
+    BERTH_FIELD(service.crc32c, uint32_t, entry, "crc32c", kWhat);
     if (absl::Status status = readNames(entry, "down", kWhat, service.down); !status.ok()) {
       return status;
     }
@@ -293,9 +260,9 @@ absl::StatusOr<GenerationManifest> parseGenerationManifest(absl::string_view tex
       if (!piece_json.is_object()) return absl::DataLossError("the fleet's generation: a piece");
       VersionPiece piece;
       piece.service = service.service;
-      BERTH_READ(piece_json, "key", kWhat, piece.key);
-      BERTH_READ(piece_json, "bytes", kWhat, piece.bytes);
-      BERTH_READ(piece_json, "crc32c", kWhat, piece.crc32c);
+      BERTH_FIELD(piece.key, std::string, piece_json, "key", kWhat);
+      BERTH_FIELD(piece.bytes, uint64_t, piece_json, "bytes", kWhat);
+      BERTH_FIELD(piece.crc32c, uint32_t, piece_json, "crc32c", kWhat);
       service.pieces.push_back(std::move(piece));
     }
     manifest.services.push_back(std::move(service));

@@ -13,51 +13,15 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "berth/net/crc32c.h"
+#include "fleet/json_fields.h"
 
 namespace berth {
 namespace {
 
-using Json = nlohmann::json;
-
-constexpr int kFormat = 1;  // of every JSON value below; a newer one is refused
-
-uint32_t crcOf(absl::string_view text) { return crc32cPortable(0, text.data(), text.size()); }
-
-absl::StatusOr<Json> parseObject(absl::string_view text, absl::string_view what) {
-  Json json = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (!json.is_object()) return absl::DataLossError(absl::StrCat(what, " is not a JSON object"));
-  if (json.value("format", 0) != kFormat) {
-    return absl::DataLossError(absl::StrCat(what, " has format ", json.value("format", 0),
-                                            ", this berth reads format ", kFormat));
-  }
-  return json;
-}
-
-// Typed fields that never throw: a missing or mistyped field is the zero value, or an error for
-// required ones.
-template <typename T>
-absl::StatusOr<T> required(const Json& json, const char* field, absl::string_view what) {
-  const auto it = json.find(field);
-  if (it == json.end()) return absl::DataLossError(absl::StrCat(what, " has no ", field));
-  if constexpr (std::is_same_v<T, std::string>) {
-    if (it->is_string()) return it->template get<std::string>();
-  } else if constexpr (std::is_same_v<T, bool>) {
-    if (it->is_boolean()) return it->template get<bool>();
-  } else if constexpr (std::is_unsigned_v<T>) {
-    if (it->is_number_unsigned() && it->template get<uint64_t>() <= std::numeric_limits<T>::max())
-      return static_cast<T>(it->template get<uint64_t>());
-  } else {
-    if (it->is_number_integer()) return static_cast<T>(it->template get<int64_t>());
-  }
-  return absl::DataLossError(absl::StrCat(what, ": ", field, " has the wrong type"));
-}
-
-#define BERTH_FIELD(target, type, json, field, what)                   \
-  do {                                                                 \
-    absl::StatusOr<type> value_or = required<type>(json, field, what); \
-    if (!value_or.ok()) return value_or.status();                      \
-    target = *std::move(value_or);                                     \
-  } while (0)
+using fleet_json::crcOf;
+using fleet_json::Json;
+using fleet_json::kFormat;
+using fleet_json::parseObject;
 
 // The offset of the start of 1-based line `line` in `text`, or text.size() past the end.
 size_t lineStart(absl::string_view text, int line) {

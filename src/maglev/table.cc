@@ -328,6 +328,39 @@ absl::StatusOr<Table> build(std::vector<Backend> backends, uint32_t table_size) 
   return buildWithPermutations(std::move(backends), std::move(permutations), table_size);
 }
 
+namespace {
+
+// A generation's backends, validated at `table_size` and sorted by name, with their permutations
+// and, in the same order, which are failed and which drained.
+struct GenerationBackends {
+  std::vector<Backend> backends;
+  std::vector<Permutation> permutations;
+  std::vector<bool> healthy;
+  std::vector<bool> drained;
+};
+
+absl::StatusOr<GenerationBackends> generationBackends(std::vector<Backend> backends,
+                                                      uint32_t table_size,
+                                                      const std::vector<std::string>& failed,
+                                                      const std::vector<std::string>& drained) {
+  if (absl::Status status = validateBackends(backends, table_size); !status.ok()) return status;
+  std::sort(backends.begin(), backends.end(),
+            [](const Backend& a, const Backend& b) { return a.name < b.name; });
+  const absl::flat_hash_set<absl::string_view> failed_names(failed.begin(), failed.end());
+  const absl::flat_hash_set<absl::string_view> drained_names(drained.begin(), drained.end());
+  GenerationBackends result;
+  result.permutations.reserve(backends.size());
+  for (const Backend& backend : backends) {
+    result.permutations.push_back(permutationFor(backend.name, table_size));
+    result.healthy.push_back(!failed_names.contains(backend.name));
+    result.drained.push_back(drained_names.contains(backend.name));
+  }
+  result.backends = std::move(backends);
+  return result;
+}
+
+}  // namespace
+
 absl::StatusOr<Table> nextGeneration(const Table& previous, std::vector<Backend> backends,
                                      const std::vector<std::string>& failed,
                                      const std::vector<std::string>& drained) {
@@ -335,30 +368,22 @@ absl::StatusOr<Table> nextGeneration(const Table& previous, std::vector<Backend>
     return absl::InvalidArgumentError("table generations are for Maglev tables");
   }
   const uint32_t table_size = previous.size();
-  if (absl::Status status = validateBackends(backends, table_size); !status.ok()) return status;
-  std::sort(backends.begin(), backends.end(),
-            [](const Backend& a, const Backend& b) { return a.name < b.name; });
+  absl::StatusOr<GenerationBackends> sorted =
+      generationBackends(std::move(backends), table_size, failed, drained);
+  if (!sorted.ok()) return sorted.status();
   auto layout = std::make_shared<Table::Layout>();
-  layout->backends = std::move(backends);
+  layout->backends = std::move(sorted->backends);
+  layout->permutations = std::move(sorted->permutations);
+  std::vector<bool> healthy = std::move(sorted->healthy);
+  std::vector<bool> drained_flags = std::move(sorted->drained);
   const size_t count = layout->backends.size();
-  layout->permutations.reserve(count);
-  for (const Backend& backend : layout->backends) {
-    layout->permutations.push_back(permutationFor(backend.name, table_size));
-  }
 
   // Quotas among the serving backends: a failed or drained one is owed nothing.
-  const absl::flat_hash_set<absl::string_view> failed_names(failed.begin(), failed.end());
-  const absl::flat_hash_set<absl::string_view> drained_names(drained.begin(), drained.end());
-  std::vector<bool> healthy(count, true);
-  std::vector<bool> drained_flags(count, false);
   std::vector<Backend> serving = layout->backends;
   absl::flat_hash_map<absl::string_view, uint16_t> index_of;
   for (size_t b = 0; b < count; ++b) {
-    const std::string& name = layout->backends[b].name;
-    healthy[b] = !failed_names.contains(name);
-    drained_flags[b] = drained_names.contains(name);
     if (!healthy[b] || drained_flags[b]) serving[b].weight = 0;
-    index_of.emplace(name, static_cast<uint16_t>(b));
+    index_of.emplace(layout->backends[b].name, static_cast<uint16_t>(b));
   }
   const std::vector<uint32_t> quotas = slotQuotas(serving, table_size);
 
@@ -411,24 +436,15 @@ absl::StatusOr<Table> restoreGeneration(std::vector<Backend> backends,
   if (entries.size() > kMaxTableSize) {
     return absl::InvalidArgumentError(absl::StrCat(entries.size(), " entries: more than M allows"));
   }
-  if (absl::Status status = validateBackends(backends, table_size); !status.ok()) return status;
-  std::sort(backends.begin(), backends.end(),
-            [](const Backend& a, const Backend& b) { return a.name < b.name; });
+  absl::StatusOr<GenerationBackends> sorted =
+      generationBackends(std::move(backends), table_size, failed, drained);
+  if (!sorted.ok()) return sorted.status();
   auto layout = std::make_shared<Table::Layout>();
-  layout->backends = std::move(backends);
+  layout->backends = std::move(sorted->backends);
+  layout->permutations = std::move(sorted->permutations);
+  std::vector<bool> healthy = std::move(sorted->healthy);
+  std::vector<bool> drained_flags = std::move(sorted->drained);
   const size_t count = layout->backends.size();
-  layout->permutations.reserve(count);
-  for (const Backend& backend : layout->backends) {
-    layout->permutations.push_back(permutationFor(backend.name, table_size));
-  }
-  const absl::flat_hash_set<absl::string_view> failed_names(failed.begin(), failed.end());
-  const absl::flat_hash_set<absl::string_view> drained_names(drained.begin(), drained.end());
-  std::vector<bool> healthy(count, true);
-  std::vector<bool> drained_flags(count, false);
-  for (size_t b = 0; b < count; ++b) {
-    healthy[b] = !failed_names.contains(layout->backends[b].name);
-    drained_flags[b] = drained_names.contains(layout->backends[b].name);
-  }
   std::vector<uint32_t> counts(count, 0);
   for (uint16_t entry : entries) {
     if (entry == kNoBackend) continue;

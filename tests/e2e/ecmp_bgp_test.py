@@ -335,17 +335,19 @@ class Instance:
         e2e_support.stop_process(self.announcer, signal.SIGTERM, timeout=10)
 
 
-@unittest.skipIf(FLEET, "the fleet's cases run as EcmpFleet")
-class EcmpBgp(unittest.TestCase):
+class TwoInstances(unittest.TestCase):
+    """The topology with both instances started, healthy and announced; removed at the end."""
+    directory_prefix = "berth-ecmp-"
+
     @classmethod
     def setUpClass(cls):
         if shutil.which("bird") is None:
             raise unittest.SkipTest("BIRD 2 is not installed (Debian bird2)")
-        cls.directory = tempfile.mkdtemp(prefix="berth-ecmp-")
+        cls.directory = tempfile.mkdtemp(prefix=cls.directory_prefix)
         cls.topology = Topology(cls.directory)
         cls.instances = {n: Instance(n, cls.directory, cls.topology) for n in INSTANCES}
         for instance in cls.instances.values():
-            instance.berthd.wait_healthy(BACKENDS)
+            instance.berthd.wait_healthy(BACKENDS, timeout=30)
         wait_for_next_hops(VIP, [port_address(n) for n in INSTANCES])
 
     @classmethod
@@ -355,6 +357,9 @@ class EcmpBgp(unittest.TestCase):
         cls.topology.remove()
         shutil.rmtree(cls.directory, ignore_errors=True)
 
+
+@unittest.skipIf(FLEET, "the fleet's cases run as EcmpFleet")
+class EcmpBgp(TwoInstances):
     def spread(self, ports):
         seen = {}
         for port in ports:
@@ -391,37 +396,17 @@ class EcmpBgp(unittest.TestCase):
 
     def test_4_an_instance_killed_mid_download_is_withdrawn_and_every_download_completes(self):
         ports = list(range(42000, 42012))
-        downloads = {}
-
-        def download(port):
-            downloads[port] = e2e_support.curl(CLIENT, VIP, "/slow?s=8", local_port=port,
-                                               max_time=60)
-
-        threads = [threading.Thread(target=download, args=(port,)) for port in ports]
         victim = self.instances[1]
-        for thread in threads:
-            thread.start()
-        time.sleep(2)
-        carried = victim.rx_packets()
-        time.sleep(0.5)
-        self.assertGreater(victim.rx_packets() - carried, 0,
-                           "some of the downloads run through the instance about to die")
-        announced_at_kill = router_next_hops(VIP)
-        victim.berthd.kill()
         killed = time.monotonic()
-        withdrawn = wait_for_next_hops(VIP, [port_address(2)], timeout=15)
-        for thread in threads:
-            thread.join(timeout=90)
-        intact = sum(1 for port in ports if downloads[port][0] == 0 and
-                     hashlib.sha256(downloads[port][1]).hexdigest() == BIG_SHA256)
-        self.assertEqual(intact, len(ports), {p: downloads[p][0] for p in ports})
+        intact, withdrawn, announced_at_kill = download_all(self, self.instances, 1, ports)
+        self.assertEqual(intact, len(ports))
         after = self.spread(range(42100, 42120))
         self.assertEqual(set(after.values()), set(BACKENDS), "new connections served")
         self.assertIn("withdrawing every route", victim.announcer_lines())
         print("\n  instance 1 killed: route withdrawn %.2f s later (next hops at the kill: %s); "
               "%d of %d established downloads completed intact" % (
                   withdrawn, " ".join(announced_at_kill), intact, len(ports)), file=sys.stderr)
-        self.assertLess(time.monotonic() - killed, 120)
+        self.assertLess(time.monotonic() - killed, 130)
 
     def test_5_a_restarted_instance_announces_again_and_traffic_spreads(self):
         victim = self.instances[1]
@@ -533,7 +518,8 @@ class EcmpBgp(unittest.TestCase):
 
 def download_all(test, instances, victim_number, ports):
     """Long downloads over both instances; kills instance `victim_number` while they run and
-    waits for its route to go. How many completed intact, of how many."""
+    waits for its route to go. How many completed intact, how long the route took to go, and the
+    router's next hops at the kill."""
     downloads = {}
 
     def download(port):
@@ -548,34 +534,20 @@ def download_all(test, instances, victim_number, ports):
     time.sleep(0.5)
     test.assertGreater(victim.rx_packets() - carried, 0,
                        "some of the downloads run through the instance about to die")
+    announced_at_kill = router_next_hops(VIP)
     victim.berthd.kill()
     survivor = [n for n in INSTANCES if n != victim_number][0]
-    wait_for_next_hops(VIP, [port_address(survivor)], timeout=15)
+    withdrawn = wait_for_next_hops(VIP, [port_address(survivor)], timeout=15)
     for thread in threads:
         thread.join(timeout=90)
-    return sum(1 for port in ports if downloads[port][0] == 0 and
-               hashlib.sha256(downloads[port][1]).hexdigest() == BIG_SHA256)
+    intact = sum(1 for port in ports if downloads[port][0] == 0 and
+                 hashlib.sha256(downloads[port][1]).hexdigest() == BIG_SHA256)
+    return intact, withdrawn, announced_at_kill
 
 
 @unittest.skipUnless(FLEET, "runs with --fleet")
-class EcmpFleet(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        if shutil.which("bird") is None:
-            raise unittest.SkipTest("BIRD 2 is not installed (Debian bird2)")
-        cls.directory = tempfile.mkdtemp(prefix="berth-ecmp-fleet-")
-        cls.topology = Topology(cls.directory)
-        cls.instances = {n: Instance(n, cls.directory, cls.topology) for n in INSTANCES}
-        for instance in cls.instances.values():
-            instance.berthd.wait_healthy(BACKENDS, timeout=30)
-        wait_for_next_hops(VIP, [port_address(n) for n in INSTANCES])
-
-    @classmethod
-    def tearDownClass(cls):
-        for instance in cls.instances.values():
-            instance.stop()
-        cls.topology.remove()
-        shutil.rmtree(cls.directory, ignore_errors=True)
+class EcmpFleet(TwoInstances):
+    directory_prefix = "berth-ecmp-fleet-"
 
     def same_tables(self):
         """Both instances on the fleet's newest generation with identical tables."""
@@ -608,7 +580,7 @@ class EcmpFleet(unittest.TestCase):
             results = []
             for victim in INSTANCES:
                 ports = list(range(45000 + 100 * victim, 45012 + 100 * victim))
-                intact = download_all(self, self.instances, victim, ports)
+                intact, _, _ = download_all(self, self.instances, victim, ports)
                 results.append(intact)
                 self.assertEqual(intact, len(ports), "killing instance %d\n%s" % (
                     victim, "\n".join("--- instance %d\n%s" % (n, "".join(i.berthd.lines[-40:]))

@@ -57,9 +57,9 @@ absl::StatusOr<T> required(const Json& json, const char* field, absl::string_vie
 }  // namespace berth::fleet_json
 
 // Assigns a required field to `target`, or returns its error from the enclosing function.
-#define BERTH_FIELD(target, type, json, field, what)                                   \
-  do {                                                                                 \
+#define BERTH_FIELD(target, type, json, field, what)                                        \
+  do {                                                                                      \
     absl::StatusOr<type> value_or = ::berth::fleet_json::required<type>(json, field, what); \
-    if (!value_or.ok()) return value_or.status();                                      \
-    target = *std::move(value_or);                                                     \
+    if (!value_or.ok()) return value_or.status();                                           \
+    target = *std::move(value_or);                                                          \
   } while (0)

@@ -193,7 +193,9 @@ void ControlPlane::serveFleetGenerations() {
     logLine(absl::StrCat("fleet: serving table generation ", manifest.generation, " (made by ",
                          manifest.made_by, " for version ", manifest.config_version, ")"));
     fleet_->generationApplied(manifest.generation);
-    generation_cache_->save(renderGenerationCache(*generation));
+    // Encoding every table takes O(M) each: on the writer's thread, from the immutable
+    // generation.
+    generation_cache_->saveRendered([generation] { return renderGenerationCache(*generation); });
   }
   const std::vector<std::string> removed = failSafeRemovals();
   if (!removed.empty()) {

@@ -664,8 +664,10 @@ void ControlPlane::applyHealthChanges(const std::vector<BackendHealthChange>& ch
                      "probes alone: ",
                      absl::StrJoin(removed, ", ")));
   }
+  bool changed = false;
   for (size_t s : services) {
     std::vector<bool> verdicts = servingVerdicts(config_.services[s], health_->healthy(s));
+    // In a fleet with etcd answering, this instance's verdicts change no table.
     if (verdicts == services_[s].healthy()) continue;
     absl::StatusOr<SlotChange> change = services_[s].setHealth(std::move(verdicts));
     if (!change.ok()) {
@@ -674,7 +676,9 @@ void ControlPlane::applyHealthChanges(const std::vector<BackendHealthChange>& ch
       continue;
     }
     noteTableChange(services_[s].name(), *change);
+    changed = true;
   }
+  if (!changed) return;
   if (absl::Status status = publishSnapshot(); !status.ok()) {
     logLine(
         absl::StrCat("snapshot not rebuilt, the previous one keeps serving: ", status.message()));

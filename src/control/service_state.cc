@@ -20,13 +20,15 @@ absl::Status inService(const ServiceConfig& service, const absl::Status& status)
                       absl::StrCat("service '", service.name, "': ", status.message()));
 }
 
-// A generation's table serves a service only when it lists exactly the service's backends.
-absl::Status checkGenerationFor(const ServiceConfig& service, const Table& table) {
-  bool same = table.backends().size() == service.backends.size();
+// The service's base table: `generation` when it lists exactly the service's backends, else
+// (none given) the config's own.
+absl::StatusOr<Table> baseTableFor(const ServiceConfig& service, std::optional<Table> generation) {
+  if (!generation) return buildTable(service.hashingBackends(), service.tableOptions());
+  bool same = generation->backends().size() == service.backends.size();
   for (size_t b = 0; same && b < service.backends.size(); ++b) {
-    same = table.indexOf(service.backends[b].name).ok();
+    same = generation->indexOf(service.backends[b].name).ok();
   }
-  if (same) return absl::OkStatus();
+  if (same) return *std::move(generation);
   return absl::InvalidArgumentError(
       "the table generation was made for other backends than the service's");
 }
@@ -166,14 +168,7 @@ absl::StatusOr<ServiceState> ServiceState::build(const ServiceConfig& configured
     if (drained.contains(backend.name)) backend.weight = 0;
   }
   const bool from_generation = generation.has_value();
-  if (generation) {
-    if (absl::Status status = checkGenerationFor(configured, *generation); !status.ok()) {
-      return inService(config, status);
-    }
-  }
-  absl::StatusOr<Table> base =
-      generation ? *std::move(generation)
-                 : buildTable(configured.hashingBackends(), configured.tableOptions());
+  absl::StatusOr<Table> base = baseTableFor(configured, std::move(generation));
   if (!base.ok()) return inService(config, base.status());
   absl::StatusOr<Table> live = servingTable(configured, *base, healthy, drained);
   if (!live.ok()) return inService(config, live.status());
@@ -196,14 +191,7 @@ absl::StatusOr<ServiceState> ServiceState::create(ServiceConfig config, std::vec
 absl::StatusOr<SlotChange> ServiceState::setGeneration(std::optional<Table> generation,
                                                        std::vector<bool> healthy) {
   const bool from_generation = generation.has_value();
-  if (generation) {
-    if (absl::Status status = checkGenerationFor(configured_, *generation); !status.ok()) {
-      return inService(config_, status);
-    }
-  }
-  absl::StatusOr<Table> base =
-      generation ? *std::move(generation)
-                 : buildTable(configured_.hashingBackends(), configured_.tableOptions());
+  absl::StatusOr<Table> base = baseTableFor(configured_, std::move(generation));
   if (!base.ok()) return inService(config_, base.status());
   absl::StatusOr<Table> live = servingTable(configured_, *base, healthy, drained_);
   if (!live.ok()) return inService(config_, live.status());

@@ -24,25 +24,6 @@ absl::StatusOr<std::string> newPushId() {
       absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
 }
 
-// The one range a transaction's n-th response holds.
-absl::StatusOr<std::vector<EtcdKeyValue>> rangeResponse(const Json& txn, size_t n) {
-  const auto responses = txn.find("responses");
-  if (responses == txn.end() || !responses->is_array() || responses->size() <= n ||
-      !(*responses)[n].is_object()) {
-    return absl::DataLossError("etcd: a transaction reply without its responses");
-  }
-  const auto range = (*responses)[n].find("response_range");
-  if (range == (*responses)[n].end()) return std::vector<EtcdKeyValue>{};
-  return etcdKeyValues(*range);
-}
-
-Json txnOf(Json compare, Json success, Json failure = Json::array()) {
-  Json txn = {{"success", std::move(success)}};
-  if (!compare.empty()) txn["compare"] = std::move(compare);
-  if (!failure.empty()) txn["failure"] = std::move(failure);
-  return txn;
-}
-
 // One push's state across its callbacks.
 struct Push : std::enable_shared_from_this<Push> {
   EtcdClient& client;
@@ -96,7 +77,7 @@ struct Push : std::enable_shared_from_this<Push> {
       puts.push_back({{"request_put", etcdPut(keys.piece(push_id, index), pieces[index].text)}});
     }
     ++next_batch;
-    client.call("kv/txn", txnOf(Json::array(), std::move(puts)),
+    client.call("kv/txn", etcdTxn(Json::array(), std::move(puts)),
                 [self = shared_from_this()](absl::StatusOr<Json> reply) {
                   if (!reply.ok()) return self->abandon(reply.status());
                   self->stageNext();
@@ -118,7 +99,7 @@ struct Push : std::enable_shared_from_this<Push> {
         {{{"request_put", etcdPut(keys.version(head.version), renderManifest(manifest))}},
          {{"request_put", etcdPut(keys.head(), renderHead(head))}}});
     Json failure = Json::array({{{"request_range", etcdRange(keys.head())}}});
-    client.call("kv/txn", txnOf(std::move(compare), std::move(success), std::move(failure)),
+    client.call("kv/txn", etcdTxn(std::move(compare), std::move(success), std::move(failure)),
                 [self = shared_from_this(), head](absl::StatusOr<Json> reply) {
                   self->committed(reply, head);
                 });
@@ -128,7 +109,7 @@ struct Push : std::enable_shared_from_this<Push> {
     if (!reply.ok()) return abandon(reply.status());
     if (!reply->value("succeeded", false)) {
       std::string winner = "another push";
-      if (absl::StatusOr<std::vector<EtcdKeyValue>> kvs = rangeResponse(*reply, 0);
+      if (absl::StatusOr<std::vector<EtcdKeyValue>> kvs = etcdTxnRange(*reply, 0);
           kvs.ok() && !kvs->empty()) {
         if (absl::StatusOr<FleetHead> now = parseHead(kvs->front().value); now.ok()) {
           winner = absl::StrCat("version ", now->version, " (push ", now->push_id, ")");
@@ -149,7 +130,7 @@ struct Push : std::enable_shared_from_this<Push> {
                                   range["keys_only"] = true;
                                   return range;
                                 }()}}});
-    client.call("kv/txn", txnOf(Json::array(), std::move(reads)),
+    client.call("kv/txn", etcdTxn(Json::array(), std::move(reads)),
                 [self = shared_from_this()](absl::StatusOr<Json> reply) { self->retain(reply); });
   }
 
@@ -161,8 +142,8 @@ struct Push : std::enable_shared_from_this<Push> {
 
   void retain(const absl::StatusOr<Json>& reply) {
     if (!reply.ok()) return finish(absl::StrCat("retention skipped: ", reply.status().message()));
-    absl::StatusOr<std::vector<EtcdKeyValue>> manifests = rangeResponse(*reply, 0);
-    absl::StatusOr<std::vector<EtcdKeyValue>> piece_keys = rangeResponse(*reply, 1);
+    absl::StatusOr<std::vector<EtcdKeyValue>> manifests = etcdTxnRange(*reply, 0);
+    absl::StatusOr<std::vector<EtcdKeyValue>> piece_keys = etcdTxnRange(*reply, 1);
     if (!manifests.ok() || !piece_keys.ok()) return finish("retention skipped: an odd reply");
     std::vector<StoredVersion> versions;
     for (const EtcdKeyValue& kv : *manifests) {
@@ -206,7 +187,7 @@ struct Push : std::enable_shared_from_this<Push> {
     }
     const size_t next = from + batch.size();
     client.call(
-        "kv/txn", txnOf(Json::array(), std::move(batch)),
+        "kv/txn", etcdTxn(Json::array(), std::move(batch)),
         [self = shared_from_this(), deletes = std::move(deletes), next,
          compact_revision](absl::StatusOr<Json> reply) mutable {
           if (!reply.ok()) {
@@ -262,16 +243,16 @@ void readFleetStatus(EtcdClient& client, const FleetKeys& keys,
                             {{"request_range", etcdPrefixRange(keys.instancesPrefix())}},
                             {{"request_range", etcdRange(generation_keys.leader())}},
                             {{"request_range", etcdRange(generation_keys.generation())}}});
-  client.call("kv/txn", txnOf(Json::array(), std::move(reads)),
+  client.call("kv/txn", etcdTxn(Json::array(), std::move(reads)),
               [done = std::move(done), health_quorum](absl::StatusOr<Json> reply) {
                 if (!reply.ok()) return done(reply.status());
                 FleetStatus status;
                 absl::StatusOr<int64_t> revision = etcdRevision(*reply);
                 if (!revision.ok()) return done(revision.status());
                 status.revision = *revision;
-                absl::StatusOr<std::vector<EtcdKeyValue>> head = rangeResponse(*reply, 0);
-                absl::StatusOr<std::vector<EtcdKeyValue>> manifest = rangeResponse(*reply, 1);
-                absl::StatusOr<std::vector<EtcdKeyValue>> instances = rangeResponse(*reply, 2);
+                absl::StatusOr<std::vector<EtcdKeyValue>> head = etcdTxnRange(*reply, 0);
+                absl::StatusOr<std::vector<EtcdKeyValue>> manifest = etcdTxnRange(*reply, 1);
+                absl::StatusOr<std::vector<EtcdKeyValue>> instances = etcdTxnRange(*reply, 2);
                 if (!head.ok()) return done(head.status());
                 if (!manifest.ok()) return done(manifest.status());
                 if (!instances.ok()) return done(instances.status());
@@ -297,9 +278,9 @@ void readFleetStatus(EtcdClient& client, const FleetKeys& keys,
                   }
                 }
                 status.health = agreeOnHealth(verdicts, health_quorum);
-                absl::StatusOr<std::vector<EtcdKeyValue>> leader = rangeResponse(*reply, 3);
+                absl::StatusOr<std::vector<EtcdKeyValue>> leader = etcdTxnRange(*reply, 3);
                 if (leader.ok() && !leader->empty()) status.leader = leader->front().value;
-                absl::StatusOr<std::vector<EtcdKeyValue>> generation = rangeResponse(*reply, 4);
+                absl::StatusOr<std::vector<EtcdKeyValue>> generation = etcdTxnRange(*reply, 4);
                 if (generation.ok() && !generation->empty()) {
                   absl::StatusOr<GenerationManifest> parsed =
                       parseGenerationManifest(generation->front().value);

@@ -17,23 +17,6 @@ namespace {
 
 using Json = EtcdClient::Json;
 
-Json txnOf(Json compare, Json success) {
-  Json txn = {{"success", std::move(success)}};
-  if (!compare.empty()) txn["compare"] = std::move(compare);
-  return txn;
-}
-
-// The range responses of a transaction's reply, in order.
-std::vector<Json> rangeResponses(const Json& reply) {
-  std::vector<Json> ranges;
-  for (const Json& response : reply.value("responses", Json::array())) {
-    ranges.push_back(response.value("response_range", Json::object()));
-  }
-  return ranges;
-}
-
-int64_t nowMs() { return absl::ToUnixMillis(absl::Now()); }
-
 }  // namespace
 
 void FleetAgent::setVerdicts(std::map<std::string, std::map<std::string, bool>> up) {
@@ -75,7 +58,6 @@ std::shared_ptr<const FleetGeneration> FleetAgent::takeGeneration() {
 }
 
 void FleetAgent::generationApplied(uint64_t number) {
-  status_.generation_serving = number;
   if (report_.generation == number) return;
   report_.generation = number;
   report_dirty_ = true;
@@ -108,7 +90,7 @@ void FleetAgent::viewFleet() {
   const Json reads = Json::array({{{"request_range", etcdRange(generation_keys_.leader())}},
                                   {{"request_range", etcdRange(generation_keys_.generation())}},
                                   {{"request_range", etcdPrefixRange(keys_.instancesPrefix())}}});
-  client_->call("kv/txn", txnOf(Json::array(), reads),
+  client_->call("kv/txn", etcdTxn(Json::array(), reads),
                 guarded([](FleetAgent& self, absl::StatusOr<Json> reply) {
                   self.view_in_flight_ = false;
                   if (!reply.ok()) return self.failed("reading the fleet", reply.status());
@@ -118,12 +100,8 @@ void FleetAgent::viewFleet() {
 }
 
 void FleetAgent::viewed(const Json& reply) {
-  const std::vector<Json> ranges = rangeResponses(reply);
-  if (ranges.size() != 3) {
-    return failed("reading the fleet", absl::DataLossError("a reply without its three ranges"));
-  }
   // The elected instance.
-  absl::StatusOr<std::vector<EtcdKeyValue>> leader = etcdKeyValues(ranges[0]);
+  absl::StatusOr<std::vector<EtcdKeyValue>> leader = etcdTxnRange(reply, 0);
   const std::string was_leader = status_.leader;
   const bool was_elected = status_.elected;
   status_.leader.clear();
@@ -142,7 +120,7 @@ void FleetAgent::viewed(const Json& reply) {
   if (!status_.elected) planned_from_.reset();  // elected again later: plan afresh
 
   // The generation in force.
-  absl::StatusOr<std::vector<EtcdKeyValue>> generation = etcdKeyValues(ranges[1]);
+  absl::StatusOr<std::vector<EtcdKeyValue>> generation = etcdTxnRange(reply, 1);
   if (generation.ok() && !generation->empty()) {
     absl::StatusOr<GenerationManifest> manifest =
         parseGenerationManifest(generation->front().value);
@@ -159,7 +137,7 @@ void FleetAgent::viewed(const Json& reply) {
   }
 
   // Every live instance's report, and the health they agree on.
-  absl::StatusOr<std::vector<EtcdKeyValue>> instances = etcdKeyValues(ranges[2]);
+  absl::StatusOr<std::vector<EtcdKeyValue>> instances = etcdTxnRange(reply, 2);
   if (!instances.ok()) return failed("reading the instances' reports", instances.status());
   std::vector<InstanceReport> previous = std::move(reports_);
   reports_.clear();
@@ -232,8 +210,9 @@ void FleetAgent::fetchGeneration(const GenerationManifest& manifest) {
                                            service.service, service.stored_in))}});
   }
   if (reads.empty()) return decodeGeneration(manifest, {});
-  client_->call("kv/txn", txnOf(Json::array(), reads),
-                guarded([manifest](FleetAgent& self, absl::StatusOr<Json> reply) {
+  const size_t ranges = reads.size();
+  client_->call("kv/txn", etcdTxn(Json::array(), reads),
+                guarded([manifest, ranges](FleetAgent& self, absl::StatusOr<Json> reply) {
                   const std::string what =
                       absl::StrCat("fetching table generation ", manifest.generation);
                   if (!reply.ok()) {
@@ -243,8 +222,8 @@ void FleetAgent::fetchGeneration(const GenerationManifest& manifest) {
                   }
                   self.answered();
                   std::map<std::string, std::string> pieces;
-                  for (const Json& range : rangeResponses(*reply)) {
-                    absl::StatusOr<std::vector<EtcdKeyValue>> kvs = etcdKeyValues(range);
+                  for (size_t n = 0; n < ranges; ++n) {
+                    absl::StatusOr<std::vector<EtcdKeyValue>> kvs = etcdTxnRange(*reply, n);
                     if (!kvs.ok()) {
                       self.fetching_ = 0;
                       self.fetch_generation_retry_at_ = self.now_ + kRetryInterval;
@@ -340,14 +319,14 @@ void FleetAgent::planNext() {
   if (planned_from_ == inputs) return;
   planned_from_ = inputs;
   plan_in_flight_ = true;
-  const bool posted =
-      background_->post([this, previous, services = services_, version = services_version_,
-                         agreed = agreed_, keys = generation_keys_, name = fleet_.name] {
-        absl::StatusOr<std::optional<PlannedGeneration>> planned =
-            planGeneration(keys, previous.get(), *services, version, agreed, name, nowMs());
-        std::lock_guard<std::mutex> lock(results_mutex_);
-        planned_ = std::move(planned);
-      });
+  const bool posted = background_->post([this, previous, services = services_,
+                                         version = services_version_, agreed = agreed_,
+                                         keys = generation_keys_, name = fleet_.name] {
+    absl::StatusOr<std::optional<PlannedGeneration>> planned = planGeneration(
+        keys, previous.get(), *services, version, agreed, name, absl::ToUnixMillis(absl::Now()));
+    std::lock_guard<std::mutex> lock(results_mutex_);
+    planned_ = std::move(planned);
+  });
   if (!posted) {
     plan_in_flight_ = false;
     planned_from_.reset();
@@ -388,7 +367,7 @@ void FleetAgent::stageNext(std::shared_ptr<const PlannedGeneration> planned,
   for (const auto& [key, value] : batches[next]) {
     puts.push_back({{"request_put", etcdPut(key, value)}});
   }
-  client_->call("kv/txn", txnOf(Json::array({leaderCompare()}), std::move(puts)),
+  client_->call("kv/txn", etcdTxn(Json::array({leaderCompare()}), std::move(puts)),
                 guarded([planned, batches = std::move(batches), next](
                             FleetAgent& self, absl::StatusOr<Json> reply) mutable {
                   const uint64_t number = planned->generation.manifest.generation;
@@ -422,8 +401,8 @@ void FleetAgent::commitGeneration(std::shared_ptr<const PlannedGeneration> plann
   std::optional<GenerationManifest> previous = stored_;
   client_->call(
       "kv/txn",
-      txnOf(compare,
-            Json::array({{{"request_put", etcdPut(key, renderGenerationManifest(manifest))}}})),
+      etcdTxn(compare,
+              Json::array({{{"request_put", etcdPut(key, renderGenerationManifest(manifest))}}})),
       guarded([planned, previous](FleetAgent& self, absl::StatusOr<Json> reply) {
         self.plan_in_flight_ = false;
         const GenerationManifest& made = planned->generation.manifest;
@@ -491,7 +470,7 @@ void FleetAgent::dropUnneededTables(const GenerationManifest& committed,
         for (const std::string& prefix : prefixes) {
           deletes.push_back({{"request_delete_range", etcdPrefixRange(prefix)}});
         }
-        self.client_->call("kv/txn", txnOf(Json::array({self.leaderCompare()}), deletes),
+        self.client_->call("kv/txn", etcdTxn(Json::array({self.leaderCompare()}), deletes),
                            [](const absl::StatusOr<Json>&) {});
       }));
 }

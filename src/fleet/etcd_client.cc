@@ -376,6 +376,25 @@ EtcdClient::Json etcdPut(absl::string_view key, absl::string_view value, int64_t
   return request;
 }
 
+EtcdClient::Json etcdTxn(EtcdClient::Json compare, EtcdClient::Json success,
+                         EtcdClient::Json failure) {
+  EtcdClient::Json txn = {{"success", std::move(success)}};
+  if (!compare.empty()) txn["compare"] = std::move(compare);
+  if (!failure.empty()) txn["failure"] = std::move(failure);
+  return txn;
+}
+
+absl::StatusOr<std::vector<EtcdKeyValue>> etcdTxnRange(const nlohmann::json& txn_reply, size_t n) {
+  const auto responses = txn_reply.find("responses");
+  if (responses == txn_reply.end() || !responses->is_array() || responses->size() <= n ||
+      !(*responses)[n].is_object()) {
+    return absl::DataLossError("etcd: a transaction reply without its responses");
+  }
+  const auto range = (*responses)[n].find("response_range");
+  if (range == (*responses)[n].end()) return std::vector<EtcdKeyValue>{};
+  return etcdKeyValues(*range);
+}
+
 absl::StatusOr<std::vector<EtcdKeyValue>> etcdKeyValues(const nlohmann::json& range_response) {
   std::vector<EtcdKeyValue> result;
   if (!range_response.is_object() || !range_response.contains("kvs")) return result;

@@ -272,25 +272,11 @@ absl::StatusOr<GenerationManifest> parseGenerationManifest(absl::string_view tex
 
 absl::StatusOr<StoredTable> assembleStoredTable(const GenerationService& service,
                                                 const std::map<std::string, std::string>& pieces) {
-  std::string bytes;
-  for (const VersionPiece& piece : service.pieces) {
-    const auto found = pieces.find(piece.key);
-    if (found == pieces.end()) {
-      return absl::DataLossError(
-          absl::StrCat("the table of service '", service.service, "' lacks its piece ", piece.key));
-    }
-    if (found->second.size() != piece.bytes || crcOf(found->second) != piece.crc32c) {
-      return absl::DataLossError(absl::StrCat("the table of service '", service.service,
-                                              "': piece ", piece.key,
-                                              " is not what the generation stored"));
-    }
-    bytes += found->second;
-  }
-  if (bytes.size() != service.bytes || crcOf(bytes) != service.crc32c) {
-    return absl::DataLossError(
-        absl::StrCat("the table of service '", service.service, "' fails its CRC32-C"));
-  }
-  absl::StatusOr<StoredTable> table = decodeStoredTable(bytes);
+  absl::StatusOr<std::string> bytes =
+      assemblePieces(service.pieces, service.bytes, service.crc32c, pieces,
+                     absl::StrCat("the table of service '", service.service, "'"));
+  if (!bytes.ok()) return bytes.status();
+  absl::StatusOr<StoredTable> table = decodeStoredTable(*bytes);
   if (table.ok() && table->service != service.service) {
     return absl::DataLossError(absl::StrCat("the table stored for service '", service.service,
                                             "' is service '", table->service, "'s"));
@@ -352,6 +338,10 @@ bool madeFor(const Table& table, const ConfigTableInputs& inputs, uint32_t table
   return true;
 }
 
+absl::Status inService(const std::string& service, const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrCat("service '", service, "': ", status.message()));
+}
+
 std::vector<std::string> failedOf(const Table& table) {
   std::vector<std::string> failed;
   for (size_t b = 0; b < table.backends().size(); ++b) {
@@ -399,13 +389,11 @@ absl::StatusOr<std::optional<PlannedGeneration>> planGeneration(
                                      ? absl::StatusOr<Table>(*previous_table)
                                      : build(inputs.backends, service.table_size);
     if (!from.ok()) {
-      return absl::Status(from.status().code(),
-                          absl::StrCat("service '", service.name, "': ", from.status().message()));
+      return inService(service.name, from.status());
     }
     absl::StatusOr<Table> next = nextGeneration(*from, inputs.backends, entry.down, inputs.drained);
     if (!next.ok()) {
-      return absl::Status(next.status().code(),
-                          absl::StrCat("service '", service.name, "': ", next.status().message()));
+      return inService(service.name, next.status());
     }
     StoredTable stored = storedTableOf(service.name, *next);
     const bool same_table = previous_table != nullptr && was != nullptr && was->stored_in != 0 &&
@@ -458,8 +446,7 @@ absl::StatusOr<std::optional<Table>> generationBaseFor(const FleetGeneration& ge
   absl::StatusOr<Table> next =
       nextGeneration(found->second, inputs.backends, failed, inputs.drained);
   if (!next.ok()) {
-    return absl::Status(next.status().code(),
-                        absl::StrCat("service '", service.name, "': ", next.status().message()));
+    return inService(service.name, next.status());
   }
   return std::optional<Table>(*std::move(next));
 }

@@ -175,27 +175,33 @@ VersionManifest manifestFor(const FleetKeys& keys, uint64_t version, const std::
   return manifest;
 }
 
-absl::StatusOr<std::string> assembleVersionText(const VersionManifest& manifest,
-                                                const std::map<std::string, std::string>& pieces) {
-  std::string text;
-  text.reserve(manifest.bytes);
-  for (const VersionPiece& piece : manifest.pieces) {
+absl::StatusOr<std::string> assemblePieces(const std::vector<VersionPiece>& named, uint64_t bytes,
+                                           uint32_t crc32c,
+                                           const std::map<std::string, std::string>& pieces,
+                                           absl::string_view what) {
+  std::string whole;
+  whole.reserve(bytes);
+  for (const VersionPiece& piece : named) {
     const auto it = pieces.find(piece.key);
     if (it == pieces.end()) {
-      return absl::DataLossError(
-          absl::StrCat("version ", manifest.version, ": piece ", piece.key, " is missing"));
+      return absl::DataLossError(absl::StrCat(what, ": piece ", piece.key, " is missing"));
     }
     if (it->second.size() != piece.bytes || crcOf(it->second) != piece.crc32c) {
-      return absl::DataLossError(absl::StrCat("version ", manifest.version, ": piece ", piece.key,
-                                              " does not match its size and checksum"));
+      return absl::DataLossError(
+          absl::StrCat(what, ": piece ", piece.key, " does not match its size and checksum"));
     }
-    text += it->second;
+    whole += it->second;
   }
-  if (text.size() != manifest.bytes || crcOf(text) != manifest.crc32c) {
-    return absl::DataLossError(
-        absl::StrCat("version ", manifest.version, " does not match its size and checksum"));
+  if (whole.size() != bytes || crcOf(whole) != crc32c) {
+    return absl::DataLossError(absl::StrCat(what, " does not match its size and checksum"));
   }
-  return text;
+  return whole;
+}
+
+absl::StatusOr<std::string> assembleVersionText(const VersionManifest& manifest,
+                                                const std::map<std::string, std::string>& pieces) {
+  return assemblePieces(manifest.pieces, manifest.bytes, manifest.crc32c, pieces,
+                        absl::StrCat("version ", manifest.version));
 }
 
 std::vector<std::vector<size_t>> stagingBatches(const std::vector<TextPiece>& pieces) {

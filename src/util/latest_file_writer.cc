@@ -13,34 +13,38 @@ LatestFileWriter::~LatestFileWriter() {
   // The thread's destructor waits for the running job; one that is queued is dropped, so the
   // newest text is written here if no job will.
   thread_.reset();
-  std::optional<std::string> text;
+  std::function<std::string()> render;
   {
     std::lock_guard lock(mutex_);
-    text = std::move(pending_);
+    render = std::move(pending_);
   }
-  if (text) writeFileWhole(path_, *text, mode_).IgnoreError();
+  if (render) writeFileWhole(path_, render(), mode_).IgnoreError();
 }
 
 void LatestFileWriter::save(std::string text) {
+  saveRendered([text = std::move(text)] { return text; });
+}
+
+void LatestFileWriter::saveRendered(std::function<std::string()> render) {
   std::lock_guard lock(mutex_);
-  pending_ = std::move(text);
+  pending_ = std::move(render);
   if (writing_) return;  // the running job writes it next
   writing_ = thread_->post([this] { writeNewest(); });
 }
 
 void LatestFileWriter::writeNewest() {
   for (;;) {
-    std::optional<std::string> text;
+    std::function<std::string()> render;
     {
       std::lock_guard lock(mutex_);
       if (!pending_) {
         writing_ = false;
         return;
       }
-      text = std::move(pending_);
-      pending_.reset();
+      render = std::move(pending_);
+      pending_ = nullptr;
     }
-    absl::Status written = writeFileWhole(path_, *text, mode_);
+    absl::Status written = writeFileWhole(path_, render(), mode_);
     std::lock_guard lock(mutex_);
     last_write_ = std::move(written);
   }

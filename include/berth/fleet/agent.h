@@ -43,11 +43,10 @@ struct FleetAgentStatus {
   uint64_t etcd_errors = 0;
   std::string last_error;
   // Table generations: the elected instance (empty while none is), whether it is this one, the
-  // newest generation stored, the one this instance serves, and those it made.
+  // newest generation stored, and those it made.
   std::string leader;
   bool elected = false;
   uint64_t generation_head = 0;
-  uint64_t generation_serving = 0;
   uint64_t generations_made = 0;
   std::string generation_error;  // why the last generation could not be fetched or made
 };

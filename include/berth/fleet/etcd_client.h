@@ -104,6 +104,9 @@ EtcdClient::Json etcdPrefixRange(absl::string_view prefix);
 // a PutRequest, attached to `lease` unless 0.
 EtcdClient::Json etcdPut(absl::string_view key, absl::string_view value, int64_t lease = 0);
 
+// a TxnRequest: `success` if every comparison of `compare` holds (none: always), else `failure`.
+EtcdClient::Json etcdTxn(EtcdClient::Json compare, EtcdClient::Json success,
+                         EtcdClient::Json failure = EtcdClient::Json::array());
 // One key of a RangeResponse, decoded.
 struct EtcdKeyValue {
   std::string key;
@@ -114,6 +117,9 @@ struct EtcdKeyValue {
 };
 // The keys of a RangeResponse (its "kvs"; none when absent).
 absl::StatusOr<std::vector<EtcdKeyValue>> etcdKeyValues(const nlohmann::json& range_response);
+// The keys of the `n`th response of a transaction's reply, which is a range; DataLoss when the
+// reply has no such response.
+absl::StatusOr<std::vector<EtcdKeyValue>> etcdTxnRange(const nlohmann::json& txn_reply, size_t n);
 // The store's revision a reply was made at (its header's).
 absl::StatusOr<int64_t> etcdRevision(const nlohmann::json& response);
 

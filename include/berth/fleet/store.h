@@ -99,6 +99,14 @@ std::vector<TextPiece> splitVersionText(
 VersionManifest manifestFor(const FleetKeys& keys, uint64_t version, const std::string& push_id,
                             absl::string_view text, const std::vector<TextPiece>& pieces);
 
+// The bytes `named` lists, concatenated from `pieces` (by key), each checked against its size
+// and CRC32-C and the whole against `bytes` and `crc32c`. DataLoss starting with `what` (and
+// naming the piece) otherwise.
+absl::StatusOr<std::string> assemblePieces(const std::vector<VersionPiece>& named, uint64_t bytes,
+                                           uint32_t crc32c,
+                                           const std::map<std::string, std::string>& pieces,
+                                           absl::string_view what);
+
 // The version's text from its pieces (by key), each checked against the manifest's size and
 // CRC32-C, and the whole against the manifest's. DataLoss naming the piece otherwise.
 absl::StatusOr<std::string> assembleVersionText(const VersionManifest& manifest,

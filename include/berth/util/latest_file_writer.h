@@ -2,6 +2,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -28,6 +29,9 @@ class LatestFileWriter {
   const std::string& path() const { return path_; }
   // Queues `text` to be written. Never waits.
   void save(std::string text);
+  // Queues the text `render` gives, rendered on the writer's thread: for a file whose text takes
+  // a while to make (a table generation's). `render` must not touch what the caller may change.
+  void saveRendered(std::function<std::string()> render);
   // The outcome of the last write that finished; OK before any write.
   absl::Status lastWrite() const;
 
@@ -37,7 +41,7 @@ class LatestFileWriter {
   const std::string path_;
   const mode_t mode_;
   mutable std::mutex mutex_;
-  std::optional<std::string> pending_;  // text not yet written
+  std::function<std::string()> pending_;  // what renders the text not yet written, or empty
   bool writing_ = false;
   absl::Status last_write_;
   // Last, so that it stops (and finishes its job) before the members it uses go.

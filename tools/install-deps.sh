@@ -12,7 +12,7 @@ packages=(
   python3 python3-scapy
   iproute2 ethtool tcpdump iputils-ping curl
   bird2
-  etcd-server etcd-client libcurl4-openssl-dev nlohmann-json3-dev
+  etcd-server etcd-client libcurl4-openssl-dev nlohmann-json3-dev libssl-dev
 )
 
 missing=()

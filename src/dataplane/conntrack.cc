@@ -37,6 +37,9 @@ ConnectionTable::ConnectionTable(ConnectionBucket* buckets, size_t bucket_count,
   timeout_by_state_[static_cast<size_t>(ConnectionState::kUdpUnconfirmed)] =
       std::min(timeouts.udp_ms, timeouts.tcp_opening_ms);
   insert_rate_ = max_inserts_per_second;
+  const uint32_t shortest = std::min(timeouts.tcp_established_ms, timeouts.udp_ms) / 3;
+  refresh_shift_ = 0;
+  while (refresh_shift_ < 13 && (uint32_t{2} << refresh_shift_) <= shortest) ++refresh_shift_;
 }
 
 Connection* ConnectionTable::find(const ConnectionKey& key, uint32_t hash, uint32_t now_ms) {
@@ -105,6 +108,7 @@ Connection* ConnectionTable::insert(const ConnectionKey& key, uint32_t hash, uin
   chosen->generation = 0;
   chosen->last_seen_ms = now_ms;
   chosen->state = state;
+  chosen->sync = 0;
   gauge(*chosen, +1);
   count(ConntrackEvent::kInsert);
   if (state == ConnectionState::kTcpUnconfirmed || state == ConnectionState::kUdpUnconfirmed) {

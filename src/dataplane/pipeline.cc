@@ -169,8 +169,10 @@ struct Classified {
   const SnapshotService* service = nullptr;  // null: the verdict is already decided
   const uint16_t* entry = nullptr;
   uint32_t hash = 0;  // the flow hash: the Maglev table's slot
-  // With a connection table: the bucket of the flow's connection (keyed, never the flow hash).
+  // With a connection table: the bucket of the flow's connection (keyed, never the flow hash),
+  // and with peer flows, its bucket there.
   uint32_t bucket_hash = 0;
+  uint32_t peer_hash = 0;
 };
 
 ConnectionKey connectionOf(const Classified& classified) {
@@ -243,9 +245,12 @@ bool classify(const Snapshot& snapshot, uint32_t device, Frame& frame, WorkerSta
   out.hash = flowHash(packet.flow, out.service->hash_fields, out.service->hash_seed);
   out.entry = out.service->table.entryFor(out.hash);
   if (const ConnectionTable* table = worker.conntrack; table != nullptr) {
-    out.bucket_hash = table->bucketHash(
-        packet.flow.source, ConnectionKey::sourcePortOf(packet.flow, out.service->hash_fields),
-        static_cast<uint16_t>(out.service->counter_id));
+    const uint16_t source_port = ConnectionKey::sourcePortOf(packet.flow, out.service->hash_fields);
+    const auto service = static_cast<uint16_t>(out.service->counter_id);
+    out.bucket_hash = table->bucketHash(packet.flow.source, source_port, service);
+    if (worker.peer_flows != nullptr) {
+      out.peer_hash = worker.peer_flows->hash(packet.flow.source, source_port, service);
+    }
   }
   // The table is 128 KiB at the default M: an L2 read per packet, which the prefetch overlaps
   // with the rest of the burst's stage one instead of stalling on it here.
@@ -297,6 +302,77 @@ uint32_t boundedLoadPick(const Snapshot& snapshot, WorkerState& worker,
   return pick == kNoBackend ? kNoBackendIndex : service.first_backend + pick;
 }
 
+bool confirmed(ConnectionState state) {
+  return state == ConnectionState::kTcpEstablished || state == ConnectionState::kTcpClosing ||
+         state == ConnectionState::kUdp;
+}
+
+// Tells the peers about `c` after its packet (docs/scale-out.md, "Flows that survive an
+// instance"): a confirmed connection of this instance's own off its table's pick is news when it
+// first is, when this packet changed its state or backend (`news`) and once per refresh period
+// (ConnectionTable::refreshDue, from `seen_before`, its last packet's time); an exported one
+// that is back on the pick, or no longer confirmed, is withdrawn. The peers know nothing of the
+// rest, which every instance's table already agrees on.
+void exportConnection(WorkerState& worker, Connection& c, bool off_pick, bool news,
+                      uint32_t seen_before) {
+  if ((c.sync & kSyncAdopted) != 0) return;
+  const bool exported = (c.sync & kSyncExported) != 0;
+  ConnectionState state = c.state;
+  uint32_t lifetime_ms = 0;
+  if (off_pick && confirmed(c.state)) {
+    if (exported && !news && !worker.conntrack->refreshDue(seen_before, worker.now_ms)) {
+      return;
+    }
+    c.sync |= kSyncExported;
+    lifetime_ms = worker.conntrack->timeoutOf(c.state);
+  } else if (exported) {
+    c.sync &= static_cast<uint8_t>(~kSyncExported);
+    state = ConnectionState::kEmpty;
+  } else {
+    return;
+  }
+  FlowExports& exports = *worker.exports;
+  if (exports.count == FlowExports::kCapacity) {
+    worker.counters->conntrack.values[static_cast<size_t>(ConntrackEvent::kSyncRingFull)].add(1);
+    return;
+  }
+  FlowExport& record = exports.records[exports.count++];
+  record.source = c.source;
+  record.source_port = c.source_port;
+  record.service = c.service;
+  record.backend = c.backend;
+  record.state = state;
+  record.lifetime_ms = lifetime_ms;
+  worker.counters->conntrack.values[static_cast<size_t>(ConntrackEvent::kSyncExport)].add(1);
+}
+
+// A connection-table miss that a peer's record answers: the peer's backend, while this snapshot
+// has it and it keeps connections, now tracked here as adopted (never exported again: its
+// record is the peer's). kNoBackendIndex: no such record, and the table picks as usual.
+uint32_t adoptFromPeer(const Snapshot& snapshot, WorkerState& worker, const Classified& classified,
+                       const ConnectionKey& key) {
+  const PeerFlow* peer = worker.peer_flows->find(key, classified.peer_hash, worker.now_ms);
+  if (peer == nullptr) return kNoBackendIndex;
+  const uint32_t backend = snapshot.backendIndexOf(peer->backend);
+  if (backend == kNoBackendIndex ||
+      !keepsConnection(*classified.service, snapshot.backend(backend))) {
+    return kNoBackendIndex;
+  }
+  worker.counters->conntrack.values[static_cast<size_t>(ConntrackEvent::kSyncAdoption)].add(1);
+  if (classified.packet.icmp_error) return backend;
+  Connection* connection = worker.conntrack->insert(key, classified.bucket_hash, peer->backend,
+                                                    peer->state, worker.now_ms);
+  // Not recorded (the insert limit): the next packet asks the peer's record again.
+  if (connection == nullptr) return backend;
+  remember(snapshot, *connection, backend);
+  connection->sync = kSyncAdopted;
+  worker.conntrack->touch(*connection, classified.packet.tcp_flags, worker.now_ms);
+  if (classified.service->bounded_load > 0 && worker.loads != nullptr) {
+    worker.loads->add(classified.service->counter_id, peer->backend, worker.loads->generation());
+  }
+  return backend;
+}
+
 // The backend for a classified packet: its connection's, or the table's pick (recorded). A new
 // connection of a bounded-load service may start further along the table instead; a tracked
 // one never moves because of load.
@@ -328,6 +404,10 @@ uint32_t chooseBackend(const Snapshot& snapshot, WorkerState& worker,
   Connection* connection = table->find(key, classified.bucket_hash, worker.now_ms);
   const uint8_t flags = packet.tcp_flags;
   if (connection == nullptr) {
+    if (const PeerFlows* peers = worker.peer_flows; peers != nullptr) {
+      const uint32_t backend = adoptFromPeer(snapshot, worker, classified, key);
+      if (backend != kNoBackendIndex) return backend;
+    }
     if (packet.icmp_error) return tablePick();
     uint32_t backend = newConnectionPick();
     if (backend == kNoBackendIndex) return backend;
@@ -351,7 +431,10 @@ uint32_t chooseBackend(const Snapshot& snapshot, WorkerState& worker,
   if (backend != kNoBackendIndex) {
     if (!keepsConnection(service, snapshot.backend(backend))) backend = kNoBackendIndex;
   }
-  if (backend == kNoBackendIndex) {
+  const ConnectionState state_before = connection->state;
+  const uint32_t seen_before = connection->last_seen_ms;
+  const bool moved = backend == kNoBackendIndex;
+  if (moved) {
     if (!reopened)
       worker.counters->conntrack.values[static_cast<size_t>(ConntrackEvent::kRepick)].add(1);
     backend = newConnectionPick();
@@ -361,7 +444,15 @@ uint32_t chooseBackend(const Snapshot& snapshot, WorkerState& worker,
     countNewConnection(backend);
     if (reopened) connection->state = initialState(packet.flow.protocol, flags);
   }
-  if (!packet.icmp_error) table->touch(*connection, flags, worker.now_ms);
+  if (packet.icmp_error) return backend;
+  table->touch(*connection, flags, worker.now_ms);
+  if (worker.exports != nullptr) {
+    const bool off_pick = backend != tablePick();
+    if (off_pick || (connection->sync & kSyncExported) != 0) {
+      const bool news = moved || connection->state != state_before;
+      exportConnection(worker, *connection, off_pick, news, seen_before);
+    }
+  }
   return backend;
 }
 
@@ -432,6 +523,12 @@ void processFrames(const Snapshot& snapshot, uint32_t device, Frame* frames, Ver
   if (ConnectionTable* table = worker.conntrack; table != nullptr) {
     for (uint16_t i = 0; i < count; ++i) {
       if (pending[i]) table->prefetch(classified[i].bucket_hash);
+    }
+    // A miss reads the peers' flows too: their buckets come in with the connection table's.
+    if (const PeerFlows* peers = worker.peer_flows; peers != nullptr) {
+      for (uint16_t i = 0; i < count; ++i) {
+        if (pending[i]) peers->prefetch(classified[i].peer_hash);
+      }
     }
   }
   for (uint16_t i = 0; i < count; ++i) {

@@ -108,6 +108,17 @@ absl::StatusOr<WorkerPtr> Worker::create(const WorkerSetup& setup) {
       return status;
     }
   }
+  if (setup.peer_flows != nullptr && setup.conntrack) {
+    const std::string name = absl::StrCat(ring_name, "_flows");
+    w.flow_exports_ = rte_ring_create_elem(name.c_str(), sizeof(FlowExport), kFlowExportRingSize,
+                                           socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    if (w.flow_exports_ == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("workers: flow sync ring: ", rte_strerror(rte_errno)));
+    }
+    w.peer_flows_ = setup.peer_flows;
+    w.state.exports = &w.exports_;
+  }
   w.device_of_port_ = setup.device_of_port;
   for (const WorkerSetup::Queue& queue : setup.queues) {
     auto* buffer = static_cast<rte_eth_dev_tx_buffer*>(
@@ -193,6 +204,8 @@ void Worker::release() {
   freeRing(control_frames_);
   for (rte_ring*& ring : to_kernel_) freeRing(ring);
   freeRing(from_kernel_);
+  rte_ring_free(flow_exports_);  // FlowExport values, nothing to free in them
+  flow_exports_ = nullptr;
   for (WorkerQueue& queue : queues_) rte_free(queue.tx_buffer);
   queues_.clear();
   connections_.reset();
@@ -239,6 +252,16 @@ void Worker::processBurst(const Snapshot& snapshot, WorkerQueue& queue, rte_mbuf
     single[singles++] = mbuf;
   }
   processFrames(snapshot, queue.port_index, frames, verdicts, singles, state);
+  if (exports_.count > 0) {
+    // Never waits: what the ring has no room for is counted, and its peers' records age out.
+    const unsigned queued = rte_ring_sp_enqueue_burst_elem(
+        flow_exports_, exports_.records.data(), sizeof(FlowExport), exports_.count, nullptr);
+    if (queued < exports_.count) {
+      counters.conntrack.values[static_cast<size_t>(ConntrackEvent::kSyncRingFull)].add(
+          exports_.count - queued);
+    }
+    exports_.count = 0;
+  }
   for (uint16_t i = 0; i < singles; ++i) {
     rte_mbuf* mbuf = single[i];
     if (verdicts[i] == Verdict::kTransmit) {
@@ -378,6 +401,7 @@ void Worker::run() {
       // One load per burst: every frame of the burst sees the same snapshot, and the RCU
       // quiescent state below is only reported after the last of them.
       const Snapshot* snapshot = snapshot_->load(std::memory_order_acquire);
+      if (peer_flows_ != nullptr) state.peer_flows = peer_flows_->load(std::memory_order_acquire);
       processBurst(*snapshot, queue, mbufs, count);
     }
     const uint64_t now = rte_rdtsc();

@@ -90,7 +90,7 @@ struct Connection {
   uint32_t last_seen_ms;
   uint16_t generation;
   ConnectionState state;
-  uint8_t reserved;
+  uint8_t sync;  // kSyncExported, kSyncAdopted
 
   bool matches(const ConnectionKey& key) const {
     uint64_t mine[2];
@@ -102,6 +102,11 @@ struct Connection {
   }
 };
 static_assert(sizeof(Connection) == 32, "four connections fill a two-cache-line bucket");
+
+// Connection::sync: how a connection stands with the peer instances (docs/scale-out.md, "Flows
+// that survive an instance").
+inline constexpr uint8_t kSyncExported = 1;  // off its table's pick, and the peers were told
+inline constexpr uint8_t kSyncAdopted = 2;   // its backend came from a peer's record
 
 inline constexpr size_t kConnectionsPerBucket = 4;
 struct alignas(128) ConnectionBucket {
@@ -122,6 +127,29 @@ static_assert(sizeof(ConnectionBucket) == 128, "a bucket is two cache lines");
 struct ConnectionHashKey {
   std::array<uint64_t, 6> multipliers{};
 };
+
+// The keyed hash of a connection's key fields under `key` (ConnectionHashKey): the connection
+// table's bucket, and the peer flows' (peer_flows.h).
+inline uint32_t keyedConnectionHash(const ConnectionHashKey& key,
+                                    const std::array<uint8_t, 16>& source, uint16_t source_port,
+                                    uint16_t service) {
+  uint64_t words[2];
+  std::memcpy(words, source.data(), 16);
+  const std::array<uint64_t, 6>& m = key.multipliers;
+  uint64_t sum = m[0] + m[1] * static_cast<uint32_t>(words[0]) +
+                 m[5] * (uint32_t{source_port} | uint32_t{service} << 16);
+  // An IPv4 source fills the first word alone: the rest add nothing, so skip their products.
+  if ((words[0] >> 32 | words[1]) != 0) {
+    sum +=
+        m[2] * (words[0] >> 32) + m[3] * static_cast<uint32_t>(words[1]) + m[4] * (words[1] >> 32);
+  }
+  sum ^= sum >> 33;
+  sum *= 0xff51afd7ed558ccdULL;
+  sum ^= sum >> 33;
+  sum *= 0xc4ceb9fe1a85ec53ULL;
+  sum ^= sum >> 33;
+  return static_cast<uint32_t>(sum);
+}
 
 // The state a new connection starts in, from its first packet's TCP flags (0 for UDP).
 ConnectionState initialState(uint8_t protocol, uint8_t tcp_flags);
@@ -146,22 +174,7 @@ class ConnectionTable {
   // cost the all-hits pipeline 1 to 2% more cycles).
   uint32_t bucketHash(const std::array<uint8_t, 16>& source, uint16_t source_port,
                       uint16_t service) const {
-    uint64_t words[2];
-    std::memcpy(words, source.data(), 16);
-    const std::array<uint64_t, 6>& m = hash_key_.multipliers;
-    uint64_t sum = m[0] + m[1] * static_cast<uint32_t>(words[0]) +
-                   m[5] * (uint32_t{source_port} | uint32_t{service} << 16);
-    // An IPv4 source fills the first word alone: the rest add nothing, so skip their products.
-    if ((words[0] >> 32 | words[1]) != 0) {
-      sum += m[2] * (words[0] >> 32) + m[3] * static_cast<uint32_t>(words[1]) +
-             m[4] * (words[1] >> 32);
-    }
-    sum ^= sum >> 33;
-    sum *= 0xff51afd7ed558ccdULL;
-    sum ^= sum >> 33;
-    sum *= 0xc4ceb9fe1a85ec53ULL;
-    sum ^= sum >> 33;
-    return static_cast<uint32_t>(sum);
+    return keyedConnectionHash(hash_key_, source, source_port, service);
   }
 
   // Starts fetching the bucket of `hash` (bucketHash): a datapath burst prefetches every packet's
@@ -207,6 +220,18 @@ class ConnectionTable {
   // service and backend ids connections carry. Without it, nothing is counted there.
   void countConnectionsIn(TrafficCounters traffic) { traffic_ = traffic; }
 
+  // How long a connection in `state` lives after its last packet.
+  uint32_t timeoutOf(ConnectionState state) const {
+    return timeout_by_state_[static_cast<size_t>(state)];
+  }
+  // Whether a connection last seen at `seen_ms` and seen again at `now_ms` is due to have its
+  // peers' record refreshed: once per refresh period, a power of two of milliseconds at most a
+  // third of the shortest confirmed timeout (and at most 8.192 s), so that a record never
+  // outlives its refresh while the flow sends.
+  bool refreshDue(uint32_t seen_ms, uint32_t now_ms) const {
+    return (seen_ms >> refresh_shift_) != (now_ms >> refresh_shift_);
+  }
+
   // Whether `connection` has outlived its state's timeout at `now_ms`.
   bool expired(const Connection& connection, uint32_t now_ms) const {
     return now_ms - connection.last_seen_ms > timeoutOf(connection.state);
@@ -218,9 +243,6 @@ class ConnectionTable {
   size_t occupied() const { return occupied_; }
 
  private:
-  uint32_t timeoutOf(ConnectionState state) const {
-    return timeout_by_state_[static_cast<size_t>(state)];
-  }
   bool allowInsert(uint32_t now_ms);
   // The per-service and per-backend gauges of `connection`, up (+1) or down (-1).
   void gauge(const Connection& connection, int delta);
@@ -239,6 +261,7 @@ class ConnectionTable {
   // max_inserts_per_second, with a second's worth of burst; 0: no limit.
   uint32_t insert_rate_ = 0;
   TokenBucket insert_tokens_;
+  uint32_t refresh_shift_ = 13;  // refreshDue()
 };
 
 }  // namespace berth

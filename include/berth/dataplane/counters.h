@@ -77,7 +77,10 @@ class Counter {
   X(kBoundedLoadFallback, "bounded_load_fallbacks") /* new, past its pick at its load bound */     \
   X(kUnconfirmedInsert, "unconfirmed_inserts")      /* first packet not a SYN, or a UDP flow's */  \
   X(kConfirmation, "confirmations")                /* an unconfirmed connection's second packet */ \
-  X(kUnconfirmedEviction, "evictions_unconfirmed") /* evictions of unconfirmed or opening */
+  X(kUnconfirmedEviction, "evictions_unconfirmed") /* evictions of unconfirmed or opening */       \
+  X(kSyncExport, "sync_exports") /* news for the peers about a connection off its table's pick */  \
+  X(kSyncRingFull, "sync_ring_full") /* news the ring to the management thread had no room for */  \
+  X(kSyncAdoption, "sync_adoptions") /* a miss sent to the backend a peer's record names */
 
 enum class ConntrackEvent : uint8_t { BERTH_CONNTRACK_EVENTS(BERTH_ENUMERATOR) kCount };
 inline constexpr size_t kConntrackEventCount = static_cast<size_t>(ConntrackEvent::kCount);

@@ -6,6 +6,7 @@
 #include "berth/dataplane/counters.h"
 #include "berth/dataplane/forwarding.h"
 #include "berth/dataplane/neighbor_discovery.h"
+#include "berth/dataplane/peer_flows.h"
 #include "berth/dataplane/snapshot.h"
 #include "berth/dataplane/token_bucket.h"
 
@@ -20,7 +21,10 @@ namespace berth {
 // drained under the service's keep_established policy); otherwise it is picked again from the
 // table and the connection follows (a repick). An untracked flow is picked from the table and
 // recorded, TCP packets without SYN included (a flow picked up after a restart or an ECMP
-// change). ICMP errors follow their flow's connection but never create or age one. Pure over the
+// change). ICMP errors follow their flow's connection but never create or age one. With flow
+// sync, an untracked flow that a peer tracks off its table's pick goes to the peer's backend
+// instead and is tracked as adopted; a confirmed connection of this instance's own off its
+// table's pick is reported in worker.exports. Pure over the
 // Frame view, so the pipeline fixtures and the benchmark run it without an EAL, and the worker runs
 // it on mbufs.
 
@@ -60,6 +64,12 @@ struct WorkerState {
   ConnectionTable* conntrack = nullptr;  // null: every packet goes to the table's pick
   // Active-flow counts for bounded-load services; null: they take the table's pick too.
   WorkerLoads* loads = nullptr;
+  // With a connection table and flow sync (docs/scale-out.md): the peers' flows, which a
+  // connection-table miss consults before the table's pick (null: none), loaded with the snapshot
+  // once per burst; and where this worker's news about its off-pick connections goes (null: none
+  // is kept).
+  const PeerFlows* peer_flows = nullptr;
+  FlowExports* exports = nullptr;
   uint32_t now_ms = 0;  // a millisecond clock, set once per worker loop
   // The "fragmentation needed" and "packet too big" replies this worker may still send
   // (Snapshot::icmp()).
@@ -79,6 +89,7 @@ Verdict processFrame(const Snapshot& snapshot, uint32_t device, Frame& frame, Wo
 // prefetched; then each is picked and rewritten. The table read, an L2 access per packet, then
 // overlaps with the other frames' work instead of stalling each one.
 inline constexpr uint16_t kMaxFramesPerCall = 32;
+static_assert(FlowExports::kCapacity >= kMaxFramesPerCall, "a call's news fits, one per frame");
 void processFrames(const Snapshot& snapshot, uint32_t device, Frame* frames, Verdict* verdicts,
                    uint16_t count, WorkerState& worker);
 

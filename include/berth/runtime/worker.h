@@ -90,7 +90,15 @@ struct WorkerSetup {
   bool exception_path = false;
   // Sleep when the queues stay empty (DataplaneConfig::idle); none: busy-poll.
   std::optional<IdleConfig> idle;
+  // Flow sync (docs/scale-out.md, "Flows that survive an instance"), with a connection table:
+  // the peers' flows, loaded with the snapshot once per burst, and a ring of the worker's news
+  // about its off-pick connections for the management thread. Null: no sync.
+  const std::atomic<const PeerFlows*>* peer_flows = nullptr;
 };
+
+// News about off-pick connections a worker may hold for the management thread, which empties
+// every worker's ring each loop turn: at 10 ms a turn, room for 400,000 a second.
+inline constexpr unsigned kFlowExportRingSize = 4096;
 
 // Frames one worker may hold for the exception path, per class; and frames from the kernel
 // waiting for a worker to send them. Each port's mempool has room for them
@@ -132,6 +140,9 @@ class alignas(64) Worker final {
     return to_kernel_[static_cast<size_t>(exception_class)];
   }
   rte_ring* fromKernelQueue() const { return from_kernel_; }
+  // The worker's news about its off-pick connections (FlowExport elements; the worker alone
+  // enqueues, the management thread alone dequeues), null without flow sync.
+  rte_ring* flowExports() const { return flow_exports_; }
 
   // Results: written by this worker only, read relaxed by the management thread.
   WorkerCounters counters;
@@ -194,6 +205,9 @@ class alignas(64) Worker final {
   rte_ring* control_frames_ = nullptr;    // from the management thread: ARP/ND requests to send
   std::array<rte_ring*, kExceptionClassCount> to_kernel_{};  // to the exception path
   rte_ring* from_kernel_ = nullptr;                          // from it: the kernel's frames
+  rte_ring* flow_exports_ = nullptr;  // to the management thread: FlowExport elements
+  const std::atomic<const PeerFlows*>* peer_flows_ = nullptr;
+  FlowExports exports_;  // one burst's news, moved to flow_exports_ after it
   uint64_t tx_drain_cycles_ = 0;
   uint64_t tsc_per_ms_ = 1;  // for the connection table's millisecond clock
   std::optional<IdleConfig> idle_;

@@ -11,6 +11,9 @@
 // Throughout, the port's statistics are read once a second on a thread of their own, as berthd's
 // management loop has them read (control/port_stats.h), so their cost shows in every figure.
 //
+// BM_PipelineMisses* are the connection table's miss path alone, without flow sync's peer flows
+// and with 100,000 of them, for lookups that hit and that miss there.
+//
 // Reports Mpps (items_per_second), cycles per packet and ns per packet. Run it through
 // perf/run-benchmarks.sh, or perf/scaling.sh for one copy per core side by side. Arguments that
 // Google Benchmark does not take go to the EAL.
@@ -24,6 +27,7 @@
 #include <rte_mbuf.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -39,7 +43,9 @@
 #include "absl/time/clock.h"
 #include "berth/config/loader.h"
 #include "berth/control/port_stats.h"
+#include "berth/dataplane/peer_flows.h"
 #include "berth/dataplane/snapshot.h"
+#include "berth/net/packet_parser.h"
 #include "berth/runtime/port.h"
 #include "berth/runtime/worker.h"
 #include "berth/util/heap.h"
@@ -50,7 +56,15 @@ namespace {
 
 constexpr uint32_t kFlows = 1u << 20;
 constexpr unsigned kPoolMbufs = 4096;
-constexpr size_t kFrameLength = 60;  // a 64-byte frame without its FCS
+constexpr size_t kFrameLength = 60;     // a 64-byte frame without its FCS
+constexpr size_t kTcpFlagsOffset = 47;  // Ethernet, a 20-byte IPv4 header, then TCP's 13th byte
+// The connection table's secret, fixed so that peer flows can be built under it as berthd builds
+// them under its workers' (WorkerSetup::connection_hash_key).
+constexpr ConnectionHashKey kBenchHashKey{{0x9e3779b97f4a7c15, 0xbf58476d1ce4e5b9,
+                                           0x94d049bb133111eb, 0x2545f4914f6cdd1d,
+                                           0xd6e8feb86659fd93, 0xa0761d6478bd642f}};
+// The miss-path benchmarks' flows, and the size of the peers' flows map they run against.
+constexpr uint32_t kMissFlows = 100'000;
 
 // One service of 100 equal backends at the default M = 65537, sent on in IP-in-IP, on a port with
 // a kernel interface configured (idle: every frame is a VIP's), as an appliance with one NIC runs.
@@ -85,6 +99,8 @@ struct Bench {
   rte_mempool* pool = nullptr;
   WorkerPtr worker;
   WorkerPtr conntrack_worker;
+  // The same, for the miss-path benchmarks, whose clock jumps.
+  WorkerPtr miss_worker;
   // A memif server port with no peer, whose link the worker reads before it touches the port.
   OpenedPort memif_port;
   std::string memif_socket;
@@ -96,16 +112,16 @@ struct Bench {
   std::thread port_stats_turner;
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> port_stats_reads{0};
+  // Peer records of the miss flows themselves (every lookup a hit), and of as many others
+  // (every lookup a miss); their expiry is set when a run builds its map.
+  std::vector<PeerFlow> peer_records_of_miss_flows;
+  std::vector<PeerFlow> peer_records_of_other_flows;
 };
 
 Bench* g_bench = nullptr;
 
 // The frame of flow i: 198.18.0.0/15 sources (131,072 of them) times 8 source ports.
-inline void refill(rte_mbuf* mbuf, uint32_t flow) {
-  auto* data = static_cast<uint8_t*>(mbuf->buf_addr) + RTE_PKTMBUF_HEADROOM;
-  mbuf->data_off = RTE_PKTMBUF_HEADROOM;
-  mbuf->data_len = kFrameLength;
-  mbuf->pkt_len = kFrameLength;
+inline void writeFrame(uint8_t* data, uint32_t flow) {
   std::memcpy(data, g_bench->frame.data(), kFrameLength);
   const uint32_t source = 0xC6120000u + (flow & 0x1FFFF);
   const uint16_t source_port = static_cast<uint16_t>(1024 + ((flow >> 17) & 0x7FFF));
@@ -115,6 +131,34 @@ inline void refill(rte_mbuf* mbuf, uint32_t flow) {
   data[29] = static_cast<uint8_t>(source);
   data[34] = static_cast<uint8_t>(source_port >> 8);
   data[35] = static_cast<uint8_t>(source_port);
+}
+
+inline void refill(rte_mbuf* mbuf, uint32_t flow) {
+  auto* data = static_cast<uint8_t*>(mbuf->buf_addr) + RTE_PKTMBUF_HEADROOM;
+  mbuf->data_off = RTE_PKTMBUF_HEADROOM;
+  mbuf->data_len = kFrameLength;
+  mbuf->pkt_len = kFrameLength;
+  writeFrame(data, flow);
+}
+
+// A peer's record of flow i, on the backend of index i % 100.
+PeerFlow peerFlowOf(uint32_t flow) {
+  std::array<uint8_t, kFrameLength> data;
+  writeFrame(data.data(), flow);
+  ParsedPacket packet;
+  parsePacket(data.data(), data.size(), packet);
+  const Snapshot& snapshot = *g_bench->snapshot;
+  const SnapshotService& service = snapshot.service(0);
+  const ConnectionKey key = ConnectionKey::of(packet.flow, service.hash_fields,
+                                              static_cast<uint16_t>(service.counter_id));
+  PeerFlow peer;
+  peer.source = key.source;
+  peer.source_port = key.source_port;
+  peer.service = key.service;
+  peer.backend =
+      static_cast<uint16_t>(snapshot.backend(service.first_backend + flow % 100).counter_id);
+  peer.state = ConnectionState::kTcpEstablished;
+  return peer;
 }
 
 enum class Mode { kPipeline, kRefillAndTransmit, kConntrackHits, kConntrackHalfNew };
@@ -223,6 +267,86 @@ void BM_PipelineConntrackHalfNew(benchmark::State& state) {
 }
 BENCHMARK(BM_PipelineConntrackHalfNew)->MinTime(1.0);
 
+// The connection table's miss path, with flow sync's peer flows and without: 100,000 flows of
+// ACKs (a SYN never asks the peers), each one's connection expired since the last pass (the
+// worker clock moves past every timeout between passes), so every packet is looked up, found
+// missing, picked and inserted over its expired entry. With `peers`, each miss also reads the
+// peers' flows; for their own flows it is a hit, which takes the peer's backend instead of the
+// pick. miss_share and adopted_share count what happened.
+void runMisses(benchmark::State& state, std::vector<PeerFlow>* peer_records) {
+  Bench& bench = *g_bench;
+  Worker& worker = *bench.miss_worker;
+  // Past every connection's timeout at each pass.
+  const ConntrackConfig timeouts;
+  const uint32_t pass_advance_ms = (std::max({timeouts.tcp_established_s, timeouts.tcp_opening_s,
+                                              timeouts.tcp_closing_s, timeouts.udp_s}) +
+                                    1) *
+                                   1000;
+  worker.state.now_ms += pass_advance_ms;
+  // Live for about 7,000 passes from now: more than any run makes.
+  std::unique_ptr<const PeerFlows> peers;
+  if (peer_records != nullptr) {
+    for (PeerFlow& record : *peer_records) record.expires_ms = worker.state.now_ms + INT32_MAX;
+    peers = PeerFlows::build(*peer_records, kBenchHashKey);
+  }
+  WorkerQueue& queue = worker.queue(0);
+  const ConntrackCounters& counters = worker.counters.conntrack;
+  auto count = [&counters](ConntrackEvent event) {
+    return counters.values[static_cast<size_t>(event)].read();
+  };
+  const uint64_t misses_before = count(ConntrackEvent::kMiss);
+  const uint64_t hits_before = count(ConntrackEvent::kHit);
+  const uint64_t adopted_before = count(ConntrackEvent::kSyncAdoption);
+  worker.state.peer_flows = peers.get();
+  uint32_t flow = 0;
+  rte_mbuf* mbufs[kBurstSize];
+  const uint64_t start = rte_rdtsc();
+  for (auto _ : state) {
+    if (rte_pktmbuf_alloc_bulk(bench.pool, mbufs, kBurstSize) != 0) {
+      state.SkipWithError("mbuf pool empty");
+      break;
+    }
+    for (rte_mbuf* mbuf : mbufs) {
+      refill(mbuf, flow);
+      rte_pktmbuf_mtod(mbuf, uint8_t*)[kTcpFlagsOffset] = kTcpAck;
+      if (++flow == kMissFlows) {
+        flow = 0;
+        worker.state.now_ms += pass_advance_ms;
+      }
+    }
+    worker.processBurst(*bench.snapshot, queue, mbufs, kBurstSize);
+  }
+  const uint64_t cycles = rte_rdtsc() - start;
+  rte_eth_tx_buffer_flush(queue.port_id, queue.queue, queue.tx_buffer);
+  worker.state.peer_flows = nullptr;
+  const double packets = static_cast<double>(state.iterations()) * kBurstSize;
+  state.SetItemsProcessed(static_cast<int64_t>(packets));
+  state.counters["cycles_per_packet"] = static_cast<double>(cycles) / packets;
+  state.counters["ns_per_packet"] =
+      static_cast<double>(cycles) * 1e9 / static_cast<double>(rte_get_tsc_hz()) / packets;
+  const auto misses = static_cast<double>(count(ConntrackEvent::kMiss) - misses_before);
+  const auto hits = static_cast<double>(count(ConntrackEvent::kHit) - hits_before);
+  state.counters["miss_share"] = misses / std::max(1.0, misses + hits);
+  state.counters["adopted_share"] =
+      static_cast<double>(count(ConntrackEvent::kSyncAdoption) - adopted_before) /
+      std::max(1.0, packets);
+}
+
+void BM_PipelineMissesNoPeerFlows(benchmark::State& state) { runMisses(state, nullptr); }
+BENCHMARK(BM_PipelineMissesNoPeerFlows)->MinTime(1.0);
+
+// Each lookup in the 100,000 peer flows misses: the cost every new flow pays with sync on.
+void BM_PipelineMissesPeerFlowsMiss(benchmark::State& state) {
+  runMisses(state, &g_bench->peer_records_of_other_flows);
+}
+BENCHMARK(BM_PipelineMissesPeerFlowsMiss)->MinTime(1.0);
+
+// Each lookup hits: a flow moved here from a peer that died.
+void BM_PipelineMissesPeerFlowsHit(benchmark::State& state) {
+  runMisses(state, &g_bench->peer_records_of_miss_flows);
+}
+BENCHMARK(BM_PipelineMissesPeerFlowsHit)->MinTime(1.0);
+
 int setUp(int argc, char** argv) {
   const std::string prefix = absl::StrCat("berth-bench-", getpid());
   std::vector<std::string> args = {argv[0],       "--no-huge",     "-m",   "768",    "--no-pci",
@@ -286,7 +410,9 @@ int setUp(int argc, char** argv) {
   setup.exception_path = true;
   absl::StatusOr<WorkerPtr> worker = Worker::create(setup);
   setup.conntrack = ConntrackConfig{.entries_per_core = 8 * kFlows};
+  setup.connection_hash_key = kBenchHashKey;
   absl::StatusOr<WorkerPtr> conntrack_worker = Worker::create(setup);
+  absl::StatusOr<WorkerPtr> miss_worker = Worker::create(setup);
 
   PortConfig memif;
   memif.name = "memif";
@@ -303,7 +429,8 @@ int setUp(int argc, char** argv) {
   link_setup.lcore = rte_lcore_id();
   link_setup.queues = {{bench.memif_port.port_id, 0, 1, bench.memif_port.poll_only_while_link_up}};
   absl::StatusOr<WorkerPtr> link_worker = Worker::create(link_setup);
-  for (const absl::StatusOr<WorkerPtr>* made : {&worker, &conntrack_worker, &link_worker}) {
+  for (const absl::StatusOr<WorkerPtr>* made :
+       {&worker, &conntrack_worker, &miss_worker, &link_worker}) {
     if (!made->ok()) {
       std::fprintf(stderr, "%s\n", std::string(made->status().message()).c_str());
       return 1;
@@ -312,6 +439,8 @@ int setUp(int argc, char** argv) {
   bench.worker = *std::move(worker);
   bench.conntrack_worker = *std::move(conntrack_worker);
   bench.conntrack_worker->state.now_ms = 1000;
+  bench.miss_worker = *std::move(miss_worker);
+  bench.miss_worker->state.now_ms = 1000;
   bench.link_worker = *std::move(link_worker);
 
   // TCP SYN to the VIP's port 80 from the port's own L2 peer; source address and port vary.
@@ -331,6 +460,10 @@ int setUp(int argc, char** argv) {
                                          kBurstSize);
   }
   bench.conntrack_worker->flush();
+  for (uint32_t flow = 0; flow < kMissFlows; ++flow) {
+    bench.peer_records_of_miss_flows.push_back(peerFlowOf(flow));
+    bench.peer_records_of_other_flows.push_back(peerFlowOf(2 * kMissFlows + flow));
+  }
 
   bench.port_stats = std::make_unique<PortStatsSampler>(
       [&bench] {
@@ -365,6 +498,7 @@ int main(int argc, char** argv) {
   berth::g_bench->port_stats.reset();
   berth::g_bench->worker.reset();
   berth::g_bench->conntrack_worker.reset();
+  berth::g_bench->miss_worker.reset();
   berth::g_bench->link_worker.reset();
   berth::closePort(berth::g_bench->memif_port);
   std::filesystem::remove(berth::g_bench->memif_socket);

@@ -1,17 +1,35 @@
 #include "berth/dataplane/peer_flows.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
+#include <memory>
+#include <new>
 
 namespace berth {
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+
+}  // namespace
 
 std::unique_ptr<const PeerFlows> PeerFlows::build(absl::Span<const PeerFlow> flows,
                                                   const ConnectionHashKey& key) {
   std::unique_ptr<PeerFlows> map(new PeerFlows());
   // At most half full: runs stay short, and a miss mostly ends in its own bucket.
   const size_t ways = std::max<size_t>(2 * flows.size(), 1);
-  const size_t buckets = std::bit_ceil((ways + 3) / 4);
-  map->buckets_ = std::make_unique<PeerFlowBucket[]>(buckets);
+  const size_t buckets = std::bit_ceil((ways + kWaysPerBucket - 1) / kWaysPerBucket);
+  const size_t bytes = buckets * sizeof(PeerFlowBucket);
+  const size_t alignment = bytes >= kHugePage ? kHugePage : alignof(PeerFlowBucket);
+  const size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+  void* memory = std::aligned_alloc(alignment, rounded);
+  if (memory == nullptr) throw std::bad_alloc();
+  if (alignment == kHugePage) madvise(memory, rounded, MADV_HUGEPAGE);
+  map->buckets_.reset(
+      std::uninitialized_value_construct_n(static_cast<PeerFlowBucket*>(memory), buckets) -
+      buckets);
   map->mask_ = buckets - 1;
   map->key_ = key;
   for (const PeerFlow& flow : flows) {
@@ -20,20 +38,24 @@ std::unique_ptr<const PeerFlows> PeerFlows::build(absl::Span<const PeerFlow> flo
     connection.source = flow.source;
     connection.source_port = flow.source_port;
     connection.service = flow.service;
-    size_t at = map->hash(flow.source, flow.source_port, flow.service) & map->mask_;
-    bool placed = false;
-    for (uint32_t run = 0; !placed; ++run) {
+    const size_t home = map->hash(flow.source, flow.source_port, flow.service) & map->mask_;
+    size_t at = home;
+    bool settled = false;  // placed, or a repeat whose first stands
+    for (uint32_t run = 0; !settled; ++run) {
       for (PeerFlow& way : map->buckets_[at].ways) {
-        if (way.state != ConnectionState::kEmpty) {
-          if (way.matches(connection)) placed = true;  // a repeat: the first stands
-          if (placed) break;
-          continue;
+        if (way.state == ConnectionState::kEmpty) {
+          way = flow;
+          ++map->size_;
+          map->longest_run_ = std::max(map->longest_run_, run);
+          // Lookups from its own bucket pass every full one before it.
+          for (size_t passed = home; passed != at; passed = (passed + 1) & map->mask_) {
+            ++map->buckets_[passed].passed;
+          }
+          settled = true;
+        } else {
+          settled = way.matches(connection);
         }
-        way = flow;
-        ++map->size_;
-        map->longest_run_ = std::max(map->longest_run_, run);
-        placed = true;
-        break;
+        if (settled) break;
       }
       at = (at + 1) & map->mask_;
     }

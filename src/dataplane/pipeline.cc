@@ -170,9 +170,8 @@ struct Classified {
   const uint16_t* entry = nullptr;
   uint32_t hash = 0;  // the flow hash: the Maglev table's slot
   // With a connection table: the bucket of the flow's connection (keyed, never the flow hash),
-  // and with peer flows, its bucket there.
+  // and its group in the peers' flows, which are keyed alike.
   uint32_t bucket_hash = 0;
-  uint32_t peer_hash = 0;
 };
 
 ConnectionKey connectionOf(const Classified& classified) {
@@ -248,9 +247,6 @@ bool classify(const Snapshot& snapshot, uint32_t device, Frame& frame, WorkerSta
     const uint16_t source_port = ConnectionKey::sourcePortOf(packet.flow, out.service->hash_fields);
     const auto service = static_cast<uint16_t>(out.service->counter_id);
     out.bucket_hash = table->bucketHash(packet.flow.source, source_port, service);
-    if (worker.peer_flows != nullptr) {
-      out.peer_hash = worker.peer_flows->hash(packet.flow.source, source_port, service);
-    }
   }
   // The table is 128 KiB at the default M: an L2 read per packet, which the prefetch overlaps
   // with the rest of the burst's stage one instead of stalling on it here.
@@ -346,12 +342,19 @@ void exportConnection(WorkerState& worker, Connection& c, bool off_pick, bool ne
   worker.counters->conntrack.values[static_cast<size_t>(ConntrackEvent::kSyncExport)].add(1);
 }
 
+// A TCP SYN starts a connection the client never had anywhere, so no peer's record is its: it
+// takes the table's pick without asking them.
+bool opensConnection(const ParsedPacket& packet) {
+  return packet.flow.protocol == kProtocolTcp &&
+         (packet.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn;
+}
+
 // A connection-table miss that a peer's record answers: the peer's backend, while this snapshot
 // has it and it keeps connections, now tracked here as adopted (never exported again: its
 // record is the peer's). kNoBackendIndex: no such record, and the table picks as usual.
 uint32_t adoptFromPeer(const Snapshot& snapshot, WorkerState& worker, const Classified& classified,
                        const ConnectionKey& key) {
-  const PeerFlow* peer = worker.peer_flows->find(key, classified.peer_hash, worker.now_ms);
+  const PeerFlow* peer = worker.peer_flows->find(key, classified.bucket_hash, worker.now_ms);
   if (peer == nullptr) return kNoBackendIndex;
   const uint32_t backend = snapshot.backendIndexOf(peer->backend);
   if (backend == kNoBackendIndex ||
@@ -404,7 +407,7 @@ uint32_t chooseBackend(const Snapshot& snapshot, WorkerState& worker,
   Connection* connection = table->find(key, classified.bucket_hash, worker.now_ms);
   const uint8_t flags = packet.tcp_flags;
   if (connection == nullptr) {
-    if (const PeerFlows* peers = worker.peer_flows; peers != nullptr) {
+    if (worker.peer_flows != nullptr && !opensConnection(packet)) {
       const uint32_t backend = adoptFromPeer(snapshot, worker, classified, key);
       if (backend != kNoBackendIndex) return backend;
     }
@@ -524,10 +527,12 @@ void processFrames(const Snapshot& snapshot, uint32_t device, Frame* frames, Ver
     for (uint16_t i = 0; i < count; ++i) {
       if (pending[i]) table->prefetch(classified[i].bucket_hash);
     }
-    // A miss reads the peers' flows too: their buckets come in with the connection table's.
+    // A miss reads the peers' flows too: their bucket comes in with the connection table's.
     if (const PeerFlows* peers = worker.peer_flows; peers != nullptr) {
       for (uint16_t i = 0; i < count; ++i) {
-        if (pending[i]) peers->prefetch(classified[i].peer_hash);
+        if (pending[i] && !opensConnection(classified[i].packet)) {
+          peers->prefetch(classified[i].bucket_hash);
+        }
       }
     }
   }

@@ -59,6 +59,16 @@ void countRefused(rte_mbuf** mbufs, uint16_t unsent, void* userdata) {
 
 }  // namespace
 
+absl::StatusOr<ConnectionHashKey> drawConnectionHashKey() {
+  ConnectionHashKey key;
+  if (absl::Status status = fillRandom(key.multipliers.data(), sizeof(key.multipliers));
+      !status.ok()) {
+    return absl::InternalError(
+        absl::StrCat("workers: no secret for the connection table (", status.message(), ")"));
+  }
+  return key;
+}
+
 void WorkerDeleter::operator()(Worker* worker) const {
   if (worker == nullptr) return;
   worker->release();
@@ -157,15 +167,13 @@ absl::StatusOr<WorkerPtr> Worker::create(const WorkerSetup& setup) {
     const ConntrackTimeouts timeouts{conntrack.tcp_established_s * 1000,
                                      conntrack.tcp_opening_s * 1000, conntrack.tcp_closing_s * 1000,
                                      conntrack.udp_s * 1000};
-    // Each worker's own secret, drawn now: nobody can compute which flows share a bucket.
-    ConnectionHashKey hash_key;
-    if (absl::Status status = fillRandom(hash_key.multipliers.data(), sizeof(hash_key.multipliers));
-        !status.ok()) {
-      return absl::InternalError(
-          absl::StrCat("workers: no secret for the connection table (", status.message(), ")"));
-    }
+    // A secret drawn at start (here, or by whoever gave it): nobody can compute which flows
+    // share a bucket.
+    absl::StatusOr<ConnectionHashKey> hash_key =
+        setup.connection_hash_key ? *setup.connection_hash_key : drawConnectionHashKey();
+    if (!hash_key.ok()) return hash_key.status();
     w.connections_.emplace(w.conntrack_buckets_, buckets, timeouts, conntrack.max_inserts_per_sec,
-                           &w.counters.conntrack, hash_key);
+                           &w.counters.conntrack, *hash_key);
   }
 
   TrafficCounters traffic;

@@ -81,6 +81,10 @@ struct WorkerSetup {
   std::vector<uint32_t> device_of_port;
   // The per-core connection table; none: every packet takes the table's pick.
   std::optional<ConntrackConfig> conntrack;
+  // The secret its buckets are hashed under (ConnectionHashKey). Flow sync gives every worker the
+  // one its peers' flows are built under, so a miss finds its group there from the bucket hash
+  // it already has; none: the worker draws its own.
+  std::optional<ConnectionHashKey> connection_hash_key;
   // The published bounded-load counts the worker reads; null: bounded-load services take the
   // table's pick.
   const BackendLoads* backend_loads = nullptr;
@@ -95,6 +99,9 @@ struct WorkerSetup {
   // about its off-pick connections for the management thread. Null: no sync.
   const std::atomic<const PeerFlows*>* peer_flows = nullptr;
 };
+
+// A fresh secret for connection tables (ConnectionHashKey), from the kernel's random source.
+absl::StatusOr<ConnectionHashKey> drawConnectionHashKey();
 
 // News about off-pick connections a worker may hold for the management thread, which empties
 // every worker's ring each loop turn: at 10 ms a turn, room for 400,000 a second.

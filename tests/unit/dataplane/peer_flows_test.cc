@@ -2,7 +2,9 @@
 // - every flow built in is found, under its own key only, until it expires (the clock wraps);
 // - keys that differ only in source port, service or one address byte are kept apart;
 // - a repeated key keeps its first flow; an empty map finds nothing;
-// - at most half full, 100,000 flows sit at most a few buckets past their own.
+// - at most half full, 100,000 flows sit at most a few buckets past their own;
+// - flows of one bucket past its room are found in the buckets after it, and a lookup stops at a
+//   full bucket that no flow went past.
 
 #include "berth/dataplane/peer_flows.h"
 
@@ -44,7 +46,7 @@ TEST(PeerFlows, EveryFlowIsFoundUnderItsKeyUntilItExpires) {
   for (uint32_t i = 0; i < 100'000; ++i) flows.push_back(flowOf(i));
   const std::unique_ptr<const PeerFlows> map = PeerFlows::build(flows, kKey);
   EXPECT_EQ(map->size(), flows.size());
-  EXPECT_GE(map->bucketCount() * 4, 2 * flows.size());
+  EXPECT_GE(map->bucketCount() * PeerFlows::kWaysPerBucket, 2 * flows.size());
   EXPECT_LE(map->longestRun(), 8u);
   for (const PeerFlow& flow : flows) {
     const PeerFlow* found = find(*map, keyOf(flow), 99'999);
@@ -81,6 +83,38 @@ TEST(PeerFlows, TheClockWrapsAndARepeatKeepsTheFirst) {
   ASSERT_NE(found, nullptr);
   EXPECT_EQ(found->backend, 11);
   EXPECT_EQ(find(*map, keyOf(first), 5), nullptr);
+}
+
+TEST(PeerFlows, AFullBucketSpillsIntoTheNextAndOnlyThoseAreFollowed) {
+  // Eight flows make 8 buckets; pick five flows of one bucket, and one of the bucket after.
+  const std::unique_ptr<const PeerFlows> probe =
+      PeerFlows::build(std::vector<PeerFlow>(8, flowOf(0)), kKey);
+  const size_t buckets = 8;
+  auto bucketOf = [&](const PeerFlow& flow) {
+    return probe->hash(flow.source, flow.source_port, flow.service) & (buckets - 1);
+  };
+  std::vector<PeerFlow> same_bucket;
+  std::vector<PeerFlow> next_bucket;
+  for (uint32_t i = 1; same_bucket.size() < 5 || next_bucket.size() < 2; ++i) {
+    const PeerFlow flow = flowOf(i);
+    if (bucketOf(flow) == 3 && same_bucket.size() < 5) same_bucket.push_back(flow);
+    if (bucketOf(flow) == 4 && next_bucket.size() < 2) next_bucket.push_back(flow);
+  }
+  // Three of bucket 3 (one spills into 4), then one of bucket 4 (which spills into 5).
+  std::vector<PeerFlow> flows = {same_bucket[0],  same_bucket[1],  same_bucket[2],
+                                 next_bucket[0],  flowOf(100'000), flowOf(100'001),
+                                 flowOf(100'002), flowOf(100'003)};
+  const std::unique_ptr<const PeerFlows> map = PeerFlows::build(flows, kKey);
+  ASSERT_EQ(map->bucketCount(), buckets);
+  for (const PeerFlow& flow : flows) {
+    const PeerFlow* found = find(*map, keyOf(flow), 0);
+    ASSERT_NE(found, nullptr);
+    EXPECT_EQ(found->backend, flow.backend);
+  }
+  EXPECT_GE(map->longestRun(), 1u);
+  // Absent keys of both buckets are not found, however far their lookups go.
+  EXPECT_EQ(find(*map, keyOf(same_bucket[3]), 0), nullptr);
+  EXPECT_EQ(find(*map, keyOf(next_bucket[1]), 0), nullptr);
 }
 
 TEST(PeerFlows, AnEmptyMapFindsNothing) {

@@ -5,7 +5,8 @@
 //   not yet confirmed, is never news;
 // - a connection-table miss that a peer's flow answers goes to the peer's backend and is tracked
 //   as adopted, which is never news; an expired peer flow, or one whose backend this snapshot
-//   does not keep connections on, leaves the table's pick in charge;
+//   does not keep connections on, leaves the table's pick in charge, and so does a SYN, which
+//   opens a connection no peer can have had;
 // - news that finds no room is counted.
 
 #include <gtest/gtest.h>
@@ -184,7 +185,7 @@ class PipelineAdoptionTest : public PipelineSyncTest {
     return flow;
   }
   void publish(const std::vector<PeerFlow>& flows) {
-    peers_ = PeerFlows::build(flows, ConnectionHashKey{{1, 2, 3, 4, 5, 6}});
+    peers_ = PeerFlows::build(flows, kTestWorkerHashKey);
     harness_.state.peer_flows = peers_.get();
   }
 
@@ -228,6 +229,20 @@ TEST_F(PipelineAdoptionTest, ExpiredOrUnservableRecordsLeaveThePickInCharge) {
   for (uint16_t port = kFirstPort; port < kFirstPort + 200; ++port) {
     EXPECT_EQ(send(port), harness_.tablePick(port)) << port;
   }
+  EXPECT_EQ(harness_.count(ConntrackEvent::kSyncAdoption), 0u);
+}
+
+TEST_F(PipelineAdoptionTest, ASynTakesThePickWhateverThePeersSay) {
+  harness_.use(configWith({{1, 1}, {2, 1}, {3, 1}, {4, 1}}));
+  std::vector<PeerFlow> flows;
+  std::map<uint16_t, std::string> pick;
+  for (uint16_t port = kFirstPort; port < kFirstPort + 100; ++port) {
+    pick[port] = harness_.tablePick(port);
+    const std::string other = pick[port] == "198.18.1.2" ? "web-2" : "web-1";
+    flows.push_back(peerFlow(port, other, harness_.state.now_ms + 60'000));
+  }
+  publish(flows);
+  for (const auto& [port, backend] : pick) EXPECT_EQ(send(port, kTcpSyn), backend);
   EXPECT_EQ(harness_.count(ConntrackEvent::kSyncAdoption), 0u);
 }
 

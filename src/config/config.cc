@@ -129,6 +129,7 @@ std::vector<std::string> sectionsNeedingRestart(const Config& running, const Con
   }
   if (running.metrics != next.metrics) sections.push_back("metrics");
   if (running.fleet != next.fleet) sections.push_back("fleet");
+  if (running.sync != next.sync) sections.push_back("sync");
   return sections;
 }
 

@@ -796,7 +796,64 @@ absl::StatusOr<FleetConfig> parseFleet(absl::string_view source, const YAML::Nod
   return fleet;
 }
 
-// The per-instance sections of `fields` into `config`: dataplane, metrics, bgp and fleet.
+absl::StatusOr<SyncConfig> parseSync(absl::string_view source, const YAML::Node& node,
+                                     const Config& config) {
+  BERTH_ASSIGN_OR_RETURN(
+      const Fields fields,
+      Fields::read(source, "sync", node,
+                   {"listen", "peers", "keys", "max_records", "max_changes_per_second"}));
+  SyncConfig sync;
+  sync.line.number = fields.self().line();
+  BERTH_ASSIGN_OR_RETURN(const std::string listen, fields.requiredString("listen"));
+  absl::StatusOr<Endpoint> endpoint = Endpoint::parse(listen);
+  if (!endpoint.ok()) return fields.site("listen").error(endpoint.status().message());
+  if (endpoint->port == 0) return fields.site("listen").error("needs a port other than 0");
+  sync.listen = *endpoint;
+  BERTH_ASSIGN_OR_RETURN(const std::vector<std::string> peers, fields.stringList("peers"));
+  for (size_t i = 0; i < peers.size(); ++i) {
+    const ErrorSite site(source, absl::StrCat("sync.peers[", i, "]"),
+                         (*fields.find("peers"))[i].Mark());
+    absl::StatusOr<Endpoint> peer = Endpoint::parse(peers[i]);
+    if (!peer.ok()) return site.error(peer.status().message());
+    if (peer->port == 0) return site.error("needs a port other than 0");
+    if (peer->address.family != sync.listen.address.family) {
+      return site.error("is of another IP version than sync.listen, which sends to it");
+    }
+    if (*peer == sync.listen) return site.error("is this instance's own sync.listen");
+    sync.peers.push_back(*peer);
+  }
+  if (sync.peers.empty() && !config.fleet) {
+    return fields.self().error(
+        "needs peers: a list of the other instances' sync endpoints, or a fleet section whose "
+        "instances are the peers");
+  }
+  const YAML::Node* keys = fields.find("keys");
+  if (keys == nullptr || !keys->IsSequence() || keys->size() == 0 || keys->size() > 2) {
+    return (keys == nullptr ? fields.self() : fields.site("keys"))
+        .error("needs one or two keys, each { id, file }: the first signs, either is accepted");
+  }
+  for (size_t i = 0; i < keys->size(); ++i) {
+    const std::string path = absl::StrCat(fields.pathOf("keys"), "[", i, "]");
+    BERTH_ASSIGN_OR_RETURN(const Fields key_fields,
+                           Fields::read(source, path, (*keys)[i], {"id", "file"}));
+    SyncKeyConfig key;
+    key.line.number = key_fields.self().line();
+    BERTH_ASSIGN_OR_RETURN(key.id, key_fields.integer("id", 1, 255, std::nullopt));
+    BERTH_ASSIGN_OR_RETURN(key.file, key_fields.requiredString("file"));
+    if (!sync.keys.empty() && sync.keys[0].id == key.id) {
+      return key_fields.site("id").error("is the other key's id too: a rotation needs two ids");
+    }
+    sync.keys.push_back(std::move(key));
+  }
+  BERTH_ASSIGN_OR_RETURN(sync.max_records,
+                         fields.integer("max_records", 1, 16 << 20, sync.max_records));
+  BERTH_ASSIGN_OR_RETURN(
+      sync.max_changes_per_second,
+      fields.integer("max_changes_per_second", 0, 10'000'000, sync.max_changes_per_second));
+  return sync;
+}
+
+// The per-instance sections of `fields` into `config`: dataplane, metrics, bgp, fleet and sync.
 absl::Status parseLocalSections(absl::string_view source_name, const Fields& fields,
                                 Config& config) {
   if (const YAML::Node* dataplane = fields.find("dataplane"); dataplane != nullptr) {
@@ -813,6 +870,9 @@ absl::Status parseLocalSections(absl::string_view source_name, const Fields& fie
   }
   if (const YAML::Node* fleet = fields.find("fleet"); fleet != nullptr) {
     BERTH_ASSIGN_OR_RETURN(config.fleet, parseFleet(source_name, *fleet));
+  }
+  if (const YAML::Node* sync = fields.find("sync"); sync != nullptr) {
+    BERTH_ASSIGN_OR_RETURN(config.sync, parseSync(source_name, *sync, config));
   }
   return absl::OkStatus();
 }
@@ -854,8 +914,8 @@ absl::Status parseServices(absl::string_view source_name, const Fields& fields, 
   return checkBgpAnnouncements(source_name, config, *services);
 }
 
-constexpr std::initializer_list<absl::string_view> kTopLevelKeys = {"dataplane", "services",
-                                                                    "metrics", "bgp", "fleet"};
+constexpr std::initializer_list<absl::string_view> kTopLevelKeys = {
+    "dataplane", "services", "metrics", "bgp", "fleet", "sync"};
 
 absl::StatusOr<Config> parseFleetServices(const Config& local, bool local_known,
                                           absl::string_view fleet_text,
@@ -899,7 +959,8 @@ absl::StatusOr<Config> parseConfig(absl::string_view yaml_text, absl::string_vie
         return fields.site("services")
             .error(
                 "comes from the fleet when the config has a fleet section: push services with "
-                "`berthctl fleet push FILE`, and keep dataplane, metrics, bgp and fleet here");
+                "`berthctl fleet push FILE`, and keep dataplane, metrics, bgp, fleet and sync "
+                "here");
       }
     } else {
       BERTH_RETURN_IF_ERROR(parseServices(source_name, fields, true, config));

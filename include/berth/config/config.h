@@ -370,11 +370,42 @@ struct FleetConfig {
   friend bool operator==(const FleetConfig&, const FleetConfig&) = default;
 };
 
+// Flow sync (docs/scale-out.md, "Flows that survive an instance"): instances behind the same ECMP
+// routers tell each other about the flows they track off their tables' picks, over signed UDP.
+
+// A shared secret that signs sync datagrams: a file holding at least 16 bytes (read at start).
+struct SyncKeyConfig {
+  uint8_t id = 0;  // 1..255, carried in each datagram
+  std::string file;
+  SourceLine line;
+
+  friend bool operator==(const SyncKeyConfig&, const SyncKeyConfig&) = default;
+};
+
+struct SyncConfig {
+  // Where this instance takes datagrams from its peers, on the kernel's network (on a one-NIC
+  // appliance, the port's kernel interface); they are sent from here too.
+  Endpoint listen;
+  // The peers' listen endpoints; none: the fleet's instances, each at its own sync endpoint.
+  std::vector<Endpoint> peers;
+  // One or two keys: datagrams are signed with the first and taken under either, so that keys
+  // rotate without a flag day (add the new one second, then first on every instance, then
+  // remove the old).
+  std::vector<SyncKeyConfig> keys;
+  // Peers' flows held at most, and changes to them a second (docs/scale-out.md).
+  uint32_t max_records = 1 << 20;
+  uint32_t max_changes_per_second = 100'000;
+  SourceLine line;
+
+  friend bool operator==(const SyncConfig&, const SyncConfig&) = default;
+};
+
 struct Config {
   DataplaneConfig dataplane;
   MetricsConfig metrics;
   std::optional<BgpConfig> bgp;
   std::optional<FleetConfig> fleet;
+  std::optional<SyncConfig> sync;
   // From the local file, or with a fleet section from the fleet version applied.
   std::vector<ServiceConfig> services;
   // Advice that does not stop the config from loading, each naming its field and line.

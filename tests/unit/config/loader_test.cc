@@ -126,6 +126,37 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"top level not a map", "- a\n- b\n", "bad.yaml:1:1: ", "expected a map"},
         BadConfig{"unknown top-level key", "services: []\nlisten: 1\n", "bad.yaml:2:1: listen",
                   "unknown key; expected one of: dataplane, services, metrics, bgp"},
+        BadConfig{
+            "sync without peers or a fleet",
+            "services: []\nsync: { listen: \"198.18.0.10:7410\", keys: [{ id: 1, file: k }] }\n",
+            "bad.yaml:2:7: sync", "needs peers"},
+        BadConfig{"sync peer of another IP version",
+                  "services: []\nsync:\n  listen: \"198.18.0.10:7410\"\n"
+                  "  peers: [\"198.18.0.11:7410\", \"[2001:db8::1]:7410\"]\n"
+                  "  keys: [{ id: 1, file: k }]\n",
+                  "bad.yaml:4:31: sync.peers[1]", "another IP version"},
+        BadConfig{"sync peer is the listen endpoint",
+                  "services: []\nsync:\n  listen: \"198.18.0.10:7410\"\n"
+                  "  peers: [\"198.18.0.10:7410\"]\n  keys: [{ id: 1, file: k }]\n",
+                  "bad.yaml:4:11: sync.peers[0]", "own sync.listen"},
+        BadConfig{
+            "sync without keys",
+            "services: []\nsync: { listen: \"198.18.0.10:7410\", peers: [\"198.18.0.11:7410\"] }\n",
+            "bad.yaml:2:7: sync", "needs one or two keys"},
+        BadConfig{"sync with three keys",
+                  "services: []\nsync:\n  listen: \"198.18.0.10:7410\"\n"
+                  "  peers: [\"198.18.0.11:7410\"]\n"
+                  "  keys: [{ id: 1, file: a }, { id: 2, file: b }, { id: 3, file: c }]\n",
+                  "bad.yaml:5:9: sync.keys", "needs one or two keys"},
+        BadConfig{"sync keys of one id",
+                  "services: []\nsync:\n  listen: \"198.18.0.10:7410\"\n"
+                  "  peers: [\"198.18.0.11:7410\"]\n"
+                  "  keys: [{ id: 1, file: a }, { id: 1, file: b }]\n",
+                  "bad.yaml:5:36: sync.keys[1].id", "two ids"},
+        BadConfig{"sync key id out of range",
+                  "services: []\nsync:\n  listen: \"198.18.0.10:7410\"\n"
+                  "  peers: [\"198.18.0.11:7410\"]\n  keys: [{ id: 0, file: a }]\n",
+                  "bad.yaml:5:16: sync.keys[0].id", "from 1 to 255"},
         BadConfig{"metrics listen without a port", "services: []\nmetrics: { listen: 127.0.0.1 }\n",
                   "bad.yaml:2:20: metrics.listen", "'127.0.0.1' is not an ADDRESS:PORT"},
         BadConfig{"unknown metrics key", "services: []\nmetrics: { path: /metrics }\n",
@@ -976,6 +1007,34 @@ TEST(ConfigLoaderTest, SameVipAndPortWithDifferentProtocolsIsAllowed) {
 }
 
 }  // namespace
+TEST(ConfigLoaderTest, SyncTakesPeersKeysAndLimits) {
+  absl::StatusOr<Config> config = parseConfig(R"(services: []
+sync:
+  listen: "198.18.0.10:7410"
+  peers: ["198.18.0.11:7410", "198.18.0.12:7411"]
+  keys:
+    - { id: 2, file: /etc/berth/sync-2.key }
+    - { id: 1, file: /etc/berth/sync-1.key }
+  max_records: 5000
+)",
+                                              "sync.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_TRUE(config->sync);
+  EXPECT_EQ(config->sync->listen.toString(), "198.18.0.10:7410");
+  ASSERT_EQ(config->sync->peers.size(), 2u);
+  EXPECT_EQ(config->sync->peers[1].port, 7411);
+  ASSERT_EQ(config->sync->keys.size(), 2u);
+  EXPECT_EQ(config->sync->keys[0].id, 2) << "the first signs";
+  EXPECT_EQ(config->sync->keys[1].file, "/etc/berth/sync-1.key");
+  EXPECT_EQ(config->sync->keys[1].line.number, 7);
+  EXPECT_EQ(config->sync->max_records, 5000u);
+  EXPECT_EQ(config->sync->max_changes_per_second, 100'000u) << "the default";
+  // Set up once, at start: a change needs a restart.
+  Config changed = *config;
+  changed.sync->peers.pop_back();
+  EXPECT_THAT(sectionsNeedingRestart(*config, changed), testing::ElementsAre("sync"));
+}
+
 // A fleet's instance: its own ports, metrics and etcd, and no services of its own.
 constexpr absl::string_view kFleetLocal = R"(dataplane:
   ports:

@@ -796,8 +796,7 @@ absl::StatusOr<FleetConfig> parseFleet(absl::string_view source, const YAML::Nod
   return fleet;
 }
 
-absl::StatusOr<SyncConfig> parseSync(absl::string_view source, const YAML::Node& node,
-                                     const Config& config) {
+absl::StatusOr<SyncConfig> parseSync(absl::string_view source, const YAML::Node& node) {
   BERTH_ASSIGN_OR_RETURN(
       const Fields fields,
       Fields::read(source, "sync", node,
@@ -822,10 +821,9 @@ absl::StatusOr<SyncConfig> parseSync(absl::string_view source, const YAML::Node&
     if (*peer == sync.listen) return site.error("is this instance's own sync.listen");
     sync.peers.push_back(*peer);
   }
-  if (sync.peers.empty() && !config.fleet) {
-    return fields.self().error(
-        "needs peers: a list of the other instances' sync endpoints, or a fleet section whose "
-        "instances are the peers");
+  if (sync.peers.empty()) {
+    return (fields.has("peers") ? fields.site("peers") : fields.self())
+        .error("needs peers: a list of the other instances' sync endpoints, as ADDRESS:PORT");
   }
   const YAML::Node* keys = fields.find("keys");
   if (keys == nullptr || !keys->IsSequence() || keys->size() == 0 || keys->size() > 2) {
@@ -872,7 +870,7 @@ absl::Status parseLocalSections(absl::string_view source_name, const Fields& fie
     BERTH_ASSIGN_OR_RETURN(config.fleet, parseFleet(source_name, *fleet));
   }
   if (const YAML::Node* sync = fields.find("sync"); sync != nullptr) {
-    BERTH_ASSIGN_OR_RETURN(config.sync, parseSync(source_name, *sync, config));
+    BERTH_ASSIGN_OR_RETURN(config.sync, parseSync(source_name, *sync));
   }
   return absl::OkStatus();
 }

@@ -286,8 +286,20 @@ void ControlPlane::closePorts() {
 absl::Status ControlPlane::createWorkers() {
   const bool exception_path = absl::c_any_of(
       config_.dataplane.ports, [](const PortConfig& port) { return port.exception.has_value(); });
+  // With flow sync, every worker's connection table is keyed by one secret, the peers' flows'.
+  std::optional<ConnectionHashKey> hash_key;
+  if (config_.sync) {
+    BERTH_ASSIGN_OR_RETURN(hash_key, drawConnectionHashKey());
+    BERTH_ASSIGN_OR_RETURN(flow_sync_,
+                           FlowSync::create(*config_.sync, publisher_->rcu(), *hash_key));
+    flow_sync_->setNames(FlowRecordNames::of(counter_ids_, config_));
+    logLine(absl::StrCat("sync: listening on ", config_.sync->listen.toString(), " for ",
+                         config_.sync->peers.size(), " peers"));
+  }
   for (uint16_t w = 0; w < lcores_.size(); ++w) {
     WorkerSetup setup;
+    setup.connection_hash_key = hash_key;
+    if (flow_sync_) setup.peer_flows = &flow_sync_->peerFlows();
     setup.lcore = lcores_[w];
     setup.rcu = publisher_->rcu();
     setup.rcu_thread_id = w;
@@ -306,12 +318,21 @@ absl::Status ControlPlane::createWorkers() {
     BERTH_ASSIGN_OR_RETURN(WorkerPtr worker, Worker::create(setup));
     workers_.push_back(std::move(worker));
   }
+  if (flow_sync_) {
+    std::vector<rte_ring*> rings;
+    for (const WorkerPtr& worker : workers_) rings.push_back(worker->flowExports());
+    flow_sync_->setExportRings(std::move(rings));
+  }
   return absl::OkStatus();
 }
 
 // The requests workers never sent are mbufs of the ports' pools, so this comes before
 // closePorts() (the start-up table's reverse order).
-void ControlPlane::destroyWorkers() { workers_.clear(); }
+void ControlPlane::destroyWorkers() {
+  workers_.clear();
+  // After the workers: they read its map and write its rings.
+  flow_sync_.reset();
+}
 
 absl::Status ControlPlane::startExceptionPath() {
   std::vector<ExceptionPath::Port> ports;
@@ -468,6 +489,7 @@ absl::Status ControlPlane::publishSnapshot() {
   if (!snapshot.ok()) return snapshot.status();
   ++generation_;
   published_token_ = publisher_->publish(*std::move(snapshot));
+  if (flow_sync_) flow_sync_->setNames(FlowRecordNames::of(counter_ids_, config_));
   reportFleetTables();
   return absl::OkStatus();
 }
@@ -568,6 +590,7 @@ void ControlPlane::run() {
     reportProbesNotRun();
     if (reload_.exchange(false)) requestReload();
     if (fleet_) fleet_->turn(absl::Now());
+    if (flow_sync_) flow_sync_->turn(absl::Now());
     serveFleetGenerations();
     serveReloads();
     const auto handle = [this](const ControlRequest& request) { return handleControl(request); };

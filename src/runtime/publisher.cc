@@ -10,6 +10,15 @@
 
 namespace berth {
 
+namespace {
+
+uint32_t nextDeferQueueNumber() {
+  static std::atomic<uint32_t> sequence{0};
+  return sequence.fetch_add(1);
+}
+
+}  // namespace
+
 template <typename T>
 void RcuPublisher<T>::freeRetired(void* publisher, void* element, unsigned count) {
   auto* const* retired = static_cast<const T* const*>(element);
@@ -40,9 +49,9 @@ absl::StatusOr<std::unique_ptr<RcuPublisher<T>>> RcuPublisher<T>::createSharing(
 
 template <typename T>
 absl::Status RcuPublisher<T>::createDeferQueue() {
-  // The queue is a named rte_ring: a process-wide sequence keeps names apart.
-  static std::atomic<uint32_t> sequence{0};
-  const std::string name = absl::StrCat("berth_rcu_dq_", sequence.fetch_add(1));
+  // The queue is a named rte_ring: one process-wide sequence, shared by every T, keeps names
+  // apart.
+  const std::string name = absl::StrCat("berth_rcu_dq_", nextDeferQueueNumber());
   rte_rcu_qsbr_dq_parameters parameters{};
   parameters.name = name.c_str();
   parameters.flags = RTE_RCU_QSBR_DQ_MT_UNSAFE;  // the management thread alone uses it

@@ -386,7 +386,7 @@ struct SyncConfig {
   // Where this instance takes datagrams from its peers, on the kernel's network (on a one-NIC
   // appliance, the port's kernel interface); they are sent from here too.
   Endpoint listen;
-  // The peers' listen endpoints; none: the fleet's instances, each at its own sync endpoint.
+  // The other instances' listen endpoints.
   std::vector<Endpoint> peers;
   // One or two keys: datagrams are signed with the first and taken under either, so that keys
   // rotate without a flag day (add the new one second, then first on every instance, then

@@ -15,6 +15,7 @@
 #include "berth/config/config.h"
 #include "berth/control/control_socket.h"
 #include "berth/control/drain_state.h"
+#include "berth/control/flow_sync.h"
 #include "berth/control/line_limiter.h"
 #include "berth/control/mailbox.h"
 #include "berth/control/metrics_server.h"
@@ -344,6 +345,7 @@ class ControlPlane {
   // Per service name, kept across reloads: what the table changes moved (status, metrics).
   absl::flat_hash_map<std::string, TableChangeHistory> table_changes_;
   CounterIds counter_ids_;
+  std::unique_ptr<FlowSync> flow_sync_;  // with a sync section
   NeighborCache neighbors_;
   std::vector<NeighborNews> neighbor_news_;  // one turn's, reused
   LineLimiter neighbor_log_{kNeighborLogLinesPerSecond};

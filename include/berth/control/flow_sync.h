@@ -1,0 +1,139 @@
+#pragma once
+
+#include <rte_rcu_qsbr.h>
+#include <rte_ring.h>
+#include <sys/socket.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "berth/config/config.h"
+#include "berth/control/flow_record_outbox.h"
+#include "berth/control/peer_flow_store.h"
+#include "berth/dataplane/conntrack.h"
+#include "berth/fleet/flow_records.h"
+#include "berth/runtime/publisher.h"
+#include "berth/util/background_thread.h"
+
+namespace berth {
+
+// Flow sync as berthd runs it (docs/scale-out.md, "Flows that survive an instance"). On the
+// management loop, every turn and never waiting: the workers' news is drained from their rings,
+// named, batched into signed datagrams and sent to every peer over a non-blocking UDP socket;
+// datagrams from the peers are checked (HMAC, key, replay window) and their records handed to a
+// thread of their own, which keeps them (PeerFlowStore), ages them out and builds the map the
+// workers read; the loop publishes each map by RCU. A peer heard from in a new epoch (its first
+// datagram, or its first since it restarted) is sent every flow this instance still carries,
+// paced.
+class FlowSync {
+ public:
+  // What `berthctl stats` and the metrics show.
+  struct Report {
+    uint64_t records_sent = 0;
+    uint64_t datagrams_sent = 0;
+    uint64_t send_errors = 0;  // datagrams the socket refused (its buffer full, no route)
+    uint64_t records_resent = 0;
+    uint64_t datagrams_received = 0;
+    uint64_t records_received = 0;
+    std::array<uint64_t, kFlowDatagramRefusalCount> refused{};
+    uint64_t records_dropped_busy = 0;  // the store's thread was behind
+    std::array<uint64_t, kPeerFlowEventCount> peer_events{};
+    std::array<uint64_t, kFlowOutboxEventCount> outbox_events{};
+    uint64_t peer_flows = 0;  // in the map the workers read
+    uint64_t own_flows = 0;   // kept for resends
+    uint64_t maps_published = 0;
+  };
+
+  // Binds `config.listen` and reads the keys; errors name the field and line. The workers read
+  // the map from peerFlows(), hashed under `hash_key`, theirs; `rcu` is the snapshots' variable,
+  // whose quiescent states end the map's grace periods too.
+  static absl::StatusOr<std::unique_ptr<FlowSync>> create(const SyncConfig& config,
+                                                          rte_rcu_qsbr* rcu,
+                                                          const ConnectionHashKey& hash_key);
+  ~FlowSync();
+
+  const std::atomic<const PeerFlows*>& peerFlows() const { return publisher_->current(); }
+
+  // The workers' rings of news (Worker::flowExports()), once they exist.
+  void setExportRings(std::vector<rte_ring*> rings) { export_rings_ = std::move(rings); }
+  // The names of this instance's services and backends, after each config change.
+  void setNames(FlowRecordNames names);
+
+  // One management turn at `now`.
+  void turn(absl::Time now);
+
+  Report report() const;
+
+  // How often a peer is told this instance is alive, so that one that restarted hears of it
+  // and asks for nothing: its new epoch is news to this instance, which then resends.
+  static constexpr absl::Duration kHeartbeatInterval = absl::Seconds(1);
+  // How often the peers' records are swept and, if they changed, a new map is built.
+  static constexpr absl::Duration kBuildInterval = absl::Milliseconds(100);
+
+ private:
+  struct Peer {
+    sockaddr_storage address{};
+    socklen_t length = 0;
+    size_t resend_cursor = FlowRecordOutbox::kResendDone;
+  };
+  // A peer's records, checked, for the store's thread.
+  struct Received {
+    uint64_t sender = 0;
+    std::vector<FlowRecord> records;
+  };
+  // What the store's thread shares with the loop.
+  struct StoreSide {
+    PeerFlowStore store;
+    std::shared_ptr<const FlowRecordNames> names;
+    ConnectionHashKey hash_key;
+    absl::Time last_build = absl::InfinitePast();
+    std::mutex mutex;  // guards what follows, held briefly: the loop only try-locks it
+    bool built = false;
+    std::unique_ptr<const PeerFlows> map;
+    std::array<uint64_t, kPeerFlowEventCount> events{};
+    uint64_t size = 0;
+
+    explicit StoreSide(const PeerFlowStoreLimits& limits) : store(limits) {}
+  };
+
+  FlowSync() = default;
+  uint32_t workerClockMs() const;
+  void drainExports(uint32_t now_ms);
+  void sendTo(Peer& peer, absl::Span<const FlowRecord> records);
+  void sendQueued();
+  void sendResends(uint32_t now_ms);
+  void sendHeartbeats(absl::Time now);
+  void receive();
+  void postReceived();
+  void postTick(absl::Time now, uint32_t now_ms);
+  void publishBuilt();
+  static void storeTick(StoreSide& side, absl::Time now, uint32_t now_ms);
+
+  int socket_ = -1;
+  std::vector<Peer> peers_;
+  std::vector<FlowSyncKey> keys_;
+  uint64_t sender_ = 0;
+  uint64_t epoch_ = 0;
+  uint64_t sequence_ = 0;
+  uint64_t tsc_per_ms_ = 1;
+  std::vector<rte_ring*> export_rings_;
+  FlowRecordOutbox outbox_{FlowOutboxLimits{}};
+  std::shared_ptr<const FlowRecordNames> names_ = std::make_shared<FlowRecordNames>();
+  ReplayWindows replay_{256};
+  std::vector<Received> received_;
+  std::unique_ptr<RcuPublisher<PeerFlows>> publisher_;
+  std::shared_ptr<StoreSide> store_side_;
+  // Last: its destructor waits for the job running, which may use store_side_.
+  std::unique_ptr<BackgroundThread> store_thread_;
+  absl::Time last_heartbeat_ = absl::InfinitePast();
+  absl::Time last_tick_ = absl::InfinitePast();
+  Report report_;
+};
+
+}  // namespace berth

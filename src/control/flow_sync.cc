@@ -1,0 +1,333 @@
+#include "berth/control/flow_sync.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <rte_cycles.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "berth/util/status_macros.h"
+
+namespace berth {
+namespace {
+
+// Per management turn (10 ms): what the loop does at most, so that a burst of news or of
+// datagrams spreads over turns instead of stretching one.
+constexpr size_t kMaxExportsPerRingPerTurn = 4096;
+constexpr size_t kMaxDatagramsSentPerTurn = 256;
+constexpr size_t kMaxResendDatagramsPerPeerPerTurn = 32;
+constexpr size_t kMaxDatagramsReceivedPerTurn = 512;
+// Jobs waiting for the store's thread: past this, received records are dropped and counted.
+constexpr size_t kMaxStoreJobs = 64;
+
+void fillAddress(const Endpoint& endpoint, sockaddr_storage& storage, socklen_t& length) {
+  std::memset(&storage, 0, sizeof(storage));
+  if (endpoint.address.isV4()) {
+    auto* in = reinterpret_cast<sockaddr_in*>(&storage);
+    in->sin_family = AF_INET;
+    in->sin_port = htons(endpoint.port);
+    std::memcpy(&in->sin_addr, endpoint.address.bytes.data(), 4);
+    length = sizeof(sockaddr_in);
+  } else {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&storage);
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons(endpoint.port);
+    std::memcpy(&in6->sin6_addr, endpoint.address.bytes.data(), 16);
+    length = sizeof(sockaddr_in6);
+  }
+}
+
+bool sameAddress(const sockaddr_storage& a, const sockaddr_storage& b) {
+  if (a.ss_family != b.ss_family) return false;
+  if (a.ss_family == AF_INET) {
+    const auto& x = reinterpret_cast<const sockaddr_in&>(a);
+    const auto& y = reinterpret_cast<const sockaddr_in&>(b);
+    return x.sin_port == y.sin_port && x.sin_addr.s_addr == y.sin_addr.s_addr;
+  }
+  const auto& x = reinterpret_cast<const sockaddr_in6&>(a);
+  const auto& y = reinterpret_cast<const sockaddr_in6&>(b);
+  return x.sin6_port == y.sin6_port && std::memcmp(&x.sin6_addr, &y.sin6_addr, 16) == 0;
+}
+
+absl::StatusOr<FlowSyncKey> readKey(const SyncKeyConfig& config, size_t index) {
+  const std::string field =
+      absl::StrCat("sync.keys[", index, "].file (line ", config.line.number, ")");
+  std::ifstream file(config.file, std::ios::binary);
+  if (!file) {
+    return absl::NotFoundError(absl::StrCat(field, ": cannot read '", config.file, "'"));
+  }
+  std::string secret((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  // An editor's final newline is not part of the secret: every instance reads the same bytes.
+  while (!secret.empty() && absl::ascii_isspace(static_cast<unsigned char>(secret.back()))) {
+    secret.pop_back();
+  }
+  if (secret.size() < FlowSyncKey::kMinSecretBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": '", config.file, "' holds ", secret.size(), " bytes; a key needs ",
+                     FlowSyncKey::kMinSecretBytes, " or more (head -c 32 /dev/urandom > FILE)"));
+  }
+  FlowSyncKey key;
+  key.id = config.id;
+  key.secret.assign(secret.begin(), secret.end());
+  return key;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<FlowSync>> FlowSync::create(const SyncConfig& config,
+                                                            rte_rcu_qsbr* rcu,
+                                                            const ConnectionHashKey& hash_key) {
+  std::unique_ptr<FlowSync> sync(new FlowSync());
+  for (size_t i = 0; i < config.keys.size(); ++i) {
+    BERTH_ASSIGN_OR_RETURN(FlowSyncKey key, readKey(config.keys[i], i));
+    sync->keys_.push_back(std::move(key));
+  }
+  const std::string listen = absl::StrCat("sync.listen (line ", config.line.number, ") ",
+                                          config.listen.toString());
+  sync->socket_ = socket(config.listen.address.isV4() ? AF_INET : AF_INET6,
+                         SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (sync->socket_ < 0) {
+    return absl::UnavailableError(absl::StrCat(listen, ": no socket: ", std::strerror(errno)));
+  }
+  sockaddr_storage address;
+  socklen_t length = 0;
+  fillAddress(config.listen, address, length);
+  if (bind(sync->socket_, reinterpret_cast<const sockaddr*>(&address), length) != 0) {
+    return absl::UnavailableError(absl::StrCat(listen, ": cannot bind: ", std::strerror(errno)));
+  }
+  for (const Endpoint& endpoint : config.peers) {
+    Peer peer;
+    fillAddress(endpoint, peer.address, peer.length);
+    sync->peers_.push_back(peer);
+  }
+  sync->sender_ = flowRecordName(config.listen.toString());
+  sync->epoch_ = static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
+  sync->tsc_per_ms_ = std::max<uint64_t>(1, rte_get_tsc_hz() / 1000);
+  sync->outbox_.setLimits({.max_records = config.max_records, .max_queued = 1 << 16});
+  BERTH_ASSIGN_OR_RETURN(sync->publisher_, RcuPublisher<PeerFlows>::createSharing(rcu));
+  sync->store_side_ = std::make_shared<StoreSide>(PeerFlowStoreLimits{
+      .max_records = config.max_records,
+      .max_changes_per_second = config.max_changes_per_second});
+  sync->store_side_->hash_key = hash_key;
+  sync->store_side_->names = sync->names_;
+  sync->store_thread_ = std::make_unique<BackgroundThread>(kMaxStoreJobs);
+  return sync;
+}
+
+FlowSync::~FlowSync() {
+  store_thread_.reset();
+  if (socket_ >= 0) close(socket_);
+}
+
+uint32_t FlowSync::workerClockMs() const {
+  // The workers' clock (Worker::run): the same TSC in milliseconds, so expiries agree.
+  return static_cast<uint32_t>(rte_rdtsc() / tsc_per_ms_);
+}
+
+void FlowSync::setNames(FlowRecordNames names) {
+  names_ = std::make_shared<const FlowRecordNames>(std::move(names));
+  std::shared_ptr<StoreSide> side = store_side_;
+  std::shared_ptr<const FlowRecordNames> latest = names_;
+  if (!store_thread_->post([side, latest] { side->names = latest; })) {
+    // The thread is behind; the next tick carries the names as well.
+  }
+}
+
+void FlowSync::turn(absl::Time now) {
+  const uint32_t now_ms = workerClockMs();
+  drainExports(now_ms);
+  sendQueued();
+  sendResends(now_ms);
+  sendHeartbeats(now);
+  receive();
+  postReceived();
+  outbox_.expire(now_ms, 1024);
+  if (now - last_tick_ >= kBuildInterval) {
+    last_tick_ = now;
+    postTick(now, now_ms);
+  }
+  publishBuilt();
+  publisher_->reclaim();
+}
+
+void FlowSync::drainExports(uint32_t now_ms) {
+  FlowExport news[256];
+  for (rte_ring* ring : export_rings_) {
+    for (size_t taken = 0; taken < kMaxExportsPerRingPerTurn;) {
+      const unsigned count =
+          rte_ring_sc_dequeue_burst_elem(ring, news, sizeof(FlowExport), 256, nullptr);
+      if (count == 0) break;
+      for (unsigned i = 0; i < count; ++i) outbox_.add(news[i], *names_, now_ms);
+      taken += count;
+    }
+  }
+}
+
+void FlowSync::sendTo(Peer& peer, absl::Span<const FlowRecord> records) {
+  FlowDatagramHeader header;
+  header.sender = sender_;
+  header.epoch = epoch_;
+  header.sequence = ++sequence_;
+  absl::StatusOr<std::vector<uint8_t>> datagram = encodeFlowDatagram(header, records, keys_[0]);
+  if (!datagram.ok()) {
+    ++report_.send_errors;
+    return;
+  }
+  const ssize_t sent = sendto(socket_, datagram->data(), datagram->size(), MSG_DONTWAIT,
+                              reinterpret_cast<const sockaddr*>(&peer.address), peer.length);
+  if (sent != static_cast<ssize_t>(datagram->size())) {
+    ++report_.send_errors;
+    return;
+  }
+  ++report_.datagrams_sent;
+  report_.records_sent += records.size();
+}
+
+void FlowSync::sendQueued() {
+  std::vector<FlowRecord> batch;
+  for (size_t datagrams = 0; datagrams < kMaxDatagramsSentPerTurn && outbox_.queued() > 0;
+       ++datagrams) {
+    batch.clear();
+    outbox_.takeQueued(batch, kMaxRecordsPerDatagram);
+    for (Peer& peer : peers_) sendTo(peer, batch);
+  }
+}
+
+void FlowSync::sendResends(uint32_t now_ms) {
+  std::vector<FlowRecord> batch;
+  for (Peer& peer : peers_) {
+    for (size_t datagrams = 0; datagrams < kMaxResendDatagramsPerPeerPerTurn &&
+                               peer.resend_cursor != FlowRecordOutbox::kResendDone;
+         ++datagrams) {
+      batch.clear();
+      peer.resend_cursor = outbox_.resend(peer.resend_cursor, now_ms, batch, kMaxRecordsPerDatagram);
+      if (batch.empty()) continue;
+      sendTo(peer, batch);
+      report_.records_resent += batch.size();
+    }
+  }
+}
+
+void FlowSync::sendHeartbeats(absl::Time now) {
+  if (now - last_heartbeat_ < kHeartbeatInterval) return;
+  last_heartbeat_ = now;
+  for (Peer& peer : peers_) sendTo(peer, {});
+}
+
+void FlowSync::receive() {
+  uint8_t buffer[kMaxFlowDatagramBytes + 1];
+  for (size_t i = 0; i < kMaxDatagramsReceivedPerTurn; ++i) {
+    sockaddr_storage from;
+    socklen_t from_length = sizeof(from);
+    const ssize_t length = recvfrom(socket_, buffer, sizeof(buffer), MSG_DONTWAIT,
+                                    reinterpret_cast<sockaddr*>(&from), &from_length);
+    if (length < 0) break;  // EAGAIN: nothing more this turn; anything else, the same
+    ++report_.datagrams_received;
+    DecodedFlowDatagram decoded =
+        decodeFlowDatagram(absl::MakeConstSpan(buffer, static_cast<size_t>(length)), keys_);
+    if (!decoded.datagram) {
+      ++report_.refused[static_cast<size_t>(decoded.refusal)];
+      continue;
+    }
+    FlowDatagram& datagram = *decoded.datagram;
+    if (datagram.header.sender == sender_) {
+      ++report_.refused[static_cast<size_t>(FlowDatagramRefusal::kFromSelf)];
+      continue;
+    }
+    const ReplayWindows::Result judged = replay_.accept(datagram.header);
+    if (judged.verdict == ReplayWindows::Verdict::kRefused) {
+      ++report_.refused[static_cast<size_t>(judged.refusal)];
+      continue;
+    }
+    if (judged.verdict == ReplayWindows::Verdict::kAcceptedNewEpoch) {
+      // A peer new to this instance, or restarted: it knows none of the flows carried here.
+      for (Peer& peer : peers_) {
+        if (sameAddress(peer.address, from)) peer.resend_cursor = 0;
+      }
+    }
+    report_.records_received += datagram.records.size();
+    if (!datagram.records.empty()) {
+      received_.push_back({datagram.header.sender, std::move(datagram.records)});
+    }
+  }
+}
+
+void FlowSync::postReceived() {
+  if (received_.empty()) return;
+  size_t records = 0;
+  for (const Received& batch : received_) records += batch.records.size();
+  std::shared_ptr<StoreSide> side = store_side_;
+  const uint32_t now_ms = workerClockMs();
+  auto job = [side, batches = std::move(received_), now_ms] {
+    for (const Received& batch : batches) {
+      side->store.apply(batch.sender, batch.records, *side->names, now_ms);
+    }
+  };
+  received_.clear();
+  if (!store_thread_->post(std::move(job))) report_.records_dropped_busy += records;
+}
+
+void FlowSync::storeTick(StoreSide& side, absl::Time now, uint32_t now_ms) {
+  PeerFlowStore& store = side.store;
+  // A tenth of the kept records a tick (ten a second): each is looked at about once a second.
+  store.expire(now_ms, std::max<size_t>(1024, store.size() / 10));
+  std::unique_ptr<const PeerFlows> map;
+  const bool rebuild = store.takeChanged();
+  if (rebuild) {
+    const std::vector<PeerFlow> flows = store.flows(*side.names, now_ms);
+    if (!flows.empty()) map = PeerFlows::build(flows, side.hash_key);
+    side.last_build = now;
+  }
+  std::lock_guard<std::mutex> lock(side.mutex);
+  if (rebuild) {
+    side.built = true;
+    side.map = std::move(map);
+  }
+  for (size_t e = 0; e < kPeerFlowEventCount; ++e) {
+    side.events[e] = store.count(static_cast<PeerFlowEvent>(e));
+  }
+  side.size = store.size();
+}
+
+void FlowSync::postTick(absl::Time now, uint32_t now_ms) {
+  std::shared_ptr<StoreSide> side = store_side_;
+  // Refused when the thread is behind: the next tick comes in kBuildInterval.
+  store_thread_->post([side, now, now_ms] { storeTick(*side, now, now_ms); });
+}
+
+void FlowSync::publishBuilt() {
+  std::unique_lock<std::mutex> lock(store_side_->mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  for (size_t e = 0; e < kPeerFlowEventCount; ++e) {
+    report_.peer_events[e] = store_side_->events[e];
+  }
+  report_.peer_flows = store_side_->size;
+  if (!store_side_->built) return;
+  store_side_->built = false;
+  std::unique_ptr<const PeerFlows> map = std::move(store_side_->map);
+  lock.unlock();
+  publisher_->publish(std::move(map));
+  ++report_.maps_published;
+}
+
+FlowSync::Report FlowSync::report() const {
+  Report report = report_;
+  for (size_t e = 0; e < kFlowOutboxEventCount; ++e) {
+    report.outbox_events[e] = outbox_.count(static_cast<FlowOutboxEvent>(e));
+  }
+  report.own_flows = outbox_.kept();
+  return report;
+}
+
+}  // namespace berth

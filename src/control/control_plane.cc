@@ -770,6 +770,9 @@ std::vector<std::pair<std::string, uint64_t>> ControlPlane::summedCounters() con
   if (exception_path_) {
     for (auto& sum : exception_path_->counters()) sums.push_back(std::move(sum));
   }
+  if (flow_sync_) {
+    for (auto& sum : flow_sync_->counters()) sums.push_back(std::move(sum));
+  }
   return sums;
 }
 

@@ -86,15 +86,15 @@ absl::StatusOr<FlowSyncKey> readKey(const SyncKeyConfig& config, size_t index) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<FlowSync>> FlowSync::create(const SyncConfig& config,
-                                                            rte_rcu_qsbr* rcu,
-                                                            const ConnectionHashKey& hash_key) {
+                                                           rte_rcu_qsbr* rcu,
+                                                           const ConnectionHashKey& hash_key) {
   std::unique_ptr<FlowSync> sync(new FlowSync());
   for (size_t i = 0; i < config.keys.size(); ++i) {
     BERTH_ASSIGN_OR_RETURN(FlowSyncKey key, readKey(config.keys[i], i));
     sync->keys_.push_back(std::move(key));
   }
-  const std::string listen = absl::StrCat("sync.listen (line ", config.line.number, ") ",
-                                          config.listen.toString());
+  const std::string listen =
+      absl::StrCat("sync.listen (line ", config.line.number, ") ", config.listen.toString());
   sync->socket_ = socket(config.listen.address.isV4() ? AF_INET : AF_INET6,
                          SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (sync->socket_ < 0) {
@@ -117,8 +117,7 @@ absl::StatusOr<std::unique_ptr<FlowSync>> FlowSync::create(const SyncConfig& con
   sync->outbox_.setLimits({.max_records = config.max_records, .max_queued = 1 << 16});
   BERTH_ASSIGN_OR_RETURN(sync->publisher_, RcuPublisher<PeerFlows>::createSharing(rcu));
   sync->store_side_ = std::make_shared<StoreSide>(PeerFlowStoreLimits{
-      .max_records = config.max_records,
-      .max_changes_per_second = config.max_changes_per_second});
+      .max_records = config.max_records, .max_changes_per_second = config.max_changes_per_second});
   sync->store_side_->hash_key = hash_key;
   sync->store_side_->names = sync->names_;
   sync->store_thread_ = std::make_unique<BackgroundThread>(kMaxStoreJobs);
@@ -211,7 +210,8 @@ void FlowSync::sendResends(uint32_t now_ms) {
                                peer.resend_cursor != FlowRecordOutbox::kResendDone;
          ++datagrams) {
       batch.clear();
-      peer.resend_cursor = outbox_.resend(peer.resend_cursor, now_ms, batch, kMaxRecordsPerDatagram);
+      peer.resend_cursor =
+          outbox_.resend(peer.resend_cursor, now_ms, batch, kMaxRecordsPerDatagram);
       if (batch.empty()) continue;
       sendTo(peer, batch);
       report_.records_resent += batch.size();
@@ -328,6 +328,44 @@ FlowSync::Report FlowSync::report() const {
   }
   report.own_flows = outbox_.kept();
   return report;
+}
+
+std::vector<std::pair<std::string, uint64_t>> FlowSync::counters() const {
+  const Report r = report();
+  auto peer = [&r](PeerFlowEvent event) { return r.peer_events[static_cast<size_t>(event)]; };
+  auto own = [&r](FlowOutboxEvent event) { return r.outbox_events[static_cast<size_t>(event)]; };
+  std::vector<std::pair<std::string, uint64_t>> counters = {
+      {"sync_records_sent", r.records_sent},
+      {"sync_datagrams_sent", r.datagrams_sent},
+      {"sync_records_resent", r.records_resent},
+      {"sync_send_errors", r.send_errors},
+      {"sync_datagrams_received", r.datagrams_received},
+      {"sync_records_received", r.records_received},
+  };
+  for (size_t i = 0; i < kFlowDatagramRefusalCount; ++i) {
+    counters.emplace_back(
+        absl::StrCat("sync_refused_", toString(static_cast<FlowDatagramRefusal>(i))), r.refused[i]);
+  }
+  counters.insert(counters.end(),
+                  {
+                      {"sync_records_applied", peer(PeerFlowEvent::kApplied)},
+                      {"sync_records_refreshed", peer(PeerFlowEvent::kRefreshed)},
+                      {"sync_records_withdrawn", peer(PeerFlowEvent::kWithdrawn)},
+                      {"sync_records_expired", peer(PeerFlowEvent::kExpired)},
+                      {"sync_dropped_unknown_name", peer(PeerFlowEvent::kUnknownName)},
+                      {"sync_dropped_full", peer(PeerFlowEvent::kFull)},
+                      {"sync_dropped_rate_limited", peer(PeerFlowEvent::kRateLimited)},
+                      {"sync_dropped_busy", r.records_dropped_busy},
+                      {"sync_news_queued", own(FlowOutboxEvent::kQueued)},
+                      {"sync_news_dropped_unnamed", own(FlowOutboxEvent::kUnnamed)},
+                      {"sync_news_dropped_queue_full", own(FlowOutboxEvent::kQueueFull)},
+                      {"sync_own_flows_not_kept", own(FlowOutboxEvent::kKeptFull)},
+                      {"sync_own_flows_expired", own(FlowOutboxEvent::kExpired)},
+                      {"sync_maps_published", r.maps_published},
+                      {"sync_peer_flows", r.peer_flows},
+                      {"sync_own_flows", r.own_flows},
+                  });
+  return counters;
 }
 
 }  // namespace berth

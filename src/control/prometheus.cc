@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -107,7 +108,30 @@ std::string prometheusText(const MetricsSnapshot& metrics) {
   byPrefix("conntrack_", "berth_conntrack_events_total", "event", "Connection-table events");
   byPrefix("neighbor_", "berth_neighbor_events_total", "event",
            "Next-hop resolution: requests, answers, MAC changes, losses, claims refused");
+  // Flow sync (docs/scale-out.md), where configured: its counters by event, and the two sizes as
+  // gauges.
+  if (absl::c_any_of(sums, [](const auto& sum) { return absl::StartsWith(sum.first, "sync_"); })) {
+    Family family(out, "berth_sync_total", "counter",
+                  "Flow sync: records and datagrams sent, received, applied, expired, refused "
+                  "and dropped, by event");
+    for (const auto& [counter, value] : sums) {
+      if (!absl::StartsWith(counter, "sync_") || counter == "sync_peer_flows" ||
+          counter == "sync_own_flows") {
+        continue;
+      }
+      family.sample(absl::StrCat("event=\"", counter.substr(5), "\""), value);
+    }
+  }
   for (const auto& [counter, value] : sums) {
+    if (counter == "sync_peer_flows") {
+      Family(out, "berth_sync_peer_flows", "gauge", "Peers' flows in the map the workers read")
+          .sample("", value);
+    }
+    if (counter == "sync_own_flows") {
+      Family(out, "berth_sync_own_flows", "gauge",
+             "This instance's off-pick flows kept for a restarted peer")
+          .sample("", value);
+    }
     if (counter == "arp_nd_replies" || counter == "icmp_too_big_replies") {
       Family(out, absl::StrCat("berth_", counter, "_total"), "counter",
              "Replies berthd built itself")

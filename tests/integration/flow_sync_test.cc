@@ -194,8 +194,8 @@ TEST_F(FlowSyncTest, ForgedUnknownKeyAndReplayedDatagramsAreRefused) {
   sockaddr_in to = from;
   to.sin_port = htons(static_cast<uint16_t>(base_port_ + 5));
   auto send = [&](const std::vector<uint8_t>& datagram) {
-    ASSERT_EQ(sendto(sender, datagram.data(), datagram.size(), 0,
-                     reinterpret_cast<sockaddr*>(&to), sizeof(to)),
+    ASSERT_EQ(sendto(sender, datagram.data(), datagram.size(), 0, reinterpret_cast<sockaddr*>(&to),
+                     sizeof(to)),
               static_cast<ssize_t>(datagram.size()));
   };
   FlowRecord record;
@@ -220,9 +220,8 @@ TEST_F(FlowSyncTest, ForgedUnknownKeyAndReplayedDatagramsAreRefused) {
   auto refused = [&](FlowDatagramRefusal why) {
     return b.sync->report().refused[static_cast<size_t>(why)];
   };
-  ASSERT_TRUE(turnUntil({&b}, [&] {
-    return b.sync->report().datagrams_received == 4 && peerFlowCount(b) == 1;
-  }));
+  ASSERT_TRUE(turnUntil(
+      {&b}, [&] { return b.sync->report().datagrams_received == 4 && peerFlowCount(b) == 1; }));
   EXPECT_EQ(refused(FlowDatagramRefusal::kBadMac), 1u);
   EXPECT_EQ(refused(FlowDatagramRefusal::kUnknownKey), 1u);
   EXPECT_EQ(refused(FlowDatagramRefusal::kReplayed), 1u);
@@ -234,8 +233,7 @@ TEST_F(FlowSyncTest, AKeyFileTooShortOrMissingIsNamed) {
   writeKey("short", "tiny\n");
   SyncConfig config = syncConfig(6, 7, {{1, "short"}});
   config.keys[0].line.number = 12;
-  absl::StatusOr<std::unique_ptr<FlowSync>> sync =
-      FlowSync::create(config, rcu_->rcu(), kHashKey);
+  absl::StatusOr<std::unique_ptr<FlowSync>> sync = FlowSync::create(config, rcu_->rcu(), kHashKey);
   ASSERT_FALSE(sync.ok());
   EXPECT_NE(sync.status().message().find("sync.keys[0].file (line 12)"), std::string::npos)
       << sync.status();

@@ -9,9 +9,12 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "berth/config/config.h"
 #include "berth/control/flow_record_outbox.h"
@@ -69,6 +72,9 @@ class FlowSync {
   void turn(absl::Time now);
 
   Report report() const;
+  // The report as named counters for `berthctl stats` and the metrics, each "sync_..."; two are
+  // gauges, sync_peer_flows and sync_own_flows.
+  std::vector<std::pair<std::string, uint64_t>> counters() const;
 
   // How often a peer is told this instance is alive, so that one that restarted hears of it
   // and asks for nothing: its new epoch is news to this instance, which then resends.

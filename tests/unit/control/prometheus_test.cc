@@ -124,6 +124,22 @@ TEST(PrometheusTest, PortsShowTheirLinkTotalsQueuesAndXstats) {
 
 // Without a fleet section no fleet family appears; with one, the applied version and the agent's
 // state do.
+TEST(PrometheusTest, FlowSyncShowsItsEventsAndSizesWhereConfigured) {
+  MetricsSnapshot metrics = sample();
+  EXPECT_THAT(prometheusText(metrics), Not(HasSubstr("berth_sync")));
+  metrics.sums.emplace_back("sync_records_sent", 5);
+  metrics.sums.emplace_back("sync_refused_bad_mac", 2);
+  metrics.sums.emplace_back("sync_peer_flows", 3);
+  metrics.sums.emplace_back("sync_own_flows", 4);
+  const std::string text = prometheusText(metrics);
+  EXPECT_THAT(text, HasSubstr("# TYPE berth_sync_total counter\n"
+                              "berth_sync_total{event=\"records_sent\"} 5\n"
+                              "berth_sync_total{event=\"refused_bad_mac\"} 2\n"));
+  EXPECT_THAT(text, Not(HasSubstr("berth_sync_total{event=\"peer_flows\"}")));
+  EXPECT_THAT(text, HasSubstr("# TYPE berth_sync_peer_flows gauge\nberth_sync_peer_flows 3\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE berth_sync_own_flows gauge\nberth_sync_own_flows 4\n"));
+}
+
 TEST(PrometheusTest, TheFleetShowsTheAppliedVersion) {
   MetricsSnapshot metrics = sample();
   EXPECT_THAT(prometheusText(metrics), Not(HasSubstr("berth_fleet_")));

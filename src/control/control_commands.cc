@@ -501,7 +501,27 @@ std::string ControlPlane::explainAnswer(const FlowKey& flow,
     const ServiceConfig* service = config_.findService(snapshot.service(*explanation.service).name);
     if (service != nullptr) listener = service->listener();
   }
-  return explainReplyJson(snapshot, flow, explanation, conntrack, tracked, note, listener);
+  // Untracked, a flow a peer carries goes to the peer's backend from its next packet that is
+  // not a SYN (docs/scale-out.md, "Flows that survive an instance").
+  std::string full_note = note;
+  if (!tracked && explanation.service && flow_sync_) {
+    const PeerFlows* peers = flow_sync_->peerFlows().load(std::memory_order_acquire);
+    const SnapshotService& service = snapshot.service(*explanation.service);
+    const ConnectionKey key =
+        ConnectionKey::of(flow, service.hash_fields, static_cast<uint16_t>(service.counter_id));
+    const PeerFlow* peer =
+        peers == nullptr ? nullptr
+                         : peers->find(key, peers->hash(key.source, key.source_port, key.service),
+                                       flow_sync_->workerClockMs());
+    const uint32_t backend =
+        peer == nullptr ? kNoBackendIndex : snapshot.backendIndexOf(peer->backend);
+    if (backend != kNoBackendIndex) {
+      absl::StrAppend(&full_note, full_note.empty() ? "" : "; ", "a peer's record (",
+                      toString(peer->state), ") sends its next packet that is not a SYN to ",
+                      snapshot.backend(backend).name);
+    }
+  }
+  return explainReplyJson(snapshot, flow, explanation, conntrack, tracked, full_note, listener);
 }
 
 std::unique_ptr<ReplyStream> ControlPlane::explainReply(const ControlRequest& request) {

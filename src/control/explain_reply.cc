@@ -84,10 +84,20 @@ std::string explainReplyJson(const Snapshot& snapshot, const FlowKey& flow,
         .value(static_cast<uint64_t>(tracked->idle_ms))
         .key("expired")
         .value(tracked->expired)
+        .key("from_peer")
+        .value((c.sync & kSyncAdopted) != 0)
+        .key("shared_with_peers")
+        .value((c.sync & kSyncExported) != 0)
         .endObject();
+    // Flow sync (docs/scale-out.md): where the backend came from, and whether peers know it.
+    const char* sync = (c.sync & kSyncAdopted) != 0
+                           ? ", its backend from a peer's record"
+                           : ((c.sync & kSyncExported) != 0 ? ", off the table's pick: the peers "
+                                                              "were told"
+                                                            : "");
     conntrack_text =
-        absl::StrFormat("worker %u: %s to %s, idle %u ms%s", tracked->worker, toString(c.state),
-                        backend_name, tracked->idle_ms, tracked->expired ? " (expired)" : "");
+        absl::StrFormat("worker %u: %s to %s, idle %u ms%s%s", tracked->worker, toString(c.state),
+                        backend_name, tracked->idle_ms, tracked->expired ? " (expired)" : "", sync);
   }
   // A backend is reachable from a port only once its next hop's MAC is known: the next hop of
   // the port the first port's traffic leaves through.

@@ -72,6 +72,8 @@ class FlowSync {
   void turn(absl::Time now);
 
   Report report() const;
+  // The workers' millisecond clock now (Worker::run's), on which the peers' flows expire.
+  uint32_t workerClockMs() const;
   // The report as named counters for `berthctl stats` and the metrics, each "sync_..."; two are
   // gauges, sync_peer_flows and sync_own_flows.
   std::vector<std::pair<std::string, uint64_t>> counters() const;
@@ -109,7 +111,6 @@ class FlowSync {
   };
 
   FlowSync() = default;
-  uint32_t workerClockMs() const;
   void drainExports(uint32_t now_ms);
   void sendTo(Peer& peer, absl::Span<const FlowRecord> records);
   void sendQueued();

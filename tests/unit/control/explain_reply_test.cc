@@ -155,6 +155,19 @@ TEST_F(ExplainReplyTest, ATrackedFlowStaysOnItsBackend) {
   EXPECT_THAT(reply, HasSubstr(absl::StrCat(R"("backend":")", snapshot_->backend(other).name)));
   EXPECT_THAT(reply, HasSubstr(R"("tracked":true)"));
   EXPECT_THAT(reply, HasSubstr("idle 250 ms"));
+  EXPECT_THAT(reply, HasSubstr(R"("from_peer":false,"shared_with_peers":false)"));
+
+  // Flow sync: a connection adopted from a peer's record says so.
+  tracked.connection.sync = kSyncAdopted;
+  const std::string adopted =
+      explainReplyJson(*snapshot_, key, explainFlow(*snapshot_, key, tracked, true), true, tracked,
+                       "", "tcp 198.18.100.1:80");
+  EXPECT_THAT(adopted, HasSubstr(R"("from_peer":true)"));
+  EXPECT_THAT(adopted, HasSubstr("its backend from a peer's record"));
+  tracked.connection.sync = kSyncExported;
+  const std::string exported = explainReplyJson(
+      *snapshot_, key, explainFlow(*snapshot_, key, tracked, true), true, tracked, "", "");
+  EXPECT_THAT(exported, HasSubstr(R"("shared_with_peers":true)"));
 }
 
 }  // namespace

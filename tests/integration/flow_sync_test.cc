@@ -26,9 +26,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "berth/config/loader.h"
 #include "berth/runtime/publisher.h"
 #include "support/eal_environment.h"
+#include "support/sync_service.h"
 
 namespace berth {
 namespace {
@@ -39,20 +39,8 @@ const ConnectionHashKey kHashKey{{0x9e3779b97f4a7c15, 0xbf58476d1ce4e5b9, 0x94d0
 class FlowSyncTest : public ::testing::Test {
  protected:
   FlowSyncTest() {
-    config_ = *parseConfig(R"(
-services:
-  - name: web
-    vip: 198.18.100.1
-    port: 80
-    protocol: tcp
-    backends:
-      - { name: web-1, address: 198.18.1.1 }
-      - { name: web-2, address: 198.18.1.2 }
-)",
-                           "flow_sync_test");
-    web_ = static_cast<uint16_t>(*ids_.service("web"));
-    web_2_ = static_cast<uint16_t>(*ids_.backend("web", "web-2"));
-    (void)ids_.backend("web", "web-1");
+    web_ = service_.web;
+    web_2_ = service_.web_2;
     dir_ = std::filesystem::temp_directory_path() / absl::StrCat("flow-sync-test-", getpid());
     std::filesystem::create_directories(dir_);
     writeKey("one", "0123456789abcdef0123456789abcdef\n");
@@ -98,7 +86,7 @@ services:
                                          RING_F_SP_ENQ | RING_F_SC_DEQ);
     rings_.push_back(instance.ring);
     instance.sync->setExportRings({instance.ring});
-    instance.sync->setNames(FlowRecordNames::of(ids_, config_));
+    instance.sync->setNames(service_.names);
     return instance;
   }
   FlowExport news(uint32_t client, ConnectionState state = ConnectionState::kTcpEstablished) {
@@ -138,8 +126,7 @@ services:
     return map == nullptr ? 0 : map->size();
   }
 
-  Config config_;
-  CounterIds ids_;
+  SyncService service_;
   uint16_t web_ = 0;
   uint16_t web_2_ = 0;
   std::filesystem::path dir_;

@@ -76,6 +76,17 @@ struct ConnectionKey {
   static uint16_t sourcePortOf(const FlowKey& flow, HashFields fields) {
     return fields == HashFields::kFiveTuple ? flow.source_port : 0;
   }
+  // Whether an entry holding these fields is this key's: the address compared as two words, the
+  // test every lookup makes.
+  bool matches(const std::array<uint8_t, 16>& entry_source, uint16_t entry_source_port,
+               uint16_t entry_service) const {
+    uint64_t mine[2];
+    uint64_t theirs[2];
+    std::memcpy(mine, source.data(), 16);
+    std::memcpy(theirs, entry_source.data(), 16);
+    return ((mine[0] ^ theirs[0]) | (mine[1] ^ theirs[1])) == 0 &&
+           source_port == entry_source_port && service == entry_service;
+  }
 };
 
 // One tracked connection: 32 bytes, every overhead included (the bucket holds nothing else).
@@ -92,14 +103,7 @@ struct Connection {
   ConnectionState state;
   uint8_t sync;  // kSyncExported, kSyncAdopted
 
-  bool matches(const ConnectionKey& key) const {
-    uint64_t mine[2];
-    uint64_t theirs[2];
-    std::memcpy(mine, source.data(), 16);
-    std::memcpy(theirs, key.source.data(), 16);
-    return ((mine[0] ^ theirs[0]) | (mine[1] ^ theirs[1])) == 0 && source_port == key.source_port &&
-           service == key.service;
-  }
+  bool matches(const ConnectionKey& key) const { return key.matches(source, source_port, service); }
 };
 static_assert(sizeof(Connection) == 32, "four connections fill a two-cache-line bucket");
 

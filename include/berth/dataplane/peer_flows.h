@@ -40,14 +40,7 @@ struct PeerFlow {
   uint8_t reserved = 0;
   uint32_t expires_ms = 0;  // on the workers' millisecond clock
 
-  bool matches(const ConnectionKey& key) const {
-    uint64_t mine[2];
-    uint64_t theirs[2];
-    std::memcpy(mine, source.data(), 16);
-    std::memcpy(theirs, key.source.data(), 16);
-    return ((mine[0] ^ theirs[0]) | (mine[1] ^ theirs[1])) == 0 && source_port == key.source_port &&
-           service == key.service;
-  }
+  bool matches(const ConnectionKey& key) const { return key.matches(source, source_port, service); }
   // Whether it still lives at `now_ms` (a wrap-aware comparison, as the connection table's).
   bool liveAt(uint32_t now_ms) const { return static_cast<int32_t>(expires_ms - now_ms) > 0; }
 };

@@ -12,7 +12,7 @@
 
 #include <vector>
 
-#include "berth/config/loader.h"
+#include "support/sync_service.h"
 
 namespace berth {
 namespace {
@@ -20,21 +20,10 @@ namespace {
 class FlowRecordOutboxTest : public ::testing::Test {
  protected:
   FlowRecordOutboxTest() {
-    config_ = *parseConfig(R"(
-services:
-  - name: web
-    vip: 198.18.100.1
-    port: 80
-    protocol: tcp
-    backends:
-      - { name: web-1, address: 198.18.1.1 }
-      - { name: web-2, address: 198.18.1.2 }
-)",
-                           "flow_record_outbox_test");
-    web_ = static_cast<uint16_t>(*ids_.service("web"));
-    web_1_ = static_cast<uint16_t>(*ids_.backend("web", "web-1"));
-    web_2_ = static_cast<uint16_t>(*ids_.backend("web", "web-2"));
-    names_ = FlowRecordNames::of(ids_, config_);
+    web_ = service_.web;
+    web_1_ = service_.web_1;
+    web_2_ = service_.web_2;
+    names_ = service_.names;
   }
 
   FlowExport news(uint32_t client, uint16_t backend,
@@ -55,8 +44,7 @@ services:
     return out;
   }
 
-  Config config_;
-  CounterIds ids_;
+  SyncService service_;
   FlowRecordNames names_;
   uint16_t web_ = 0;
   uint16_t web_1_ = 0;

@@ -1,0 +1,40 @@
+#pragma once
+
+#include <cstdint>
+
+#include "berth/config/loader.h"
+#include "berth/control/peer_flow_store.h"
+#include "berth/dataplane/snapshot.h"
+
+namespace berth {
+
+// The config flow sync's tests share: one TCP service "web" of two backends, web-1 and web-2,
+// with the ids an instance gave them and the wire's names of them.
+struct SyncService {
+  SyncService() {
+    config = *parseConfig(R"(
+services:
+  - name: web
+    vip: 198.18.100.1
+    port: 80
+    protocol: tcp
+    backends:
+      - { name: web-1, address: 198.18.1.1 }
+      - { name: web-2, address: 198.18.1.2 }
+)",
+                          "sync_service");
+    web = static_cast<uint16_t>(*ids.service("web"));
+    web_1 = static_cast<uint16_t>(*ids.backend("web", "web-1"));
+    web_2 = static_cast<uint16_t>(*ids.backend("web", "web-2"));
+    names = FlowRecordNames::of(ids, config);
+  }
+
+  Config config;
+  CounterIds ids;
+  uint16_t web = 0;
+  uint16_t web_1 = 0;
+  uint16_t web_2 = 0;
+  FlowRecordNames names;
+};
+
+}  // namespace berth

@@ -163,31 +163,21 @@ PeerFlow peerFlowOf(uint32_t flow) {
 
 enum class Mode { kPipeline, kRefillAndTransmit, kConntrackHits, kConntrackHalfNew };
 
-template <Mode kMode>
-void runBursts(benchmark::State& state, const Snapshot* snapshot = nullptr) {
-  Bench& bench = *g_bench;
-  if (snapshot == nullptr) snapshot = bench.snapshot.get();
-  constexpr bool kConntrack = kMode == Mode::kConntrackHits || kMode == Mode::kConntrackHalfNew;
-  Worker& worker = kConntrack ? *bench.conntrack_worker : *bench.worker;
+// Times bursts of kBurstSize fresh mbufs that `fill` writes, each handed to `worker`'s burst step
+// on `snapshot` (or, without one, straight to its TX buffer), and reports Mpps, cycles and ns a
+// packet.
+template <typename Fill>
+void timeBursts(benchmark::State& state, Worker& worker, const Snapshot* snapshot, Fill fill) {
   WorkerQueue& queue = worker.queue(0);
-  uint32_t fresh_flow = kFlows;
   rte_mbuf* mbufs[kBurstSize];
   const uint64_t start = rte_rdtsc();
   for (auto _ : state) {
-    if (rte_pktmbuf_alloc_bulk(bench.pool, mbufs, kBurstSize) != 0) {
+    if (rte_pktmbuf_alloc_bulk(g_bench->pool, mbufs, kBurstSize) != 0) {
       state.SkipWithError("mbuf pool empty");
       break;
     }
-    for (uint16_t i = 0; i < kBurstSize; ++i) {
-      // Half new: every other packet is a flow never seen before (ids past the first 1M).
-      if (kMode == Mode::kConntrackHalfNew && (i & 1) != 0) {
-        refill(mbufs[i], fresh_flow++);
-        continue;
-      }
-      refill(mbufs[i], bench.next_flow);
-      bench.next_flow = (bench.next_flow + 1) & (kFlows - 1);
-    }
-    if constexpr (kMode == Mode::kRefillAndTransmit) {
+    fill(mbufs);
+    if (snapshot == nullptr) {
       for (rte_mbuf* mbuf : mbufs) {
         rte_eth_tx_buffer(queue.port_id, queue.queue, queue.tx_buffer, mbuf);
       }
@@ -202,6 +192,27 @@ void runBursts(benchmark::State& state, const Snapshot* snapshot = nullptr) {
   state.counters["cycles_per_packet"] = static_cast<double>(cycles) / packets;
   state.counters["ns_per_packet"] =
       static_cast<double>(cycles) * 1e9 / static_cast<double>(rte_get_tsc_hz()) / packets;
+}
+
+template <Mode kMode>
+void runBursts(benchmark::State& state, const Snapshot* snapshot = nullptr) {
+  Bench& bench = *g_bench;
+  if (snapshot == nullptr) snapshot = bench.snapshot.get();
+  constexpr bool kConntrack = kMode == Mode::kConntrackHits || kMode == Mode::kConntrackHalfNew;
+  Worker& worker = kConntrack ? *bench.conntrack_worker : *bench.worker;
+  uint32_t fresh_flow = kFlows;
+  timeBursts(state, worker, kMode == Mode::kRefillAndTransmit ? nullptr : snapshot,
+             [&](rte_mbuf** mbufs) {
+               for (uint16_t i = 0; i < kBurstSize; ++i) {
+                 // Half new: every other packet is a flow never seen before (past the first 1M).
+                 if (kMode == Mode::kConntrackHalfNew && (i & 1) != 0) {
+                   refill(mbufs[i], fresh_flow++);
+                   continue;
+                 }
+                 refill(mbufs[i], bench.next_flow);
+                 bench.next_flow = (bench.next_flow + 1) & (kFlows - 1);
+               }
+             });
 }
 
 void BM_Pipeline(benchmark::State& state) {
@@ -288,8 +299,11 @@ void runMisses(benchmark::State& state, std::vector<PeerFlow>* peer_records) {
   if (peer_records != nullptr) {
     for (PeerFlow& record : *peer_records) record.expires_ms = worker.state.now_ms + INT32_MAX;
     peers = PeerFlows::build(*peer_records, kBenchHashKey);
+    if (peers == nullptr) {
+      state.SkipWithError("no memory for the peer flows");
+      return;
+    }
   }
-  WorkerQueue& queue = worker.queue(0);
   const ConntrackCounters& counters = worker.counters.conntrack;
   auto count = [&counters](ConntrackEvent event) {
     return counters.values[static_cast<size_t>(event)].read();
@@ -299,31 +313,18 @@ void runMisses(benchmark::State& state, std::vector<PeerFlow>* peer_records) {
   const uint64_t adopted_before = count(ConntrackEvent::kSyncAdoption);
   worker.state.peer_flows = peers.get();
   uint32_t flow = 0;
-  rte_mbuf* mbufs[kBurstSize];
-  const uint64_t start = rte_rdtsc();
-  for (auto _ : state) {
-    if (rte_pktmbuf_alloc_bulk(bench.pool, mbufs, kBurstSize) != 0) {
-      state.SkipWithError("mbuf pool empty");
-      break;
-    }
-    for (rte_mbuf* mbuf : mbufs) {
-      refill(mbuf, flow);
-      rte_pktmbuf_mtod(mbuf, uint8_t*)[kTcpFlagsOffset] = kTcpAck;
+  timeBursts(state, worker, bench.snapshot.get(), [&](rte_mbuf** mbufs) {
+    for (uint16_t i = 0; i < kBurstSize; ++i) {
+      refill(mbufs[i], flow);
+      rte_pktmbuf_mtod(mbufs[i], uint8_t*)[kTcpFlagsOffset] = kTcpAck;
       if (++flow == kMissFlows) {
         flow = 0;
         worker.state.now_ms += pass_advance_ms;
       }
     }
-    worker.processBurst(*bench.snapshot, queue, mbufs, kBurstSize);
-  }
-  const uint64_t cycles = rte_rdtsc() - start;
-  rte_eth_tx_buffer_flush(queue.port_id, queue.queue, queue.tx_buffer);
+  });
   worker.state.peer_flows = nullptr;
   const double packets = static_cast<double>(state.iterations()) * kBurstSize;
-  state.SetItemsProcessed(static_cast<int64_t>(packets));
-  state.counters["cycles_per_packet"] = static_cast<double>(cycles) / packets;
-  state.counters["ns_per_packet"] =
-      static_cast<double>(cycles) * 1e9 / static_cast<double>(rte_get_tsc_hz()) / packets;
   const auto misses = static_cast<double>(count(ConntrackEvent::kMiss) - misses_before);
   const auto hits = static_cast<double>(count(ConntrackEvent::kHit) - hits_before);
   state.counters["miss_share"] = misses / std::max(1.0, misses + hits);

@@ -136,11 +136,6 @@ uint32_t FlowSync::workerClockMs() const {
 
 void FlowSync::setNames(FlowRecordNames names) {
   names_ = std::make_shared<const FlowRecordNames>(std::move(names));
-  std::shared_ptr<StoreSide> side = store_side_;
-  std::shared_ptr<const FlowRecordNames> latest = names_;
-  if (!store_thread_->post([side, latest] { side->names = latest; })) {
-    // The thread is behind; the next tick carries the names as well.
-  }
 }
 
 void FlowSync::turn(absl::Time now) {
@@ -154,7 +149,7 @@ void FlowSync::turn(absl::Time now) {
   outbox_.expire(now_ms, 1024);
   if (now - last_tick_ >= kBuildInterval) {
     last_tick_ = now;
-    postTick(now, now_ms);
+    postTick(now_ms);
   }
   publishBuilt();
   publisher_->reclaim();
@@ -173,24 +168,27 @@ void FlowSync::drainExports(uint32_t now_ms) {
   }
 }
 
-void FlowSync::sendTo(Peer& peer, absl::Span<const FlowRecord> records) {
+void FlowSync::send(absl::Span<Peer> peers, absl::Span<const FlowRecord> records) {
+  // One sequence number for every peer: each keeps its own window of this sender's.
   FlowDatagramHeader header;
   header.sender = sender_;
   header.epoch = epoch_;
   header.sequence = ++sequence_;
   absl::StatusOr<std::vector<uint8_t>> datagram = encodeFlowDatagram(header, records, keys_[0]);
   if (!datagram.ok()) {
-    ++report_.send_errors;
+    report_.send_errors += peers.size();
     return;
   }
-  const ssize_t sent = sendto(socket_, datagram->data(), datagram->size(), MSG_DONTWAIT,
-                              reinterpret_cast<const sockaddr*>(&peer.address), peer.length);
-  if (sent != static_cast<ssize_t>(datagram->size())) {
-    ++report_.send_errors;
-    return;
+  for (const Peer& peer : peers) {
+    const ssize_t sent = sendto(socket_, datagram->data(), datagram->size(), MSG_DONTWAIT,
+                                reinterpret_cast<const sockaddr*>(&peer.address), peer.length);
+    if (sent != static_cast<ssize_t>(datagram->size())) {
+      ++report_.send_errors;
+      continue;
+    }
+    ++report_.datagrams_sent;
+    report_.records_sent += records.size();
   }
-  ++report_.datagrams_sent;
-  report_.records_sent += records.size();
 }
 
 void FlowSync::sendQueued() {
@@ -199,7 +197,7 @@ void FlowSync::sendQueued() {
        ++datagrams) {
     batch.clear();
     outbox_.takeQueued(batch, kMaxRecordsPerDatagram);
-    for (Peer& peer : peers_) sendTo(peer, batch);
+    send(absl::MakeSpan(peers_), batch);
   }
 }
 
@@ -213,7 +211,7 @@ void FlowSync::sendResends(uint32_t now_ms) {
       peer.resend_cursor =
           outbox_.resend(peer.resend_cursor, now_ms, batch, kMaxRecordsPerDatagram);
       if (batch.empty()) continue;
-      sendTo(peer, batch);
+      send({&peer, 1}, batch);
       report_.records_resent += batch.size();
     }
   }
@@ -222,7 +220,7 @@ void FlowSync::sendResends(uint32_t now_ms) {
 void FlowSync::sendHeartbeats(absl::Time now) {
   if (now - last_heartbeat_ < kHeartbeatInterval) return;
   last_heartbeat_ = now;
-  for (Peer& peer : peers_) sendTo(peer, {});
+  send(absl::MakeSpan(peers_), {});
 }
 
 void FlowSync::receive() {
@@ -269,41 +267,48 @@ void FlowSync::postReceived() {
   for (const Received& batch : received_) records += batch.records.size();
   std::shared_ptr<StoreSide> side = store_side_;
   const uint32_t now_ms = workerClockMs();
-  auto job = [side, batches = std::move(received_), now_ms] {
+  auto job = [side, names = names_, batches = std::move(received_), now_ms] {
+    side->names = names;
     for (const Received& batch : batches) {
-      side->store.apply(batch.sender, batch.records, *side->names, now_ms);
+      side->store.apply(batch.sender, batch.records, *names, now_ms);
     }
   };
   received_.clear();
   if (!store_thread_->post(std::move(job))) report_.records_dropped_busy += records;
 }
 
-void FlowSync::storeTick(StoreSide& side, absl::Time now, uint32_t now_ms) {
+void FlowSync::storeTick(StoreSide& side, uint32_t now_ms) {
   PeerFlowStore& store = side.store;
   // A tenth of the kept records a tick (ten a second): each is looked at about once a second.
   store.expire(now_ms, std::max<size_t>(1024, store.size() / 10));
   std::unique_ptr<const PeerFlows> map;
-  const bool rebuild = store.takeChanged();
+  bool rebuild = store.takeChanged() || side.rebuild_owed;
   if (rebuild) {
     const std::vector<PeerFlow> flows = store.flows(*side.names, now_ms);
     if (!flows.empty()) map = PeerFlows::build(flows, side.hash_key);
-    side.last_build = now;
+    // No memory for the new map: the workers keep the last one, and the next tick tries again.
+    side.rebuild_owed = !flows.empty() && map == nullptr;
+    rebuild = !side.rebuild_owed;
   }
   std::lock_guard<std::mutex> lock(side.mutex);
   if (rebuild) {
     side.built = true;
     side.map = std::move(map);
   }
+  side.build_failures += side.rebuild_owed ? 1 : 0;
   for (size_t e = 0; e < kPeerFlowEventCount; ++e) {
     side.events[e] = store.count(static_cast<PeerFlowEvent>(e));
   }
   side.size = store.size();
 }
 
-void FlowSync::postTick(absl::Time now, uint32_t now_ms) {
+void FlowSync::postTick(uint32_t now_ms) {
   std::shared_ptr<StoreSide> side = store_side_;
   // Refused when the thread is behind: the next tick comes in kBuildInterval.
-  store_thread_->post([side, now, now_ms] { storeTick(*side, now, now_ms); });
+  store_thread_->post([side, names = names_, now_ms] {
+    side->names = names;
+    storeTick(*side, now_ms);
+  });
 }
 
 void FlowSync::publishBuilt() {
@@ -313,6 +318,7 @@ void FlowSync::publishBuilt() {
     report_.peer_events[e] = store_side_->events[e];
   }
   report_.peer_flows = store_side_->size;
+  report_.build_failures = store_side_->build_failures;
   if (!store_side_->built) return;
   store_side_->built = false;
   std::unique_ptr<const PeerFlows> map = std::move(store_side_->map);
@@ -362,6 +368,7 @@ std::vector<std::pair<std::string, uint64_t>> FlowSync::counters() const {
                       {"sync_own_flows_not_kept", own(FlowOutboxEvent::kKeptFull)},
                       {"sync_own_flows_expired", own(FlowOutboxEvent::kExpired)},
                       {"sync_maps_published", r.maps_published},
+                      {"sync_map_build_failures", r.build_failures},
                       {"sync_peer_flows", r.peer_flows},
                       {"sync_own_flows", r.own_flows},
                   });

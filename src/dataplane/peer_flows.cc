@@ -1,19 +1,11 @@
 #include "berth/dataplane/peer_flows.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <bit>
-#include <cstdlib>
-#include <memory>
-#include <new>
+
+#include "berth/util/heap.h"
 
 namespace berth {
-namespace {
-
-constexpr size_t kHugePage = size_t{2} << 20;
-
-}  // namespace
 
 std::unique_ptr<const PeerFlows> PeerFlows::build(absl::Span<const PeerFlow> flows,
                                                   const ConnectionHashKey& key) {
@@ -21,15 +13,10 @@ std::unique_ptr<const PeerFlows> PeerFlows::build(absl::Span<const PeerFlow> flo
   // At most half full: runs stay short, and a miss mostly ends in its own bucket.
   const size_t ways = std::max<size_t>(2 * flows.size(), 1);
   const size_t buckets = std::bit_ceil((ways + kWaysPerBucket - 1) / kWaysPerBucket);
-  const size_t bytes = buckets * sizeof(PeerFlowBucket);
-  const size_t alignment = bytes >= kHugePage ? kHugePage : alignof(PeerFlowBucket);
-  const size_t rounded = (bytes + alignment - 1) / alignment * alignment;
-  void* memory = std::aligned_alloc(alignment, rounded);
-  if (memory == nullptr) throw std::bad_alloc();
-  if (alignment == kHugePage) madvise(memory, rounded, MADV_HUGEPAGE);
+  // Zero bytes are empty buckets (an aggregate whose every default is 0).
   map->buckets_.reset(
-      std::uninitialized_value_construct_n(static_cast<PeerFlowBucket*>(memory), buckets) -
-      buckets);
+      static_cast<PeerFlowBucket*>(allocateZeroedTable(buckets * sizeof(PeerFlowBucket))));
+  if (map->buckets_ == nullptr) return nullptr;
   map->mask_ = buckets - 1;
   map->key_ = key;
   for (const PeerFlow& flow : flows) {

@@ -170,7 +170,7 @@ struct Classified {
   const uint16_t* entry = nullptr;
   uint32_t hash = 0;  // the flow hash: the Maglev table's slot
   // With a connection table: the bucket of the flow's connection (keyed, never the flow hash),
-  // and its group in the peers' flows, which are keyed alike.
+  // and its bucket in the peers' flows, which are keyed alike.
   uint32_t bucket_hash = 0;
 };
 

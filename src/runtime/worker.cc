@@ -6,7 +6,6 @@
 #include <rte_lcore.h>
 #include <rte_malloc.h>
 #include <rte_prefetch.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 
 #include <algorithm>
@@ -19,6 +18,7 @@
 #include "absl/strings/str_format.h"
 
 #include "berth/runtime/mbuf_frame.h"
+#include "berth/util/heap.h"
 #include "berth/util/random_bytes.h"
 
 namespace berth {
@@ -30,8 +30,6 @@ namespace {
 constexpr uint32_t kControlCheckMask = 1023;
 constexpr uint32_t kKernelCheckMask = 63;
 constexpr unsigned kControlRingSize = 256;
-// A huge page: without hugepages (--no-huge), the connection table asks for transparent ones.
-constexpr size_t kHugePage = size_t{2} << 20;
 
 template <typename T>
 T* allocateOnSocket(const char* what, size_t count, int socket) {
@@ -151,12 +149,8 @@ absl::StatusOr<WorkerPtr> Worker::create(const WorkerSetup& setup) {
       w.conntrack_buckets_ = static_cast<ConnectionBucket*>(rte_zmalloc_socket(
           "berth_conntrack", w.conntrack_bytes_, sizeof(ConnectionBucket), socket));
     } else {
-      const size_t rounded = (w.conntrack_bytes_ + kHugePage - 1) / kHugePage * kHugePage;
-      w.conntrack_buckets_ = static_cast<ConnectionBucket*>(std::aligned_alloc(kHugePage, rounded));
-      if (w.conntrack_buckets_ != nullptr) {
-        madvise(w.conntrack_buckets_, rounded, MADV_HUGEPAGE);
-        std::memset(static_cast<void*>(w.conntrack_buckets_), 0, rounded);
-      }
+      w.conntrack_buckets_ =
+          static_cast<ConnectionBucket*>(allocateZeroedTable(w.conntrack_bytes_));
     }
     if (w.conntrack_buckets_ == nullptr) {
       return absl::ResourceExhaustedError(

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -47,7 +48,20 @@ class FlowSyncTest : public ::testing::Test {
     writeKey("two", "fedcba9876543210fedcba9876543210");
     writeKey("forged", "not-the-fleets-secret-at-all-000");
     rcu_ = *SnapshotPublisher::create(1);
-    base_port_ = static_cast<uint16_t>(20000 + getpid() % 20000);
+    // Ports the kernel has free now: held together while they are chosen, so they differ.
+    std::vector<int> holders;
+    for (uint16_t& port : ports_) {
+      const int holder = socket(AF_INET, SOCK_DGRAM, 0);
+      sockaddr_in any{};
+      any.sin_family = AF_INET;
+      any.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      socklen_t length = sizeof(any);
+      EXPECT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&any), sizeof(any)), 0);
+      EXPECT_EQ(getsockname(holder, reinterpret_cast<sockaddr*>(&any), &length), 0);
+      port = ntohs(any.sin_port);
+      holders.push_back(holder);
+    }
+    for (int holder : holders) close(holder);
   }
   ~FlowSyncTest() override {
     for (rte_ring* ring : rings_) rte_ring_free(ring);
@@ -57,9 +71,7 @@ class FlowSyncTest : public ::testing::Test {
   void writeKey(const std::string& name, const std::string& bytes) {
     std::ofstream(dir_ / name, std::ios::binary) << bytes;
   }
-  Endpoint endpoint(int offset) const {
-    return {IpAddress::v4(127, 0, 0, 1), static_cast<uint16_t>(base_port_ + offset)};
-  }
+  Endpoint endpoint(int offset) const { return {IpAddress::v4(127, 0, 0, 1), ports_[offset]}; }
   SyncConfig syncConfig(int self, int peer, std::vector<std::pair<int, std::string>> keys) {
     SyncConfig sync;
     sync.listen = endpoint(self);
@@ -131,7 +143,7 @@ class FlowSyncTest : public ::testing::Test {
   uint16_t web_2_ = 0;
   std::filesystem::path dir_;
   std::unique_ptr<SnapshotPublisher> rcu_;
-  uint16_t base_port_ = 0;
+  std::array<uint16_t, 8> ports_{};
   std::vector<rte_ring*> rings_;
 };
 
@@ -175,11 +187,11 @@ TEST_F(FlowSyncTest, ForgedUnknownKeyAndReplayedDatagramsAreRefused) {
   ASSERT_GE(sender, 0);
   sockaddr_in from{};
   from.sin_family = AF_INET;
-  from.sin_port = htons(static_cast<uint16_t>(base_port_ + 4));
+  from.sin_port = htons(ports_[4]);
   from.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(bind(sender, reinterpret_cast<sockaddr*>(&from), sizeof(from)), 0);
   sockaddr_in to = from;
-  to.sin_port = htons(static_cast<uint16_t>(base_port_ + 5));
+  to.sin_port = htons(ports_[5]);
   auto send = [&](const std::vector<uint8_t>& datagram) {
     ASSERT_EQ(sendto(sender, datagram.data(), datagram.size(), 0, reinterpret_cast<sockaddr*>(&to),
                      sizeof(to)),

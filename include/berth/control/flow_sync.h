@@ -48,8 +48,9 @@ class FlowSync {
     uint64_t records_dropped_busy = 0;  // the store's thread was behind
     std::array<uint64_t, kPeerFlowEventCount> peer_events{};
     std::array<uint64_t, kFlowOutboxEventCount> outbox_events{};
-    uint64_t peer_flows = 0;  // in the map the workers read
-    uint64_t own_flows = 0;   // kept for resends
+    uint64_t peer_flows = 0;      // kept from the peers
+    uint64_t build_failures = 0;  // maps not built for want of memory (the last one stays)
+    uint64_t own_flows = 0;       // kept for resends
     uint64_t maps_published = 0;
   };
 
@@ -95,32 +96,34 @@ class FlowSync {
     uint64_t sender = 0;
     std::vector<FlowRecord> records;
   };
-  // What the store's thread shares with the loop.
+  // What the store's thread shares with the loop. Every job carries the latest names.
   struct StoreSide {
     PeerFlowStore store;
     std::shared_ptr<const FlowRecordNames> names;
     ConnectionHashKey hash_key;
-    absl::Time last_build = absl::InfinitePast();
-    std::mutex mutex;  // guards what follows, held briefly: the loop only try-locks it
+    bool rebuild_owed = false;  // a build found no memory: the next tick tries again
+    std::mutex mutex;           // guards what follows, held briefly: the loop only try-locks it
     bool built = false;
     std::unique_ptr<const PeerFlows> map;
     std::array<uint64_t, kPeerFlowEventCount> events{};
     uint64_t size = 0;
+    uint64_t build_failures = 0;
 
     explicit StoreSide(const PeerFlowStoreLimits& limits) : store(limits) {}
   };
 
   FlowSync() = default;
   void drainExports(uint32_t now_ms);
-  void sendTo(Peer& peer, absl::Span<const FlowRecord> records);
+  // Signs `records` once and sends them to `peers`.
+  void send(absl::Span<Peer> peers, absl::Span<const FlowRecord> records);
   void sendQueued();
   void sendResends(uint32_t now_ms);
   void sendHeartbeats(absl::Time now);
   void receive();
   void postReceived();
-  void postTick(absl::Time now, uint32_t now_ms);
+  void postTick(uint32_t now_ms);
   void publishBuilt();
-  static void storeTick(StoreSide& side, absl::Time now, uint32_t now_ms);
+  static void storeTick(StoreSide& side, uint32_t now_ms);
 
   int socket_ = -1;
   std::vector<Peer> peers_;

@@ -58,7 +58,9 @@ class PeerFlows {
   static constexpr size_t kWaysPerBucket = 2;
 
   // The map of `flows`, whose keys are distinct (a later one of the same key is dropped), hashed
-  // under `key`. Allocates about 64 bytes per flow; builds in time linear in their number.
+  // under `key`; null when there is no memory for it. Allocates about 84 bytes per flow (at
+  // least half the ways free), on huge pages from 2 MiB up; builds in time linear in their
+  // number.
   static std::unique_ptr<const PeerFlows> build(absl::Span<const PeerFlow> flows,
                                                 const ConnectionHashKey& key);
 
@@ -93,8 +95,7 @@ class PeerFlows {
  private:
   PeerFlows() = default;
 
-  // The buckets are on 2 MiB pages where the kernel has them (transparent huge pages): lookups
-  // land anywhere in megabytes, which in 4 KiB pages is a TLB miss each.
+  // allocateZeroedTable()'s memory: lookups land anywhere in megabytes.
   struct FreeBuckets {
     void operator()(PeerFlowBucket* buckets) const { std::free(buckets); }
   };

@@ -82,7 +82,7 @@ struct WorkerSetup {
   // The per-core connection table; none: every packet takes the table's pick.
   std::optional<ConntrackConfig> conntrack;
   // The secret its buckets are hashed under (ConnectionHashKey). Flow sync gives every worker the
-  // one its peers' flows are built under, so a miss finds its group there from the bucket hash
+  // one its peers' flows are built under, so a miss finds its bucket there from the bucket hash
   // it already has; none: the worker draws its own.
   std::optional<ConnectionHashKey> connection_hash_key;
   // The published bounded-load counts the worker reads; null: bounded-load services take the

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "berth/config/loader.h"
+#include "support/sync_service.h"
 
 namespace berth {
 namespace {
@@ -25,32 +25,7 @@ constexpr uint64_t kOtherSender = 0x2222;
 
 class PeerFlowStoreTest : public ::testing::Test {
  protected:
-  PeerFlowStoreTest() {
-    config_ = *parseConfig(R"(
-services:
-  - name: web
-    vip: 198.18.100.1
-    port: 80
-    protocol: tcp
-    backends:
-      - { name: web-1, address: 198.18.1.1 }
-      - { name: web-2, address: 198.18.1.2 }
-  - name: dns6
-    vip: "2001:db8::53"
-    port: 53
-    protocol: udp
-    backends:
-      - { name: dns-1, address: "2001:db8::1" }
-)",
-                           "peer_flow_store_test");
-    for (const ServiceConfig& service : config_.services) {
-      (void)ids_.service(service.name);
-      for (const BackendConfig& backend : service.backends) {
-        (void)ids_.backend(service.name, backend.name);
-      }
-    }
-    names_ = FlowRecordNames::of(ids_, config_);
-  }
+  PeerFlowStoreTest() : ids_(service_.ids), names_(service_.names) {}
 
   FlowRecord record(uint32_t client, const std::string& backend = "web/web-1",
                     FlowRecordState state = FlowRecordState::kTcpEstablished,
@@ -71,9 +46,9 @@ services:
         *ids_.findBackend(qualified.substr(0, slash), qualified.substr(slash + 1)));
   }
 
-  Config config_;
-  CounterIds ids_;
-  FlowRecordNames names_;
+  SyncService service_;
+  const CounterIds& ids_;
+  const FlowRecordNames& names_;
 };
 
 TEST_F(PeerFlowStoreTest, NamesResolveBothWays) {

@@ -3,8 +3,8 @@
 // - keys that differ only in source port, service or one address byte are kept apart;
 // - a repeated key keeps its first flow; an empty map finds nothing;
 // - at most half full, 100,000 flows sit at most a few buckets past their own;
-// - flows of one bucket past its room are found in the buckets after it, and a lookup stops at a
-//   full bucket that no flow went past.
+// - flows of one bucket past its room are found in the buckets after it, and keys absent from
+//   both buckets are not found.
 
 #include "berth/dataplane/peer_flows.h"
 
@@ -85,7 +85,7 @@ TEST(PeerFlows, TheClockWrapsAndARepeatKeepsTheFirst) {
   EXPECT_EQ(find(*map, keyOf(first), 5), nullptr);
 }
 
-TEST(PeerFlows, AFullBucketSpillsIntoTheNextAndOnlyThoseAreFollowed) {
+TEST(PeerFlows, FlowsPastAFullBucketAreFoundAndAbsentKeysAreNot) {
   // Eight flows make 8 buckets; pick five flows of one bucket, and one of the bucket after.
   const std::unique_ptr<const PeerFlows> probe =
       PeerFlows::build(std::vector<PeerFlow>(8, flowOf(0)), kKey);

@@ -871,6 +871,10 @@ absl::Status parseLocalSections(absl::string_view source_name, const Fields& fie
   }
   if (const YAML::Node* sync = fields.find("sync"); sync != nullptr) {
     BERTH_ASSIGN_OR_RETURN(config.sync, parseSync(source_name, *sync));
+    config.dataplane.sync_port = config.sync->listen.port;
+    for (const Endpoint& peer : config.sync->peers) {
+      config.dataplane.sync_peers.push_back(peer.address);
+    }
   }
   return absl::OkStatus();
 }

@@ -100,6 +100,15 @@ absl::StatusOr<std::unique_ptr<FlowSync>> FlowSync::create(const SyncConfig& con
   if (sync->socket_ < 0) {
     return absl::UnavailableError(absl::StrCat(listen, ": no socket: ", std::strerror(errno)));
   }
+  // On a one-NIC appliance the listen address is the port's, which its kernel interface gets
+  // only once the exception path starts, after the workers: bind to it before it is there.
+  const int one = 1;
+  const bool v4 = config.listen.address.isV4();
+  if (setsockopt(sync->socket_, v4 ? IPPROTO_IP : IPPROTO_IPV6, v4 ? IP_FREEBIND : IPV6_FREEBIND,
+                 &one, sizeof(one)) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat(listen, ": cannot bind ahead of its address: ", std::strerror(errno)));
+  }
   sockaddr_storage address;
   socklen_t length = 0;
   fillAddress(config.listen, address, length);

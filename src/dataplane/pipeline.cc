@@ -149,12 +149,20 @@ ExceptionClass classifyForKernel(const SnapshotPort& port, const Frame& frame,
   if (packet.icmp_error || protocol == kProtocolIcmp || protocol == kProtocolIcmpv6) {
     return ExceptionClass::kIcmp;
   }
-  if (protocol != kProtocolTcp) return ExceptionClass::kOther;
   const IpAddress source{packet.flow.family, packet.flow.source};
+  auto from = [&source](const std::vector<IpAddress>& peers) {
+    return std::find(peers.begin(), peers.end(), source) != peers.end();
+  };
+  if (protocol == kProtocolUdp) {
+    const bool sync = !packet.later_fragment && port.sync_port != 0 &&
+                      packet.flow.destination_port == port.sync_port && from(port.sync_peers);
+    return sync ? ExceptionClass::kSync : ExceptionClass::kOther;
+  }
+  if (protocol != kProtocolTcp) return ExceptionClass::kOther;
   constexpr uint16_t kBgpPort = (179 >> 8) | ((179 & 0xff) << 8);  // network byte order
   if (!packet.later_fragment &&
       (packet.flow.source_port == kBgpPort || packet.flow.destination_port == kBgpPort) &&
-      std::find(port.bgp_peers.begin(), port.bgp_peers.end(), source) != port.bgp_peers.end()) {
+      from(port.bgp_peers)) {
     return ExceptionClass::kBgp;
   }
   if (port.health_targets.contains(source)) return ExceptionClass::kHealth;

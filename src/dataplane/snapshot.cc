@@ -1,5 +1,7 @@
 #include "berth/dataplane/snapshot.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -203,6 +205,8 @@ class SnapshotBuilder {
       view.to_kernel = port.exception.has_value();
       if (view.to_kernel) {
         view.bgp_peers = dataplane_.bgp_peers;
+        view.sync_peers = dataplane_.sync_peers;
+        view.sync_port = htons(dataplane_.sync_port);
         view.health_targets = health_targets;
       }
       if (port.ipv4) view.answered.push_back(*port.ipv4);

@@ -52,11 +52,13 @@ enum class RssKeyKind : uint8_t {
 // The classes of a port's traffic that go to its kernel interface, each with its own rate and
 // queue, so that a flood of one cannot starve another (docs/exception-path.md): BGP (TCP port
 // 179 to or from a configured BGP neighbour), ARP and neighbour discovery, the health checks'
-// answers (TCP from an address berth probes), ICMP, and the rest. In order of priority.
+// answers (TCP from an address berth probes), flow sync (UDP to sync.listen's port from a sync
+// peer), ICMP, and the rest. In order of priority.
 #define BERTH_EXCEPTION_CLASSES(X) \
   X(kBgp, "bgp")                   \
   X(kNeighbor, "arp_nd")           \
   X(kHealth, "health")             \
+  X(kSync, "sync")                 \
   X(kIcmp, "icmp")                 \
   X(kOther, "other")
 
@@ -82,7 +84,10 @@ struct ExceptionConfig {
   uint8_t ipv6_prefix_length = 64;
   // Frames a second each class may bring to the kernel (a burst of a tenth of a second, at least
   // 16 frames, passes at once), indexed by ExceptionClass.
-  std::array<uint32_t, kExceptionClassCount> per_second = {2'000, 1'000, 5'000, 1'000, 10'000};
+  // Flow sync's 20,000: a peer sends at most 256 datagrams a 10 ms turn in a burst of news, and
+  // a heartbeat a second otherwise.
+  std::array<uint32_t, kExceptionClassCount> per_second = {2'000,  1'000, 5'000,
+                                                           20'000, 1'000, 10'000};
 
   friend bool operator==(const ExceptionConfig&, const ExceptionConfig&) = default;
 };
@@ -197,6 +202,10 @@ struct DataplaneConfig {
   // The BGP neighbours' addresses (bgp.neighbors, copied by the loader): TCP port 179 from
   // them is the bgp class of the exception path. Applies on reload.
   std::vector<IpAddress> bgp_peers;
+  // The sync peers' addresses and sync.listen's port (copied by the loader): UDP from them to
+  // that port is the sync class of the exception path. 0: no sync.
+  std::vector<IpAddress> sync_peers;
+  uint16_t sync_port = 0;
   // A worker lcore on another NUMA socket than a port it polls reads every frame across the
   // socket interconnect: berthd warns at start, or with strict_numa refuses to start.
   bool strict_numa = false;

@@ -87,6 +87,9 @@ struct SnapshotPort {
   bool to_kernel = false;
   // The BGP neighbours, whose TCP port 179 traffic is the bgp class.
   std::vector<IpAddress> bgp_peers;
+  // The sync peers, whose UDP to sync_port (network byte order; 0: none) is the sync class.
+  std::vector<IpAddress> sync_peers;
+  uint16_t sync_port = 0;
   // The addresses the health checks probe, whose TCP is the health class.
   absl::flat_hash_set<IpAddress> health_targets;
 };

@@ -784,7 +784,7 @@ TEST(ConfigLoaderTest, ExceptionInterfacesLoadWithTheirDefaults) {
   ASSERT_TRUE(ports[1].exception.has_value());
   EXPECT_EQ(ports[1].exception->kind, ExceptionKind::kVirtioUser);
   EXPECT_EQ(ports[1].exception->ipv6_prefix_length, 120);
-  const std::array<uint32_t, kExceptionClassCount> rates = {50, 1'000, 5'000, 1'000, 200};
+  const std::array<uint32_t, kExceptionClassCount> rates = {50, 1'000, 5'000, 20'000, 1'000, 200};
   EXPECT_EQ(ports[1].exception->per_second, rates);
   EXPECT_FALSE(ports[2].exception.has_value()) << "none unless configured";
   EXPECT_EQ(toString(ExceptionClass::kNeighbor), "arp_nd");

@@ -33,6 +33,7 @@ const IpAddress kStranger = IpAddress::v4(198, 18, 0, 77);
 const IpAddress kLinkLocal = *IpAddress::parse("fe80::ff:fe00:1");
 const IpAddress kOtherHost = IpAddress::v4(198, 18, 0, 99);
 const IpAddress kProbed = IpAddress::v4(198, 18, 1, 2);  // the health-checked backend
+const IpAddress kSyncPeer = IpAddress::v4(198, 18, 0, 11);
 
 constexpr char kPortWith[] = R"(
 dataplane:
@@ -44,6 +45,10 @@ bgp:
   router_id: 198.18.0.10
   port: p0
   neighbors: [ { address: 198.18.0.1, asn: 65000 } ]
+sync:
+  listen: "198.18.0.10:7410"
+  peers: ["198.18.0.11:7410"]
+  keys: [ { id: 1, file: /nonexistent } ]
 services:
   - { name: web, vip: 198.18.100.1, port: 80, protocol: tcp, health: { type: tcp },
       backends: [ { name: a, address: 198.18.1.2 } ] }
@@ -69,6 +74,12 @@ Bytes tcp4(const IpAddress& source, const IpAddress& destination, uint16_t sourc
            uint16_t destination_port) {
   return concat({ethernet(kEtherTypeIpv4), ipv4(source, destination, kProtocolTcp, 20),
                  tcp(source_port, destination_port)});
+}
+
+Bytes udp4(const IpAddress& source, const IpAddress& destination, uint16_t source_port,
+           uint16_t destination_port) {
+  return concat({ethernet(kEtherTypeIpv4), ipv4(source, destination, kProtocolUdp, 8 + 32),
+                 udp(source_port, destination_port, 32), payload(32)});
 }
 
 Bytes echo4(const IpAddress& destination) {
@@ -134,6 +145,15 @@ const std::vector<Case>& cases() {
        Verdict::kDrop, "drop_no_service"},
       {"a health check's answer from the backend it probes",
        [] { return tcp4(kProbed, kPort4, 80, 40001); }, toKernel(ExceptionClass::kHealth),
+       Verdict::kDrop, "drop_no_service"},
+      {"flow sync from a sync peer to the sync port",
+       [] { return udp4(kSyncPeer, kPort4, 7410, 7410); }, toKernel(ExceptionClass::kSync),
+       Verdict::kDrop, "drop_no_service"},
+      {"UDP to the sync port from anyone else is not sync's class",
+       [] { return udp4(kStranger, kPort4, 7410, 7410); }, toKernel(ExceptionClass::kOther),
+       Verdict::kDrop, "drop_no_service"},
+      {"UDP from a sync peer to another port is not sync's class",
+       [] { return udp4(kSyncPeer, kPort4, 7410, 53); }, toKernel(ExceptionClass::kOther),
        Verdict::kDrop, "drop_no_service"},
       {"SSH to the port", [] { return tcp4(kStranger, kPort4, 40001, 22); },
        toKernel(ExceptionClass::kOther), Verdict::kDrop, "drop_no_service"},

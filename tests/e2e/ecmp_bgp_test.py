@@ -28,7 +28,12 @@ and each instance reaches it through its tap. The case: a backend that one insta
 cannot reach stays in both tables (a quorum of two decides), and established downloads survive
 the death of either instance, every one of them.
 
-Usage: ecmp_bgp_test.py BERTHD BERTHCTL BERTH_ANNOUNCER [--fleet]
+With --sync, the two instances share their off-table flows (docs/scale-out.md, "Flows that
+survive an instance"), over their taps. The case: downloads to a backend drained under
+keep_established while they run, off their tables' pick, survive the death of the instance that
+carries them, every one. Without --sync, the same downloads break (test_9).
+
+Usage: ecmp_bgp_test.py BERTHD BERTHCTL BERTH_ANNOUNCER [--fleet | --sync]
 """
 import atexit
 import hashlib
@@ -50,6 +55,10 @@ BERTHD, BERTHCTL, ANNOUNCER = sys.argv.pop(1), sys.argv.pop(1), sys.argv.pop(1)
 FLEET = len(sys.argv) > 1 and sys.argv[1] == "--fleet"
 if FLEET:
     sys.argv.pop(1)
+SYNC = len(sys.argv) > 1 and sys.argv[1] == "--sync"
+if SYNC:
+    sys.argv.pop(1)
+SYNC_PORT = 7410
 ETCD_PORT = 23790  # in the router's namespace, which nothing else uses
 ROUTER = "berth-rt-" + TAG
 CLIENT = "berth-ec-" + TAG
@@ -136,6 +145,16 @@ def config_text(instance, directory):
              "  hold_time: 3",
              "  neighbors:",
              "    - { address: 198.18.0.1, asn: %d }" % ROUTER_ASN]
+    if SYNC:
+        key = os.path.join(os.path.dirname(directory), "sync.key")
+        if not os.path.exists(key):
+            with open(key, "wb") as out:
+                out.write(os.urandom(32))
+        peer = [n for n in INSTANCES if n != instance][0]
+        lines += ["sync:",
+                  '  listen: "%s:%d"' % (port_address(instance), SYNC_PORT),
+                  '  peers: ["%s:%d"]' % (port_address(peer), SYNC_PORT),
+                  "  keys: [ { id: 1, file: %s } ]" % key]
     if FLEET:
         lines += fleet_lines("lb-%d" % instance, directory)
     else:
@@ -358,15 +377,20 @@ class TwoInstances(unittest.TestCase):
         shutil.rmtree(cls.directory, ignore_errors=True)
 
 
-@unittest.skipIf(FLEET, "the fleet's cases run as EcmpFleet")
+def spread(test, ports):
+    """Which backend answered a request from each client port."""
+    seen = {}
+    for port in ports:
+        status, body, backend = e2e_support.curl(CLIENT, VIP, local_port=port)
+        test.assertEqual(status, 0, "port %d: %s" % (port, body))
+        seen[port] = backend
+    return seen
+
+
+@unittest.skipIf(FLEET or SYNC, "the fleet's and flow sync's cases run as EcmpFleet and EcmpSync")
 class EcmpBgp(TwoInstances):
     def spread(self, ports):
-        seen = {}
-        for port in ports:
-            status, body, backend = e2e_support.curl(CLIENT, VIP, local_port=port)
-            self.assertEqual(status, 0, "port %d: %s" % (port, body))
-            seen[port] = backend
-        return seen
+        return spread(self, ports)
 
     def test_1_both_instances_announce_and_the_router_has_a_multipath_route(self):
         self.assertEqual(router_next_hops(VIP), ["198.18.0.11", "198.18.0.12"])
@@ -511,6 +535,13 @@ class EcmpBgp(TwoInstances):
         self.assertEqual(after["kernel_bgp_policed"] - before["kernel_bgp_policed"], 0)
         self.assertEqual(after["kernel_bgp_refused"] - before["kernel_bgp_refused"], 0)
 
+    def test_9_without_sync_drained_downloads_break_when_their_instance_dies(self):
+        intact, total, adopted = drained_downloads_across_a_kill(self, self.instances, 1, 47000)
+        self.assertLess(intact, total, "an off-table flow of the dead instance must break")
+        self.assertEqual(adopted, 0)
+        print("\n  without sync, bk1 drained mid-download, instance 1 killed: %d of %d "
+              "downloads intact" % (intact, total), file=sys.stderr)
+
     def router_session(self, instance):
         return run("birdc", "-s", os.path.join(self.directory, "router-bird.ctl"), "show",
                    "protocols", "instance%d" % instance, check=False).stdout
@@ -543,6 +574,74 @@ def download_all(test, instances, victim_number, ports):
     intact = sum(1 for port in ports if downloads[port][0] == 0 and
                  hashlib.sha256(downloads[port][1]).hexdigest() == BIG_SHA256)
     return intact, withdrawn, announced_at_kill
+
+
+def drained_downloads_across_a_kill(test, instances, victim_number, first_port):
+    """Long downloads to bk1 over both instances; bk1 drained on both while they run (under
+    keep_established, the default, they stay on it: off their tables' pick); the victim killed
+    once its peer could know. Then the victim restarted and bk1 undrained everywhere. Returns how
+    many downloads completed intact, how many ran, and the flows the survivor adopted."""
+    on_bk1 = [port for port, backend in spread(test, range(first_port, first_port + 60)).items()
+              if backend == "bk1"][:16]
+    test.assertGreaterEqual(len(on_bk1), 8, "ports whose pick is bk1")
+    survivor = instances[[n for n in INSTANCES if n != victim_number][0]]
+    victim = instances[victim_number]
+    adopted_before = survivor.berthd.counters().get("conntrack_sync_adoptions", 0)
+    downloads = {}
+
+    def download(port):
+        downloads[port] = e2e_support.curl(CLIENT, VIP, "/slow?s=8", local_port=port, max_time=60)
+
+    threads = [threading.Thread(target=download, args=(port,)) for port in on_bk1]
+    for thread in threads:
+        thread.start()
+    time.sleep(2)
+    for instance in instances.values():
+        instance.berthd.berthctl("drain", "bk1")
+    # Each flow's next packets make it news for the peer, within a management turn or two.
+    time.sleep(1.5)
+    test.assertGreater(victim.rx_packets(), 0)
+    if SYNC:
+        test.assertGreater(victim.berthd.counters()["sync_records_sent"], 0,
+                           "the victim told its peer about its off-table flows")
+    victim.berthd.kill()
+    wait_for_next_hops(VIP, [port_address(survivor.number)], timeout=15)
+    for thread in threads:
+        thread.join(timeout=90)
+    intact = sum(1 for port in on_bk1 if downloads[port][0] == 0 and
+                 hashlib.sha256(downloads[port][1]).hexdigest() == BIG_SHA256)
+    adopted = survivor.berthd.counters().get("conntrack_sync_adoptions", 0) - adopted_before
+    # Back as before: the victim restarted (its drain restored from its drain state), bk1
+    # undrained on both, both announced.
+    victim.berthd.start()
+    for instance in instances.values():
+        instance.berthd.berthctl("undrain", "bk1")
+        instance.berthd.wait_healthy(BACKENDS)
+    wait_for_next_hops(VIP, [port_address(n) for n in INSTANCES])
+    return intact, len(on_bk1), adopted
+
+
+@unittest.skipUnless(SYNC, "runs with --sync")
+class EcmpSync(TwoInstances):
+    directory_prefix = "berth-ecmp-sync-"
+
+    def test_drained_downloads_survive_the_death_of_their_instance(self):
+        results = []
+        for victim in INSTANCES:
+            intact, total, adopted = drained_downloads_across_a_kill(
+                self, self.instances, victim, 48000 + 100 * victim)
+            self.assertEqual(intact, total, "killing instance %d\n%s" % (victim, "\n".join(
+                "--- instance %d\n%s" % (n, "".join(i.berthd.lines[-40:]))
+                for n, i in self.instances.items())))
+            self.assertGreater(adopted, 0, "the survivor adopted the dead instance's flows")
+            results.append((intact, total, adopted))
+        counters = self.instances[1].berthd.counters()
+        refused = {k: v for k, v in counters.items() if k.startswith("sync_refused_") and v}
+        self.assertEqual(refused, {}, "no datagram refused between the instances")
+        print("\n  with sync, bk1 drained mid-download: killing instance 1, then 2, left %s "
+              "downloads intact (adopted by the survivor: %s)" % (
+                  " and ".join("%d of %d" % (i, t) for i, t, _ in results),
+                  " and ".join(str(a) for _, _, a in results)), file=sys.stderr)
 
 
 @unittest.skipUnless(FLEET, "runs with --fleet")

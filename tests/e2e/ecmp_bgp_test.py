@@ -29,9 +29,10 @@ cannot reach stays in both tables (a quorum of two decides), and established dow
 the death of either instance, every one of them.
 
 With --sync, the two instances share their off-table flows (docs/scale-out.md, "Flows that
-survive an instance"), over their taps. The case: downloads to a backend drained under
-keep_established while they run, off their tables' pick, survive the death of the instance that
-carries them, every one. Without --sync, the same downloads break (test_9).
+survive an instance"), over their taps. The cases: downloads off their tables' pick (to a backend
+drained under keep_established while they run, and begun while their backend was down and still
+on the others once it is back) survive the death of the instance that carries them, every one.
+Without --sync, the same downloads break (test_9).
 
 Usage: ecmp_bgp_test.py BERTHD BERTHCTL BERTH_ANNOUNCER [--fleet | --sync]
 """
@@ -535,12 +536,14 @@ class EcmpBgp(TwoInstances):
         self.assertEqual(after["kernel_bgp_policed"] - before["kernel_bgp_policed"], 0)
         self.assertEqual(after["kernel_bgp_refused"] - before["kernel_bgp_refused"], 0)
 
-    def test_9_without_sync_drained_downloads_break_when_their_instance_dies(self):
-        intact, total, adopted = drained_downloads_across_a_kill(self, self.instances, 1, 47000)
-        self.assertLess(intact, total, "an off-table flow of the dead instance must break")
-        self.assertEqual(adopted, 0)
-        print("\n  without sync, bk1 drained mid-download, instance 1 killed: %d of %d "
-              "downloads intact" % (intact, total), file=sys.stderr)
+    def test_9_without_sync_off_table_downloads_break_when_their_instance_dies(self):
+        for how, first_port in (("drain", 47000), ("recover", 47500)):
+            intact, total, adopted = off_table_downloads_across_a_kill(
+                self, self.instances, 1, first_port, how)
+            self.assertLess(intact, total, "%s: an off-table flow of the dead instance breaks" % how)
+            self.assertEqual(adopted, 0)
+            print("\n  without sync, %s, instance 1 killed: %d of %d downloads intact" % (
+                how, intact, total), file=sys.stderr)
 
     def router_session(self, instance):
         return run("birdc", "-s", os.path.join(self.directory, "router-bird.ctl"), "show",
@@ -576,72 +579,96 @@ def download_all(test, instances, victim_number, ports):
     return intact, withdrawn, announced_at_kill
 
 
-def drained_downloads_across_a_kill(test, instances, victim_number, first_port):
-    """Long downloads to bk1 over both instances; bk1 drained on both while they run (under
-    keep_established, the default, they stay on it: off their tables' pick); the victim killed
-    once its peer could know. Then the victim restarted and bk1 undrained everywhere. Returns how
-    many downloads completed intact, how many ran, and the flows the survivor adopted."""
-    on_bk1 = [port for port, backend in spread(test, range(first_port, first_port + 60)).items()
-              if backend == "bk1"][:16]
-    test.assertGreaterEqual(len(on_bk1), 8, "ports whose pick is bk1")
+def off_table_downloads_across_a_kill(test, instances, victim_number, first_port, how):
+    """Long downloads that end up off their tables' pick, over both instances, then the victim
+    killed once its peer could know. `how`: "drain", bk1 drained on both instances while the
+    downloads to it run (under keep_established, the default, they stay on it); "recover", the
+    downloads begun while bk1's probes failed (its flows on the other backends), then bk1 healthy
+    again (they stay where they are). Then the victim restarted and everything as before.
+    Returns how many downloads completed intact, how many ran, and the flows the survivor
+    adopted."""
+    ports = [port for port, backend in spread(test, range(first_port, first_port + 60)).items()
+             if backend == "bk1"][:16]
+    test.assertGreaterEqual(len(ports), 8, "ports whose pick is bk1")
     survivor = instances[[n for n in INSTANCES if n != victim_number][0]]
     victim = instances[victim_number]
     adopted_before = survivor.berthd.counters().get("conntrack_sync_adoptions", 0)
+    # bk1's probes from each instance meet a prohibit route; its forwarding, DPDK's, does not.
+    cuts = [["ip", "-n", instance_namespace(n), "route", "add", "prohibit",
+             backend_address("bk1") + "/32"] for n in INSTANCES]
     downloads = {}
 
     def download(port):
-        downloads[port] = e2e_support.curl(CLIENT, VIP, "/slow?s=8", local_port=port, max_time=60)
+        downloads[port] = e2e_support.curl(CLIENT, VIP, "/slow?s=12", local_port=port,
+                                           max_time=60)
 
-    threads = [threading.Thread(target=download, args=(port,)) for port in on_bk1]
-    for thread in threads:
-        thread.start()
-    time.sleep(2)
-    for instance in instances.values():
-        instance.berthd.berthctl("drain", "bk1")
-    # Each flow's next packets make it news for the peer, within a management turn or two.
-    time.sleep(1.5)
-    test.assertGreater(victim.rx_packets(), 0)
-    if SYNC:
-        test.assertGreater(victim.berthd.counters()["sync_records_sent"], 0,
-                           "the victim told its peer about its off-table flows")
-    victim.berthd.kill()
-    wait_for_next_hops(VIP, [port_address(survivor.number)], timeout=15)
-    for thread in threads:
-        thread.join(timeout=90)
-    intact = sum(1 for port in on_bk1 if downloads[port][0] == 0 and
+    threads = [threading.Thread(target=download, args=(port,)) for port in ports]
+    try:
+        if how == "recover":
+            for cut in cuts:
+                run(*cut)
+            for instance in instances.values():
+                instance.berthd.wait_health(["bk1"], "unhealthy")
+        for thread in threads:
+            thread.start()
+        time.sleep(2)
+        if how == "drain":
+            for instance in instances.values():
+                instance.berthd.berthctl("drain", "bk1")
+        else:
+            for cut in cuts:
+                run(*(cut[:4] + ["del"] + cut[5:]))
+            for instance in instances.values():
+                instance.berthd.wait_health(["bk1"], "healthy")
+        # Each flow's next packets make it news for the peer, within a management turn or two.
+        time.sleep(1.5)
+        if SYNC:
+            test.assertGreater(victim.berthd.counters()["sync_records_sent"], 0,
+                               "the victim told its peer about its off-table flows")
+        victim.berthd.kill()
+        wait_for_next_hops(VIP, [port_address(survivor.number)], timeout=15)
+        for thread in threads:
+            thread.join(timeout=90)
+    finally:
+        for cut in cuts:
+            run(*(cut[:4] + ["del"] + cut[5:]), check=False)
+    intact = sum(1 for port in ports if downloads[port][0] == 0 and
                  hashlib.sha256(downloads[port][1]).hexdigest() == BIG_SHA256)
     adopted = survivor.berthd.counters().get("conntrack_sync_adoptions", 0) - adopted_before
-    # Back as before: the victim restarted (its drain restored from its drain state), bk1
-    # undrained on both, both announced.
+    # Back as before: the victim restarted (a drain restored from its drain state), bk1 undrained
+    # and healthy on both, both announced.
     victim.berthd.start()
     for instance in instances.values():
-        instance.berthd.berthctl("undrain", "bk1")
+        if how == "drain":
+            instance.berthd.berthctl("undrain", "bk1")
         instance.berthd.wait_healthy(BACKENDS)
     wait_for_next_hops(VIP, [port_address(n) for n in INSTANCES])
-    return intact, len(on_bk1), adopted
+    return intact, len(ports), adopted
 
 
 @unittest.skipUnless(SYNC, "runs with --sync")
 class EcmpSync(TwoInstances):
     directory_prefix = "berth-ecmp-sync-"
 
-    def test_drained_downloads_survive_the_death_of_their_instance(self):
-        results = []
-        for victim in INSTANCES:
-            intact, total, adopted = drained_downloads_across_a_kill(
-                self, self.instances, victim, 48000 + 100 * victim)
-            self.assertEqual(intact, total, "killing instance %d\n%s" % (victim, "\n".join(
-                "--- instance %d\n%s" % (n, "".join(i.berthd.lines[-40:]))
-                for n, i in self.instances.items())))
-            self.assertGreater(adopted, 0, "the survivor adopted the dead instance's flows")
-            results.append((intact, total, adopted))
+    def check_every_download_survives(self, how, victim, first_port):
+        intact, total, adopted = off_table_downloads_across_a_kill(
+            self, self.instances, victim, first_port, how)
+        self.assertEqual(intact, total, "%s, killing instance %d\n%s" % (how, victim, "\n".join(
+            "--- instance %d\n%s" % (n, "".join(i.berthd.lines[-40:]))
+            for n, i in self.instances.items())))
+        self.assertGreater(adopted, 0, "the survivor adopted the dead instance's flows")
         counters = self.instances[1].berthd.counters()
         refused = {k: v for k, v in counters.items() if k.startswith("sync_refused_") and v}
         self.assertEqual(refused, {}, "no datagram refused between the instances")
-        print("\n  with sync, bk1 drained mid-download: killing instance 1, then 2, left %s "
-              "downloads intact (adopted by the survivor: %s)" % (
-                  " and ".join("%d of %d" % (i, t) for i, t, _ in results),
-                  " and ".join(str(a) for _, _, a in results)), file=sys.stderr)
+        print("\n  with sync, %s, instance %d killed: %d of %d downloads intact, %d adopted by the "
+              "survivor" % (how, victim, intact, total, adopted), file=sys.stderr)
+
+    # One case kills each instance.
+    def test_1_downloads_on_a_drained_backend_survive_the_death_of_their_instance(self):
+        self.check_every_download_survives("drain", 1, 48000)
+
+    def test_2_downloads_begun_while_their_backend_was_down_survive_it(self):
+        self.check_every_download_survives("recover", 2, 49000)
 
 
 @unittest.skipUnless(FLEET, "runs with --fleet")

@@ -796,7 +796,8 @@ absl::StatusOr<FleetConfig> parseFleet(absl::string_view source, const YAML::Nod
   return fleet;
 }
 
-absl::StatusOr<SyncConfig> parseSync(absl::string_view source, const YAML::Node& node) {
+absl::StatusOr<SyncConfig> parseSync(absl::string_view source, const YAML::Node& node,
+                                     bool in_fleet) {
   BERTH_ASSIGN_OR_RETURN(
       const Fields fields,
       Fields::read(source, "sync", node,
@@ -821,9 +822,11 @@ absl::StatusOr<SyncConfig> parseSync(absl::string_view source, const YAML::Node&
     if (*peer == sync.listen) return site.error("is this instance's own sync.listen");
     sync.peers.push_back(*peer);
   }
-  if (sync.peers.empty()) {
+  if (sync.peers.empty() && !in_fleet) {
     return (fields.has("peers") ? fields.site("peers") : fields.self())
-        .error("needs peers: a list of the other instances' sync endpoints, as ADDRESS:PORT");
+        .error(
+            "needs peers: a list of the other instances' sync endpoints, as ADDRESS:PORT, or a "
+            "fleet section, whose instances are the peers");
   }
   const YAML::Node* keys = fields.find("keys");
   if (keys == nullptr || !keys->IsSequence() || keys->size() == 0 || keys->size() > 2) {
@@ -870,7 +873,7 @@ absl::Status parseLocalSections(absl::string_view source_name, const Fields& fie
     BERTH_ASSIGN_OR_RETURN(config.fleet, parseFleet(source_name, *fleet));
   }
   if (const YAML::Node* sync = fields.find("sync"); sync != nullptr) {
-    BERTH_ASSIGN_OR_RETURN(config.sync, parseSync(source_name, *sync));
+    BERTH_ASSIGN_OR_RETURN(config.sync, parseSync(source_name, *sync, config.fleet.has_value()));
     config.dataplane.sync_port = config.sync->listen.port;
     for (const Endpoint& peer : config.sync->peers) {
       config.dataplane.sync_peers.push_back(peer.address);

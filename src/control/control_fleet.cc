@@ -36,6 +36,7 @@ absl::Status ControlPlane::startFleet() {
     return absl::Status(agent.status().code(), absl::StrCat("fleet: ", agent.status().message()));
   }
   fleet_ = *std::move(agent);
+  if (config_.sync) fleet_->setSyncEndpoint(config_.sync->listen.toString());
   fleet_cache_ = std::make_unique<LatestFileWriter>(fleet.cache, 0644);
   generation_cache_ = std::make_unique<LatestFileWriter>(generationCachePath(fleet), 0644);
   reportFleetTables();

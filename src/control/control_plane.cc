@@ -590,7 +590,10 @@ void ControlPlane::run() {
     reportProbesNotRun();
     if (reload_.exchange(false)) requestReload();
     if (fleet_) fleet_->turn(absl::Now());
-    if (flow_sync_) flow_sync_->turn(absl::Now());
+    if (flow_sync_) {
+      watchSyncPeers(absl::Now());
+      flow_sync_->turn(absl::Now());
+    }
     serveFleetGenerations();
     serveReloads();
     const auto handle = [this](const ControlRequest& request) { return handleControl(request); };
@@ -627,6 +630,31 @@ void ControlPlane::publishLoads() {
   publishBackendLoads(
       services_, counter_ids_, [&](uint32_t id) { return activeFlows(traffic, id); },
       *backend_loads_);
+}
+
+void ControlPlane::watchSyncPeers(absl::Time now) {
+  if (!fleet_ || now - last_sync_peers_check_ < absl::Seconds(1)) return;
+  last_sync_peers_check_ = now;
+  std::vector<Endpoint> peers = config_.sync->peers;
+  for (const InstanceReport& report : fleet_->instanceReports()) {
+    if (report.name == config_.fleet->name || report.sync.empty()) continue;
+    if (absl::StatusOr<Endpoint> endpoint = Endpoint::parse(report.sync); endpoint.ok()) {
+      peers.push_back(*endpoint);
+    }
+  }
+  const size_t before = flow_sync_->peerCount();
+  flow_sync_->setPeers(peers);
+  std::vector<IpAddress> addresses;
+  for (const Endpoint& peer : peers) {
+    if (absl::c_find(addresses, peer.address) == addresses.end()) addresses.push_back(peer.address);
+  }
+  if (addresses == config_.dataplane.sync_peers) return;
+  config_.dataplane.sync_peers = std::move(addresses);
+  logLine(absl::StrCat("sync: ", flow_sync_->peerCount(), " peers (", before, " before)"));
+  if (absl::Status status = publishSnapshot(); !status.ok()) {
+    logLine(absl::StrCat("sync: the exception path's sync class keeps its old peers: ",
+                         status.message()));
+  }
 }
 
 bool ControlPlane::announcesOverBgp() const {

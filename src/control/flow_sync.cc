@@ -14,6 +14,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -115,8 +116,10 @@ absl::StatusOr<std::unique_ptr<FlowSync>> FlowSync::create(const SyncConfig& con
   if (bind(sync->socket_, reinterpret_cast<const sockaddr*>(&address), length) != 0) {
     return absl::UnavailableError(absl::StrCat(listen, ": cannot bind: ", std::strerror(errno)));
   }
+  sync->listen_ = config.listen;
   for (const Endpoint& endpoint : config.peers) {
     Peer peer;
+    peer.endpoint = endpoint;
     fillAddress(endpoint, peer.address, peer.length);
     sync->peers_.push_back(peer);
   }
@@ -145,6 +148,27 @@ uint32_t FlowSync::workerClockMs() const {
 
 void FlowSync::setNames(FlowRecordNames names) {
   names_ = std::make_shared<const FlowRecordNames>(std::move(names));
+}
+
+void FlowSync::setPeers(const std::vector<Endpoint>& endpoints) {
+  std::vector<Peer> peers;
+  for (const Endpoint& endpoint : endpoints) {
+    // Another IP version than the socket's cannot be sent to; itself is no peer.
+    if (endpoint.address.family != listen_.address.family || endpoint == listen_) continue;
+    if (absl::c_any_of(peers, [&](const Peer& p) { return p.endpoint == endpoint; })) continue;
+    const auto known =
+        absl::c_find_if(peers_, [&](const Peer& p) { return p.endpoint == endpoint; });
+    if (known != peers_.end()) {
+      peers.push_back(*known);
+      continue;
+    }
+    Peer peer;
+    peer.endpoint = endpoint;
+    fillAddress(endpoint, peer.address, peer.length);
+    peer.resend_cursor = 0;
+    peers.push_back(peer);
+  }
+  peers_ = std::move(peers);
 }
 
 void FlowSync::turn(absl::Time now) {

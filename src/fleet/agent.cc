@@ -392,6 +392,12 @@ void FleetAgent::setFingerprints(std::map<std::string, std::string> fingerprints
   report_dirty_ = true;
 }
 
+void FleetAgent::setSyncEndpoint(std::string endpoint) {
+  if (endpoint == report_.sync) return;
+  report_.sync = std::move(endpoint);
+  report_dirty_ = true;
+}
+
 void FleetAgent::leave(absl::Time deadline) {
   if (lease_ == 0) return;
   client_->call("lease/revoke", {{"ID", std::to_string(lease_)}},

@@ -259,7 +259,8 @@ std::string renderInstanceReport(const InstanceReport& report) {
               {"refused_why", report.refused_why},
               {"generation", report.generation},
               {"health", report.health},
-              {"fail_safe", report.fail_safe}}
+              {"fail_safe", report.fail_safe},
+              {"sync", report.sync}}
       .dump();
 }
 
@@ -284,6 +285,8 @@ absl::StatusOr<InstanceReport> parseInstanceReport(absl::string_view text) {
     if (!fingerprint.is_string()) return absl::DataLossError("an instance's fingerprint");
     report.fingerprints[service] = fingerprint.get<std::string>();
   }
+  // Flow sync came later: a report without it has none.
+  if (json->contains("sync")) BERTH_FIELD(report.sync, std::string, *json, "sync", kWhat);
   // The generation fields came later: a report without them serves no generation.
   if (json->contains("generation")) {
     BERTH_FIELD(report.generation, uint64_t, *json, "generation", kWhat);

@@ -26,7 +26,8 @@ With --fleet, the two instances are a fleet instead (docs/scale-out.md, "Table g
 agreed health"): an etcd member runs in the router's namespace, the services are pushed to it,
 and each instance reaches it through its tap. The case: a backend that one instance's probes
 cannot reach stays in both tables (a quorum of two decides), and established downloads survive
-the death of either instance, every one of them.
+the death of either instance, every one of them. Their flow sync lists no peers: each finds the
+other through the fleet, and they exchange datagrams.
 
 With --sync, the two instances share their off-table flows (docs/scale-out.md, "Flows that
 survive an instance"), over their taps. The cases: downloads off their tables' pick (to a backend
@@ -146,16 +147,17 @@ def config_text(instance, directory):
              "  hold_time: 3",
              "  neighbors:",
              "    - { address: 198.18.0.1, asn: %d }" % ROUTER_ASN]
-    if SYNC:
+    if SYNC or FLEET:
         key = os.path.join(os.path.dirname(directory), "sync.key")
         if not os.path.exists(key):
             with open(key, "wb") as out:
                 out.write(os.urandom(32))
-        peer = [n for n in INSTANCES if n != instance][0]
         lines += ["sync:",
                   '  listen: "%s:%d"' % (port_address(instance), SYNC_PORT),
-                  '  peers: ["%s:%d"]' % (port_address(peer), SYNC_PORT),
                   "  keys: [ { id: 1, file: %s } ]" % key]
+        if not FLEET:  # a fleet's instances find each other through etcd
+            peer = [n for n in INSTANCES if n != instance][0]
+            lines.append('  peers: ["%s:%d"]' % (port_address(peer), SYNC_PORT))
     if FLEET:
         lines += fleet_lines("lb-%d" % instance, directory)
     else:
@@ -688,6 +690,17 @@ class EcmpFleet(TwoInstances):
             if time.monotonic() > deadline:
                 raise AssertionError(what)
             time.sleep(0.2)
+
+    def test_0_the_instances_find_each_other_for_flow_sync_through_the_fleet(self):
+        def exchanged():
+            return all(i.berthd.counters().get("sync_datagrams_received", 0) > 0
+                       for i in self.instances.values())
+        self.wait("each instance hears the other's sync heartbeats", exchanged)
+        for instance in self.instances.values():
+            counters = instance.berthd.counters()
+            refused = {k: v for k, v in counters.items() if k.startswith("sync_refused_") and v}
+            self.assertEqual(refused, {})
+            self.assertEqual(counters["sync_send_errors"], 0)
 
     def test_a_backend_one_instance_cannot_reach_and_either_instance_dying(self):
         # bk2's probes from instance 1 meet a prohibit route: that instance sees it down, the

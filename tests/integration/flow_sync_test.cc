@@ -2,7 +2,8 @@
 // (control/flow_sync.h), under an EAL for the RCU publisher and the workers' rings. Pinned:
 // - a worker's news on one instance becomes the other's peer flow, on the same backend, and a
 //   withdrawal takes it away again;
-// - a peer that restarts (a new epoch) is sent every flow still carried, without new news;
+// - a peer that restarts (a new epoch), or one added later, is sent every flow still carried,
+//   without new news; another IP version's endpoint, or its own, is no peer;
 // - a datagram signed with another secret, one under a key id not held, and one sent again are
 //   refused and counted, and change nothing;
 // - both keys of a rotation are taken.
@@ -180,6 +181,21 @@ TEST_F(FlowSyncTest, ARestartedPeerIsSentEveryFlowAgain) {
   EXPECT_GE(a.sync->report().records_resent, 100u);
 }
 
+TEST_F(FlowSyncTest, APeerAddedLaterIsSentEveryFlow) {
+  SyncConfig alone = syncConfig(6, 7, {{1, "one"}});
+  alone.peers.clear();
+  Instance a = start(alone);
+  ASSERT_TRUE(a.sync);
+  for (uint32_t client = 0; client < 10; ++client) tell(a, news(client));
+  ASSERT_TRUE(turnUntil({&a}, [&] { return a.sync->report().own_flows == 10; }));
+  Instance b = start(syncConfig(7, 6, {{1, "one"}}));
+  ASSERT_TRUE(b.sync);
+  // A peer of another IP version, and a itself, are not peers.
+  a.sync->setPeers({endpoint(7), endpoint(6), {*IpAddress::parse("2001:db8::1"), 7410}});
+  EXPECT_EQ(a.sync->peerCount(), 1u);
+  ASSERT_TRUE(turnUntil({&a, &b}, [&] { return peerFlowCount(b) == 10; }));
+}
+
 TEST_F(FlowSyncTest, ForgedUnknownKeyAndReplayedDatagramsAreRefused) {
   Instance b = start(syncConfig(5, 4, {{1, "one"}, {2, "two"}}));
   ASSERT_TRUE(b.sync);
@@ -230,7 +246,7 @@ TEST_F(FlowSyncTest, ForgedUnknownKeyAndReplayedDatagramsAreRefused) {
 
 TEST_F(FlowSyncTest, AKeyFileTooShortOrMissingIsNamed) {
   writeKey("short", "tiny\n");
-  SyncConfig config = syncConfig(6, 7, {{1, "short"}});
+  SyncConfig config = syncConfig(0, 1, {{1, "short"}});
   config.keys[0].line.number = 12;
   absl::StatusOr<std::unique_ptr<FlowSync>> sync = FlowSync::create(config, rcu_->rcu(), kHashKey);
   ASSERT_FALSE(sync.ok());

@@ -395,7 +395,8 @@ struct SyncConfig {
   // Where this instance takes datagrams from its peers, on the kernel's network (on a one-NIC
   // appliance, the port's kernel interface); they are sent from here too.
   Endpoint listen;
-  // The other instances' listen endpoints.
+  // The other instances' listen endpoints; with a fleet section, the fleet's instances are peers
+  // too, each at the endpoint it reports.
   std::vector<Endpoint> peers;
   // One or two keys: datagrams are signed with the first and taken under either, so that keys
   // rotate without a flag day (add the new one second, then first on every instance, then

@@ -311,6 +311,9 @@ class ControlPlane {
   Rates rates() const;
   // Logs each port's link going up or down (a memif peer connecting or leaving, a cable).
   void watchLinks();
+  // Flow sync's peers: the config's and, in a fleet, every other instance at the endpoint it
+  // reports; their addresses are the exception path's sync class. Once a second.
+  void watchSyncPeers(absl::Time now);
   // Logs, at most once a second, how many health probes a local error stopped since the last
   // such line.
   void reportProbesNotRun();
@@ -352,6 +355,7 @@ class ControlPlane {
   std::unique_ptr<SnapshotPublisher> publisher_;
   std::unique_ptr<BackendLoads> backend_loads_ = std::make_unique<BackendLoads>();
   absl::Time last_load_publish_ = absl::InfinitePast();
+  absl::Time last_sync_peers_check_ = absl::InfinitePast();
   StallWatch stall_watch_{kStallProbeInterval, kDatapathStallThreshold};
   // Once a stop is asked for with BGP announcements: routes withdrawn, still forwarding until
   // the withdrawal has had time to reach the routers.

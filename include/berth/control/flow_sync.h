@@ -68,6 +68,10 @@ class FlowSync {
   void setExportRings(std::vector<rte_ring*> rings) { export_rings_ = std::move(rings); }
   // The names of this instance's services and backends, after each config change.
   void setNames(FlowRecordNames names);
+  // The peers from now on (the config's and the fleet's). One not a peer before is sent every
+  // flow this instance carries, as a restarted one is: its heartbeat may have come before.
+  void setPeers(const std::vector<Endpoint>& peers);
+  size_t peerCount() const { return peers_.size(); }
 
   // One management turn at `now`.
   void turn(absl::Time now);
@@ -87,6 +91,7 @@ class FlowSync {
 
  private:
   struct Peer {
+    Endpoint endpoint;
     sockaddr_storage address{};
     socklen_t length = 0;
     size_t resend_cursor = FlowRecordOutbox::kResendDone;
@@ -126,6 +131,7 @@ class FlowSync {
   static void storeTick(StoreSide& side, uint32_t now_ms);
 
   int socket_ = -1;
+  Endpoint listen_;
   std::vector<Peer> peers_;
   std::vector<FlowSyncKey> keys_;
   uint64_t sender_ = 0;

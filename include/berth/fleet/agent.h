@@ -97,6 +97,8 @@ class FleetAgent {
   void forgetRefusal() { refused_.reset(); }
   // Each service's table fingerprint now, by name (after every publish); reported when changed.
   void setFingerprints(std::map<std::string, std::string> fingerprints);
+  // This instance's flow sync endpoint, which the other instances send to (docs/scale-out.md).
+  void setSyncEndpoint(std::string endpoint);
 
   // Table generations (fleet/generation.h).
   // This instance's own probe verdicts, per service and backend (after every health change), and

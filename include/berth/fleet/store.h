@@ -161,6 +161,9 @@ struct InstanceReport {
   uint64_t generation = 0;
   std::map<std::string, std::map<std::string, bool>> health;
   std::vector<std::string> fail_safe;
+  // Its flow sync endpoint (sync.listen, ADDRESS:PORT), where the other instances send their
+  // off-table flows (docs/scale-out.md); empty without sync.
+  std::string sync;
 
   friend bool operator==(const InstanceReport&, const InstanceReport&) = default;
 };

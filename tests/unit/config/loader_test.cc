@@ -1033,6 +1033,16 @@ sync:
   Config changed = *config;
   changed.sync->peers.pop_back();
   EXPECT_THAT(sectionsNeedingRestart(*config, changed), testing::ElementsAre("sync"));
+
+  // In a fleet, the instances are the peers: none need be listed.
+  absl::StatusOr<Config> in_fleet = parseConfig(R"(fleet: { endpoints: ["http://etcd:2379"] }
+sync:
+  listen: "198.18.0.10:7410"
+  keys: [ { id: 1, file: /etc/berth/sync-1.key } ]
+)",
+                                                "fleet.yaml");
+  ASSERT_TRUE(in_fleet.ok()) << in_fleet.status();
+  EXPECT_TRUE(in_fleet->sync->peers.empty());
 }
 
 // A fleet's instance: its own ports, metrics and etcd, and no services of its own.

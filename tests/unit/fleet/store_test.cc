@@ -157,6 +157,8 @@ TEST(FleetValuesTest, RoundTripAndOddJsonIsAnError) {
   report.health = {{"web", {{"web-1", true}, {"web-2", false}}}};
   report.fail_safe = {"web/web-2"};
   EXPECT_EQ(*parseInstanceReport(renderInstanceReport(report)), report);
+  report.sync = "198.18.0.11:7410";
+  EXPECT_EQ(*parseInstanceReport(renderInstanceReport(report)), report);
   // A report from a release before generations: none served, no verdicts.
   const std::string older =
       "{\"format\":1,\"name\":\"lb-0\",\"berth\":\"0.1.0\",\"version\":1,\"push\":\"p\","
@@ -166,6 +168,7 @@ TEST(FleetValuesTest, RoundTripAndOddJsonIsAnError) {
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->generation, 0u);
   EXPECT_TRUE(parsed->health.empty());
+  EXPECT_TRUE(parsed->sync.empty()) << "no flow sync";
 
   for (const char* odd : {"", "[]", "{\"format\":1}", "{\"format\":2,\"version\":1,\"push\":\"a\"}",
                           "{\"format\":1,\"version\":\"1\",\"push\":\"a\"}",

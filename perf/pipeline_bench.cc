@@ -11,8 +11,9 @@
 // Throughout, the port's statistics are read once a second on a thread of their own, as berthd's
 // management loop has them read (control/port_stats.h), so their cost shows in every figure.
 //
-// BM_PipelineMisses* are the connection table's miss path alone, without flow sync's peer flows
-// and with 100,000 of them, for lookups that hit and that miss there.
+// BM_PipelineMissesPeerFlows is the connection table's miss path alone, without flow sync's peer
+// flows and with 100,000 of them, for lookups that hit and that miss there, compared pass by
+// pass.
 //
 // Reports Mpps (items_per_second), cycles per packet and ns per packet. Run it through
 // perf/run-benchmarks.sh, or perf/scaling.sh for one copy per core side by side. Arguments that
@@ -278,13 +279,48 @@ void BM_PipelineConntrackHalfNew(benchmark::State& state) {
 }
 BENCHMARK(BM_PipelineConntrackHalfNew)->MinTime(1.0);
 
-// The connection table's miss path, with flow sync's peer flows and without: 100,000 flows of
-// ACKs (a SYN never asks the peers), each one's connection expired since the last pass (the
-// worker clock moves past every timeout between passes), so every packet is looked up, found
-// missing, picked and inserted over its expired entry. With `peers`, each miss also reads the
-// peers' flows; for their own flows it is a hit, which takes the peer's backend instead of the
-// pick. miss_share and adopted_share count what happened.
-void runMisses(benchmark::State& state, std::vector<PeerFlow>* peer_records) {
+// The connection table's miss path, with flow sync's peer flows and without: passes over
+// 100,000 flows of ACKs (a SYN never asks the peers), each one's connection expired since the
+// last pass (the worker clock moves past every timeout before each), so every packet is looked
+// up, found missing, picked and inserted over its expired entry. With a map, each miss also
+// reads the peers' flows: for a map of other flows the lookup misses there, the cost every new
+// flow pays with sync on; for a map of these flows it hits, as for a flow moved here from a peer
+// that died, and takes the peer's backend instead of the pick.
+//
+// The three run pass by pass, in turn (each round in a new order), and each round's passes are
+// compared with each other: a neighbour's load on a shared machine lasts longer than a round
+// (about 25 ms), so it weighs on the three alike, where three benchmarks run one after the other
+// differed by 20% between runs. Reports the medians over rounds of each one's cycles a packet
+// and of the two maps' cost against none (map_miss_cost, map_hit_cost: 0.05 is 5% more cycles).
+enum class PeerMap { kNone, kMiss, kHit };
+
+// One pass of the miss flows through `worker` with `peers`: the TSC cycles it took.
+uint64_t missPass(Worker& worker, const PeerFlows* peers, uint32_t pass_advance_ms) {
+  WorkerQueue& queue = worker.queue(0);
+  worker.state.now_ms += pass_advance_ms;
+  worker.state.peer_flows = peers;
+  rte_mbuf* mbufs[kBurstSize];
+  uint32_t flow = 0;
+  const uint64_t start = rte_rdtsc();
+  while (flow < kMissFlows) {
+    if (rte_pktmbuf_alloc_bulk(g_bench->pool, mbufs, kBurstSize) != 0) return 0;
+    for (uint16_t i = 0; i < kBurstSize; ++i) {
+      refill(mbufs[i], flow++);
+      rte_pktmbuf_mtod(mbufs[i], uint8_t*)[kTcpFlagsOffset] = kTcpAck;
+    }
+    worker.processBurst(*g_bench->snapshot, queue, mbufs, kBurstSize);
+  }
+  const uint64_t cycles = rte_rdtsc() - start;
+  worker.state.peer_flows = nullptr;
+  return cycles;
+}
+
+double median(std::vector<double> values) {
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
+}
+
+void BM_PipelineMissesPeerFlows(benchmark::State& state) {
   Bench& bench = *g_bench;
   Worker& worker = *bench.miss_worker;
   // Past every connection's timeout at each pass.
@@ -293,13 +329,14 @@ void runMisses(benchmark::State& state, std::vector<PeerFlow>* peer_records) {
                                               timeouts.tcp_closing_s, timeouts.udp_s}) +
                                     1) *
                                    1000;
-  worker.state.now_ms += pass_advance_ms;
-  // Live for about 7,000 passes from now: more than any run makes.
-  std::unique_ptr<const PeerFlows> peers;
-  if (peer_records != nullptr) {
-    for (PeerFlow& record : *peer_records) record.expires_ms = worker.state.now_ms + INT32_MAX;
-    peers = PeerFlows::build(*peer_records, kBenchHashKey);
-    if (peers == nullptr) {
+  // The maps' flows live for about 7,000 passes from now: more than any run makes.
+  std::unique_ptr<const PeerFlows> maps[3];
+  for (PeerMap map : {PeerMap::kMiss, PeerMap::kHit}) {
+    std::vector<PeerFlow>& records =
+        map == PeerMap::kHit ? bench.peer_records_of_miss_flows : bench.peer_records_of_other_flows;
+    for (PeerFlow& record : records) record.expires_ms = worker.state.now_ms + INT32_MAX;
+    maps[static_cast<size_t>(map)] = PeerFlows::build(records, kBenchHashKey);
+    if (maps[static_cast<size_t>(map)] == nullptr) {
       state.SkipWithError("no memory for the peer flows");
       return;
     }
@@ -308,45 +345,52 @@ void runMisses(benchmark::State& state, std::vector<PeerFlow>* peer_records) {
   auto count = [&counters](ConntrackEvent event) {
     return counters.values[static_cast<size_t>(event)].read();
   };
-  const uint64_t misses_before = count(ConntrackEvent::kMiss);
   const uint64_t hits_before = count(ConntrackEvent::kHit);
   const uint64_t adopted_before = count(ConntrackEvent::kSyncAdoption);
-  worker.state.peer_flows = peers.get();
-  uint32_t flow = 0;
-  timeBursts(state, worker, bench.snapshot.get(), [&](rte_mbuf** mbufs) {
-    for (uint16_t i = 0; i < kBurstSize; ++i) {
-      refill(mbufs[i], flow);
-      rte_pktmbuf_mtod(mbufs[i], uint8_t*)[kTcpFlagsOffset] = kTcpAck;
-      if (++flow == kMissFlows) {
-        flow = 0;
-        worker.state.now_ms += pass_advance_ms;
+  std::array<std::vector<double>, 3> cycles_per_packet;
+  std::vector<double> miss_costs;
+  std::vector<double> hit_costs;
+  // Each of the six orders in turn, so that none of the three always follows the same one.
+  std::array<PeerMap, 3> order{PeerMap::kNone, PeerMap::kMiss, PeerMap::kHit};
+  uint64_t rounds = 0;
+  for (auto _ : state) {
+    std::array<double, 3> round{};
+    for (PeerMap map : order) {
+      const uint64_t cycles =
+          missPass(worker, maps[static_cast<size_t>(map)].get(), pass_advance_ms);
+      if (cycles == 0) {
+        state.SkipWithError("mbuf pool empty");
+        return;
       }
+      round[static_cast<size_t>(map)] = static_cast<double>(cycles) / kMissFlows;
+      cycles_per_packet[static_cast<size_t>(map)].push_back(round[static_cast<size_t>(map)]);
     }
-  });
-  worker.state.peer_flows = nullptr;
-  const double packets = static_cast<double>(state.iterations()) * kBurstSize;
-  const auto misses = static_cast<double>(count(ConntrackEvent::kMiss) - misses_before);
-  const auto hits = static_cast<double>(count(ConntrackEvent::kHit) - hits_before);
-  state.counters["miss_share"] = misses / std::max(1.0, misses + hits);
+    miss_costs.push_back(round[1] / round[0] - 1);
+    hit_costs.push_back(round[2] / round[0] - 1);
+    if (++rounds % 3 == 0) {
+      std::swap(order[0], order[1]);
+    } else {
+      std::rotate(order.begin(), order.begin() + 1, order.end());
+    }
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * 3 * kMissFlows);
+  const double tsc_hz = static_cast<double>(rte_get_tsc_hz());
+  const char* names[3] = {"none", "miss", "hit"};
+  for (size_t map = 0; map < 3; ++map) {
+    const double cycles = median(cycles_per_packet[map]);
+    state.counters[absl::StrCat(names[map], "_cycles_per_packet")] = cycles;
+    state.counters[absl::StrCat(names[map], "_mpps")] = tsc_hz / cycles / 1e6;
+  }
+  state.counters["map_miss_cost"] = median(miss_costs);
+  state.counters["map_hit_cost"] = median(hit_costs);
+  // Every packet of the hit passes adopted, none of any pass a connection-table hit.
   state.counters["adopted_share"] =
       static_cast<double>(count(ConntrackEvent::kSyncAdoption) - adopted_before) /
-      std::max(1.0, packets);
+      (static_cast<double>(rounds) * kMissFlows);
+  state.counters["conntrack_hits"] = static_cast<double>(count(ConntrackEvent::kHit) - hits_before);
 }
-
-void BM_PipelineMissesNoPeerFlows(benchmark::State& state) { runMisses(state, nullptr); }
-BENCHMARK(BM_PipelineMissesNoPeerFlows)->MinTime(1.0);
-
-// Each lookup in the 100,000 peer flows misses: the cost every new flow pays with sync on.
-void BM_PipelineMissesPeerFlowsMiss(benchmark::State& state) {
-  runMisses(state, &g_bench->peer_records_of_other_flows);
-}
-BENCHMARK(BM_PipelineMissesPeerFlowsMiss)->MinTime(1.0);
-
-// Each lookup hits: a flow moved here from a peer that died.
-void BM_PipelineMissesPeerFlowsHit(benchmark::State& state) {
-  runMisses(state, &g_bench->peer_records_of_miss_flows);
-}
-BENCHMARK(BM_PipelineMissesPeerFlowsHit)->MinTime(1.0);
+// 40 rounds: 120 passes of 100,000 packets, about 3 s.
+BENCHMARK(BM_PipelineMissesPeerFlows)->Iterations(40);
 
 int setUp(int argc, char** argv) {
   const std::string prefix = absl::StrCat("berth-bench-", getpid());

@@ -52,6 +52,11 @@ for name, bench in medians.items():
     if "cycles_per_loop" in bench:
         print(f"{name}: {bench['cycles_per_loop']:.0f} cycles and {bench['ns_per_loop']:.1f} ns "
               "per worker loop")
+    if "map_hit_cost" in bench:
+        print(f"{name}: the connection table's miss path at "
+              f"{bench['none_cycles_per_packet']:.0f} cycles per packet without flow sync's peer "
+              f"flows; with 100,000 of them {bench['map_miss_cost']:+.1%} for a lookup that "
+              f"misses, {bench['map_hit_cost']:+.1%} for one that hits")
     if "cycles_per_packet" in bench:
         print(f"{name}: {bench['items_per_second'] / 1e6:.2f} Mpps per core, "
               f"{bench['cycles_per_packet']:.0f} cycles and {bench['ns_per_packet']:.1f} ns per packet")

@@ -532,15 +532,16 @@ void processFrames(const Snapshot& snapshot, uint32_t device, Frame* frames, Ver
   // issued between other work they stalled on their page walks (7.9 against 12.9 Mpps on the
   // pipeline benchmark), issued together the walks and misses overlap.
   if (ConnectionTable* table = worker.conntrack; table != nullptr) {
+    // A miss reads the peers' flows too. Their bucket comes in right after the connection
+    // table's, which is read first, unless its hint rules the flow out, as for nearly every flow
+    // no peer has: the hint is in L2, a bucket a DRAM read. (Issued after all of the table's,
+    // they cost a hit 24% more cycles than no map, against 21%.)
+    const PeerFlows* peers = worker.peer_flows;
     for (uint16_t i = 0; i < count; ++i) {
-      if (pending[i]) table->prefetch(classified[i].bucket_hash);
-    }
-    // A miss reads the peers' flows too: their bucket comes in with the connection table's.
-    if (const PeerFlows* peers = worker.peer_flows; peers != nullptr) {
-      for (uint16_t i = 0; i < count; ++i) {
-        if (pending[i] && !opensConnection(classified[i].packet)) {
-          peers->prefetch(classified[i].bucket_hash);
-        }
+      if (!pending[i]) continue;
+      table->prefetch(classified[i].bucket_hash);
+      if (peers != nullptr && !opensConnection(classified[i].packet)) {
+        peers->prefetch(classified[i].bucket_hash);
       }
     }
   }

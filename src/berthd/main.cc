@@ -33,6 +33,7 @@
 #include "berth/fleet/store.h"
 #include "berth/util/command_line.h"
 #include "berth/util/heap.h"
+#include "berth/util/program_info.h"
 #include "berth/util/start_sequence.h"
 
 ABSL_FLAG(std::string, config, "", "path of the YAML config (required)");
@@ -49,6 +50,9 @@ ABSL_FLAG(std::string, drain_state, "",
           "--control_socket, berth.sock giving berth-drains.json; 'off' for none");
 ABSL_FLAG(std::string, counters_json, "",
           "on exit, also write the final counters as JSON to this file");
+ABSL_FLAG(std::string, testing_hold_file, "",
+          "for tests of the systemd watchdog only: while this file exists, the management loop "
+          "holds, as a stuck one would");
 
 namespace {
 
@@ -168,6 +172,7 @@ int main(int argc, char** argv) {
   // First of all, so that a SIGUSR1 during the seconds the EAL takes to start does not kill the
   // process (its default action); the EAL installs no handlers of its own for these signals.
   installSignalHandlers();
+  if (berth::answerHelpOrVersion(argc, argv, "berthd", kUsage, true)) return 0;
   // Everything before "--" is the EAL's; berthd's own flags come after it. Without "--", every
   // argument is berthd's and the EAL options come from the config alone.
   berth::SplitCommandLine command_line = berth::splitAtDoubleDash(argc, argv, true);
@@ -227,6 +232,7 @@ int main(int argc, char** argv) {
   berth::ControlPlane control(absl::GetFlag(FLAGS_config), std::move(drain_state),
                               *std::move(sockets), *std::move(config),
                               {g_stop, g_print_counters, g_reload});
+  control.setTestingHoldFile(absl::GetFlag(FLAGS_testing_hold_file));
   if (local.fleet) {
     control.setFleetStart(std::move(local), std::move(cached), std::move(cached_generation));
   }

@@ -17,6 +17,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -563,9 +564,19 @@ bool ControlPlane::sendNeighborRequest(const NextHopToResolve& hop) {
 }
 
 void ControlPlane::run() {
+  systemd_ = SystemdNotifier::fromEnvironment();
+  if (systemd_ && systemd_->watchdogInterval() > absl::ZeroDuration()) {
+    logLine(absl::StrFormat("systemd: watchdog pings every %d ms",
+                            absl::ToInt64Milliseconds(systemd_->watchdogInterval() / 2)));
+  }
   // On a stop signal with BGP announcements, first withdraw them while still forwarding, so that
   // routers move the flows away before this instance stops taking them (control/stop_withdrawal.h).
   while (true) {
+    holdForTesting();
+    if (systemd_) {
+      if (stop_.load(std::memory_order_relaxed)) systemd_->stopping();
+      systemd_->turn(absl::Now());
+    }
     if (stop_.load(std::memory_order_relaxed) && !stop_withdrawal_) {
       if (!announcesOverBgp()) break;
       stop_withdrawal_.emplace(absl::Now(),
@@ -611,6 +622,7 @@ void ControlPlane::run() {
     reportRollouts();
     absl::SleepFor(kManagementTick);
   }
+  if (systemd_) systemd_->stopping();
   if (stop_withdrawal_ && !stop_withdrawal_->confirmed()) {
     logLine(absl::StrFormat(
         "stopping: no berth-announcer reported the BGP routes gone within %d ms; stopping anyway",
@@ -618,6 +630,13 @@ void ControlPlane::run() {
   }
   stopWorkers();
   logLine("workers stopped: no longer forwarding");
+}
+
+void ControlPlane::holdForTesting() {
+  if (testing_hold_file_.empty()) return;
+  while (!stop_.load(std::memory_order_relaxed) && access(testing_hold_file_.c_str(), F_OK) == 0) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
 }
 
 void ControlPlane::publishLoads() {
@@ -677,8 +696,16 @@ void ControlPlane::watchWorkers() {
       return;
     case StallWatch::Step::kCheck: {
       const absl::Duration open_for = stall_watch_.openFor(now);
-      stall_watch_.checked(rte_rcu_qsbr_check(publisher_->rcu(), stall_watch_.token(), false) == 1,
-                           now);
+      const bool all_passed =
+          rte_rcu_qsbr_check(publisher_->rcu(), stall_watch_.token(), false) == 1;
+      stall_watch_.checked(all_passed, now);
+      // Every worker has run its loop since the launch: berthd forwards.
+      if (all_passed && systemd_ && !systemd_->isReady() &&
+          absl::c_all_of(workers_, [](const WorkerPtr& worker) { return worker->running(); })) {
+        systemd_->ready(absl::StrFormat("forwarding: %u service(s), %u worker(s)",
+                                        config_.services.size(), workers_.size()));
+        logLine("systemd: ready");
+      }
       if (stall_watch_.stalled() && !was_stalled) {
         logLine(absl::StrFormat(
             "datapath stalled: a worker passed no quiescent state for %d ms; BGP routes withdrawn",

@@ -61,39 +61,13 @@ bool sameAddress(const sockaddr_storage& a, const sockaddr_storage& b) {
   return x.sin6_port == y.sin6_port && std::memcmp(&x.sin6_addr, &y.sin6_addr, 16) == 0;
 }
 
-absl::StatusOr<FlowSyncKey> readKey(const SyncKeyConfig& config, size_t index) {
-  const std::string field =
-      absl::StrCat("sync.keys[", index, "].file (line ", config.line.number, ")");
-  std::ifstream file(config.file, std::ios::binary);
-  if (!file) {
-    return absl::NotFoundError(absl::StrCat(field, ": cannot read '", config.file, "'"));
-  }
-  std::string secret((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  // An editor's final newline is not part of the secret: every instance reads the same bytes.
-  while (!secret.empty() && absl::ascii_isspace(static_cast<unsigned char>(secret.back()))) {
-    secret.pop_back();
-  }
-  if (secret.size() < FlowSyncKey::kMinSecretBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": '", config.file, "' holds ", secret.size(), " bytes; a key needs ",
-                     FlowSyncKey::kMinSecretBytes, " or more (head -c 32 /dev/urandom > FILE)"));
-  }
-  FlowSyncKey key;
-  key.id = config.id;
-  key.secret.assign(secret.begin(), secret.end());
-  return key;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<FlowSync>> FlowSync::create(const SyncConfig& config,
                                                            rte_rcu_qsbr* rcu,
                                                            const ConnectionHashKey& hash_key) {
   std::unique_ptr<FlowSync> sync(new FlowSync());
-  for (size_t i = 0; i < config.keys.size(); ++i) {
-    BERTH_ASSIGN_OR_RETURN(FlowSyncKey key, readKey(config.keys[i], i));
-    sync->keys_.push_back(std::move(key));
-  }
+  BERTH_ASSIGN_OR_RETURN(sync->keys_, readSyncKeys(config));
   const std::string listen =
       absl::StrCat("sync.listen (line ", config.line.number, ") ", config.listen.toString());
   sync->socket_ = socket(config.listen.address.isV4() ? AF_INET : AF_INET6,

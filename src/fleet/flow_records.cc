@@ -5,8 +5,13 @@
 #include <openssl/hmac.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "berth/config/config.h"
 #include "berth/maglev/name_hash.h"
 
 namespace berth {
@@ -70,6 +75,29 @@ std::optional<FlowRecord> readRecord(const uint8_t* at) {
     }
   }
   return record;
+}
+
+absl::StatusOr<FlowSyncKey> readKey(const SyncKeyConfig& config, size_t index) {
+  const std::string field =
+      absl::StrCat("sync.keys[", index, "].file (line ", config.line.number, ")");
+  std::ifstream file(config.file, std::ios::binary);
+  if (!file) {
+    return absl::NotFoundError(absl::StrCat(field, ": cannot read '", config.file, "'"));
+  }
+  std::string secret((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  // An editor's final newline is not part of the secret: every instance reads the same bytes.
+  while (!secret.empty() && absl::ascii_isspace(static_cast<unsigned char>(secret.back()))) {
+    secret.pop_back();
+  }
+  if (secret.size() < FlowSyncKey::kMinSecretBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": '", config.file, "' holds ", secret.size(), " bytes; a key needs ",
+                     FlowSyncKey::kMinSecretBytes, " or more (head -c 32 /dev/urandom > FILE)"));
+  }
+  FlowSyncKey key;
+  key.id = config.id;
+  key.secret.assign(secret.begin(), secret.end());
+  return key;
 }
 
 }  // namespace
@@ -195,6 +223,16 @@ ReplayWindows::Result ReplayWindows::accept(const FlowDatagramHeader& header) {
   if ((window.seen & bit) != 0) return refused(FlowDatagramRefusal::kReplayed);
   window.seen |= bit;
   return Result{Verdict::kAccepted, FlowDatagramRefusal::kReplayed};
+}
+
+absl::StatusOr<std::vector<FlowSyncKey>> readSyncKeys(const SyncConfig& config) {
+  std::vector<FlowSyncKey> keys;
+  for (size_t i = 0; i < config.keys.size(); ++i) {
+    absl::StatusOr<FlowSyncKey> key = readKey(config.keys[i], i);
+    if (!key.ok()) return key.status();
+    keys.push_back(*std::move(key));
+  }
+  return keys;
 }
 
 }  // namespace berth

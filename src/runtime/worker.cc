@@ -379,6 +379,7 @@ void Worker::sleepOffline(uint32_t us) {
 
 void Worker::run() {
   rte_rcu_qsbr_thread_online(rcu_, rcu_thread_id_);
+  running_.store(true, std::memory_order_release);
   // The kernel's default timer slack (50 us) would stretch every idle sleep past its bound.
   if (idle_) prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   uint64_t last_drain = rte_rdtsc();
@@ -449,6 +450,7 @@ void Worker::run() {
   refreshLinks();
   flush();
   rte_rcu_qsbr_thread_offline(rcu_, rcu_thread_id_);
+  running_.store(false, std::memory_order_release);
 }
 
 int runWorker(void* worker) {

@@ -423,6 +423,51 @@ class BirdConfigCommand(unittest.TestCase):
         self.assertIn("has no bgp section", refused.stderr)
 
 
+class CheckCommand(unittest.TestCase):
+    """`berthctl check`, which berthd's unit runs before each start (ExecStartPre)."""
+
+    def write(self, text):
+        config = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+        config.write(text)
+        config.close()
+        self.addCleanup(os.unlink, config.name)
+        return config.name
+
+    def test_a_good_config_is_valid_with_its_counts(self):
+        for path in (DEMO, os.path.join(SOURCE_ROOT, "config", "example.yaml")):
+            out = berthctl("check", "--config", path).stdout
+            self.assertRegex(out, r"^%s: valid: \d+ service\(s\), \d+ backend\(s\)" % re.escape(path))
+        self.assertIn("valid: 2 service(s), 11 backend(s)",
+                      berthctl("check", "--config", DEMO).stdout)
+
+    def test_a_bad_field_is_named_with_its_line(self):
+        path = self.write("services:\n  - name: web\n    vip: 198.18.100.1\n    port: 80\n"
+                          "    protocol: tcp\n    table_size: 1000\n    backends: []\n")
+        result = berthctl("check", "--config", path, check=False)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn(f"{path}:6:17: services[0].table_size: 1000 is not prime", result.stderr)
+
+    def test_an_unreadable_sync_key_is_named_with_its_line(self):
+        key = self.write("k" * 32)
+        text = ("sync:\n  listen: 198.18.0.10:7946\n  peers: [198.18.0.11:7946]\n"
+                "  keys:\n    - { id: 1, file: %s }\n    - { id: 2, file: /nonexistent/key }\n"
+                "services: []\n" % key)
+        result = berthctl("check", "--config", self.write(text), check=False)
+        self.assertEqual(result.returncode, 1, result.stdout)
+        self.assertIn("sync.keys[1].file (line 6): cannot read '/nonexistent/key'", result.stderr)
+        short = self.write("short")
+        result = berthctl("check", "--config", self.write(text.replace("/nonexistent/key", short)),
+                          check=False)
+        self.assertIn("holds 5 bytes; a key needs 16 or more", result.stderr)
+
+    def test_a_missing_fleet_tls_file_is_named(self):
+        text = ("fleet:\n  endpoints: [https://198.18.0.1:2379]\n  name: lb-1\n"
+                "  ca: /nonexistent/ca.pem\n")
+        result = berthctl("check", "--config", self.write(text), check=False)
+        self.assertEqual(result.returncode, 1, result.stdout)
+        self.assertIn("fleet.ca (line 2): cannot read '/nonexistent/ca.pem'", result.stderr)
+
+
 class BadInput(unittest.TestCase):
     def test_bad_config_names_file_line_and_field(self):
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as config:

@@ -35,13 +35,14 @@
 #include "berth/control/announcer.h"
 #include "berth/control/control_client.h"
 #include "berth/control/request.h"
+#include "berth/util/program_info.h"
 #include "berth/util/whole_file.h"
 
 ABSL_FLAG(std::string, socket, "/run/berth/berth-ro.sock",
           "berthd's read-only socket (berthd --read_only_socket), or its control socket");
 ABSL_FLAG(std::string, bird_socket, "/run/bird/bird.ctl", "BIRD's control socket (birdc -s)");
 ABSL_FLAG(std::string, birdc, "birdc", "the birdc program");
-ABSL_FLAG(std::string, routes_dir, "/run/berth",
+ABSL_FLAG(std::string, routes_dir, "/run/berth-announcer",
           "where to write bird-routes4.conf and bird-routes6.conf (as in berthctl bird-config)");
 ABSL_FLAG(int, interval_ms, 200, "how often to ask berthd, in milliseconds");
 ABSL_FLAG(int, berthd_timeout_ms, 1000,
@@ -165,9 +166,11 @@ std::string describe(const std::vector<berth::VipRoute>& routes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  constexpr char kUsage[] =
       "berth-announcer [--socket PATH] [--bird_socket PATH] [--routes_dir DIR]: keeps BIRD "
-      "announcing the VIPs berthd serves (docs/scale-out.md)");
+      "announcing the VIPs berthd serves (docs/scale-out.md)";
+  if (berth::answerHelpOrVersion(argc, argv, "berth-announcer", kUsage, true)) return 0;
+  absl::SetProgramUsageMessage(kUsage);
   absl::ParseCommandLine(argc, argv);
   const absl::Duration interval = absl::Milliseconds(absl::GetFlag(FLAGS_interval_ms));
   const absl::Duration berthd_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_berthd_timeout_ms));

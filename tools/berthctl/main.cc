@@ -14,6 +14,7 @@
 #include "berth/control/announcer.h"
 #include "berth/control/commands.h"
 #include "berth/util/heap.h"
+#include "berth/util/program_info.h"
 #include "fleet_commands.h"
 #include "live_commands.h"
 #include "offline_commands.h"
@@ -42,7 +43,7 @@ ABSL_FLAG(std::string, against, "",
           "analyze: what a reload from this config to --config would move in each table");
 ABSL_FLAG(std::string, plot, "", "analyze --algorithms: also write the charts to this SVG file");
 ABSL_FLAG(bool, timing, true, "analyze --algorithms: measure build and lookup times");
-ABSL_FLAG(std::string, routes_dir, "/run/berth",
+ABSL_FLAG(std::string, routes_dir, "/run/berth-announcer",
           "bird-config: where berth-announcer writes the VIP routes BIRD includes");
 
 namespace {
@@ -50,6 +51,10 @@ namespace {
 constexpr char kUsageHead[] = R"(berthctl COMMAND [flags]
 
 Commands that read a config file:
+  check   --config FILE
+          what berthd checks before it starts: the file (an error names its field and line),
+          each service's table, and the files it names (flow sync's keys, the fleet's TLS
+          files); exit status 0 when berthd would start with it
   table   --config FILE --service NAME [--fail A,B] [--json]
           the backend of every slot of one service's Maglev table, and slots per backend
           (without --config: berthd's live table, below)
@@ -144,6 +149,7 @@ int runFleet(const std::vector<char*>& positional) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (berth::answerHelpOrVersion(argc, argv, "berthctl", usage(), true)) return 0;
   berth::retainFreedHeapMemory();
   absl::SetProgramUsageMessage(usage());
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
@@ -156,7 +162,8 @@ int main(int argc, char** argv) {
   }
   if (command == "fleet") return runFleet(positional);
   if (positional.size() != 2) return fail(absl::StrCat("expected one command\n\nusage: ", usage()));
-  if (command != "table" && command != "analyze" && command != "bird-config") {
+  if (command != "table" && command != "analyze" && command != "bird-config" &&
+      command != "check") {
     return fail(absl::StrCat("unknown command '", command, "'\n\nusage: ", usage()));
   }
 
@@ -172,7 +179,9 @@ int main(int argc, char** argv) {
   options.max_failures = static_cast<size_t>(absl::GetFlag(FLAGS_max_failures));
 
   absl::StatusOr<std::string> report;
-  if (command == "bird-config") {
+  if (command == "check") {
+    report = berth::checkReport(*config, config_path);
+  } else if (command == "bird-config") {
     report = berth::birdConfig(*config, config_path, absl::GetFlag(FLAGS_routes_dir));
   } else if (command == "table") {
     if (absl::GetFlag(FLAGS_service).empty()) return fail("table needs --service NAME");

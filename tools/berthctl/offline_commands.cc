@@ -1,7 +1,9 @@
 #include "offline_commands.h"
 
 #include <algorithm>
+#include <fstream>
 #include <numeric>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -9,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "berth/control/service_state.h"
 #include "berth/control/table_report.h"
+#include "berth/fleet/flow_records.h"
 #include "berth/maglev/analysis.h"
 #include "berth/maglev/comparison.h"
 #include "berth/maglev/table.h"
@@ -125,6 +128,38 @@ absl::StatusOr<std::string> tableReport(const Config& config, const std::string&
                    tables.failed.empty()
                        ? ""
                        : absl::StrCat(", unhealthy: ", absl::StrJoin(tables.failed, ", ")));
+}
+
+absl::StatusOr<std::string> checkReport(const Config& config, const std::string& path) {
+  size_t backends = 0;
+  for (const ServiceConfig& service : config.services) {
+    absl::StatusOr<ServiceTables> tables = tablesFor(service, {});
+    if (!tables.ok()) {
+      return absl::Status(tables.status().code(),
+                          absl::StrCat("service '", service.name, "' (line ", service.line.number,
+                                       "): its table: ", tables.status().message()));
+    }
+    backends += service.backends.size();
+  }
+  if (config.sync) BERTH_RETURN_IF_ERROR(readSyncKeys(*config.sync).status());
+  if (config.fleet) {
+    const FleetConfig& fleet = *config.fleet;
+    for (const auto& [field, file] :
+         {std::pair{"ca", fleet.ca}, std::pair{"cert", fleet.cert}, std::pair{"key", fleet.key}}) {
+      if (file.empty()) continue;
+      if (!std::ifstream(file)) {
+        return absl::NotFoundError(absl::StrCat("fleet.", field, " (line ", fleet.line.number,
+                                                "): cannot read '", file, "'"));
+      }
+    }
+  }
+  std::string out = absl::StrCat(path, ": valid: ", config.services.size(), " service(s), ",
+                                 backends, " backend(s)",
+                                 config.fleet ? "; the services to come from the fleet" : "", "\n");
+  for (const std::string& warning : config.warnings)
+    absl::StrAppend(&out, "warning: ", warning, "\n");
+  for (const std::string& note : config.notes) absl::StrAppend(&out, "note: ", note, "\n");
+  return out;
 }
 
 absl::StatusOr<std::string> analyzeReport(const Config& config, const OfflineOptions& options) {

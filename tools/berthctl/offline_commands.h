@@ -25,6 +25,12 @@ struct OfflineOptions {
   bool measure_time = true;
 };
 
+// `berthctl check`: what berthd checks of `config` (read from `path`) before it starts, beyond
+// the file itself: each service's table builds, and the files the config names (flow sync's
+// keys, the fleet's TLS files) are readable. The report names the file, the services and
+// backends, and the config's warnings; an error names the field and line.
+absl::StatusOr<std::string> checkReport(const Config& config, const std::string& path);
+
 // `berthctl table`: the backend per slot of one service's table, and slots per backend.
 absl::StatusOr<std::string> tableReport(const Config& config, const std::string& service_name,
                                         const OfflineOptions& options);

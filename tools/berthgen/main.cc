@@ -32,6 +32,7 @@
 #include "berth/util/command_line.h"
 #include "berth/util/heap.h"
 #include "berth/util/json_writer.h"
+#include "berth/util/program_info.h"
 #include "berth/util/status_macros.h"
 #include "loops.h"
 #include "options.h"
@@ -336,6 +337,7 @@ absl::Status sendAndReceive(const Plan& plan, const Ports& ports,
 }
 
 int run(int argc, char** argv) {
+  if (answerHelpOrVersion(argc, argv, "berthgen", kGenUsage, false)) return 0;
   // EAL options before "--", berthgen's after, as testpmd takes them.
   SplitCommandLine command_line = splitAtDoubleDash(argc, argv, false);
   absl::StatusOr<Plan> planned = planRun(argvOf(command_line.own));

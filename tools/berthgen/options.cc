@@ -47,6 +47,8 @@ packet, and reports shares per backend, loss, duplicates, reordering and latency
   --flow-backends FILE   write each flow's backend, one line per flow in flow order ("-" for a
                          flow never seen), to compare runs: which flows moved
   --quiet                no progress line
+  --help                 print this help and exit
+  --version              print the version and exit
 )";
 
 namespace {

@@ -26,6 +26,7 @@
 #include "berth/control/reports.h"
 #include "berth/control/service_state.h"
 #include "berth/control/stop_withdrawal.h"
+#include "berth/control/systemd_notifier.h"
 #include "berth/control/telemetry_answer.h"
 #include "berth/dataplane/backend_loads.h"
 #include "berth/dataplane/explain.h"
@@ -131,6 +132,10 @@ class ControlPlane {
   absl::Status launchWorkers();
   // Stops the workers and flushes their TX.
   void stopWorkers();
+
+  // For tests of the systemd watchdog: while a file exists at `path`, the management loop holds
+  // at the top of its turn, as a stuck loop would (a stop still ends it).
+  void setTestingHoldFile(std::string path) { testing_hold_file_ = std::move(path); }
 
   // Runs the management loop until `stop` is set, then stops the workers and flushes their TX.
   void run();
@@ -303,6 +308,8 @@ class ControlPlane {
   // kStallProbeInterval must end within kDatapathStallThreshold, or the datapath is stalled and
   // `announce` withdraws every route until it ends.
   void watchWorkers();
+  // While the testing hold file exists (setTestingHoldFile), waits.
+  void holdForTesting();
   // Whether this instance has BGP announcements to withdraw before it stops.
   bool announcesOverBgp() const;
   // `announce`; with `announced` (berth-announcer's count of the routes in BIRD), a 0 while
@@ -357,6 +364,10 @@ class ControlPlane {
   absl::Time last_load_publish_ = absl::InfinitePast();
   absl::Time last_sync_peers_check_ = absl::InfinitePast();
   StallWatch stall_watch_{kStallProbeInterval, kDatapathStallThreshold};
+  // Under systemd (control/systemd_notifier.h): ready once the workers have all passed a
+  // quiescent state, watchdog pings each turn, stopping.
+  std::unique_ptr<SystemdNotifier> systemd_;
+  std::string testing_hold_file_;
   // Once a stop is asked for with BGP announcements: routes withdrawn, still forwarding until
   // the withdrawal has had time to reach the routers.
   std::optional<StopWithdrawal> stop_withdrawal_;

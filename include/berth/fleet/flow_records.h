@@ -63,6 +63,11 @@ struct FlowSyncKey {
   static constexpr size_t kMinSecretBytes = 16;
 };
 
+struct SyncConfig;
+// The keys of a sync section, read from their files in order (trailing whitespace, an editor's
+// final newline, is not part of a secret); an error names the key's field, line and file.
+absl::StatusOr<std::vector<FlowSyncKey>> readSyncKeys(const SyncConfig& config);
+
 // Who sent a datagram and where it stands in the sender's stream.
 struct FlowDatagramHeader {
   uint64_t sender = 0;  // flowRecordName(instance name)

@@ -176,6 +176,9 @@ class alignas(64) Worker final {
 
   // The loop: until *stop, then flushes TX and goes RCU-offline.
   void run();
+  // Whether run() has begun its loop (and not yet returned): set by the worker itself, so that
+  // berthd reports itself ready only once every worker polls.
+  bool running() const { return running_.load(std::memory_order_acquire); }
 
  private:
   friend struct WorkerDeleter;
@@ -207,6 +210,7 @@ class alignas(64) Worker final {
   rte_rcu_qsbr* rcu_ = nullptr;
   const std::atomic<const Snapshot*>* snapshot_ = nullptr;
   const std::atomic<bool>* stop_ = nullptr;
+  std::atomic<bool> running_{false};
   std::vector<WorkerQueue> queues_;
   std::vector<uint32_t> device_of_port_;  // WorkerSetup::device_of_port
   rte_ring* control_frames_ = nullptr;    // from the management thread: ARP/ND requests to send

@@ -1,0 +1,25 @@
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace berth {
+
+// berth's release, as the build names it (meson's project version).
+std::string_view berthVersion();
+
+// The GNU conventions every berth program keeps, ahead of its own parsing, since scripts and
+// package checks rely on them (absl's own --help exits 1):
+//   - `--help` prints `usage` to stdout, then, where the program takes absl flags
+//     (`list_flags`), each of its own flags with its default and help, and --help and
+//     --version (a program without them lists its options in `usage`);
+//   - `--version` prints "PROGRAM VERSION".
+// Either anywhere on the command line, after "--" too; `--help` wins over `--version`. Returns
+// true when one was given and answered: the program then exits 0.
+bool answerHelpOrVersion(int argc, const char* const* argv, std::string_view program,
+                         std::string_view usage, bool list_flags);
+
+// The help text `--help` prints: for tests and generated manual pages.
+std::string helpText(std::string_view usage, bool list_flags);
+
+}  // namespace berth

@@ -1,4 +1,5 @@
-# berth on Debian 12, built by the same install script as README and CI.
+# berth on Debian 12: the image builds berth's Debian package with the same install script as
+# README and CI, and installs that package (docs/appliance.md).
 #
 #   docker build -t berth .
 #   docker run ... berth                  # berthd -- --config /etc/berth/berth.yaml (mount it)
@@ -8,10 +9,10 @@
 #   docker run --privileged --network host \
 #     -v /dev/hugepages:/dev/hugepages -v /sys/bus/pci:/sys/bus/pci -v /sys/devices:/sys/devices \
 #     -v /etc/berth:/etc/berth:ro berth ...
-# or, without --privileged: --cap-add IPC_LOCK --cap-add NET_ADMIN --cap-add SYS_RAWIO and
+# or, without --privileged: --cap-add IPC_LOCK --cap-add NET_ADMIN --cap-add NET_RAW and
 # --device /dev/vfio/vfio --device /dev/vfio/<group> for a vfio-pci bound NIC. A port with an
-# exception interface (docs/exception-path.md) also needs NET_ADMIN and --device /dev/net/tun
-# (tap) or /dev/vhost-net (virtio-user).
+# exception interface (docs/exception-path.md) also needs --device /dev/net/tun (tap) or
+# /dev/vhost-net (virtio-user).
 FROM debian:bookworm
 
 COPY tools/install-deps.sh /tmp/install-deps.sh
@@ -19,9 +20,14 @@ RUN bash /tmp/install-deps.sh && rm -rf /var/lib/apt/lists/*
 
 COPY . /src
 WORKDIR /src
-RUN rm -rf build && bash tools/build.sh && meson install -C build \
-    && mkdir -p /etc/berth && cp config/*.yaml /etc/berth/
+# The package is built from the release build (tools/package.sh), then installed as an
+# operator installs it, with its dependencies from Debian.
+RUN rm -rf build && bash tools/build.sh && bash tools/package.sh \
+    && apt-get update -q \
+    && apt-get install -y -q --no-install-recommends ./build/package/berth_*_amd64.deb \
+    && rm -rf /var/lib/apt/lists/* \
+    && cp config/demo.yaml /etc/berth/demo.yaml
 
 # The daemon; arguments replace the default: [EAL options] -- --config FILE [berthd flags].
-ENTRYPOINT ["/usr/local/bin/berthd"]
+ENTRYPOINT ["/usr/sbin/berthd"]
 CMD ["--", "--config", "/etc/berth/berth.yaml"]

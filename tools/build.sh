@@ -12,6 +12,6 @@ if [[ ${1:-} == --sanitize ]]; then
   exit
 fi
 if [[ ! -f build/build.ninja ]]; then
-  meson setup build --buildtype=release
+  meson setup build --buildtype=release --prefix=/usr --sysconfdir=/etc
 fi
 ninja -C build

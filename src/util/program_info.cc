@@ -26,10 +26,10 @@ std::string helpText(std::string_view usage, bool list_flags) {
       if (absl::StrContains(flag->Filename(), "absl/")) continue;
       own.push_back(flag);
     }
-    std::sort(own.begin(), own.end(), [](const absl::CommandLineFlag* a,
-                                         const absl::CommandLineFlag* b) {
-      return a->Name() < b->Name();
-    });
+    std::sort(own.begin(), own.end(),
+              [](const absl::CommandLineFlag* a, const absl::CommandLineFlag* b) {
+                return a->Name() < b->Name();
+              });
     for (const absl::CommandLineFlag* flag : own) {
       const std::string default_value = flag->DefaultValue();
       absl::StrAppend(&text, "  --", flag->Name(),

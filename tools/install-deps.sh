@@ -13,7 +13,7 @@ packages=(
   iproute2 ethtool tcpdump iputils-ping curl
   bird2
   etcd-server etcd-client libcurl4-openssl-dev nlohmann-json3-dev libssl-dev
-  libsystemd-dev debhelper lintian
+  libsystemd-dev debhelper lintian debootstrap
 )
 
 missing=()

@@ -3,16 +3,26 @@
 `--help` and `--version` print to stdout, nothing to stderr, and exit 0, wherever they stand on
 the command line (after berthd's and berthgen's "--" too), without starting an EAL.
 
-Usage: program_conventions_test.py VERSION BERTHD BERTHCTL BERTHGEN BERTH_ANNOUNCER
+Also the manual pages and berthctl's bash completion the build writes from those --help texts
+(tools/man/manpage.py): every page renders without a groff warning, berthctl(8) lists every
+command berthctl's --help does, berth.yaml(5) every top-level section of the example config, and
+the completion offers berthctl's commands and flags.
+
+Usage: program_conventions_test.py VERSION BERTHD BERTHCTL BERTHGEN BERTH_ANNOUNCER MAN_DIR
+       EXAMPLE_YAML
 """
 import os
+import re
 import subprocess
 import sys
 import unittest
 
 VERSION = sys.argv.pop(1)
 PROGRAMS = {os.path.basename(path): path for path in sys.argv[1:5]}
-del sys.argv[1:5]
+MAN_DIR = sys.argv[5]
+EXAMPLE = sys.argv[6]
+del sys.argv[1:7]
+PAGES = ["berthd.8", "berthctl.8", "berthgen.1", "berth-announcer.8", "berth.yaml.5"]
 
 
 def run(*argv):
@@ -49,6 +59,52 @@ class Conventions(unittest.TestCase):
                 self.assertEqual(result.returncode, 0, result.stderr)
                 self.assertEqual(result.stdout, "%s %s\n" % (name, VERSION))
                 self.assertEqual(result.stderr, "")
+
+
+class ManualPages(unittest.TestCase):
+    def render(self, page):
+        result = subprocess.run(["man", "--warnings", "-l", os.path.join(MAN_DIR, page)],
+                                capture_output=True, text=True, timeout=60,
+                                env=dict(os.environ, MANWIDTH="100", MAN_KEEP_FORMATTING="0"))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stderr, "", page)
+        return re.sub(".\b", "", result.stdout)  # grotty's overstrikes, for a terminal
+
+    def test_every_page_renders_without_a_warning(self):
+        for page in PAGES:
+            with self.subTest(page=page):
+                text = self.render(page)
+                for section in ("NAME", "SYNOPSIS", "DESCRIPTION"):
+                    self.assertIn(section, text)
+
+    def test_berthctls_page_lists_every_command_of_its_help(self):
+        help_text = run(PROGRAMS["berthctl"], "--help").stdout
+        commands = set(re.findall(r"(?m)^  ([a-z][a-z-]+)\b", help_text))
+        self.assertGreaterEqual(len(commands), 15)
+        page = " ".join(self.render("berthctl.8").split())
+        for command in commands:
+            self.assertRegex(page, r"\b%s\b" % re.escape(command))
+
+    def test_the_config_page_has_every_section_of_the_example(self):
+        with open(EXAMPLE) as f:
+            sections = re.findall(r"(?m)^(?:# )?([a-z_]+):$", f.read())
+        self.assertGreaterEqual(len(sections), 5, sections)
+        page = self.render("berth.yaml.5")
+        for section in sections:
+            self.assertRegex(page, r"(?m)^%s$" % section.upper())
+
+    def test_the_completion_offers_commands_and_flags(self):
+        script = os.path.join(MAN_DIR, "berthctl")
+
+        def complete(*words):
+            line = 'source %s; COMP_WORDS=(%s); COMP_CWORD=%d; _berthctl; echo "${COMPREPLY[@]}"' % (
+                script, " ".join(words), len(words) - 1)
+            return run("bash", "-c", line).stdout.split()
+
+        self.assertEqual(complete("berthctl", "che"), ["check"])
+        self.assertIn("drain", complete("berthctl", "dr"))
+        self.assertEqual(complete("berthctl", "fleet", "p"), ["push"])
+        self.assertIn("--config", complete("berthctl", "analyze", "--con"))
 
 
 if __name__ == "__main__":

@@ -188,7 +188,19 @@ def config_page(example):
     """berth.yaml(5): each top-level section of the example, its comments as paragraphs (a
     paragraph that starts with fields' names gets them in bold) and its settings as examples."""
     out = header("berth.yaml", "5", "berth's configuration file")
-    lines = open(example).read().splitlines()
+    with open(example) as f:
+        raw = f.read().splitlines()
+    # A section the example leaves commented out ("# fleet:" and its "#   " lines) is shown as
+    # the others are.
+    lines, commented = [], False
+    for line in raw:
+        if re.fullmatch(r"# [a-z_]+:", line):
+            commented = True
+        elif not (commented and line.startswith("#   ")):
+            commented = False
+            lines.append(line)
+            continue
+        lines.append(line[2:])
     out += [".SH SYNOPSIS", "/etc/berth/berth.yaml", ".SH DESCRIPTION"]
     comment, code = [], []
 

@@ -3,7 +3,8 @@
 is:
   1. tools/package.sh builds berth_VERSION_amd64.deb, and lintian reports no error;
   2. the package holds the programs, the units, the config as a conffile, and depends on the
-     DPDK drivers berthd loads at run time, which dh_shlibdeps cannot see;
+     DPDK drivers berthd loads at run time, which dh_shlibdeps cannot see; its maintainer scripts
+     never start or restart berthd, and stop it only on removal;
   3. installed by apt into a fresh Debian 12 root (debootstrap, minbase) and entered with chroot:
      every program answers --help and --version, `berthctl check` and `berthctl analyze` take
      /etc/berth/berth.yaml, the berth user exists, the route files are there;
@@ -161,6 +162,12 @@ class Package(unittest.TestCase):
         control = os.path.join(self.directory, "control")
         run("dpkg-deb", "-e", self.deb, control)
         self.assertIn("/etc/berth/berth.yaml", open(os.path.join(control, "conffiles")).read())
+        # Installing or upgrading never starts, stops or restarts berthd; removing stops it.
+        with open(os.path.join(control, "postinst")) as f:
+            self.assertNotRegex(f.read(), r"deb-systemd-invoke|systemctl .*(start|restart)")
+        with open(os.path.join(control, "prerm")) as f:
+            self.assertRegex(f.read(), r'"\$1" = remove .*\n\s*deb-systemd-invoke stop '
+                                       r'berth-announcer.service berthd.service')
         depends = run("dpkg-deb", "-f", self.deb, "Depends").stdout
         for driver in ("librte-mempool-ring23", "librte-bus-vdev23", "librte-net-af-packet23",
                        "librte-net-memif23", "librte-net-tap23", "librte-net-virtio23"):

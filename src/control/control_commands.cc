@@ -18,6 +18,7 @@
 #include "berth/maglev/analysis.h"
 #include "berth/net/packet_parser.h"
 #include "berth/util/json_writer.h"
+#include "berth/util/program_info.h"
 
 namespace berth {
 namespace {
@@ -193,7 +194,7 @@ std::string ControlPlane::statusReply() const {
       .key("ok")
       .value(true)
       .key("version")
-      .value(kBerthVersion)
+      .value(berthVersion())
       .key("uptime_s")
       .value(absl::ToDoubleSeconds(absl::Now() - started_))
       .key("config")
@@ -280,7 +281,7 @@ std::string ControlPlane::statusReply() const {
   json.key("text").value(absl::StrFormat(
       "berthd %s, up %.0f s\nconfig %s (crc32c %08x)\n%ssnapshot %u, %u worker(s), %u service(s), "
       "%u backend(s)\ndrained: %s\n%s%s%s",
-      kBerthVersion, absl::ToDoubleSeconds(absl::Now() - started_), config_path_, config_crc,
+      berthVersion(), absl::ToDoubleSeconds(absl::Now() - started_), config_path_, config_crc,
       fleet_text, generation_, workers_.size(), config_.services.size(), backends,
       drained.empty() ? "none" : absl::StrJoin(drained, ", "), drain_state_text, exception_text,
       tables_text));

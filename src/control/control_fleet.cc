@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "berth/control/control_plane.h"
 #include "berth/util/json_writer.h"
+#include "berth/util/program_info.h"
 
 namespace berth {
 
@@ -31,7 +32,7 @@ absl::Status ControlPlane::startFleet() {
   std::optional<FleetHead> running;
   if (fleet_version_) running = fleet_version_->head;
   absl::StatusOr<std::unique_ptr<FleetAgent>> agent = FleetAgent::create(
-      fleet, kBerthVersion, running, [](const std::string& line) { logLine(line); });
+      fleet, std::string(berthVersion()), running, [](const std::string& line) { logLine(line); });
   if (!agent.ok()) {
     return absl::Status(agent.status().code(), absl::StrCat("fleet: ", agent.status().message()));
   }

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "berth/control/control_plane.h"
 #include "berth/control/prometheus.h"
+#include "berth/util/program_info.h"
 
 namespace berth {
 
@@ -148,7 +149,7 @@ TelemetryAnswer ControlPlane::telemetryAnswer(absl::string_view command,
   if (command == "/berth/status") {
     size_t backends = 0;
     for (const ServiceConfig& service : config_.services) backends += service.backends.size();
-    entries.emplace_back("version", std::string(kBerthVersion));
+    entries.emplace_back("version", std::string(berthVersion()));
     entries.emplace_back("uptime_s",
                          static_cast<uint64_t>(absl::ToInt64Seconds(absl::Now() - started_)));
     entries.emplace_back("config", config_path_);
@@ -321,7 +322,7 @@ ControlPlane::Rates ControlPlane::rates() const {
 
 std::shared_ptr<const RenderedText> ControlPlane::renderMetrics() {
   MetricsSnapshot metrics;
-  metrics.version = kBerthVersion;
+  metrics.version = std::string(berthVersion());
   metrics.uptime_s = absl::ToDoubleSeconds(absl::Now() - started_);
   metrics.generation = generation_;
   for (const WorkerPtr& worker : workers_) {

@@ -38,12 +38,10 @@ void SystemdNotifier::ready(const std::string& status) {
 
 void SystemdNotifier::turn(absl::Time now) {
   // systemd's advice: ping at half the interval, so that one late turn is not a restart.
-  if (watchdog_interval_ == absl::ZeroDuration() || stopping_ ||
-      now - last_ping_ < watchdog_interval_ / 2) {
+  if (watchdog_interval_ == absl::ZeroDuration() || now - last_ping_ < watchdog_interval_ / 2) {
     return;
   }
   last_ping_ = now;
-  ++pings_posted_;
   post("WATCHDOG=1");
 }
 

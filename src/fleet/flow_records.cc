@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "berth/config/config.h"
 #include "berth/maglev/name_hash.h"
+#include "berth/util/status_macros.h"
 
 namespace berth {
 namespace {
@@ -228,9 +229,8 @@ ReplayWindows::Result ReplayWindows::accept(const FlowDatagramHeader& header) {
 absl::StatusOr<std::vector<FlowSyncKey>> readSyncKeys(const SyncConfig& config) {
   std::vector<FlowSyncKey> keys;
   for (size_t i = 0; i < config.keys.size(); ++i) {
-    absl::StatusOr<FlowSyncKey> key = readKey(config.keys[i], i);
-    if (!key.ok()) return key.status();
-    keys.push_back(*std::move(key));
+    BERTH_ASSIGN_OR_RETURN(FlowSyncKey key, readKey(config.keys[i], i));
+    keys.push_back(std::move(key));
   }
   return keys;
 }

@@ -11,7 +11,9 @@
 
 namespace berth {
 
-std::string_view berthVersion() { return BERTH_VERSION; }
+const char* berthVersion() { return BERTH_VERSION; }
+
+namespace {
 
 std::string helpText(std::string_view usage, bool list_flags) {
   std::string text(usage);
@@ -19,29 +21,29 @@ std::string helpText(std::string_view usage, bool list_flags) {
   // A program without absl flags lists its options, --help and --version among them, itself.
   if (!list_flags) return text;
   text += "\nOptions:\n";
-  {
-    std::vector<const absl::CommandLineFlag*> own;
-    for (const auto& [name, flag] : absl::GetAllFlags()) {
-      // absl's own (--flagfile, --fromenv, --helpfull, ...) are not the program's.
-      if (absl::StrContains(flag->Filename(), "absl/")) continue;
-      own.push_back(flag);
-    }
-    std::sort(own.begin(), own.end(),
-              [](const absl::CommandLineFlag* a, const absl::CommandLineFlag* b) {
-                return a->Name() < b->Name();
-              });
-    for (const absl::CommandLineFlag* flag : own) {
-      const std::string default_value = flag->DefaultValue();
-      absl::StrAppend(&text, "  --", flag->Name(),
-                      default_value.empty() ? "" : absl::StrCat(" (default ", default_value, ")"),
-                      "\n      ", flag->Help(), "\n");
-    }
+  std::vector<const absl::CommandLineFlag*> own;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    // absl's own (--flagfile, --fromenv, --helpfull, ...) are not the program's.
+    if (absl::StrContains(flag->Filename(), "absl/")) continue;
+    own.push_back(flag);
+  }
+  std::sort(own.begin(), own.end(),
+            [](const absl::CommandLineFlag* a, const absl::CommandLineFlag* b) {
+              return a->Name() < b->Name();
+            });
+  for (const absl::CommandLineFlag* flag : own) {
+    const std::string default_value = flag->DefaultValue();
+    absl::StrAppend(&text, "  --", flag->Name(),
+                    default_value.empty() ? "" : absl::StrCat(" (default ", default_value, ")"),
+                    "\n      ", flag->Help(), "\n");
   }
   text +=
       "  --help\n      print this help and exit\n"
       "  --version\n      print the version and exit\n";
   return text;
 }
+
+}  // namespace
 
 bool answerHelpOrVersion(int argc, const char* const* argv, std::string_view program,
                          std::string_view usage, bool list_flags) {
@@ -55,8 +57,7 @@ bool answerHelpOrVersion(int argc, const char* const* argv, std::string_view pro
   if (help) {
     std::fputs(helpText(usage, list_flags).c_str(), stdout);
   } else if (version) {
-    std::printf("%.*s %.*s\n", static_cast<int>(program.size()), program.data(),
-                static_cast<int>(berthVersion().size()), berthVersion().data());
+    std::printf("%.*s %s\n", static_cast<int>(program.size()), program.data(), berthVersion());
   }
   std::fflush(stdout);
   return help || version;

@@ -53,8 +53,8 @@ constexpr char kUsageHead[] = R"(berthctl COMMAND [flags]
 Commands that read a config file:
   check   --config FILE
           what berthd checks before it starts: the file (an error names its field and line),
-          each service's table, and the files it names (flow sync's keys, the fleet's TLS
-          files); exit status 0 when berthd would start with it
+          each service's table and flow sync's key files; exit status 0 when berthd would
+          start with it. A fleet TLS file it cannot read is a warning
   table   --config FILE --service NAME [--fail A,B] [--json]
           the backend of every slot of one service's Maglev table, and slots per backend
           (without --config: berthd's live table, below)

@@ -22,19 +22,23 @@
 namespace berth {
 namespace {
 
-// The config's warnings and the loader's notes, as JSON arrays and as text lines.
+// The config's warnings and the loader's notes, as text lines.
+std::string warningsAndNotesText(const Config& config) {
+  std::string out;
+  for (const std::string& warning : config.warnings)
+    absl::StrAppend(&out, "warning: ", warning, "\n");
+  for (const std::string& note : config.notes) absl::StrAppend(&out, "note: ", note, "\n");
+  return out;
+}
+
+// The same as JSON arrays and as text lines.
 void appendWarningsAndNotes(const Config& config, JsonWriter& json, std::string& out) {
   json.key("warnings").beginArray();
-  for (const std::string& warning : config.warnings) {
-    json.value(warning);
-    absl::StrAppend(&out, "warning: ", warning, "\n");
-  }
+  for (const std::string& warning : config.warnings) json.value(warning);
   json.endArray().key("notes").beginArray();
-  for (const std::string& note : config.notes) {
-    json.value(note);
-    absl::StrAppend(&out, "note: ", note, "\n");
-  }
+  for (const std::string& note : config.notes) json.value(note);
   json.endArray();
+  absl::StrAppend(&out, warningsAndNotesText(config));
 }
 
 // A service's all-healthy table and the one with the requested failures applied.
@@ -141,24 +145,24 @@ absl::StatusOr<std::string> checkReport(const Config& config, const std::string&
     }
     backends += service.backends.size();
   }
+  // berthd refuses to start without its sync keys.
   if (config.sync) BERTH_RETURN_IF_ERROR(readSyncKeys(*config.sync).status());
+  std::string out = absl::StrCat(path, ": valid: ", config.services.size(), " service(s), ",
+                                 backends, " backend(s)",
+                                 config.fleet ? "; the services to come from the fleet" : "", "\n");
+  absl::StrAppend(&out, warningsAndNotesText(config));
+  // Without its TLS files berthd still starts, on its cached version, and cannot reach etcd.
   if (config.fleet) {
     const FleetConfig& fleet = *config.fleet;
     for (const auto& [field, file] :
          {std::pair{"ca", fleet.ca}, std::pair{"cert", fleet.cert}, std::pair{"key", fleet.key}}) {
-      if (file.empty()) continue;
-      if (!std::ifstream(file)) {
-        return absl::NotFoundError(absl::StrCat("fleet.", field, " (line ", fleet.line.number,
-                                                "): cannot read '", file, "'"));
+      if (!file.empty() && !std::ifstream(file)) {
+        absl::StrAppend(&out, "warning: fleet.", field, " (line ", fleet.line.number,
+                        "): cannot read '", file,
+                        "': etcd will be out of reach; berthd serves its cached version\n");
       }
     }
   }
-  std::string out = absl::StrCat(path, ": valid: ", config.services.size(), " service(s), ",
-                                 backends, " backend(s)",
-                                 config.fleet ? "; the services to come from the fleet" : "", "\n");
-  for (const std::string& warning : config.warnings)
-    absl::StrAppend(&out, "warning: ", warning, "\n");
-  for (const std::string& note : config.notes) absl::StrAppend(&out, "note: ", note, "\n");
   return out;
 }
 

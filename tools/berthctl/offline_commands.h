@@ -26,9 +26,10 @@ struct OfflineOptions {
 };
 
 // `berthctl check`: what berthd checks of `config` (read from `path`) before it starts, beyond
-// the file itself: each service's table builds, and the files the config names (flow sync's
-// keys, the fleet's TLS files) are readable. The report names the file, the services and
-// backends, and the config's warnings; an error names the field and line.
+// the file itself: each service's table builds and flow sync's key files are good. The report
+// names the file, the services and backends, and the config's warnings, among them a fleet TLS
+// file that cannot be read (berthd starts without it, on its cached version); an error names
+// the field and line.
 absl::StatusOr<std::string> checkReport(const Config& config, const std::string& path);
 
 // `berthctl table`: the backend per slot of one service's table, and slots per backend.

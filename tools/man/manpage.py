@@ -15,7 +15,7 @@ import re
 import subprocess
 import sys
 
-VERSION_DATE = "berth"
+SOURCE = "berth"  # the footer's source, as .TH takes it
 
 # What --help does not say: a line for NAME, and the page's prose.
 PROGRAMS = {
@@ -94,7 +94,7 @@ def escape(text):
 
 
 def header(name, section, summary):
-    return [".TH %s %s \"\" \"%s\" \"berth\"" % (name.upper(), section, VERSION_DATE),
+    return [".TH %s %s \"\" \"%s\" \"berth\"" % (name.upper(), section, SOURCE),
             ".SH NAME", "%s \\- %s" % (escape(name), escape(summary))]
 
 

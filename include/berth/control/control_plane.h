@@ -44,8 +44,6 @@
 
 namespace berth {
 
-inline constexpr char kBerthVersion[] = "0.1.0";
-
 // What the signal handlers set, for the management loop to act on.
 struct ControlPlaneSignals {
   std::atomic<bool>& stop;            // SIGINT, SIGTERM

@@ -18,9 +18,9 @@ namespace berth {
 // Outside systemd (no NOTIFY_SOCKET) there is none: fromEnvironment() returns null.
 //
 // libsystemd sends each message on a blocking socket, and the management loop never waits: the
-// loop posts each message to a thread of its own (at most a few queued; a ping that finds the
-// thread still busy is dropped, as a late one would be). Only the loop posts pings, so they stop
-// with it.
+// loop posts each message to a thread of its own (at most a few queued; a message that finds
+// the queue full is dropped, as a late ping would be). Only the loop posts pings, so they stop
+// with it; they go on while a stop withdraws BGP routes, for the loop still turns.
 class SystemdNotifier {
  public:
   // From NOTIFY_SOCKET and WATCHDOG_USEC/WATCHDOG_PID (sd_watchdog_enabled(3)); null when
@@ -37,7 +37,6 @@ class SystemdNotifier {
 
   // The watchdog's interval; zero when the unit has none.
   absl::Duration watchdogInterval() const { return watchdog_interval_; }
-  uint64_t pingsPosted() const { return pings_posted_; }
 
  private:
   explicit SystemdNotifier(absl::Duration watchdog_interval);
@@ -47,7 +46,6 @@ class SystemdNotifier {
   absl::Time last_ping_ = absl::InfinitePast();
   bool ready_ = false;
   bool stopping_ = false;
-  uint64_t pings_posted_ = 0;
   BackgroundThread sender_;
 };
 

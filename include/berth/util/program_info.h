@@ -5,8 +5,9 @@
 
 namespace berth {
 
-// berth's release, as the build names it (meson's project version).
-std::string_view berthVersion();
+// berth's release, as the build names it (meson's project version): what --version, berthctl
+// status and the fleet's instance reports show.
+const char* berthVersion();
 
 // The GNU conventions every berth program keeps, ahead of its own parsing, since scripts and
 // package checks rely on them (absl's own --help exits 1):
@@ -18,8 +19,5 @@ std::string_view berthVersion();
 // true when one was given and answered: the program then exits 0.
 bool answerHelpOrVersion(int argc, const char* const* argv, std::string_view program,
                          std::string_view usage, bool list_flags);
-
-// The help text `--help` prints: for tests and generated manual pages.
-std::string helpText(std::string_view usage, bool list_flags);
 
 }  // namespace berth

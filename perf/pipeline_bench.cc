@@ -18,6 +18,12 @@
 // Reports Mpps (items_per_second), cycles per packet and ns per packet. Run it through
 // perf/run-benchmarks.sh, or perf/scaling.sh for one copy per core side by side. Arguments that
 // Google Benchmark does not take go to the EAL.
+//
+// With --count_bursts=N it runs no benchmark: N bursts of the pipeline, then N of the
+// connection table's all-hits case, each handed to the worker from a function of its own
+// (countedPipelineBurst, countedConntrackHitBurst), for `valgrind --tool=callgrind` to count the
+// instructions of the worker's burst step per packet, which a neighbour's load does not change
+// as it changes cycles (perf/instructions.sh).
 
 #include <benchmark/benchmark.h>
 #include <rte_cycles.h>
@@ -37,6 +43,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -214,6 +221,43 @@ void runBursts(benchmark::State& state, const Snapshot* snapshot = nullptr) {
                  bench.next_flow = (bench.next_flow + 1) & (kFlows - 1);
                }
              });
+}
+
+// The instruction-count run (--count_bursts): refill and mbuf allocation, the simulated NIC, stay
+// outside the two counted functions; the worker's burst step, TX buffering included, is inside.
+[[gnu::noinline]] void countedPipelineBurst(Worker& worker, rte_mbuf** mbufs) {
+  worker.processBurst(*g_bench->snapshot, worker.queue(0), mbufs, kBurstSize);
+}
+[[gnu::noinline]] void countedConntrackHitBurst(Worker& worker, rte_mbuf** mbufs) {
+  worker.processBurst(*g_bench->snapshot, worker.queue(0), mbufs, kBurstSize);
+}
+
+template <typename Counted>
+int countBursts(Worker& worker, uint64_t bursts, Counted counted) {
+  rte_mbuf* mbufs[kBurstSize];
+  for (uint64_t burst = 0; burst < bursts; ++burst) {
+    if (rte_pktmbuf_alloc_bulk(g_bench->pool, mbufs, kBurstSize) != 0) return 1;
+    for (rte_mbuf* mbuf : mbufs) {
+      refill(mbuf, g_bench->next_flow);
+      g_bench->next_flow = (g_bench->next_flow + 1) & (kFlows - 1);
+    }
+    counted(worker, mbufs);
+  }
+  return 0;
+}
+
+int runCountedBursts(uint64_t bursts) {
+  g_bench->next_flow = 0;
+  if (countBursts(*g_bench->worker, bursts, countedPipelineBurst) != 0) return 1;
+  g_bench->next_flow = 0;
+  if (countBursts(*g_bench->conntrack_worker, bursts, countedConntrackHitBurst) != 0) return 1;
+  const uint64_t hits =
+      g_bench->conntrack_worker->counters.conntrack.values[static_cast<size_t>(ConntrackEvent::kHit)]
+          .read();
+  std::printf("{\"bursts\": %llu, \"packets_per_burst\": %u, \"conntrack_hits\": %llu}\n",
+              static_cast<unsigned long long>(bursts), unsigned{kBurstSize},
+              static_cast<unsigned long long>(hits));
+  return 0;
 }
 
 void BM_Pipeline(benchmark::State& state) {
@@ -531,9 +575,26 @@ int setUp(int argc, char** argv) {
 }  // namespace berth
 
 int main(int argc, char** argv) {
+  // --count_bursts=N is this program's own; the rest is Google Benchmark's, then the EAL's.
+  uint64_t count_bursts = 0;
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    constexpr std::string_view kFlag = "--count_bursts=";
+    if (std::string_view(argv[i]).starts_with(kFlag)) {
+      count_bursts = std::strtoull(argv[i] + kFlag.size(), nullptr, 10);
+      continue;
+    }
+    argv[kept++] = argv[i];
+  }
+  argc = kept;
   benchmark::Initialize(&argc, argv);
   if (berth::setUp(argc, argv) != 0) return 1;
-  benchmark::RunSpecifiedBenchmarks();
+  int status = 0;
+  if (count_bursts > 0) {
+    status = berth::runCountedBursts(count_bursts);
+  } else {
+    benchmark::RunSpecifiedBenchmarks();
+  }
   benchmark::Shutdown();
   berth::g_bench->stopping = true;
   berth::g_bench->port_stats_turner.join();
@@ -548,5 +609,5 @@ int main(int argc, char** argv) {
   berth::closePort(berth::g_bench->memif_port);
   std::filesystem::remove(berth::g_bench->memif_socket);
   rte_eal_cleanup();
-  return 0;
+  return status;
 }

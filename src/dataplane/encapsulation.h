@@ -26,9 +26,9 @@ inline size_t outerIpLength(IpFamily family) {
 }
 
 // Checks the MTU and headroom, makes room in front of the inner IP packet (which stays where it
-// is) and writes a fresh Ethernet header (tagged with the target's VLAN, if any) and the outer IP
-// header there, for a mode whose
-// own header of `extra` bytes sits between the outer IP header and the inner packet. On kSend,
+// is) and writes the target's prepared Ethernet header (tagged with its VLAN, if any) and outer IP
+// header there (ForwardingTarget::outer_headers), for a mode whose own header of `extra` bytes
+// sits between the outer IP header and the inner packet. On kSend,
 // `mode_header` points where that header goes and `inner_length` is the inner packet's length;
 // otherwise the frame is untouched.
 ForwardResult encapsulate(Frame& frame, const ParsedPacket& packet, const ForwardingTarget& target,

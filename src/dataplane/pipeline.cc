@@ -8,6 +8,7 @@
 #include "berth/dataplane/neighbor_reply.h"
 #include "berth/maglev/bounded_load.h"
 #include "berth/net/flow_hash.h"
+#include "berth/util/scratch_array.h"
 
 namespace berth {
 namespace {
@@ -522,7 +523,8 @@ Verdict processFrame(const Snapshot& snapshot, uint32_t device, Frame& frame, Wo
 
 void processFrames(const Snapshot& snapshot, uint32_t device, Frame* frames, Verdict* verdicts,
                    uint16_t count, WorkerState& worker) {
-  Classified classified[kMaxFramesPerCall];
+  // classify() parses into each frame's entry before anything reads it.
+  ScratchArray<Classified, kMaxFramesPerCall> classified;
   bool pending[kMaxFramesPerCall];
   for (uint16_t i = 0; i < count; ++i) {
     pending[i] = classify(snapshot, device, frames[i], worker, classified[i], verdicts[i]);

@@ -351,6 +351,7 @@ class SnapshotBuilder {
             target.destination_mac = *next_hop;
             snapshot_->target_ready_[p * backend_count + index] = 1;
           }
+          prepareOuterHeaders(target);
         }
       }
     }

@@ -20,6 +20,7 @@
 #include "berth/runtime/mbuf_frame.h"
 #include "berth/util/heap.h"
 #include "berth/util/random_bytes.h"
+#include "berth/util/scratch_array.h"
 
 namespace berth {
 namespace {
@@ -231,7 +232,7 @@ unsigned Worker::controlFramesWaiting() const { return rte_ring_count(control_fr
 
 void Worker::processBurst(const Snapshot& snapshot, WorkerQueue& queue, rte_mbuf** mbufs,
                           uint16_t count) {
-  Frame frames[kBurstSize];
+  ScratchArray<Frame, kBurstSize> frames;  // each written whole by frameOf() before use
   Verdict verdicts[kBurstSize];
   rte_mbuf* single[kBurstSize];  // the mbufs that hold a whole frame
   rte_mbuf* dropped[kBurstSize];
@@ -253,7 +254,7 @@ void Worker::processBurst(const Snapshot& snapshot, WorkerQueue& queue, rte_mbuf
     frames[singles] = frameOf(mbuf);
     single[singles++] = mbuf;
   }
-  processFrames(snapshot, queue.port_index, frames, verdicts, singles, state);
+  processFrames(snapshot, queue.port_index, frames.data(), verdicts, singles, state);
   if (exports_.count > 0) {
     // Never waits: what the ring has no room for is counted, and its peers' records age out.
     const unsigned queued = rte_ring_sp_enqueue_burst_elem(

@@ -35,8 +35,8 @@ struct ReceivedFrame {
 
 // The port and gateway the forwarding tests send through: the port at 198.18.0.10 /
 // 2001:db8::10 with MAC 02:00:00:00:00:10, the gateway at 02:00:00:00:00:fe, GUE port 6080 and
-// MTU 1500.
-inline ForwardingTarget testTarget(const IpAddress& backend) {
+// MTU 1500, on `vlan` (0: untagged).
+inline ForwardingTarget testTarget(const IpAddress& backend, uint16_t vlan = 0) {
   ForwardingTarget target;
   target.backend = backend;
   target.outer_source =
@@ -45,6 +45,8 @@ inline ForwardingTarget testTarget(const IpAddress& backend) {
   target.destination_mac = *MacAddress::parse("02:00:00:00:00:fe");
   target.gue_port = 6080;
   target.mtu = 1500;
+  target.vlan = vlan;
+  prepareOuterHeaders(target);
   return target;
 }
 

@@ -75,10 +75,10 @@ int main(int argc, char** argv) {
                  {forwardL2Dsr, false}};
   for (const auto& sample : samples) {
     ReceivedFrame received(sample.v6 ? tcp6() : tcp4());
-    ForwardingTarget target = testTarget(sample.v6 ? backend6 : backend4);
     // l2dsr leaves on the VLAN it came in on; the encapsulating modes towards an untagged
     // gateway.
-    if (sample.forward == forwardL2Dsr) target.vlan = 42;
+    const ForwardingTarget target = testTarget(sample.v6 ? backend6 : backend4,
+                                               sample.forward == forwardL2Dsr ? 42 : 0);
     if (sample.forward(received.frame, received.packet, target, kFlowHash) !=
         ForwardResult::kSend) {
       return 1;
@@ -114,8 +114,7 @@ int main(int argc, char** argv) {
   {
     // GUE over IPv6 towards a gateway on VLAN 7: the outer headers after an 802.1Q tag.
     ReceivedFrame received(tcp6());
-    ForwardingTarget target = testTarget(backend6);
-    target.vlan = 7;
+    const ForwardingTarget target = testTarget(backend6, 7);
     if (forwardGue(received.frame, received.packet, target, kFlowHash) != ForwardResult::kSend) {
       return 1;
     }

@@ -133,8 +133,7 @@ TEST(ForwardingTest, EncapsulationTagsTheOuterFrameWithThePortsVlan) {
   for (const std::initializer_list<uint16_t> received_tags :
        {std::initializer_list<uint16_t>{}, {10}, {10, 200}}) {
     ReceivedFrame received(tcp4Frame(40, 0x4000, received_tags));
-    ForwardingTarget target = testTarget(IpAddress::v4(198, 18, 1, 2));
-    target.vlan = 10;
+    const ForwardingTarget target = testTarget(IpAddress::v4(198, 18, 1, 2), 10);
     ASSERT_EQ(forwardIpip(received.frame, received.packet, target, kFlowHash),
               ForwardResult::kSend);
     const uint8_t* frame = received.frame.data;
@@ -150,8 +149,7 @@ TEST(ForwardingTest, EncapsulationTagsTheOuterFrameWithThePortsVlan) {
 
 TEST(ForwardingTest, TaggedGueOverIpv6KeepsAValidUdpChecksum) {
   ReceivedFrame received(tcp6Frame(33));
-  ForwardingTarget target = testTarget(*IpAddress::parse("2001:db8:1::2"));
-  target.vlan = 4094;
+  const ForwardingTarget target = testTarget(*IpAddress::parse("2001:db8:1::2"), 4094);
   ASSERT_EQ(forwardGue(received.frame, received.packet, target, kFlowHash), ForwardResult::kSend);
   const uint8_t* frame = received.frame.data;
   EXPECT_EQ(Bytes(frame + 12, frame + 18), (Bytes{0x81, 0x00, 0x0F, 0xFE, 0x86, 0xDD}));
@@ -169,8 +167,7 @@ TEST(ForwardingTest, TaggedGueOverIpv6KeepsAValidUdpChecksum) {
 TEST(ForwardingTest, OffloadedOuterChecksumsAreLeftForTheNicToFinishAlike) {
   for (const uint16_t vlan : {uint16_t{0}, uint16_t{10}}) {
     const size_t l2 = vlan == 0 ? 14 : 18;
-    ForwardingTarget software = testTarget(IpAddress::v4(198, 18, 1, 2));
-    software.vlan = vlan;
+    const ForwardingTarget software = testTarget(IpAddress::v4(198, 18, 1, 2), vlan);
     ForwardingTarget offloaded = software;
     offloaded.checksum_offload = kChecksumOffloadIpv4Header | kChecksumOffloadUdp;
     ReceivedFrame written(tcp4Frame(40));
@@ -194,8 +191,7 @@ TEST(ForwardingTest, OffloadedOuterChecksumsAreLeftForTheNicToFinishAlike) {
     EXPECT_EQ(gue4.frame.tx_checksums, kChecksumOffloadIpv4Header);
     EXPECT_EQ(reinterpret_cast<const rte_udp_hdr*>(gue4.frame.data + l2 + 20)->dgram_cksum, 0);
 
-    ForwardingTarget software6 = testTarget(*IpAddress::parse("2001:db8:1::2"));
-    software6.vlan = vlan;
+    const ForwardingTarget software6 = testTarget(*IpAddress::parse("2001:db8:1::2"), vlan);
     ForwardingTarget offloaded6 = software6;
     offloaded6.checksum_offload = kChecksumOffloadIpv4Header | kChecksumOffloadUdp;
     ReceivedFrame written6(tcp6Frame(33));
@@ -219,9 +215,9 @@ TEST(ForwardingTest, OffloadedOuterChecksumsAreLeftForTheNicToFinishAlike) {
 TEST(ForwardingTest, L2DsrRewritesOnlyTheMacs) {
   const Bytes original = tcp4Frame(20, 0x4000, {100});
   ReceivedFrame received(original);
-  ForwardingTarget target = testTarget(IpAddress::v4(198, 18, 1, 2));
+  // On VLAN 100, the port it came in on, which it leaves through.
+  ForwardingTarget target = testTarget(IpAddress::v4(198, 18, 1, 2), 100);
   target.destination_mac = *MacAddress::parse("02:00:00:01:00:02");
-  target.vlan = 100;  // the port it came in on, which it leaves through
   ASSERT_EQ(forwardL2Dsr(received.frame, received.packet, target, kFlowHash), ForwardResult::kSend);
   const Bytes sent(received.frame.data, received.frame.data + received.frame.length);
   EXPECT_EQ(Bytes(sent.begin(), sent.begin() + 6), (Bytes{0x02, 0, 0, 0x01, 0, 0x02}));
@@ -249,8 +245,7 @@ TEST(ForwardingTest, L2DsrPutsTheFrameOnTheTargetsVlan) {
                  << test.received.size() << " tag(s) in, VLAN " << test.target_vlan << " out");
     const Bytes original = tcp4Frame(20, 0x4000, test.received);
     ReceivedFrame received(original);
-    ForwardingTarget target = testTarget(IpAddress::v4(198, 18, 1, 2));
-    target.vlan = test.target_vlan;
+    const ForwardingTarget target = testTarget(IpAddress::v4(198, 18, 1, 2), test.target_vlan);
     ASSERT_EQ(forwardL2Dsr(received.frame, received.packet, target, kFlowHash),
               ForwardResult::kSend);
     const Bytes sent = received.sent();
@@ -265,8 +260,7 @@ TEST(ForwardingTest, L2DsrPutsTheFrameOnTheTargetsVlan) {
   Bytes prioritised = tcp4Frame(20, 0x4000, {10});
   prioritised[14] |= 0xA0;
   ReceivedFrame received(prioritised);
-  ForwardingTarget target = testTarget(IpAddress::v4(198, 18, 1, 2));
-  target.vlan = 30;
+  const ForwardingTarget target = testTarget(IpAddress::v4(198, 18, 1, 2), 30);
   ASSERT_EQ(forwardL2Dsr(received.frame, received.packet, target, kFlowHash), ForwardResult::kSend);
   EXPECT_EQ(received.sent()[14], 0xA0);
   EXPECT_EQ(received.sent()[15], 30);

@@ -247,6 +247,63 @@ ParseError parseIpv6(const uint8_t* ip, size_t available, ParsedPacket& packet) 
   return parseTransport(ip + payload.offset, end - payload.offset, packet);
 }
 
+// Most frames berth sees are untagged IPv4 TCP or UDP with a 20-byte header and no
+// fragmentation. They are parsed here with one test of the EtherType, version and IHL together and
+// the length checks that case needs, about a third of the instructions of the general walk below,
+// which takes every other frame, and this one too wherever a check fails, so that each frame gets
+// exactly the result, and the error, of the general walk.
+bool parseUntaggedIpv4(const uint8_t* frame, size_t length, ParsedPacket& packet) {
+  constexpr size_t kIpStart = kEthernetHeaderLength;
+  constexpr size_t kL4Start = kIpStart + kIpv4MinHeaderLength;
+  if (length < kL4Start + kUdpHeaderLength) return false;
+  // EtherType 0x0800 and version 4, IHL 5: bytes 12 to 14.
+  uint32_t type_and_version;
+  std::memcpy(&type_and_version, frame + 12, 4);
+  if ((type_and_version & 0x00FFFFFF) != 0x00450008) return false;
+  const uint8_t* ip = frame + kIpStart;
+  const size_t total_length = loadBigEndian16(ip + 2);
+  const uint16_t flags_and_offset = loadBigEndian16(ip + 6);
+  // Not a fragment, and the IP packet within the frame with room for a UDP header at least.
+  if ((flags_and_offset & 0x3FFF) != 0 || total_length > length - kIpStart ||
+      total_length < kIpv4MinHeaderLength + kUdpHeaderLength) {
+    return false;
+  }
+  const uint8_t* l4 = ip + kIpv4MinHeaderLength;
+  const uint8_t protocol = ip[9];
+  uint8_t tcp_flags = 0;
+  if (protocol == kProtocolTcp) {
+    if (total_length < kIpv4MinHeaderLength + kTcpMinHeaderLength) return false;
+    const size_t header_length = static_cast<size_t>(l4[12] >> 4) * 4;
+    if (header_length < kTcpMinHeaderLength ||
+        header_length > total_length - kIpv4MinHeaderLength) {
+      return false;
+    }
+    tcp_flags = l4[13];
+  } else if (protocol == kProtocolUdp) {
+    const size_t udp_length = loadBigEndian16(l4 + 4);
+    if (udp_length < kUdpHeaderLength || udp_length > total_length - kIpv4MinHeaderLength) {
+      return false;
+    }
+  } else {
+    return false;
+  }
+  static constexpr ParsedPacket kEmpty{};
+  packet = kEmpty;
+  packet.type = FrameType::kIp;
+  FlowKey& flow = packet.flow;
+  flow.protocol = protocol;
+  copyAddress(ip + 12, 4, flow.source);
+  copyAddress(ip + 16, 4, flow.destination);
+  copyPorts(l4, flow);
+  packet.l3_offset = kIpStart;
+  packet.l4_offset = kL4Start;
+  packet.ip_length = static_cast<uint16_t>(total_length);
+  packet.hop_limit = ip[8];
+  packet.dont_fragment = (flags_and_offset & 0x4000) != 0;
+  packet.tcp_flags = tcp_flags;
+  return true;
+}
+
 }  // namespace
 
 absl::string_view toString(ParseError error) {
@@ -255,6 +312,7 @@ absl::string_view toString(ParseError error) {
 }
 
 ParseError parsePacket(const uint8_t* frame, size_t length, ParsedPacket& packet) {
+  if (parseUntaggedIpv4(frame, length, packet)) return ParseError::kNone;
   // Copied from read-only data: building a fresh ParsedPacket{} on the stack and copying it
   // made the copy's wide loads wait on the temporary's narrow stores, 3x the cost of parsing.
   static constexpr ParsedPacket kEmpty{};

@@ -258,6 +258,71 @@ TEST(PacketParserRobustnessTest, EveryTruncationAndRandomTailIsHandled) {
   }
 }
 
+// Untagged IPv4 TCP and UDP take a shorter path through the parser than tagged frames, which
+// walk every layer. Pins that the two agree on every frame, result and error alike: each of these
+// frames, with one or two header bytes set to chosen and random values and cut to every length,
+// parses as it does behind a VLAN tag, apart from the tag itself and the four bytes it moves the
+// headers by.
+TEST(PacketParserRobustnessTest, UntaggedIpv4ParsesAsItDoesBehindAVlanTag) {
+  const std::vector<Bytes> frames = {
+      concat({ethernet(kEtherTypeIpv4), ipv4(kClient, kVip, kProtocolTcp, 20), tcp(40000, 80)}),
+      concat({ethernet(kEtherTypeIpv4), ipv4(kClient, kVip, kProtocolTcp, 26), tcp(40000, 80),
+              payload(6)}),
+      concat({ethernet(kEtherTypeIpv4), ipv4(kClient, kVip, kProtocolUdp, 8 + 12),
+              udp(5353, 53, 12)}),
+      concat({ethernet(kEtherTypeIpv4), ipv4(kClient, kVip, kProtocolUdp, 8), udp(5353, 53, 0)}),
+  };
+  // The bytes the shorter path reads or tests: EtherType, version and IHL, total length, flags
+  // and fragment offset, protocol, TCP data offset, UDP length.
+  const size_t watched[] = {12, 13, 14, 16, 17, 20, 21, 23, 34 + 4, 34 + 5, 34 + 12};
+  const uint8_t values[] = {0x00, 0x01, 0x05, 0x06, 0x08, 0x11, 0x14, 0x1C, 0x20,
+                            0x28, 0x3F, 0x40, 0x45, 0x46, 0x50, 0x60, 0xF0, 0xFF};
+  std::mt19937 random(27);
+  auto compare = [](const Bytes& untagged) {
+    Bytes tagged(untagged.begin(), untagged.begin() + std::min<size_t>(12, untagged.size()));
+    if (untagged.size() >= 12) {
+      const Bytes tag = {0x81, 0x00, 0x00, 0x07};
+      tagged.insert(tagged.end(), tag.begin(), tag.end());
+      tagged.insert(tagged.end(), untagged.begin() + 12, untagged.end());
+    }
+    ParsedPacket direct;
+    ParsedPacket walked;
+    const ParseError direct_error = parsePacket(untagged.data(), untagged.size(), direct);
+    const ParseError walked_error = parsePacket(tagged.data(), tagged.size(), walked);
+    if (untagged.size() < 14) return;  // no EtherType to tag
+    ASSERT_EQ(direct_error, walked_error) << testing::PrintToString(untagged);
+    if (direct_error != ParseError::kNone) return;
+    EXPECT_EQ(direct.type, walked.type);
+    EXPECT_EQ(direct.flow, walked.flow);
+    EXPECT_EQ(direct.l3_offset + 4, walked.l3_offset);
+    EXPECT_EQ(direct.l4_offset == 0 ? 0 : direct.l4_offset + 4, walked.l4_offset);
+    EXPECT_EQ(direct.ip_length, walked.ip_length);
+    EXPECT_EQ(direct.vlan_tags, 0);
+    EXPECT_EQ(direct.hop_limit, walked.hop_limit);
+    EXPECT_EQ(direct.dont_fragment, walked.dont_fragment);
+    EXPECT_EQ(direct.fragment, walked.fragment);
+    EXPECT_EQ(direct.later_fragment, walked.later_fragment);
+    EXPECT_EQ(direct.icmp_error, walked.icmp_error);
+    EXPECT_EQ(direct.tcp_flags, walked.tcp_flags);
+  };
+  for (const Bytes& frame : frames) {
+    for (size_t length = 0; length <= frame.size(); ++length) {
+      compare(Bytes(frame.begin(), frame.begin() + length));
+    }
+    for (size_t at : watched) {
+      if (at >= frame.size()) continue;
+      for (uint8_t value : values) {
+        Bytes mutated = frame;
+        mutated[at] = value;
+        compare(mutated);
+        mutated[watched[random() % 8]] = static_cast<uint8_t>(random());  // within the IP header
+        compare(mutated);
+        compare(Bytes(mutated.begin(), mutated.end() - 1 - random() % 8));
+      }
+    }
+  }
+}
+
 TEST(PacketParserDetailTest, EveryErrorHasADistinctCounterName) {
   std::set<std::string> names;
   for (size_t i = 0; i < kParseErrorCount; ++i) {

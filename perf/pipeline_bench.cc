@@ -251,9 +251,9 @@ int runCountedBursts(uint64_t bursts) {
   if (countBursts(*g_bench->worker, bursts, countedPipelineBurst) != 0) return 1;
   g_bench->next_flow = 0;
   if (countBursts(*g_bench->conntrack_worker, bursts, countedConntrackHitBurst) != 0) return 1;
-  const uint64_t hits =
-      g_bench->conntrack_worker->counters.conntrack.values[static_cast<size_t>(ConntrackEvent::kHit)]
-          .read();
+  const uint64_t hits = g_bench->conntrack_worker->counters.conntrack
+                            .values[static_cast<size_t>(ConntrackEvent::kHit)]
+                            .read();
   std::printf("{\"bursts\": %llu, \"packets_per_burst\": %u, \"conntrack_hits\": %llu}\n",
               static_cast<unsigned long long>(bursts), unsigned{kBurstSize},
               static_cast<unsigned long long>(hits));

@@ -107,8 +107,8 @@ ForwardResult encapsulate(Frame& frame, const ParsedPacket& packet, const Forwar
     // The sum rte_ipv4_cksum() would give, from the fixed words' sum and the three fields
     // written here (each alone in its 16-bit word), not read back from the header: that read would
     // wait for the narrow stores above to drain (a failed store-to-load forward).
-    const uint32_t sum = headers.checksum_base + rte_cpu_to_be_16(traffic_class) +
-                         total_length + rte_cpu_to_be_16(protocol);
+    const uint32_t sum = headers.checksum_base + rte_cpu_to_be_16(traffic_class) + total_length +
+                         rte_cpu_to_be_16(protocol);
     header->hdr_checksum = static_cast<uint16_t>(~__rte_raw_cksum_reduce(sum));
     return ForwardResult::kSend;
   }

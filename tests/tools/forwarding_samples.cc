@@ -77,8 +77,8 @@ int main(int argc, char** argv) {
     ReceivedFrame received(sample.v6 ? tcp6() : tcp4());
     // l2dsr leaves on the VLAN it came in on; the encapsulating modes towards an untagged
     // gateway.
-    const ForwardingTarget target = testTarget(sample.v6 ? backend6 : backend4,
-                                               sample.forward == forwardL2Dsr ? 42 : 0);
+    const ForwardingTarget target =
+        testTarget(sample.v6 ? backend6 : backend4, sample.forward == forwardL2Dsr ? 42 : 0);
     if (sample.forward(received.frame, received.packet, target, kFlowHash) !=
         ForwardResult::kSend) {
       return 1;

@@ -67,7 +67,7 @@ struct ForwardingTarget {
   uint16_t mtu = 1500;           // the port's
   uint16_t vlan = 0;             // the port's 802.1Q VLAN, tagged on encapsulated frames; 0: none
   uint8_t checksum_offload = 0;  // the port's kChecksumOffload* bits
-  OuterHeaders outer_headers;     // from the fields above: prepareOuterHeaders()
+  OuterHeaders outer_headers;    // from the fields above: prepareOuterHeaders()
 };
 
 // Fills target.outer_headers from the target's other fields. Call it once they are set, and again

@@ -39,5 +39,26 @@ TEST(ServiceMapTest, RefusesADuplicateKey) {
   EXPECT_EQ(map.find(FlowKey::make(kClient, kVip, 9, 53, kProtocolUdp)), 1u);
 }
 
+// The table grows as services are added and finds each of them, and none of the ports next to
+// theirs, at every size up to a config's largest.
+TEST(ServiceMapTest, FindsEveryOneOfThousandsOfServices) {
+  ServiceMap map;
+  constexpr uint32_t kServices = 4096;
+  auto vip = [](uint32_t i) { return IpAddress::v4(198, 19, static_cast<uint8_t>(i / 64), 1); };
+  auto port = [](uint32_t i) { return static_cast<uint16_t>(1000 + i % 64 * 2); };
+  for (uint32_t i = 0; i < kServices; ++i) {
+    ASSERT_TRUE(
+        map.insert(ServiceKey::of(FlowKey::make(kClient, vip(i), 0, port(i), kProtocolTcp)), i));
+    ASSERT_EQ(map.find(FlowKey::make(kClient, vip(i / 2), 7, port(i / 2), kProtocolTcp)), i / 2);
+  }
+  EXPECT_EQ(map.size(), kServices);
+  for (uint32_t i = 0; i < kServices; ++i) {
+    EXPECT_EQ(map.find(FlowKey::make(kClient, vip(i), 7, port(i), kProtocolTcp)), i);
+    EXPECT_FALSE(
+        map.find(FlowKey::make(kClient, vip(i), 7, port(i) + 1, kProtocolTcp)).has_value());
+    EXPECT_FALSE(map.find(FlowKey::make(kClient, vip(i), 7, port(i), kProtocolUdp)).has_value());
+  }
+}
+
 }  // namespace
 }  // namespace berth

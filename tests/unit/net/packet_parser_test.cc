@@ -268,8 +268,8 @@ TEST(PacketParserRobustnessTest, UntaggedIpv4ParsesAsItDoesBehindAVlanTag) {
       concat({ethernet(kEtherTypeIpv4), ipv4(kClient, kVip, kProtocolTcp, 20), tcp(40000, 80)}),
       concat({ethernet(kEtherTypeIpv4), ipv4(kClient, kVip, kProtocolTcp, 26), tcp(40000, 80),
               payload(6)}),
-      concat({ethernet(kEtherTypeIpv4), ipv4(kClient, kVip, kProtocolUdp, 8 + 12),
-              udp(5353, 53, 12)}),
+      concat(
+          {ethernet(kEtherTypeIpv4), ipv4(kClient, kVip, kProtocolUdp, 8 + 12), udp(5353, 53, 12)}),
       concat({ethernet(kEtherTypeIpv4), ipv4(kClient, kVip, kProtocolUdp, 8), udp(5353, 53, 0)}),
   };
   // The bytes the shorter path reads or tests: EtherType, version and IHL, total length, flags

@@ -260,6 +260,7 @@ int runCountedBursts(uint64_t bursts) {
   return 0;
 }
 
+
 void BM_Pipeline(benchmark::State& state) {
   runBursts<Mode::kPipeline>(state);
   const uint64_t forwarded = g_bench->worker->counters.tx_packets.read();
@@ -438,19 +439,25 @@ BENCHMARK(BM_PipelineMissesPeerFlows)->Iterations(40);
 
 int setUp(int argc, char** argv) {
   const std::string prefix = absl::StrCat("berth-bench-", getpid());
-  std::vector<std::string> args = {argv[0],       "--no-huge",     "-m",   "768",    "--no-pci",
-                                   "--no-shconf", "--file-prefix", prefix, "--vdev", "net_null0",
-                                   "--log-level", "lib.eal:error"};
+  std::vector<std::string> args = {argv[0],  "--no-pci",  "--no-shconf", "--file-prefix", prefix,
+                                   "--vdev", "net_null0", "--log-level", "lib.eal:error"};
   // Arguments Google Benchmark left are the EAL's: scaling runs pin each process to its own core
-  // with --lcores 0@CPU, and a machine without DPDK installed loads its drivers with -d DIR.
+  // with --lcores 0@CPU, a machine without DPDK installed loads its drivers with -d DIR, and a
+  // run on reserved hugepages passes --in-memory. Without that, memory is plain pages
+  // (--no-huge), which every machine has.
   bool core_given = false;
+  bool hugepages = false;
   for (int i = 1; i < argc; ++i) {
     args.emplace_back(argv[i]);
     core_given |= args.back() == "-l" || args.back() == "--lcores";
+    hugepages |= args.back() == "--in-memory";
   }
   if (!core_given) {
     args.emplace_back("-l");
     args.emplace_back("0");
+  }
+  if (!hugepages) {
+    for (const char* arg : {"--no-huge", "-m", "768"}) args.emplace_back(arg);
   }
   std::vector<char*> eal_argv;
   for (std::string& arg : args) eal_argv.push_back(arg.data());

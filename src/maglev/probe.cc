@@ -10,6 +10,7 @@ namespace berth {
 
 ProbeStrides probeStrides(uint32_t skip, uint32_t table_size) {
   ProbeStrides strides{};
+  strides[0] = skip;
   for (size_t k = 1; k < strides.size(); ++k)
     strides[k] = advance(strides[k - 1], skip, table_size);
   return strides;
@@ -20,16 +21,17 @@ uint32_t firstFreeSlot(const SlotBitmap& taken, uint32_t start, const ProbeStrid
   constexpr uint32_t kWidth = 4;
   // Early in a build most first looks find a free slot: answer those with one probe.
   if (!taken.test(start)) return start;
-  uint32_t base = advance(start, strides[1], table_size);
+  uint32_t base = advance(start, strides[0], table_size);
   for (;;) {
     std::array<uint32_t, kWidth> candidates;
-    uint32_t taken_mask = 0;
-    for (uint32_t k = 0; k < kWidth; ++k) {
-      candidates[k] = advance(base, strides[k], table_size);
+    candidates[0] = base;
+    uint32_t taken_mask = static_cast<uint32_t>(taken.test(base));
+    for (uint32_t k = 1; k < kWidth; ++k) {
+      candidates[k] = advance(base, strides[k - 1], table_size);
       taken_mask |= static_cast<uint32_t>(taken.test(candidates[k])) << k;
     }
     if (taken_mask != (1u << kWidth) - 1) return candidates[std::countr_one(taken_mask)];
-    base = advance(base, strides[kWidth], table_size);
+    base = advance(base, strides[kWidth - 1], table_size);
   }
 }
 
@@ -48,7 +50,14 @@ __attribute__((target("avx2"))) uint32_t firstFreeSlotAvx2(const SlotBitmap& tak
   const auto* words = static_cast<const int*>(taken.data());
   const __m256i size = _mm256_set1_epi32(static_cast<int>(table_size));
   const __m256i low_five_bits = _mm256_set1_epi32(31);
-  const __m256i offsets = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(strides.data()));
+  // Lanes 0 to 7 of a step: 0 to 7 times skip, mod M, from the four strides; a step moves 8.
+  const __m128i four = _mm_set1_epi32(static_cast<int>(strides[3]));
+  const __m128i low = _mm_setr_epi32(0, static_cast<int>(strides[0]), static_cast<int>(strides[1]),
+                                     static_cast<int>(strides[2]));
+  __m128i high = _mm_add_epi32(low, four);
+  high = _mm_min_epu32(high, _mm_sub_epi32(high, _mm256_castsi256_si128(size)));
+  const __m256i offsets = _mm256_set_m128i(high, low);
+  const uint32_t eight = advance(strides[3], strides[3], table_size);
   uint32_t base = start;
   for (;;) {
     __m256i candidates = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(base)), offsets);
@@ -64,7 +73,7 @@ __attribute__((target("avx2"))) uint32_t firstFreeSlotAvx2(const SlotBitmap& tak
       _mm256_store_si256(reinterpret_cast<__m256i*>(lanes.data()), candidates);
       return lanes[std::countr_one(taken_mask)];
     }
-    base = advance(base, strides[8], table_size);
+    base = advance(base, eight, table_size);
   }
 }
 

@@ -157,29 +157,33 @@ void fillByTurns(absl::Span<const Backend> backends, absl::Span<const Permutatio
                  absl::Span<const uint32_t> quotas, std::vector<uint16_t>& entries,
                  bool partly_filled = false) {
   const auto table_size = static_cast<uint32_t>(entries.size());
-  int64_t max_weight = 0;
-  for (const Backend& backend : backends) max_weight = std::max(max_weight, backend.weight);
+  int32_t max_weight = 0;
+  for (const Backend& backend : backends) {
+    max_weight = std::max(max_weight, static_cast<int32_t>(backend.weight));
+  }
   if (max_weight == 0) return;
 
+  // A turn's state, in 28 bytes: every round walks all of them, and a thousand backends' turns
+  // must share L1 with the slot bitmap (at 96 bytes each they did not, and every probe missed).
+  // What only a probe or the end phase needs is kept by backend index beside it.
   struct Turn {
     uint32_t next;
     uint32_t skip;
-    ProbeStrides strides;
     uint32_t owned;
     uint32_t quota;
-    int64_t credit;
-    int64_t weight;
-    uint32_t offset;
-    RankedList ranked;  // prepared by the backend's first end-phase claim
+    int32_t credit;  // below 2 * kMaxWeight
+    int32_t weight;
     uint16_t index;
   };
+  static_assert(kMaxWeight < INT32_MAX / 2, "a turn's credit fits 32 bits");
   std::vector<Turn> turns;
+  std::vector<ProbeStrides> strides(backends.size());
+  std::vector<RankedList> ranked(backends.size());  // prepared by a backend's first end-phase claim
   for (size_t i = 0; i < backends.size(); ++i) {
     if (quotas[i] == 0) continue;
-    turns.push_back({permutations[i].offset, permutations[i].skip,
-                     probeStrides(permutations[i].skip, table_size), 0, quotas[i], 0,
-                     backends[i].weight, permutations[i].offset, RankedList{},
-                     static_cast<uint16_t>(i)});
+    turns.push_back({permutations[i].offset, permutations[i].skip, 0, quotas[i], 0,
+                     static_cast<int32_t>(backends[i].weight), static_cast<uint16_t>(i)});
+    strides[i] = probeStrides(permutations[i].skip, table_size);
   }
 
   // A late walk probes about M / free slots and ranking costs about as much per free slot as a
@@ -204,19 +208,22 @@ void fillByTurns(absl::Span<const Backend> backends, absl::Span<const Permutatio
     // Once 90% of the table is taken, a claim probes ten or more slots on average, and eight
     // per gather beat the scalar probes (5-10% off the whole build, N=1000, both M).
     const uint32_t slot = use_avx2 && filled >= avx2_from
-                              ? firstFreeSlotAvx2(taken, turn.next, turn.strides, table_size)
-                              : firstFreeSlot(taken, turn.next, turn.strides, table_size);
+                              ? firstFreeSlotAvx2(taken, turn.next, strides[turn.index], table_size)
+                              : firstFreeSlot(taken, turn.next, strides[turn.index], table_size);
     taken.set(slot);
     entries[slot] = turn.index;
     turn.next = advance(slot, turn.skip, table_size);
   };
   auto claimByRank = [&](Turn& turn) {
     // Only the few backends that claim in the end phase need their list prepared.
-    if (turn.ranked.scale == 0) turn.ranked = ranks.prepare(turn.offset, ranks.inverse(turn.skip));
+    RankedList& list = ranked[turn.index];
+    if (list.scale == 0) {
+      list = ranks.prepare(permutations[turn.index].offset, ranks.inverse(turn.skip));
+    }
     size_t best = 0;
     uint32_t best_rank = UINT32_MAX;
     for (size_t i = 0; i < free_slots.size(); ++i) {
-      const uint32_t rank = ranks.rank(free_slots[i], turn.ranked);
+      const uint32_t rank = ranks.rank(free_slots[i], list);
       if (rank < best_rank) {
         best_rank = rank;
         best = i;

@@ -47,7 +47,7 @@ TEST(ProbeTest, FastProbesFindTheSameSlotAsAPlainWalk) {
 
 TEST(ProbeTest, StridesAreMultiplesOfSkipModuloM) {
   const ProbeStrides strides = probeStrides(5, 7);
-  EXPECT_EQ(strides, (ProbeStrides{0, 5, 3, 1, 6, 4, 2, 0, 5}));
+  EXPECT_EQ(strides, (ProbeStrides{5, 3, 1, 6}));
 }
 
 // A slot's rank in a list is its position: rank(offset + j * skip) == j for every j.

@@ -260,7 +260,6 @@ int runCountedBursts(uint64_t bursts) {
   return 0;
 }
 
-
 void BM_Pipeline(benchmark::State& state) {
   runBursts<Mode::kPipeline>(state);
   const uint64_t forwarded = g_bench->worker->counters.tx_packets.read();

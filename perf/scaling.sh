@@ -1,38 +1,85 @@
 #!/usr/bin/env bash
-# Multi-core scaling of the pipeline: N copies of perf/pipeline_bench side by side, each pinned to
-# its own CPU (--lcores 0@CPU), as berthd's shared-nothing workers run. Prints, per N, the sum and
-# the median of the copies' Mpps (each copy's median of 3 repetitions), so that a per-core rate
-# that falls as cores are added (shared L3, memory bandwidth) shows.
+# Multi-core scaling, ready to run on a machine without DPDK (the 16-core machine the device tool
+# lends some sessions reaches no package registry):
 #
-#   perf/scaling.sh PIPELINE_BENCH "1 2 4 8" [EAL options, e.g. -d DRIVER_DIR]
+#   perf/scaling.sh bundle [BUNDLE]       here: BUNDLE (default build/scaling-bundle) gets the
+#                                         programs (bin/), every shared library they load but the
+#                                         C library's own (lib/) and the DPDK drivers they use
+#                                         (pmds/); fails over 60 MiB
+#   perf/scaling.sh run [BUNDLE] [OUT]    anywhere: runs the bundle's programs on its libraries
+#                                         and drivers, writes OUT/scaling.json (default
+#                                         build/scaling) and prints the table
+#
+# The run has two parts:
+#   - the pipeline: SCALING_CORES (default "1 2 4 8") copies of perf/pipeline_bench side by side,
+#     each pinned to a CPU of its own (--lcores 0@CPU), as berthd's shared-nothing workers run;
+#     each copy reports the median of 3 repetitions of BM_Pipeline;
+#   - memif: perf/throughput_benchmark.py, berthgen -> berthd -> berthgen with SCALING_WORKERS
+#     (default "1 2 4") workers, ipip, 1M flows, connection tracking on, next to dpdk-testpmd on
+#     the same path. 8 workers would need 18 CPUs.
+# Each count's Mpps is printed with its ratio to linear (count x the 1-core figure). A count the
+# machine has too few CPUs for is skipped and listed. Memory is 2 MiB hugepages where they can be
+# reserved, else 4 KiB pages; and should the EAL not start with what was chosen, the run retries
+# with --no-huge. What it used is recorded in the JSON (memory, fallbacks). About 2 minutes on 16
+# cores.
 set -euo pipefail
-bench=$1
-counts=$2
-shift 2
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-cpus=$(nproc)
-echo "cores  total_mpps  median_mpps_per_core  min  max"
-for n in $counts; do
-  if (( n > cpus )); then break; fi
-  pids=()
-  for ((i = 0; i < n; i++)); do
-    "$bench" --benchmark_filter=BM_Pipeline --benchmark_repetitions=3 \
-      --benchmark_report_aggregates_only=true --benchmark_format=json \
-      --lcores "0@$i" "$@" >"$out/$n-$i.json" 2>"$out/$n-$i.log" &
-    pids+=($!)
+cd "$(dirname "$0")/.."
+action=${1:-}
+bundle=$(realpath -m "${2:-build/scaling-bundle}")
+
+glibc='^(libc|libm|libpthread|libdl|librt|ld-linux-x86-64|libresolv)\.so'
+drivers=(librte_net_null librte_net_memif librte_mempool_ring librte_bus_vdev)
+
+make_bundle() {
+  local programs=(build/perf/pipeline_bench build/src/berthd build/tools/berthgen
+                  "$(command -v dpdk-testpmd)")
+  local driver_dir
+  driver_dir=$(ls -d /usr/lib/*/dpdk/pmds-* | head -n 1)
+  rm -rf "$bundle"
+  mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/pmds"
+  cp "${programs[@]}" "$bundle/bin/"
+  local objects=("${programs[@]}")
+  for driver in "${drivers[@]}"; do objects+=("$driver_dir/$driver.so.23"); done
+  # Every library any of them loads, by soname, the C library's own left to the machine: its
+  # loader and libc must match each other.
+  ldd "${objects[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
+    while read -r name path; do
+      [[ $name =~ $glibc ]] && continue
+      cp -L "$path" "$bundle/lib/$name"
+    done
+  # A driver that is also a program's library is one file, so it loads once. The EAL loads from
+  # a -d directory only names ending in .so or .so.<ABI version>.
+  for driver in "${drivers[@]}"; do
+    if [[ ! -f $bundle/lib/$driver.so.23 ]]; then
+      cp -L "$driver_dir/$driver.so.23" "$bundle/lib/"
+    fi
+    ln -s "../lib/$driver.so.23" "$bundle/pmds/$driver.so"
   done
-  for pid in "${pids[@]}"; do
-    wait "$pid" || { tail -n 5 "$out/$n"-*.log; exit 1; }
-  done
-  python3 - "$out" "$n" <<'PY'
-import glob, json, statistics, sys
-directory, n = sys.argv[1], sys.argv[2]
-rates = []
-for path in sorted(glob.glob(f"{directory}/{n}-*.json")):
-    for bench in json.load(open(path))["benchmarks"]:
-        if bench.get("aggregate_name") == "median":
-            rates.append(bench["items_per_second"] / 1e6)
-print(f"{n:>5}  {sum(rates):10.1f}  {statistics.median(rates):20.2f}  {min(rates):4.1f}  {max(rates):4.1f}")
-PY
-done
+  local mebibytes
+  mebibytes=$(du -smL "$bundle" | cut -f1)
+  echo "bundle: $bundle, ${mebibytes} MiB: $(ls "$bundle/bin" | tr '\n' ' ')"
+  if ((mebibytes > 60)); then
+    echo "bundle: over 60 MiB; the device tool carries 64 MiB in all" >&2
+    exit 1
+  fi
+}
+
+run_bundle() {
+  local out
+  out=$(realpath -m "${3:-build/scaling}")
+  mkdir -p "$out"
+  [[ -x $bundle/bin/pipeline_bench ]] || { echo "no bundle at $bundle: run 'bundle' first" >&2; exit 1; }
+  export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export PATH="$bundle/bin:$PATH"
+  SCALING_CORES=${SCALING_CORES:-1 2 4 8} SCALING_WORKERS=${SCALING_WORKERS:-1 2 4} \
+    /usr/bin/env /usr/bin/env python3 perf/scaling.py "$bundle" "$out"
+}
+
+case $action in
+  bundle) make_bundle ;;
+  run) run_bundle "$@" ;;
+  *)
+    sed -n '2,/^set -euo/p' "$0" | sed '$d' >&2
+    exit 2
+    ;;
+esac

@@ -15,6 +15,10 @@ with `queues: N`, testpmd with N queues and cores) on CPUs 0..N-1 and berthgen w
 sending lcores on the next N CPUs (and a receiver on one more where the machine has it), one memif
 ring per worker. A count whose CPUs the machine lacks is skipped. The default is 1.
 
+THROUGHPUT_MODES and THROUGHPUT_FLOWS narrow the cases (default "ipip l2dsr" and "1024 1048576"),
+THROUGHPUT_EAL adds EAL options to every process (such as -d DRIVER_DIR where DPDK is not
+installed), and THROUGHPUT_NO_HUGE=1 keeps to 4 KiB pages; perf/scaling.py sets them.
+
 Writes JSON and a Markdown table. Usage: throughput_benchmark.py BERTHD BERTHGEN OUT.json OUT.md
 """
 import json
@@ -33,12 +37,16 @@ from dpdk_memory import memory_options  # noqa: E402
 
 REPEATS = int(os.environ.get("THROUGHPUT_REPEATS", "3"))
 SECONDS = float(os.environ.get("THROUGHPUT_SECONDS", "5"))
-FLOW_COUNTS = (1024, 1 << 20)
-MODES = ("ipip", "l2dsr")
+FLOW_COUNTS = [int(n) for n in os.environ.get("THROUGHPUT_FLOWS", "1024 1048576").split()]
+MODES = os.environ.get("THROUGHPUT_MODES", "ipip l2dsr").split()
 WORKERS = [int(n) for n in os.environ.get("THROUGHPUT_WORKERS", "1").split()]
+EXTRA_EAL = os.environ.get("THROUGHPUT_EAL", "").split()
 FORWARDER_MAC = "02:00:00:00:00:01"
 GEN_MAC = "02:00:00:00:00:02"
-MEMORY, PAGES = memory_options(1280, 1024)  # two processes of 1 GiB at once
+if os.environ.get("THROUGHPUT_NO_HUGE") == "1":
+    MEMORY, PAGES = ["--no-huge", "-m", "1024"], "4 KiB pages (asked for)"
+else:
+    MEMORY, PAGES = memory_options(1280, 1024)  # two processes of 1 GiB at once
 PID = os.getpid()
 
 CONFIG = """dataplane:
@@ -74,8 +82,8 @@ def pinned(cpus):
 def eal(prefix, cpus, vdev):
     """Lcore 0 (main) shares the first CPU with lcore 1; lcore i+1 runs on cpus[i]."""
     lcores = ["0@%d" % cpus[0]] + ["%d@%d" % (i + 1, cpu) for i, cpu in enumerate(cpus)]
-    return MEMORY + ["--no-pci", "--file-prefix", prefix, "--lcores", ",".join(lcores),
-                     "--log-level", "lib.eal:error", "--vdev", vdev]
+    return MEMORY + EXTRA_EAL + ["--no-pci", "--file-prefix", prefix, "--lcores", ",".join(lcores),
+                                 "--log-level", "lib.eal:error", "--vdev", vdev]
 
 
 def forwarder_cpus(workers):

@@ -515,8 +515,8 @@ Verdict forward(const Snapshot& snapshot, Frame& frame, WorkerState& worker,
   switch (service.forward(frame, classified.packet, *target, classified.hash)) {
     case ForwardResult::kSend:
       frame.port = egress;
-        tally.add(service.counter_id, received_length);
-        worker.traffic.backends[snapshot.backend(backend).counter_id].add(received_length);
+      tally.add(service.counter_id, received_length);
+      worker.traffic.backends[snapshot.backend(backend).counter_id].add(received_length);
       return Verdict::kTransmit;
     case ForwardResult::kTooBig: {
       if (!mayAnswerWithIcmpError(frame, classified.packet)) {

@@ -188,12 +188,12 @@ ConnectionKey connectionOf(const Classified& classified) {
                            static_cast<uint16_t>(classified.service->counter_id));
 }
 
-// Stage one: everything up to the table read. Returns false with the verdict decided for frames
-// that end here (drops, ARP/ND); otherwise fills `out` and starts fetching the table slot.
+// Stage one, second pass: from the frame's parse (`error`, out.packet) to its service. Returns
+// false with the verdict decided for frames that end here (drops, ARP/ND); otherwise sets
+// out.service.
 bool classify(const Snapshot& snapshot, uint32_t device, Frame& frame, WorkerState& worker,
-              Classified& out, Verdict& verdict) {
+              ParseError error, Classified& out, Verdict& verdict) {
   ParsedPacket& packet = out.packet;
-  const ParseError error = parsePacket(frame.data, frame.length, packet);
   verdict = Verdict::kDrop;
   if (error != ParseError::kNone) {
     worker.counters->count(error);
@@ -250,17 +250,23 @@ bool classify(const Snapshot& snapshot, uint32_t device, Frame& frame, WorkerSta
     return false;
   }
   out.service = &snapshot.service(*service_index);
-  out.hash = flowHash(packet.flow, out.service->hash_fields, out.service->hash_seed);
-  out.entry = out.service->table.entryFor(out.hash);
-  if (const ConnectionTable* table = worker.conntrack; table != nullptr) {
-    const uint16_t source_port = ConnectionKey::sourcePortOf(packet.flow, out.service->hash_fields);
-    const auto service = static_cast<uint16_t>(out.service->counter_id);
-    out.bucket_hash = table->bucketHash(packet.flow.source, source_port, service);
-  }
-  // The table is 128 KiB at the default M: an L2 read per packet, which the prefetch overlaps
-  // with the rest of the burst's stage one instead of stalling on it here.
-  __builtin_prefetch(out.entry);
   return true;
+}
+
+// Stage one, third pass: the flow hash, its table slot (prefetched: the table is 128 KiB at the
+// default M, an L2 read per packet, which the rest of the burst's work then overlaps) and, with a
+// connection table, the connection's bucket hash.
+void hashFlow(const WorkerState& worker, Classified& out) {
+  const ParsedPacket& packet = out.packet;
+  const SnapshotService& service = *out.service;
+  out.hash = flowHash(packet.flow, service.hash_fields, service.hash_seed);
+  out.entry = service.table.entryFor(out.hash);
+  __builtin_prefetch(out.entry);
+  if (const ConnectionTable* table = worker.conntrack; table != nullptr) {
+    const uint16_t source_port = ConnectionKey::sourcePortOf(packet.flow, service.hash_fields);
+    out.bucket_hash = table->bucketHash(packet.flow.source, source_port,
+                                        static_cast<uint16_t>(service.counter_id));
+  }
 }
 
 // The snapshot index of the backend `connection` went to, or kNoBackendIndex if the snapshot no
@@ -498,12 +504,11 @@ class ServiceTally {
   uint64_t bytes_ = 0;
 };
 
-// Stage two: the table read, the target and the rewrite.
+// Stage two: the target and the rewrite for the backend chooseBackend() gave.
 Verdict forward(const Snapshot& snapshot, Frame& frame, WorkerState& worker,
-                const Classified& classified, ServiceTally& tally) {
+                const Classified& classified, uint32_t backend, ServiceTally& tally) {
   const uint32_t port_index = frame.port;
   const SnapshotService& service = *classified.service;
-  const uint32_t backend = chooseBackend(snapshot, worker, classified);
   if (backend == kNoBackendIndex) return drop(worker, DropReason::kNoBackend);
   // Two-arm: the service's or the receiving port's egress, whose next hop and VLAN the target
   // has (docs/two-arm.md).
@@ -553,11 +558,22 @@ Verdict processFrame(const Snapshot& snapshot, uint32_t device, Frame& frame, Wo
 
 void processFrames(const Snapshot& snapshot, uint32_t device, Frame* frames, Verdict* verdicts,
                    uint16_t count, WorkerState& worker) {
-  // classify() parses into each frame's entry before anything reads it.
+  // The first pass parses into each frame's entry before anything reads it.
   ScratchArray<Classified, kMaxFramesPerCall> classified;
   bool pending[kMaxFramesPerCall];
+  // Stage one in three passes over the burst, each short and independent from frame to frame,
+  // so that the core overlaps many frames' loads and hash chains: one frame's whole stage one is a
+  // chain of dependent steps too long for the out-of-order window to reach the next frame's.
+  ParseError errors[kMaxFramesPerCall];
   for (uint16_t i = 0; i < count; ++i) {
-    pending[i] = classify(snapshot, device, frames[i], worker, classified[i], verdicts[i]);
+    errors[i] = parsePacket(frames[i].data, frames[i].length, classified[i].packet);
+  }
+  for (uint16_t i = 0; i < count; ++i) {
+    pending[i] =
+        classify(snapshot, device, frames[i], worker, errors[i], classified[i], verdicts[i]);
+  }
+  for (uint16_t i = 0; i < count; ++i) {
+    if (pending[i]) hashFlow(worker, classified[i]);
   }
   // The connection table's buckets are DRAM reads (and TLB misses) at a million connections.
   // Their prefetches go out back to back, after stage one, rather than one per frame inside it:
@@ -579,7 +595,10 @@ void processFrames(const Snapshot& snapshot, uint32_t device, Frame* frames, Ver
   }
   ServiceTally tally(worker.traffic.services);
   for (uint16_t i = 0; i < count; ++i) {
-    if (pending[i]) verdicts[i] = forward(snapshot, frames[i], worker, classified[i], tally);
+    if (pending[i]) {
+      verdicts[i] = forward(snapshot, frames[i], worker, classified[i],
+                            chooseBackend(snapshot, worker, classified[i]), tally);
+    }
   }
 }
 

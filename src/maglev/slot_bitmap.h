@@ -16,6 +16,9 @@ class SlotBitmap {
   void set(uint32_t slot) { words_[slot >> 6] |= uint64_t{1} << (slot & 63); }
   void clear(uint32_t slot) { words_[slot >> 6] &= ~(uint64_t{1} << (slot & 63)); }
   const void* data() const { return words_.data(); }
+  // Slots 64 * i to 64 * i + 63, one bit each.
+  uint64_t word(size_t i) const { return words_[i]; }
+  size_t wordCount() const { return words_.size(); }
 
  private:
   std::vector<uint64_t> words_;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds berth and runs its benchmarks: the Google Benchmark programs (each benchmark repeated,
-# medians reported, full JSON in build/perf/<program>.json), then the whole-process run of
+# medians reported, full JSON in build/perf/<program>.json), the pipeline's instructions per
+# packet under callgrind (build/perf/instructions.json), then the whole-process run of
 # berthd next to dpdk-testpmd (build/perf/process_bench.json), then berthd's reload and
 # health-event times (build/perf/reload_bench.json), its control answers under client load
 # (build/perf/control_load_bench.json), and over memif its throughput next to testpmd's
@@ -30,10 +31,12 @@ print(f"{'benchmark (median)':44} {'time':>12}")
 for name, bench in medians.items():
     print(f"{name:44} {bench['real_time']:>10.4g} {bench['time_unit']}")
 for size in (65537, 655373):
-    ours = medians.get(f"BM_TableBuild/1000/{size}")
-    textbook = medians.get(f"BM_TableBuildTextbook/1000/{size}")
-    if ours and textbook:
-        print(f"build N=1000 M={size}: textbook / berth = {textbook['real_time'] / ours['real_time']:.2f}")
+    paired = [b for name, b in medians.items()
+              if name.startswith(f"BM_TableBuildSpeedup/1000/{size}/")]
+    if paired:
+        print(f"build N=1000 M={size}: textbook / berth = {paired[0]['speedup']:.2f}, build by build "
+              f"in turn (berth {paired[0]['berth_ms']:.2f} ms, textbook "
+              f"{paired[0]['textbook_ms']:.2f} ms)")
 # Each algorithm's build of the M=65537 table, and the pipeline's cost with each one's
 # table (the same array read, so the same cost).
 for count in (100, 1000):
@@ -60,6 +63,18 @@ for name, bench in medians.items():
     if "cycles_per_packet" in bench:
         print(f"{name}: {bench['items_per_second'] / 1e6:.2f} Mpps per core, "
               f"{bench['cycles_per_packet']:.0f} cycles and {bench['ns_per_packet']:.1f} ns per packet")
+PY
+
+# Instructions per packet, which a neighbour's load does not move as it moves cycles.
+bash perf/instructions.sh build/perf/pipeline_bench >build/perf/instructions.json
+/usr/bin/python3 - build/perf/instructions.json <<'PY'
+import json
+import sys
+
+counts = json.load(open(sys.argv[1]))
+print(f"instructions per packet (callgrind, {counts['packets']} packets): pipeline "
+      f"{counts['pipeline_instructions_per_packet']:.0f}, with the connection table all hits "
+      f"{counts['conntrack_hits_instructions_per_packet']:.0f}")
 PY
 
 python3 perf/process_benchmark.py build/src/berthd build/tools/berthctl build/perf/process_bench.json

@@ -21,6 +21,15 @@ from dpdk_memory import memory_options  # noqa: E402
 PIPELINE_MIB = 1024  # one pipeline_bench: its mbufs and three workers' connection tables
 
 
+def driver_options(bundle):
+    """EAL options that load the bundle's drivers, where the machine has no DPDK drivers of its
+    own: the EAL also loads those of the directory it was built with, and the same driver
+    registered twice stops it."""
+    if glob.glob("/usr/lib/*/dpdk/pmds-*/librte_net_null.so*"):
+        return [], "the machine's DPDK"
+    return ["-d", os.path.join(bundle, "pmds")], "the bundle"
+
+
 def eal_error(log_path):
     with open(log_path) as log:
         lines = [line.strip() for line in log if line.strip()]
@@ -37,7 +46,7 @@ def pipeline_copies(bench, drivers, count, memory):
             log = open(os.path.join(directory, "%d.log" % cpu), "w")
             command = [bench, "--benchmark_filter=^BM_Pipeline/", "--benchmark_repetitions=3",
                        "--benchmark_report_aggregates_only=true", "--benchmark_format=json",
-                       "--lcores", "0@%d" % cpu, "-d", drivers] + memory
+                       "--lcores", "0@%d" % cpu] + drivers + memory
             processes.append((subprocess.Popen(command, stdout=out, stderr=log), out, log, cpu))
         rates = []
         failure = None
@@ -59,7 +68,7 @@ def pipeline_copies(bench, drivers, count, memory):
 
 def run_pipeline(bundle, counts, cpus, report):
     bench = os.path.join(bundle, "bin", "pipeline_bench")
-    drivers = os.path.join(bundle, "pmds")
+    drivers = driver_options(bundle)[0]
     rows = []
     for count in counts:
         if count > cpus:
@@ -90,9 +99,11 @@ def run_pipeline(bundle, counts, cpus, report):
 
 
 def run_memif(bundle, workers, out_dir, report):
+    if not workers:
+        return
     env = dict(os.environ, THROUGHPUT_WORKERS=" ".join(map(str, workers)), THROUGHPUT_REPEATS="1",
                THROUGHPUT_SECONDS="4", THROUGHPUT_MODES="ipip", THROUGHPUT_FLOWS="1048576",
-               THROUGHPUT_EAL="-d " + os.path.join(bundle, "pmds"))
+               THROUGHPUT_EAL=" ".join(driver_options(bundle)[0]))
     json_path = os.path.join(out_dir, "throughput.json")
     command = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                             "throughput_benchmark.py"),
@@ -136,8 +147,8 @@ def table(report):
             row["workers"], row["berthd_mpps"], ratio(row["berthd_ratio_to_linear"]),
             row["testpmd_mpps"], ratio(row["testpmd_ratio_to_linear"])))
     lines.append("")
-    lines.append("CPUs: %d; memory: %s; fallbacks: %s; skipped: %s; %.0f s in all" % (
-        report["cpus"], ", ".join(sorted({row["memory"] for row in report["pipeline"] +
+    lines.append("CPUs: %d; drivers: %s; memory: %s; fallbacks: %s; skipped: %s; %.0f s in all" % (
+        report["cpus"], report["drivers_from"], ", ".join(sorted({row["memory"] for row in report["pipeline"] +
                                           report["memif"]})) or "-",
         "; ".join(report["fallbacks"]) or "none", "; ".join(report["skipped"]) or "none",
         report["seconds"]))
@@ -149,8 +160,7 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     cpus = len(os.sched_getaffinity(0))
     report = {"cpus": cpus, "fallbacks": [], "skipped": [], "pipeline": [], "memif": [],
-              "drivers": sorted(os.path.basename(path) for path in
-                                glob.glob(os.path.join(bundle, "pmds", "*")))}
+              "drivers_from": driver_options(bundle)[1]}
     started = time.monotonic()
     run_pipeline(bundle, [int(n) for n in os.environ["SCALING_CORES"].split()], cpus, report)
     run_memif(bundle, [int(n) for n in os.environ["SCALING_WORKERS"].split()], out_dir, report)

@@ -9,6 +9,10 @@
 #   perf/scaling.sh run [BUNDLE] [OUT]    anywhere: runs the bundle's programs on its libraries
 #                                         and drivers, writes OUT/scaling.json (default
 #                                         build/scaling) and prints the table
+#   perf/scaling.sh smoke DIR             both into DIR, on one core without memif, with the
+#                                         machine's DPDK drivers hidden (a test; root)
+#
+# The programs come from BERTH_BUILD_DIR (default build).
 #
 # The run has two parts:
 #   - the pipeline: SCALING_CORES (default "1 2 4 8") copies of perf/pipeline_bench side by side,
@@ -20,8 +24,9 @@
 # Each count's Mpps is printed with its ratio to linear (count x the 1-core figure). A count the
 # machine has too few CPUs for is skipped and listed. Memory is 2 MiB hugepages where they can be
 # reserved, else 4 KiB pages; and should the EAL not start with what was chosen, the run retries
-# with --no-huge. What it used is recorded in the JSON (memory, fallbacks). About 2 minutes on 16
-# cores.
+# with --no-huge. The bundle's drivers are loaded (-d) where the machine has no DPDK drivers of its
+# own. What it used is recorded in the JSON (drivers_from, memory, fallbacks). About 2 minutes on
+# 16 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 action=${1:-}
@@ -31,7 +36,8 @@ glibc='^(libc|libm|libpthread|libdl|librt|ld-linux-x86-64|libresolv)\.so'
 drivers=(librte_net_null librte_net_memif librte_mempool_ring librte_bus_vdev)
 
 make_bundle() {
-  local programs=(build/perf/pipeline_bench build/src/berthd build/tools/berthgen
+  local build=${BERTH_BUILD_DIR:-build}
+  local programs=("$build/perf/pipeline_bench" "$build/src/berthd" "$build/tools/berthgen"
                   "$(command -v dpdk-testpmd)")
   local driver_dir
   driver_dir=$(ls -d /usr/lib/*/dpdk/pmds-* | head -n 1)
@@ -71,13 +77,24 @@ run_bundle() {
   [[ -x $bundle/bin/pipeline_bench ]] || { echo "no bundle at $bundle: run 'bundle' first" >&2; exit 1; }
   export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export PATH="$bundle/bin:$PATH"
-  SCALING_CORES=${SCALING_CORES:-1 2 4 8} SCALING_WORKERS=${SCALING_WORKERS:-1 2 4} \
+  SCALING_CORES=${SCALING_CORES-1 2 4 8} SCALING_WORKERS=${SCALING_WORKERS-1 2 4} \
     /usr/bin/env /usr/bin/env python3 perf/scaling.py "$bundle" "$out"
 }
 
 case $action in
   bundle) make_bundle ;;
   run) run_bundle "$@" ;;
+  smoke)
+    bundle=$(realpath -m "$2/bundle")
+    make_bundle
+    # As on a machine without DPDK: the machine's driver directory hidden, in a mount namespace.
+    driver_dir=$(ls -d /usr/lib/*/dpdk/pmds-* | head -n 1)
+    SCALING_CORES=1 SCALING_WORKERS="" unshare -m bash -c \
+      'mount -t tmpfs none "$0" && "$1" run "$2" "$3"' "$driver_dir" "$0" "$bundle" "$2/out"
+    grep -q '"drivers_from": "the bundle"' "$2/out/scaling.json"
+    grep -q '"cores": 1' "$2/out/scaling.json"
+    rm -rf "$bundle"
+    ;;
   *)
     sed -n '2,/^set -euo/p' "$0" | sed '$d' >&2
     exit 2

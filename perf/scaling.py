@@ -120,7 +120,7 @@ def run_memif(bundle, workers, out_dir, report):
     with open(json_path) as source:
         throughput = json.load(source)
     report["skipped"] += ["memif with %d workers: it takes %d CPUs, the machine has %d" % (
-        count, 2 * count + 1, throughput["cpus"]) for count in throughput["skipped_workers"]]
+        count, 2 * count, throughput["cpus"]) for count in throughput["skipped_workers"]]
     rows = [{"workers": row["workers"], "berthd_mpps": row["berthd"]["median_mpps"],
              "testpmd_mpps": row["testpmd"]["median_mpps"], "memory": throughput["memory"]}
             for row in throughput["rows"]]

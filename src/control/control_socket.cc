@@ -175,7 +175,12 @@ bool ControlSocket::writeReply(Client& client, size_t& produced) {
       }
     }
     const size_t unsent = client.out.size() - client.sent;
-    if (unsent == 0) return client.reply == nullptr;
+    if (unsent == 0) {
+      // The client has taken all there is: the rest waits on berthd (a rendering, or this
+      // call's budget spent on other replies), which is not the client's time.
+      if (client.reply != nullptr) client.reply_waiting = true;
+      return client.reply == nullptr;
+    }
     const ssize_t written =
         send(client.fd, client.out.data() + client.sent, unsent, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (written < 0) return errno != EAGAIN && errno != EWOULDBLOCK;

@@ -84,7 +84,10 @@ def ask(path, command, timeout=5.0, **fields):
         client.settimeout(timeout)
         client.connect(path)
         client.sendall((json.dumps(request) + "\n").encode())
-        reply = b""
+        # Appended in place: a reply of 65,535 backends is tens of megabytes, and building it by
+        # `bytes +=` copied it whole at every piece, so slowly on a loaded machine that berthd cut
+        # the client at its reply patience.
+        reply = bytearray()
         while not reply.endswith(b"\n"):
             piece = client.recv(1 << 20)
             if not piece:

@@ -87,7 +87,9 @@ Verdict processFrame(const Snapshot& snapshot, uint32_t device, Frame& frame, Wo
 // As processFrame() for each of `count` (at most kMaxFramesPerCall) frames, in two stages over
 // the whole burst: first every frame is parsed, looked up and hashed, and its Maglev table slot
 // prefetched; then each is picked and rewritten. The table read, an L2 access per packet, then
-// overlaps with the other frames' work instead of stalling each one.
+// overlaps with the other frames' work instead of stalling each one. Stage one itself runs as
+// three passes over the burst (parse; port, MAC and service; hashes), each short and independent
+// from frame to frame, so the core overlaps many frames' dependent steps (docs/performance.md).
 inline constexpr uint16_t kMaxFramesPerCall = 32;
 static_assert(FlowExports::kCapacity >= kMaxFramesPerCall, "a call's news fits, one per frame");
 void processFrames(const Snapshot& snapshot, uint32_t device, Frame* frames, Verdict* verdicts,

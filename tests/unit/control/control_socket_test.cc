@@ -241,6 +241,45 @@ TEST_F(ShortPatienceTest, BerthdsOwnWaitIsNotTheClientsButNotReadingIs) {
   close(fd);
 }
 
+// Large replies to several clients share each serve()'s budget, so each one's reply comes over
+// many calls, however fast its client reads: that wait is berthd's, and no client that keeps
+// reading is cut, however long the replies take.
+TEST_F(ShortPatienceTest, WaitingForTheServeBudgetIsNotTheClients) {
+  size_t produced = 0;
+  const auto handler = [&](const ControlRequest&) -> std::unique_ptr<ReplyStream> {
+    return std::make_unique<CountingReply>(2048, 1024, produced);
+  };
+  const std::string line = "{\"command\":\"backends\"}\n";
+  std::vector<int> clients;
+  std::vector<std::string> replies(3);
+  for (size_t i = 0; i < replies.size(); ++i) {
+    clients.push_back(connectClient());
+    ASSERT_EQ(send(clients[i], line.data(), line.size(), 0), static_cast<ssize_t>(line.size()));
+  }
+  auto complete = [&] {
+    return std::all_of(replies.begin(), replies.end(), [](const std::string& reply) {
+      return !reply.empty() && reply.back() == '\n';
+    });
+  };
+  // Some 24 calls of serve() 20 ms apart: five times the patience in all.
+  for (int call = 0; call < 200 && !complete(); ++call) {
+    socket_->serve(handler);
+    for (size_t i = 0; i < clients.size(); ++i) {
+      char buffer[65536];
+      ssize_t got;
+      while ((got = recv(clients[i], buffer, sizeof(buffer), 0)) > 0) {
+        replies[i].append(buffer, static_cast<size_t>(got));
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(socket_->counts().cut_at_deadline, 0u);
+  for (size_t i = 0; i < clients.size(); ++i) {
+    EXPECT_EQ(replies[i].size(), 2048u * 1024u + 1) << "client " << i;
+    close(clients[i]);
+  }
+}
+
 TEST_F(ControlSocketServeTest, IdleConnectionsMakeRoomForOneWithARequest) {
   const auto handler = [](const ControlRequest& request) {
     return wholeReply(absl::StrCat("{\"ok\":true,\"command\":\"", request.command, "\"}"));

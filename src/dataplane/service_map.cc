@@ -3,12 +3,8 @@
 namespace berth {
 
 bool ServiceMap::insert(const ServiceKey& key, uint32_t service) {
-  FlowKey flow;
-  flow.destination = key.address;
-  flow.destination_port = key.port;
-  flow.protocol = key.protocol;
-  flow.family = key.family;
-  if (find(flow).has_value()) return false;
+  const uint32_t rest = packedRest(key.port, key.protocol, key.family);
+  if (find(key.address, rest).has_value()) return false;
   // At most half full, so that a lookup of an absent key meets an empty slot within a few.
   if (2 * (size_ + 1) > slots_.size()) {
     std::vector<Slot> old = std::move(slots_);
@@ -20,7 +16,7 @@ bool ServiceMap::insert(const ServiceKey& key, uint32_t service) {
   }
   Slot slot;
   std::memcpy(slot.address, key.address.data(), 16);
-  slot.rest = packedRest(key.port, key.protocol, key.family);
+  slot.rest = rest;
   slot.service = service;
   place(slot);
   ++size_;

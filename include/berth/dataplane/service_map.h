@@ -53,17 +53,7 @@ class ServiceMap {
   bool insert(const ServiceKey& key, uint32_t service);
 
   std::optional<uint32_t> find(const FlowKey& flow) const {
-    uint64_t address[2];
-    std::memcpy(address, flow.destination.data(), 16);
-    const uint32_t rest = packedRest(flow.destination_port, flow.protocol, flow.family);
-    for (size_t i = slotOf(address, rest);; i = (i + 1) & mask_) {
-      const Slot& slot = slots_[i];
-      if (slot.service == kEmpty) return std::nullopt;
-      if (((slot.address[0] ^ address[0]) | (slot.address[1] ^ address[1])) == 0 &&
-          slot.rest == rest) {
-        return slot.service;
-      }
-    }
+    return find(flow.destination, packedRest(flow.destination_port, flow.protocol, flow.family));
   }
   size_t size() const { return size_; }
 
@@ -82,6 +72,18 @@ class ServiceMap {
   }
   size_t slotOf(const uint64_t (&address)[2], uint32_t rest) const {
     return crc32cU32(crc32cU64(crc32cU64(0, address[0]), address[1]), rest) & mask_;
+  }
+  std::optional<uint32_t> find(const std::array<uint8_t, 16>& destination, uint32_t rest) const {
+    uint64_t address[2];
+    std::memcpy(address, destination.data(), 16);
+    for (size_t i = slotOf(address, rest);; i = (i + 1) & mask_) {
+      const Slot& slot = slots_[i];
+      if (slot.service == kEmpty) return std::nullopt;
+      if (((slot.address[0] ^ address[0]) | (slot.address[1] ^ address[1])) == 0 &&
+          slot.rest == rest) {
+        return slot.service;
+      }
+    }
   }
   void place(const Slot& slot);
 

@@ -79,7 +79,12 @@ class BerthdOnMemif(unittest.TestCase):
     """berthd on the server side of a memif, with QUEUES queue pairs and a worker for each."""
     QUEUES = 1
     CONNTRACK = ""  # a dataplane.conntrack section, indented
-    RING_LOG2 = 0  # the memif client's ring size, log2; 0: DPDK's default (10)
+    # The memif client's ring size, log2 (memif rsize). berthgen's receiver shares CPU 1 with
+    # its sender and whatever else the machine runs; DPDK's default ring of 1024 slots holds 5 ms
+    # of 200 kpps, less than one scheduler slice of a busy neighbour, and a full ring is a burst
+    # berthd counts under drop_tx_ring_full (64 of 399,873 once, in a full suite). 8192 slots hold
+    # 40 ms. What these tests check is where packets go, not the scheduler.
+    RING_LOG2 = 13
 
     def setUp(self):
         self.directory = tempfile.mkdtemp(prefix="berthgen-memif-")
@@ -260,12 +265,9 @@ class BerthgenOverMemif(BerthdOnMemif):
 class BerthgenOverTwoMemifQueues(BerthdOnMemif):
     QUEUES = 2
     # Two berthd workers share CPU 0 and four berthgen lcores share CPU 1, so each runs in
-    # scheduler time slices; the client's rings of 8192 slots (memif rsize, log2) hold 800 ms
-    # of a queue's 10 kpps, where the default 1024 held 100 ms. What this test checks is where
-    # packets go, not the scheduler. (The 25 to 44 packets it lost now and then were berthd's
-    # first replies, refused before berthgen's receiver had offered the ring any buffers; see
-    # tools/berthgen/main.cc.)
-    RING_LOG2 = 13
+    # scheduler time slices; the rings of 8192 slots hold 800 ms of a queue's 10 kpps. (The 25 to
+    # 44 packets this test lost now and then were berthd's first replies, refused before
+    # berthgen's receiver had offered the ring any buffers; see tools/berthgen/main.cc.)
 
     def test_flows_spread_over_both_queues_each_whole_on_one_berthd_worker(self):
         """berthgen puts each flow on a queue by its RSS hash, as a NIC would; memif has no RSS,
@@ -306,6 +308,9 @@ class MemifPeerConnectingToFourQueues(BerthdOnMemif):
     2 to 13. With 25 connects, a regression fails it about 99 times in 100."""
     QUEUES = 4
     CONNECTS = 25
+    # What this test checks is that berthd stays up, not loss: DPDK's default rings, so that
+    # each of the 25 connects maps 8 rings of 1024 buffers, not 128 MB.
+    RING_LOG2 = 0
 
     def test_every_connect_leaves_berthd_up_and_forwarding(self):
         for run in range(self.CONNECTS):
@@ -442,10 +447,6 @@ class IdleWorkers(BerthdOnMemif):
     """dataplane.idle: a worker whose queue stays empty sleeps, giving its CPU back, and still
     forwards every packet once traffic comes."""
     CONNTRACK = "  idle: { after_empty_polls: 200, max_sleep_us: 200 }\n"
-    # berthgen's receiver shares CPU 1 with whatever else runs there; rings of 8192 slots (memif
-    # rsize, log2) hold 80 ms of 100 kpps, where the default 1024 held 10 ms, less than one
-    # scheduler slice of a busy neighbour. What this test checks is the sleeping worker.
-    RING_LOG2 = 13
 
     def idle_counters(self):
         counters = self.berthctl("stats")["stats"]["counters"]

@@ -129,11 +129,12 @@ def config_text(instance, directory):
     lines = ["dataplane:",
              '  eal: ["--no-huge", "-m", "512", "--no-pci", "--file-prefix", "berth-ecmp%d-%s",'
              % (instance, TAG),
-             # Both instances on CPU 0, leaving CPU 1 to the kernel's side of the test: BIRD,
-             # the backends, curl. With one busy-polling instance on each CPU, a curl process now
-             # and then stayed runnable without running for over 20 s (State R, 0.1% CPU, in
-             # exec), in 3 of 19 runs; with both on CPU 0, 0 of 17.
-             '        "--lcores", "0@0,1@0", "--log-level", "lib.eal:error",',
+             # Both instances' workers on CPU 0, their management loops on CPU 1 with the
+             # kernel's side of the test (e2e_support.LCORES says why). With a whole instance on
+             # each CPU, a curl process now and then stayed runnable without running for over
+             # 20 s (State R, 0.1% CPU, in exec), in 3 of 19 runs: a busy worker and its
+             # management loop on one CPU starve what else must run there.
+             '        "--lcores", "%s", "--log-level", "lib.eal:error",' % e2e_support.LCORES,
              '        "--vdev", "net_af_packet0,iface=%s"]' % port_of(instance),
              "  ports:",
              "    - name: p0",

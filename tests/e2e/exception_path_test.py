@@ -81,7 +81,7 @@ def backend_mac(backend):
 def config_text(kind):
     lines = ["dataplane:",
              '  eal: ["--no-huge", "-m", "512", "--no-pci", "--file-prefix", "%s",' % PREFIX,
-             '        "--lcores", "0@0,1@0", "--log-level", "lib.eal:error",',
+             '        "--lcores", "%s", "--log-level", "lib.eal:error",' % e2e_support.LCORES,
              '        "--vdev", "net_af_packet0,iface=%s"]' % PORT,
              "  ports:",
              "    - name: p0",

@@ -58,7 +58,7 @@ def config_text(backends, weights=None, broken=False):
     weights = weights or {}
     lines = ["dataplane:",
              '  eal: ["--no-huge", "-m", "512", "--no-pci", "--file-prefix", "%s",' % PREFIX,
-             '        "--lcores", "0@0,1@0", "--log-level", "lib.eal:error",',
+             '        "--lcores", "%s", "--log-level", "lib.eal:error",' % e2e_support.LCORES,
              '        "--vdev", "net_af_packet0,iface=%s"]' % PORT,
              "  ports:",
              "    - { name: p0, device: net_af_packet0, ipv4: 198.18.0.10 }",

@@ -60,7 +60,7 @@ def config_text():
     lines = [
         "dataplane:",
         '  eal: ["--no-huge", "-m", "512", "--no-pci", "--file-prefix", "%s",' % PREFIX,
-        '        "--lcores", "0@0,1@0", "--log-level", "lib.eal:error",',
+        '        "--lcores", "%s", "--log-level", "lib.eal:error",' % e2e_support.LCORES,
         '        "--vdev", "net_af_packet0,iface=%s", "--vdev", "net_af_packet1,iface=%s"]' % (
             UPLINK, DOWNLINK),
         "  ports:",

@@ -4,9 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ ${1:-} == --sanitize ]]; then
+  # -O1, as AddressSanitizer's own documentation suggests, with asserts, and -g1: line tables
+  # and function names, all that a sanitizer's report and the suppressions use. On four sources
+  # of this tree, debugoptimized's "-O2 -g" took 127 s of CPU, "-O2 -g1" 78 and "-O1 -g1" 55.
   if [[ ! -f build-asan/build.ninja ]]; then
-    meson setup build-asan --buildtype=debugoptimized -Db_sanitize=address,undefined \
-      -Db_lundef=false
+    meson setup build-asan --buildtype=plain -Doptimization=1 -Db_ndebug=false \
+      -Db_sanitize=address,undefined -Db_lundef=false -Dcpp_args=-g1
   fi
   ninja -C build-asan
   exit

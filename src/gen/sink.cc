@@ -136,7 +136,52 @@ Sink::Sink(const std::vector<GenFlow>* flows, SourceNet source_v4, SourceNet sou
       gue_port_(gue_port),
       ns_per_tsc_(1e9 / static_cast<double>(tsc_hz)),
       flows_state_(flows->size()),
-      expected_(9100) {}
+      expected_(9100) {
+  given_up_.reserve(kMissingKept);
+}
+
+void Sink::keepMissing(uint32_t flow, uint32_t sequence) {
+  if (given_up_.size() < kMissingKept) given_up_.push_back({flow, sequence});
+}
+
+void Sink::keepLeavingUnseen(uint32_t flow, const FlowState& state, uint32_t shift) {
+  if (!state.any || given_up_.size() >= kMissingKept) return;
+  // Window bit p is sequence highest - p; the top `shift` bits leave, and bits past sequence 0
+  // were never a packet.
+  uint64_t leaving = ~state.window;
+  if (shift < 64) leaving &= ~uint64_t{0} << (64 - shift);
+  if (state.highest < 63) leaving &= (uint64_t{2} << state.highest) - 1;
+  for (; leaving != 0; leaving &= leaving - 1) {
+    keepMissing(flow, state.highest - static_cast<uint32_t>(std::countr_zero(leaving)));
+  }
+  // A jump past the whole window: the sequences it skipped never entered one.
+  for (uint64_t skipped = uint64_t{state.highest} + 1;
+       skipped + 64 <= uint64_t{state.highest} + shift && given_up_.size() < kMissingKept;
+       ++skipped) {
+    keepMissing(flow, static_cast<uint32_t>(skipped));
+  }
+}
+
+std::vector<MissingPacket> Sink::missing(const std::vector<uint64_t>& sent) const {
+  std::vector<MissingPacket> missing = given_up_;
+  for (size_t f = 0; f < flows_state_.size() && f < sent.size(); ++f) {
+    const FlowState& state = flows_state_[f];
+    const auto flow = static_cast<uint32_t>(f);
+    uint64_t next = 0;  // the first sequence above the window
+    if (state.any) {
+      for (uint32_t p = std::min<uint32_t>(63, state.highest); p > 0; --p) {
+        if (((state.window >> p) & 1) == 0) missing.push_back({flow, state.highest - p});
+      }
+      next = uint64_t{state.highest} + 1;
+    }
+    for (; next < sent[f] && missing.size() < kMissingKept; ++next) {
+      missing.push_back({flow, static_cast<uint32_t>(next)});
+    }
+    if (missing.size() >= kMissingKept) break;
+  }
+  if (missing.size() > kMissingKept) missing.resize(kMissingKept);
+  return missing;
+}
 
 int32_t Sink::backendIndex(const BackendKey& backend) {
   auto [it, inserted] = backend_index_.try_emplace(backend, static_cast<int32_t>(backends_.size()));
@@ -276,6 +321,7 @@ void Sink::check(const uint8_t* ip, size_t length, const BackendKey& backend, ui
   // Duplicates and reordering, over a window of the 64 sequences below the highest seen.
   if (!state.any || sequence > state.highest) {
     const uint32_t shift = state.any ? sequence - state.highest : 64;
+    keepLeavingUnseen(static_cast<uint32_t>(index), state, shift);
     state.window = shift >= 64 ? 0 : state.window << shift;
     state.window |= 1;
     state.highest = sequence;
@@ -288,7 +334,14 @@ void Sink::check(const uint8_t* ip, size_t length, const BackendKey& backend, ui
     ++totals_.duplicates;
     return;
   }
-  if (behind < 64) state.window |= uint64_t{1} << behind;
+  if (behind < 64) {
+    state.window |= uint64_t{1} << behind;
+  } else {
+    // Given up for lost when the window passed it, it came after all (rare: a linear search).
+    const auto late = std::find(given_up_.begin(), given_up_.end(),
+                                MissingPacket{static_cast<uint32_t>(index), sequence});
+    if (late != given_up_.end()) given_up_.erase(late);
+  }
   ++totals_.reordered;
   ++state.received;
 }

@@ -7,6 +7,7 @@
 #include <rte_mbuf.h>
 #include <rte_rcu_qsbr.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -25,6 +26,8 @@ namespace berth {
 extern std::atomic<bool> g_interrupted;
 // How long a port may refuse every packet before berthgen gives up on it.
 inline constexpr uint32_t kTxStallSeconds = 1;
+// How long a full --window waits for a reply before its packets count as lost.
+inline constexpr uint32_t kWindowPatienceSeconds = 1;
 
 // Classic pcap, microsecond stamps: what --pcap-out writes.
 class PcapWriter {
@@ -52,6 +55,8 @@ class PcapWriter {
   std::FILE* file_;
 };
 
+struct Receiver;
+
 // What one sending lcore does; read by the main lcore while it runs (single-writer counters).
 struct Sender {
   const GenOptions* options = nullptr;
@@ -72,17 +77,30 @@ struct Sender {
   MacAddress source_mac;
   uint64_t end_tsc = 0;  // stop here (duration), or after `count` packets
   PcapWriter* pcap = nullptr;
-  rte_rcu_qsbr* rcu = nullptr;  // the unmap guard's: a quiescent state between bursts
+  rte_rcu_qsbr* rcu = nullptr;         // the unmap guard's: a quiescent state between bursts
+  const Receiver* receiver = nullptr;  // its RX queue's count of what came back (--window)
   std::atomic<bool> done{false};
   bool stalled = false;  // the port took nothing for kTxStallSeconds: the run stopped early
   uint64_t start_tsc = 0;
   uint64_t stop_tsc = 0;
   uint64_t flow_packets = 0;  // packets of flows sent
+  // The longest a full TX ring held one burst back, and when that wait ended: a sender that
+  // also receives polls nothing meanwhile.
+  uint64_t longest_wait_tsc = 0;
+  uint64_t longest_wait_end_tsc = 0;
+  // --window: how often a full window held the sender back, the longest it did, and the
+  // packets given up for lost after kWindowPatienceSeconds without a reply.
+  uint64_t window_waits = 0;
+  uint64_t longest_window_wait_tsc = 0;
+  uint64_t window_written_off = 0;
   Counter packets;
   Counter bytes;
   Counter malformed;
   Counter flood;
 };
+
+// --txq's bound, and so the most RX queues the receiver polls.
+inline constexpr uint16_t kMaxQueues = 64;
 
 struct Receiver {
   uint16_t port = 0;
@@ -93,11 +111,19 @@ struct Receiver {
   std::atomic<bool> stop{false};
   Counter frames;
   Counter verified;
+  // Frames per RX queue: what came back of what the sender on that queue pair sent (--window).
+  std::array<Counter, kMaxQueues> queue_frames;
   uint64_t last_rx_tsc = 0;
+  // The longest time between two passes over the RX queues, and when it ended: what the lcore
+  // lost to the scheduler (or to a sender's wait on a full TX ring), during which the peer's
+  // replies could only queue up.
+  uint64_t last_pass_tsc = 0;
+  uint64_t longest_gap_tsc = 0;
+  uint64_t longest_gap_end_tsc = 0;
 };
 
-// Polls one of the receiver's RX queues once: every frame to the sink, then freed.
-void receiveOnce(Receiver& receiver, uint16_t queue);
+// Polls each of the receiver's RX queues once: every frame to the sink, then freed.
+void receivePass(Receiver& receiver);
 // The lcore entry points (rte_eal_remote_launch): a std::pair<Sender*, Receiver*> (the receiver
 // when this sender also receives), and a Receiver.
 int senderMain(void* argument);

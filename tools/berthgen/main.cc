@@ -195,6 +195,7 @@ absl::Status prepareLoops(const Plan& plan, const Ports& ports, Run& run) {
     sender->pool = ports.tx.pool;
     sender->source_mac = ports.tx.mac;
     sender->pcap = run.pcap.get();
+    sender->receiver = &receiver;
     sender->end_tsc = end_tsc;
     const uint64_t flows_through = flows_before + queue_flows[q].size();
     sender->rate = static_cast<double>(options.rate) * static_cast<double>(queue_flows[q].size()) /
@@ -255,7 +256,7 @@ absl::Status sendAndReceive(const Plan& plan, const Ports& ports,
   // be milliseconds after the senders, every frame berthd sent back was refused (tx_ring_full
   // there, lost here: 25 to 44 per run in the two-queue test). So each RX queue is polled once
   // here, before any lcore starts; any other PMD just has nothing yet.
-  for (uint16_t queue = 0; queue < receiver.queues; ++queue) receiveOnce(receiver, queue);
+  receivePass(receiver);
   if (!shared_lcore) rte_eal_remote_launch(receiverMain, &receiver, receiving_lcore);
   for (uint16_t q = 0; q < options.tx_queues; ++q) {
     if (queue_flows[q].empty()) {
@@ -323,11 +324,10 @@ absl::Status sendAndReceive(const Plan& plan, const Ports& ports,
     last_rx = rx;
     last = now;
   }
-  for (const unsigned sending : sending_lcores) rte_eal_wait_lcore(sending);
-  // The last packets are still on their way through berthd.
-  if (shared_lcore) {
-    rte_eal_remote_launch(receiverMain, &receiver, receiving_lcore);
+  for (const unsigned sending : sending_lcores) {
+    if (sending != receiving_lcore) rte_eal_wait_lcore(sending);
   }
+  // The last packets are still on their way through berthd.
   std::this_thread::sleep_for(std::chrono::duration<double>(options.drain_s));
   receiver.stop.store(true, std::memory_order_release);
   rte_eal_mp_wait_lcore();

@@ -29,6 +29,13 @@ packet, and reports shares per backend, loss, duplicates, reordering and latency
   --duration S           seconds to send (default 10)
   --count N              packets to send, instead of a duration
   --burst N              packets per TX burst (default 32)
+  --window N             at most N packets of the flows and the flood in flight per queue pair
+                         (sent on a TX queue and not yet back on its RX queue), as TCP's window
+                         bounds a client: a sender waits for replies instead of offering more
+                         than the return path's ring holds while berthgen's own receiver is
+                         off its CPU. Set it to that ring's size for a run that must lose
+                         nothing; packets still out after 1 s without a reply are taken as lost
+                         and stop counting. Default 0: no bound
   --txq N                TX queues, each with its own sending lcore; flows are spread over them
                          by their RSS hash (Toeplitz, standard key), as a NIC's RSS would spread
                          them, and the rate and count are shared in proportion. The port gets as
@@ -66,6 +73,7 @@ enum Option {
   kDuration,
   kCount,
   kBurst,
+  kWindow,
   kTxq,
   kMalformed,
   kFlood,
@@ -92,6 +100,7 @@ const option kLongOptions[] = {
     {"duration", required_argument, nullptr, kDuration},
     {"count", required_argument, nullptr, kCount},
     {"burst", required_argument, nullptr, kBurst},
+    {"window", required_argument, nullptr, kWindow},
     {"txq", required_argument, nullptr, kTxq},
     {"malformed-ratio", required_argument, nullptr, kMalformed},
     {"flood", required_argument, nullptr, kFlood},
@@ -191,6 +200,9 @@ absl::StatusOr<GenOptions> parseGenOptions(int argc, char** argv) {
         break;
       case kBurst:
         status = number<uint16_t>("burst", optarg, 1, 512, options.burst);
+        break;
+      case kWindow:
+        status = number<uint32_t>("window", optarg, 0, 1u << 24, options.window);
         break;
       case kTxq:
         status = number<uint16_t>("txq", optarg, 1, 64, options.tx_queues);

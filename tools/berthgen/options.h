@@ -25,6 +25,7 @@ struct GenOptions {
   double duration_s = 10;          // --duration S
   uint64_t count = 0;              // --count N: stop after N packets (instead of duration)
   uint16_t burst = 32;             // --burst N
+  uint32_t window = 0;             // --window N: packets in flight per queue pair, 0: no bound
   uint16_t tx_queues = 1;          // --txq N: sending lcores, one TX queue (and RX queue) each
   double malformed_ratio = 0;      // --malformed-ratio R
   uint64_t flood = 0;              // --flood PPS: new-connection attempts a second

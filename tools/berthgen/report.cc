@@ -8,6 +8,7 @@
 #include <rte_mbuf.h>
 #include <rte_rcu_qsbr.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -17,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -38,6 +40,52 @@ namespace {
 // Packets of the f-th of `flows` flows when n flow packets went out round-robin over them.
 uint64_t sentOfFlow(uint64_t n, size_t flows, size_t f) {
   return n / flows + (f < n % flows ? 1 : 0);
+}
+
+// Each missing packet put back in its queue's order (packet n of a queue is flow mine[n % size]'s
+// number n / size), and consecutive ones joined.
+std::vector<LostRun> lostRuns(const Plan& plan, const Run& run,
+                              const std::vector<MissingPacket>& missing) {
+  std::vector<std::pair<uint16_t, uint32_t>> place(plan.flows.size());  // queue, index on it
+  for (uint16_t q = 0; q < plan.queue_flows.size(); ++q) {
+    const std::vector<uint32_t>& mine = plan.queue_flows[q];
+    for (uint32_t i = 0; i < mine.size(); ++i) place[mine[i]] = {q, i};
+  }
+  std::vector<std::pair<uint16_t, uint64_t>> packets;
+  packets.reserve(missing.size());
+  for (const MissingPacket& packet : missing) {
+    const auto [queue, index] = place[packet.flow];
+    packets.emplace_back(queue, uint64_t{packet.sequence} * plan.queue_flows[queue].size() + index);
+  }
+  std::sort(packets.begin(), packets.end());
+  std::vector<LostRun> runs;
+  for (const auto& [queue, n] : packets) {
+    if (!runs.empty() && runs.back().queue == queue &&
+        runs.back().first + runs.back().packets == n) {
+      ++runs.back().packets;
+      continue;
+    }
+    const double rate = run.senders[queue]->rate;
+    runs.push_back({queue, n, 1, rate > 0 ? static_cast<double>(n) / rate : -1});
+  }
+  return runs;
+}
+
+// Seconds from the run's start to `tsc`.
+double secondsInto(const Run& run, uint64_t start_tsc, uint64_t tsc) {
+  return tsc > start_tsc ? static_cast<double>(tsc - start_tsc) / static_cast<double>(run.hz) : 0;
+}
+
+double microseconds(const Run& run, uint64_t tsc) {
+  return static_cast<double>(tsc) * 1e6 / static_cast<double>(run.hz);
+}
+
+uint64_t startTsc(const Run& run) {
+  uint64_t start = UINT64_MAX;
+  for (const auto& sender : run.senders) {
+    if (sender->start_tsc != 0) start = std::min(start, sender->start_tsc);
+  }
+  return start == UINT64_MAX ? 0 : start;
 }
 
 }  // namespace
@@ -71,6 +119,11 @@ absl::StatusOr<Books> keepBooks(const Plan& plan, const Run& run) {
     if (expected > got) books.lost += expected - got;
     if (sink.flowMoved(f)) ++books.flows_moved;
     if (expected > 0 && sink.flowBackend(f) < 0) ++books.flows_unseen;
+  }
+  if (books.lost > 0) {
+    const std::vector<MissingPacket> missing = sink.missing(flow_sent);
+    books.lost_placed = missing.size();
+    books.lost_runs = lostRuns(plan, run, missing);
   }
   books.backend_flows.assign(sink.backends().size(), 0);
   for (size_t f = 0; f < flows.size(); ++f) {
@@ -130,6 +183,17 @@ void printReport(const Plan& plan, const Run& run, const Books& books) {
     row("  forwarded back", absl::StrCat(totals.flood));
   }
   row("lost", absl::StrFormat("%u (%.4f%%)", books.lost, books.loss_percent));
+  constexpr size_t kRunsPrinted = 8;
+  for (size_t r = 0; r < books.lost_runs.size() && r < kRunsPrinted; ++r) {
+    const LostRun& lost = books.lost_runs[r];
+    std::printf("  %llu from packet %llu of TX queue %u%s\n",
+                static_cast<unsigned long long>(lost.packets),
+                static_cast<unsigned long long>(lost.first), lost.queue,
+                lost.seconds < 0 ? "" : absl::StrFormat(", due %.3f s in", lost.seconds).c_str());
+  }
+  if (books.lost_runs.size() > kRunsPrinted) {
+    std::printf("  and %zu more runs of lost packets\n", books.lost_runs.size() - kRunsPrinted);
+  }
   row("duplicates", absl::StrCat(totals.duplicates));
   row("reordered", absl::StrCat(totals.reordered));
   row("flows that changed backend", absl::StrCat(books.flows_moved));
@@ -144,6 +208,24 @@ void printReport(const Plan& plan, const Run& run, const Books& books) {
   row("latency p50 us", absl::StrFormat("%.1f", sink.latency().percentile(0.5) / 1e3));
   row("latency p99 us", absl::StrFormat("%.1f", sink.latency().percentile(0.99) / 1e3));
   row("latency p99.9 us", absl::StrFormat("%.1f", sink.latency().percentile(0.999) / 1e3));
+  const uint64_t start = startTsc(run);
+  row("longest RX gap us",
+      absl::StrFormat("%.0f", microseconds(run, run.receiver.longest_gap_tsc)));
+  row("  ended s in",
+      absl::StrFormat("%.3f", secondsInto(run, start, run.receiver.longest_gap_end_tsc)));
+  if (options.window != 0) {
+    uint64_t waits = 0;
+    uint64_t longest = 0;
+    uint64_t written_off = 0;
+    for (const auto& sender : senders) {
+      waits += sender->window_waits;
+      longest = std::max(longest, sender->longest_window_wait_tsc);
+      written_off += sender->window_written_off;
+    }
+    row("window waits", absl::StrCat(waits));
+    row("  longest us", absl::StrFormat("%.0f", microseconds(run, longest)));
+    row("  given up for lost", absl::StrCat(written_off));
+  }
   std::printf("\n%-40s %12s %8s %10s\n", "backend", "packets", "share", "flows");
   for (size_t b = 0; b < sink.backends().size(); ++b) {
     std::printf("%-40s %12llu %7.2f%% %10llu\n", sink.backends()[b].toString().c_str(),
@@ -210,6 +292,28 @@ absl::Status writeJson(const Plan& plan, const Run& run, const Books& books) {
       .key("p999")
       .value(sink.latency().percentile(0.999))
       .endObject();
+  // Where a loss fell, and the stretches when nothing was received or a full ring held a sender.
+  json.key("lost_placed").value(books.lost_placed).key("lost_runs").beginArray();
+  for (const LostRun& lost : books.lost_runs) {
+    json.beginObject()
+        .key("queue")
+        .value(static_cast<uint64_t>(lost.queue))
+        .key("first")
+        .value(lost.first)
+        .key("packets")
+        .value(lost.packets);
+    if (lost.seconds >= 0) json.key("seconds").value(lost.seconds);
+    json.endObject();
+  }
+  json.endArray();
+  const uint64_t start = startTsc(run);
+  json.key("receiver")
+      .beginObject()
+      .key("longest_gap_us")
+      .value(microseconds(run, run.receiver.longest_gap_tsc))
+      .key("longest_gap_ended_s")
+      .value(secondsInto(run, start, run.receiver.longest_gap_end_tsc))
+      .endObject();
   if (config) {
     json.key("table")
         .beginObject()
@@ -228,6 +332,16 @@ absl::Status writeJson(const Plan& plan, const Run& run, const Books& books) {
         .value(static_cast<uint64_t>(queue_flows[q].size()))
         .key("sent")
         .value(senders[q]->packets.read())
+        .key("longest_tx_wait_us")
+        .value(microseconds(run, senders[q]->longest_wait_tsc))
+        .key("longest_tx_wait_ended_s")
+        .value(secondsInto(run, start, senders[q]->longest_wait_end_tsc))
+        .key("window_waits")
+        .value(senders[q]->window_waits)
+        .key("longest_window_wait_us")
+        .value(microseconds(run, senders[q]->longest_window_wait_tsc))
+        .key("window_written_off")
+        .value(senders[q]->window_written_off)
         .endObject();
   }
   json.endArray();

@@ -61,6 +61,13 @@ class LatencyHistogram {
   uint64_t count_ = 0;
 };
 
+// A flow packet that never arrived: the flow's index and the packet's sequence number in it.
+struct MissingPacket {
+  uint32_t flow = 0;
+  uint32_t sequence = 0;
+  friend bool operator==(const MissingPacket&, const MissingPacket&) = default;
+};
+
 struct SinkTotals {
   uint64_t frames = 0;    // every frame received
   uint64_t verified = 0;  // ours, decoded, inner packet intact
@@ -92,6 +99,12 @@ class Sink {
   int32_t flowBackend(size_t flow) const { return flows_state_[flow].backend; }
   bool flowMoved(size_t flow) const { return flows_state_[flow].moved; }
   uint64_t flowReceived(size_t flow) const { return flows_state_[flow].received; }
+  // Which flow packets never arrived, given how many each flow sent (`sent[f]`): those given up
+  // as their flow's window moved past them, then the holes still in each window and those after
+  // each flow's highest. Says where in a run a loss fell. At most kMissingKept entries, so that
+  // the sink allocates nothing per packet; a run that lost more is described by its first ones.
+  std::vector<MissingPacket> missing(const std::vector<uint64_t>& sent) const;
+  static constexpr size_t kMissingKept = 4096;
 
  private:
   struct FlowState {
@@ -105,6 +118,9 @@ class Sink {
   // The inner IP packet at `ip` (`length` bytes) of a frame that went to `backend`.
   void check(const uint8_t* ip, size_t length, const BackendKey& backend, uint64_t now_tsc);
   int32_t backendIndex(const BackendKey& backend);
+  // Before `state`'s window moves up by `shift`: keeps the sequences that leave it unseen.
+  void keepLeavingUnseen(uint32_t flow, const FlowState& state, uint32_t shift);
+  void keepMissing(uint32_t flow, uint32_t sequence);
 
   const std::vector<GenFlow>* flows_;
   SourceNet source_v4_;
@@ -117,7 +133,8 @@ class Sink {
   std::vector<uint64_t> backend_packets_;
   SinkTotals totals_;
   LatencyHistogram latency_;
-  std::vector<uint8_t> expected_;  // scratch: the frame as sent
+  std::vector<uint8_t> expected_;        // scratch: the frame as sent
+  std::vector<MissingPacket> given_up_;  // reserved to kMissingKept up front
 };
 
 }  // namespace berth

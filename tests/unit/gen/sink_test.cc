@@ -6,7 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "berth/config/loader.h"
@@ -179,6 +181,54 @@ TEST_F(SinkTest, DuplicatesReorderingAndMovesAreCounted) {
   moved[14 + 19] ^= 1;  // the outer destination's last byte; the sink ignores outer checksums
   sink.receive(moved.data(), moved.size(), 0);
   EXPECT_TRUE(sink.flowMoved(0));
+}
+
+// Where a loss fell: each missing packet named by flow and sequence, whether it was a hole the
+// window still holds, one the window moved past (a jump of more than 64), a late arrival that
+// was given up and then came, or the tail a flow never reached.
+TEST_F(SinkTest, MissingPacketsAreNamedByFlowAndSequence) {
+  Sink sink = this->sink();
+  auto receive = [&](size_t f, uint32_t sequence) {
+    const Bytes out = forwarded(f, sequence, 0);
+    sink.receive(out.data(), out.size(), 0);
+  };
+  for (uint32_t sequence : {0u, 1u, 3u, 4u}) receive(0, sequence);  // 2 a hole in the window
+  receive(1, 0);
+  receive(1, 100);  // 1 to 36 leave the window unseen; 37 to 99 stay in it as holes
+  receive(1, 20);   // given up, then late
+  receive(2, 5);    // 0 to 4 holes below the first packet seen
+  std::vector<uint64_t> sent(flows_.size(), 0);
+  sent[0] = 6;  // 5 never came
+  sent[1] = 101;
+  sent[2] = 6;
+  sent[3] = 2;  // never seen at all
+  const std::vector<MissingPacket> missing = sink.missing(sent);
+  std::vector<MissingPacket> expected;
+  for (uint32_t s = 1; s <= 36; ++s) {
+    if (s != 20) expected.push_back({1, s});
+  }
+  expected.push_back({0, 2});
+  expected.push_back({0, 5});
+  for (uint32_t s = 37; s <= 99; ++s) expected.push_back({1, s});
+  for (uint32_t s = 0; s <= 4; ++s) expected.push_back({2, s});
+  expected.push_back({3, 0});
+  expected.push_back({3, 1});
+  auto order = [](const MissingPacket& a, const MissingPacket& b) {
+    return std::pair(a.flow, a.sequence) < std::pair(b.flow, b.sequence);
+  };
+  std::vector<MissingPacket> got = missing;
+  std::sort(got.begin(), got.end(), order);
+  std::sort(expected.begin(), expected.end(), order);
+  EXPECT_EQ(got, expected);
+  uint64_t lost = 0;
+  for (size_t f = 0; f < 4; ++f) lost += sent[f] - sink.flowReceived(f);
+  EXPECT_EQ(missing.size(), lost) << "the same loss the books count";
+}
+
+TEST_F(SinkTest, MissingPacketsAreKeptUpToTheirBound) {
+  Sink sink = this->sink();
+  std::vector<uint64_t> sent(flows_.size(), 100);  // 400 flows, nothing received
+  EXPECT_EQ(sink.missing(sent).size(), Sink::kMissingKept);
 }
 
 TEST(LatencyHistogramTest, PercentilesAreWithinThreePercent) {

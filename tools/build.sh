@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # Configures (once) and builds berth into ./build, or with --sanitize an AddressSanitizer +
-# UBSan build into ./build-asan. Assumes tools/install-deps.sh has run.
+# UBSan build into ./build-asan holding what the unit and integration suites run (build the rest
+# with `ninja -C build-asan`). Assumes tools/install-deps.sh has run.
+#
+# Meson compiles through ccache when it is installed (install-deps.sh installs it). The cache
+# is keyed on paths relative to this checkout, so a fresh clone elsewhere on the same machine
+# (CI's) finds what an earlier build compiled.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 if [[ ${1:-} == --sanitize ]]; then
   # -O1, as AddressSanitizer's own documentation suggests, with asserts, and -g1: line tables
   # and function names, all that a sanitizer's report and the suppressions use. On four sources
@@ -11,7 +17,8 @@ if [[ ${1:-} == --sanitize ]]; then
     meson setup build-asan --buildtype=plain -Doptimization=1 -Db_ndebug=false \
       -Db_sanitize=address,undefined -Db_lundef=false -Dcpp_args=-g1
   fi
-  ninja -C build-asan
+  mapfile -t targets < <(/usr/bin/python3 tools/suite-targets.py build-asan unit integration)
+  ninja -C build-asan "${targets[@]}"
   exit
 fi
 if [[ ! -f build/build.ninja ]]; then

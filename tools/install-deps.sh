@@ -14,7 +14,7 @@ packages=(
   bird2
   etcd-server etcd-client libcurl4-openssl-dev nlohmann-json3-dev libssl-dev
   libsystemd-dev debhelper lintian debootstrap
-  valgrind
+  valgrind ccache
 )
 
 missing=()

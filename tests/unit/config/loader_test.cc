@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -61,9 +62,10 @@ TEST(ConfigLoaderTest, LoadsAValidConfigWithDefaults) {
 }
 
 TEST(ConfigLoaderTest, ShippedConfigsLoad) {
+  const char* root = std::getenv("BERTH_SOURCE_ROOT");
+  ASSERT_NE(root, nullptr) << "meson test sets BERTH_SOURCE_ROOT to the source tree";
   for (const char* name : {"demo.yaml", "example.yaml"}) {
-    absl::StatusOr<Config> config =
-        loadConfigFile(std::string(BERTH_SOURCE_ROOT "/config/") + name);
+    absl::StatusOr<Config> config = loadConfigFile(absl::StrCat(root, "/config/", name));
     ASSERT_TRUE(config.ok()) << config.status();
     EXPECT_FALSE(config->services.empty());
     for (const ServiceConfig& service : config->services) {

@@ -197,6 +197,12 @@ class Generations(unittest.TestCase):
             return None
         return statuses
 
+    def fleet_lines(self):
+        """Each instance's log lines about the fleet, for a failure's message."""
+        return "\n".join("--- lb-%d\n%s" % (i, "\n".join(
+            line for line in self.fleet.log(i).splitlines() if "fleet" in line)[-4000:])
+            for i in sorted(self.fleet.berthds))
+
     def generation(self):
         return self.status(min(self.fleet.berthds))["fleet"]["generation"]
 
@@ -336,9 +342,19 @@ class Generations(unittest.TestCase):
             for member in range(3):
                 self.fleet.start_member(member)
             self.fleet.wait_members_healthy(range(3))
-            statuses = self.wait("every instance converges once etcd is back", self.agreed)
-            for s in statuses.values():
-                self.assertFalse(s["fleet"]["fail_safe_active"])
+            # An instance whose own probes agree with the fleet's word serves the same table in
+            # fail-safe as out of it, so agreement alone does not say that it has heard etcd
+            # again (its next try comes within a second of its last failure): wait for both.
+            def converged():
+                statuses = self.agreed()
+                if statuses and not any(s["fleet"]["fail_safe_active"]
+                                        for s in statuses.values()):
+                    return statuses
+                return None
+            statuses = self.wait("every instance hears etcd again and converges", converged)
+            for i, s in statuses.items():
+                self.assertFalse(s["fleet"]["fail_safe_active"], "lb-%d: %s\n%s" % (
+                    i, s["fleet"], self.fleet_lines()))
                 self.assertEqual(s["fleet"]["fail_safe"], [])
             self.assertGreater(self.backends(2)["web-011"]["slots"], 0,
                                "one instance's probes alone put it out once etcd answers")

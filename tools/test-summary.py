@@ -25,7 +25,9 @@ EXPLAINED_SKIPS = [
      "start; docs/testing.md)"),
 ]
 SLOWEST = 10
-UNITTEST_SKIP = re.compile(r"^(?P<case>.*?) \.\.\. skipped '(?P<reason>.*)'$")
+# unittest prints the reason as repr() does: in double quotes when it holds a single one.
+UNITTEST_SKIP = re.compile(r"^(?P<case>.*?) \.\.\. skipped (?P<quote>['\"])(?P<reason>.*)(?P=quote)$")
+UNITTEST_TOTAL = re.compile(r"^(?:OK|FAILED) \(.*\bskipped=(?P<skipped>\d+)")
 
 
 def minutes(seconds):
@@ -53,6 +55,11 @@ def unittest_skips(test):
         if "(" not in case and number > 0:
             case = lines[number - 1].strip()
         skips.append((case, match.group("reason")))
+    # unittest's own count, so that a skip whose line was not recognised still shows.
+    counted = sum(int(m.group("skipped")) for m in map(UNITTEST_TOTAL.match, lines) if m)
+    if counted > len(skips):
+        skips.append(("%d case(s)" % (counted - len(skips)),
+                      "unittest counted skips whose lines this summary did not recognise"))
     return skips
 
 

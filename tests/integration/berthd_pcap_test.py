@@ -165,13 +165,47 @@ def flow_hash(source, destination, sport, dport, protocol, three_tuple):
     return crc
 
 
-def checksum_ok(packet, layer):
-    names = [field.name for field in packet[layer].fields_desc]
-    field = "chksum" if "chksum" in names else "cksum"
-    sent = packet[layer].getfieldval(field)
-    copy = packet.copy()
-    setattr(copy[layer], field, None)
-    return Ether(raw(copy))[layer].getfieldval(field) == sent
+def ipv4_header_checksum_ok(header):
+    """RFC 1071: the one's-complement sum of an IPv4 header's 16-bit words, its checksum
+    included, is 0xFFFF. Summed here over the frame's bytes as captured, sharing no code with
+    berth's checksum or scapy's."""
+    total = sum(int.from_bytes(header[i:i + 2], "big") for i in range(0, len(header), 2))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total == 0xFFFF
+
+
+def decode(frame):
+    """(service, backend address, inner IP packet bytes, problems) of one output frame, its
+    encapsulation checked: `problems` names each check that failed."""
+    problems = []
+
+    def check(condition, what):
+        if not condition:
+            problems.append(what)
+
+    if IP in frame and frame[IP].dst in ("198.18.100.3",):  # l2dsr: the packet unchanged
+        check(frame[Ether].dst in DSR_MACS, "an l2dsr backend's MAC")
+        check(frame[Ether].src == PORT_MAC, "from the port's MAC")
+        return "dsr", DSR_MACS.get(frame[Ether].dst), raw(frame[IP]), problems
+    check((frame[Ether].src, frame[Ether].dst) == (PORT_MAC, GATEWAY_MAC), "port to gateway MACs")
+    if IPv6 in frame:
+        outer = frame[IPv6]
+        check((outer.src, outer.nh, outer.hlim) == ("2001:db8::10", 47, 64), "outer IPv6 header")
+        check(outer.plen == len(raw(outer.payload)), "outer IPv6 payload length")
+        check(GRE in frame and frame[GRE].proto == 0x86DD, "GRE carrying IPv6")
+        return "web6", outer.dst, raw(frame[GRE].payload), problems
+    outer = frame[IP]
+    captured = bytes(frame.original)
+    check((outer.src, outer.ttl, outer.flags) == ("198.18.0.10", 64, "DF"), "outer IPv4 header")
+    check(ipv4_header_checksum_ok(captured[14:14 + 4 * outer.ihl]), "outer IPv4 checksum")
+    check(outer.len == len(raw(outer)), "outer IPv4 total length")
+    if outer.proto == 4:
+        return IPIP_SERVICES.get(IP(raw(outer.payload)).dst), outer.dst, raw(outer.payload), problems
+    check(outer.proto == 17, "outer protocol ipip or UDP")
+    check(UDP in frame and frame[UDP].dport == 6080, "gue's port")
+    check(UDP in frame and frame[UDP].len == len(raw(frame[UDP])), "UDP length")
+    return "dns", outer.dst, raw(frame[UDP].payload) if UDP in frame else b"", problems
 
 
 def malformed_frames():
@@ -239,6 +273,8 @@ class BerthdOnPcap(unittest.TestCase):
         cls.sent = {}  # (service, client, sport) -> list of IP packets sent
         frames = []
         keys = []  # the flow of each frame in `frames`
+        ethernet = {4: raw(Ether(dst=PORT_MAC, src=CLIENT_MAC, type=0x0800)),
+                    6: raw(Ether(dst=PORT_MAC, src=CLIENT_MAC, type=0x86DD))}
         for service, (vip, port, transport, version, flows) in SERVICES.items():
             for flow in range(flows):
                 if version == 4:
@@ -252,9 +288,9 @@ class BerthdOnPcap(unittest.TestCase):
                     payload = Raw(b"berth %s %d %d" % (service.encode(), flow, index))
                     layer4 = TCP(sport=sport, dport=port, flags="S" if index == 0 else "A") if transport is TCP \
                         else UDP(sport=sport, dport=port)
-                    packet = layer3 / layer4 / payload
-                    cls.sent.setdefault((service, client, sport), []).append(raw(packet))
-                    frames.append(raw(Ether(dst=PORT_MAC, src=CLIENT_MAC) / packet))
+                    packet = raw(layer3 / layer4 / payload)
+                    cls.sent.setdefault((service, client, sport), []).append(packet)
+                    frames.append(ethernet[version] + packet)
                     keys.append((service, client, sport))
         order = list(range(len(frames)))
         generator.shuffle(order)
@@ -299,6 +335,9 @@ class BerthdOnPcap(unittest.TestCase):
         else:
             cls.counters = None
         cls.output = list(rdpcap(output_path)) if os.path.exists(output_path) else []
+        # Each forwarded frame decoded once, for every case that looks inside.
+        cls.decoded = [decode(frame) for frame in cls.output
+                       if ARP not in frame and not is_too_big_reply(frame)]
         cls.tables = {}
         for service in SERVICES:
             table = subprocess.run([BERTHCTL, "table", "--config", config_path, "--service", service, "--json"],
@@ -357,31 +396,6 @@ class BerthdOnPcap(unittest.TestCase):
             self.assertTrue(reply[IP].dst.startswith("198.18.200."), "only to the flood's sources")
             self.assertIn(raw(reply[ICMP].payload), quoted_starts, "it quotes a flood packet")
 
-    def decode(self, frame):
-        """(service, backend address, inner IP packet bytes) of one output frame, after checking
-        its encapsulation."""
-        if IP in frame and frame[IP].dst in ("198.18.100.3",):  # l2dsr: the packet unchanged
-            self.assertIn(frame[Ether].dst, DSR_MACS)
-            self.assertEqual(frame[Ether].src, PORT_MAC)
-            return "dsr", DSR_MACS[frame[Ether].dst], raw(frame[IP])
-        self.assertEqual((frame[Ether].src, frame[Ether].dst), (PORT_MAC, GATEWAY_MAC))
-        if IPv6 in frame:
-            outer = frame[IPv6]
-            self.assertEqual((outer.src, outer.nh, outer.hlim), ("2001:db8::10", 47, 64))
-            self.assertEqual(outer.plen, len(raw(outer.payload)))
-            self.assertEqual(frame[GRE].proto, 0x86DD)
-            return "web6", outer.dst, raw(frame[GRE].payload)
-        outer = frame[IP]
-        self.assertEqual((outer.src, outer.ttl, outer.flags), ("198.18.0.10", 64, "DF"))
-        self.assertTrue(checksum_ok(frame, IP), "outer IPv4 checksum")
-        self.assertEqual(outer.len, len(raw(outer)))
-        if outer.proto == 4:
-            return IPIP_SERVICES[IP(raw(outer.payload)).dst], outer.dst, raw(outer.payload)
-        self.assertEqual(outer.proto, 17)
-        self.assertEqual(frame[UDP].dport, 6080)
-        self.assertEqual(frame[UDP].len, len(raw(frame[UDP])))
-        return "dns", outer.dst, raw(frame[UDP].payload)
-
     def test_every_flow_reaches_the_backend_its_table_gives_and_shares_match(self):
         addresses = {}
         config_backends = {
@@ -400,11 +414,9 @@ class BerthdOnPcap(unittest.TestCase):
         slots_of_flow = {}
         flows_per_backend = collections.defaultdict(collections.Counter)
         inner_seen = collections.Counter()
-        data_frames = [frame for frame in self.output
-                       if ARP not in frame and not is_too_big_reply(frame)]
-        self.assertEqual(len(data_frames), sum(len(packets) for packets in self.sent.values()))
-        for frame in data_frames:
-            service, backend, inner = self.decode(frame)
+        self.assertEqual(len(self.decoded), sum(len(packets) for packets in self.sent.values()))
+        for service, backend, inner, problems in self.decoded:
+            self.assertEqual(problems, [], "a well-formed encapsulation")
             inner_packet = IPv6(inner) if service == "web6" else IP(inner)
             transport = inner_packet[TCP] if TCP in inner_packet else inner_packet[UDP]
             key = (service, inner_packet.src, transport.sport)
@@ -470,11 +482,7 @@ class BerthdOnPcap(unittest.TestCase):
         self.assertEqual(self.counters["counters"]["conntrack_bounded_load_fallbacks"], fallbacks)
 
     def test_per_backend_counters_match_what_was_sent(self):
-        packets = collections.Counter()
-        for frame in self.output:
-            if ARP not in frame and not is_too_big_reply(frame):
-                service, backend, _ = self.decode(frame)
-                packets[service] += 1
+        packets = collections.Counter(service for service, _, _, _ in self.decoded)
         for service, count in packets.items():
             self.assertEqual(self.counters["services"][service]["packets"], count, service)
 

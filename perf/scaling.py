@@ -31,9 +31,11 @@ def driver_options(bundle):
 
 
 def eal_error(log_path):
+    """The EAL's first error line (its last says only what errno was), else the last line."""
     with open(log_path) as log:
         lines = [line.strip() for line in log if line.strip()]
-    return lines[-1] if lines else "no output"
+    errors = [line for line in lines if "Error" in line or "FATAL" in line]
+    return (errors or lines or ["no output"])[0 if errors else -1]
 
 
 def pipeline_copies(bench, drivers, count, memory):

@@ -70,8 +70,29 @@ make_bundle() {
   fi
 }
 
+# The first directory at or above $1 that anyone may write to, if there is one.
+world_writable_above() {
+  local dir=$1
+  while :; do
+    if [[ -d $dir && -n $(find "$dir" -maxdepth 0 -perm -0002) ]]; then
+      echo "$dir"
+      return
+    fi
+    [[ $dir == / ]] && return
+    dir=$(dirname "$dir")
+  done
+}
+
 run_bundle() {
-  local out
+  local out writable=""
+  # Where the machine has no DPDK drivers of its own, scaling.py loads the bundle's.
+  compgen -G "/usr/lib/*/dpdk/pmds-*/librte_net_null.so*" >/dev/null ||
+    writable=$(world_writable_above "$bundle/pmds")
+  if [[ -n $writable ]]; then
+    echo "the bundle is below $writable, which anyone may write to: the EAL loads no driver" \
+      "(-d) from there; move the bundle (an absolute path outside /tmp)" >&2
+    exit 1
+  fi
   out=$(realpath -m "${3:-build/scaling}")
   mkdir -p "$out"
   [[ -x $bundle/bin/pipeline_bench ]] || { echo "no bundle at $bundle: run 'bundle' first" >&2; exit 1; }
@@ -85,7 +106,10 @@ case $action in
   bundle) make_bundle ;;
   run) run_bundle "$@" ;;
   smoke)
-    bundle=$(realpath -m "$2/bundle")
+    # The bundle where no directory above it is world-writable, whatever DIR is: the EAL loads
+    # no driver (-d) from below one, and a checkout in /tmp would be.
+    bundle=$(mktemp -d /run/berth-scaling-smoke.XXXXXX)/bundle
+    trap 'rm -rf "$(dirname "$bundle")"' EXIT
     make_bundle
     # As on a machine without DPDK: the machine's driver directory hidden, in a mount namespace.
     driver_dir=$(ls -d /usr/lib/*/dpdk/pmds-* | head -n 1)

@@ -14,6 +14,7 @@
 #include "berth/control/control_plane.h"
 #include "berth/util/json_writer.h"
 #include "berth/util/program_info.h"
+#include "berth/util/status_macros.h"
 
 namespace berth {
 
@@ -71,22 +72,46 @@ void ControlPlane::fleetApplied(FleetVersionText version) {
 }
 
 std::vector<bool> ControlPlane::servingVerdicts(const ServiceConfig& service,
-                                                const std::vector<bool>& local) const {
+                                                const std::vector<bool>& local,
+                                                const Table* generation_base) const {
   const GenerationService* fleet =
       fleet_generation_ ? fleet_generation_->manifest.find(service.name) : nullptr;
   if (fleet == nullptr) return local;  // no generation for it yet: its own probes decide
-  // A backend the generation's table does not know yet serves nothing until the elected instance
-  // plans it in (fleet/generation.h generationBaseFor()).
-  const auto table = fleet_generation_->tables.find(service.name);
   std::vector<bool> verdicts(service.backends.size(), true);
   for (size_t b = 0; b < service.backends.size(); ++b) {
-    const bool fleet_down =
-        std::binary_search(fleet->down.begin(), fleet->down.end(), service.backends[b].name) ||
-        (table != fleet_generation_->tables.end() &&
-         !table->second.indexOf(service.backends[b].name).ok());
+    const std::string& name = service.backends[b].name;
+    // Out by the fleet's word, or failed in the base table, which is the generation's or the
+    // step the elected instance's plan takes from it (fleet/generation.h generationBaseFor()): a
+    // backend the generation does not know yet serves nothing until a plan takes it in, whatever
+    // the probes say meanwhile.
+    bool fleet_down = std::binary_search(fleet->down.begin(), fleet->down.end(), name);
+    if (generation_base != nullptr) {
+      const absl::StatusOr<uint16_t> index = generation_base->indexOf(name);
+      fleet_down |= index.ok() && !generation_base->healthy()[*index];
+    }
     verdicts[b] = !fleet_down && (!fleet_fail_safe_ || b >= local.size() || local[b]);
   }
   return verdicts;
+}
+
+std::vector<bool> ControlPlane::servingVerdicts(const ServiceState& state,
+                                                const std::vector<bool>& local) const {
+  return servingVerdicts(state.configured(), local,
+                         state.fromGeneration() ? &state.baseTable() : nullptr);
+}
+
+absl::Status ControlPlane::applyServingVerdicts(std::vector<ServiceState>& services,
+                                                const HealthMonitor& monitor) const {
+  // Built with every backend healthy: failover from there.
+  for (size_t s = 0; s < services.size(); ++s) {
+    std::vector<bool> healthy = servingVerdicts(services[s], monitor.healthy(s));
+    if (std::find(healthy.begin(), healthy.end(), false) == healthy.end()) continue;
+    if (absl::StatusOr<SlotChange> change = services[s].setHealth(std::move(healthy));
+        !change.ok()) {
+      return change.status();
+    }
+  }
+  return absl::OkStatus();
 }
 
 GenerationBase ControlPlane::generationBase() const {
@@ -98,8 +123,15 @@ GenerationBase ControlPlane::generationBase() const {
   for (const ServiceState& state : services_) {
     if (state.fromGeneration()) from->tables.insert_or_assign(state.name(), state.baseTable());
   }
-  return [from = std::shared_ptr<const FleetGeneration>(std::move(from))](
-             const ServiceConfig& service) { return generationBaseFor(*from, service); };
+  return [from = std::shared_ptr<const FleetGeneration>(std::move(from)),
+          agreed = fleetAgreedHealth()](const ServiceConfig& service) {
+    return generationBaseFor(*from, service, agreed);
+  };
+}
+
+AgreedHealth ControlPlane::fleetAgreedHealth() const {
+  // Before the agent starts (serving the cached generation at start), no instance's word is in.
+  return fleet_ ? fleet_->agreedHealth() : AgreedHealth();
 }
 
 std::vector<std::string> ControlPlane::failSafeRemovals() const {
@@ -162,12 +194,15 @@ void ControlPlane::serveFleetGenerations() {
   for (size_t s = 0; s < services_.size(); ++s) {
     ServiceState& state = services_[s];
     const ServiceConfig& service = state.configured();
-    std::vector<bool> verdicts = servingVerdicts(service, health_->healthy(s));
     if (generation) {
-      absl::StatusOr<std::optional<Table>> base = generationBaseFor(*generation, service);
-      absl::StatusOr<SlotChange> change =
-          base.ok() ? state.setGeneration(*std::move(base), std::move(verdicts))
-                    : absl::StatusOr<SlotChange>(base.status());
+      // The verdicts on the base they are served on.
+      absl::StatusOr<SlotChange> change = [&]() -> absl::StatusOr<SlotChange> {
+        BERTH_ASSIGN_OR_RETURN(std::optional<Table> base,
+                               generationBaseFor(*generation, service, fleetAgreedHealth()));
+        std::vector<bool> verdicts =
+            servingVerdicts(service, health_->healthy(s), base ? &*base : nullptr);
+        return state.setGeneration(std::move(base), std::move(verdicts));
+      }();
       if (!change.ok()) {
         logLine(absl::StrCat("fleet: table generation ", generation->manifest.generation,
                              " not applied to service '", service.name,
@@ -180,6 +215,7 @@ void ControlPlane::serveFleetGenerations() {
       changed = true;
       continue;
     }
+    std::vector<bool> verdicts = servingVerdicts(state, health_->healthy(s));
     if (verdicts == state.healthy()) continue;
     absl::StatusOr<SlotChange> change = state.setHealth(std::move(verdicts));
     if (!change.ok()) {

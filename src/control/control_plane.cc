@@ -370,8 +370,9 @@ absl::Status ControlPlane::startServices() {
       services_,
       createServiceStates(
           config_.services,
-          [&](size_t s) { return servingVerdicts(config_.services[s], health_->healthy(s)); },
+          [&](size_t s) { return std::vector<bool>(config_.services[s].backends.size(), true); },
           restoredDrains(), generationBase()));
+  BERTH_RETURN_IF_ERROR(applyServingVerdicts(services_, *health_));
   BERTH_RETURN_IF_ERROR(publishSnapshot());
   if (health_->checkCount() > 0) {
     logLine(
@@ -744,7 +745,7 @@ void ControlPlane::applyHealthChanges(const std::vector<BackendHealthChange>& ch
   }
   bool changed = false;
   for (size_t s : services) {
-    std::vector<bool> verdicts = servingVerdicts(config_.services[s], health_->healthy(s));
+    std::vector<bool> verdicts = servingVerdicts(services_[s], health_->healthy(s));
     // In a fleet with etcd answering, this instance's verdicts change no table.
     if (verdicts == services_[s].healthy()) continue;
     absl::StatusOr<SlotChange> change = services_[s].setHealth(std::move(verdicts));

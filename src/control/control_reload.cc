@@ -140,15 +140,10 @@ absl::Status ControlPlane::applyReload(BuiltReload built) {
       !descriptors.ok()) {
     return refuseReload(descriptors.message());
   }
-  // The builder made every backend healthy; the monitor's verdicts (carried for unchanged
-  // checks, unhealthy for new ones) fail over from there.
+  // The monitor's verdicts: carried for unchanged checks, unhealthy for new ones.
   std::vector<ServiceState>& services = built.services;
-  for (size_t s = 0; s < services.size(); ++s) {
-    const std::vector<bool> healthy = servingVerdicts(next.services[s], (*monitor)->healthy(s));
-    if (std::find(healthy.begin(), healthy.end(), false) == healthy.end()) continue;
-    if (absl::StatusOr<SlotChange> change = services[s].setHealth(healthy); !change.ok()) {
-      return refuseReload(change.status().message());
-    }
+  if (absl::Status status = applyServingVerdicts(services, **monitor); !status.ok()) {
+    return refuseReload(status.message());
   }
   absl::StatusOr<std::unique_ptr<const Snapshot>> snapshot =
       snapshotFor(next.dataplane, services, generation_ + 1);

@@ -54,7 +54,18 @@ void FleetAgent::setServices(std::shared_ptr<const std::vector<ServiceConfig>> s
 }
 
 std::shared_ptr<const FleetGeneration> FleetAgent::takeGeneration() {
+  // A generation made for a version this instance is still fetching or building waits for it:
+  // taken first, it would be served with the old version's backends, and the version would then
+  // move the same slots again.
+  if (offered_generation_ && versionOnItsWay(offered_generation_->manifest.config_version)) {
+    return nullptr;
+  }
   return std::exchange(offered_generation_, nullptr);
+}
+
+bool FleetAgent::versionOnItsWay(uint64_t version) const {
+  return newest_ && newest_->version >= version && newest_ != running_ && newest_ != refused_ &&
+         (!running_ || running_->version < version);
 }
 
 void FleetAgent::generationApplied(uint64_t number) {

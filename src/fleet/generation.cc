@@ -292,6 +292,7 @@ struct ConfigTableInputs {
   std::vector<Backend> backends;  // in name order
   std::vector<std::string> drained;
   absl::flat_hash_set<std::string> names;
+  absl::flat_hash_set<std::string> unchecked;  // without a health check: always up
 };
 
 ConfigTableInputs inputsOf(const ServiceConfig& service) {
@@ -301,14 +302,14 @@ ConfigTableInputs inputsOf(const ServiceConfig& service) {
             [](const Backend& a, const Backend& b) { return a.name < b.name; });
   for (const BackendConfig& backend : service.backends) {
     if (backend.weight == 0) inputs.drained.push_back(backend.name);
+    if (backend.health.type == HealthCheckType::kNone) inputs.unchecked.insert(backend.name);
     inputs.names.insert(backend.name);
   }
   std::sort(inputs.drained.begin(), inputs.drained.end());
   return inputs;
 }
 
-// The service's backends the fleet takes out, in name order: those a quorum sees down, and those
-// no live instance has a verdict for yet.
+// plannedDown() over inputs already taken from the config.
 std::vector<std::string> downAmong(const AgreedHealth& agreed, const std::string& service,
                                    const ConfigTableInputs& inputs) {
   const auto down = agreed.down.find(service);
@@ -316,7 +317,9 @@ std::vector<std::string> downAmong(const AgreedHealth& agreed, const std::string
   std::vector<std::string> kept;
   for (const Backend& backend : inputs.backends) {
     const bool quorum_down = down != agreed.down.end() && down->second.count(backend.name) != 0;
-    const bool unjudged = judged == agreed.judged.end() || judged->second.count(backend.name) == 0;
+    const bool unjudged =
+        !inputs.unchecked.contains(backend.name) &&
+        (judged == agreed.judged.end() || judged->second.count(backend.name) == 0);
     if (quorum_down || unjudged) kept.push_back(backend.name);
   }
   return kept;
@@ -423,8 +426,13 @@ absl::StatusOr<std::optional<PlannedGeneration>> planGeneration(
   return std::optional<PlannedGeneration>(std::move(planned));
 }
 
+std::vector<std::string> plannedDown(const AgreedHealth& agreed, const ServiceConfig& service) {
+  return downAmong(agreed, service.name, inputsOf(service));
+}
+
 absl::StatusOr<std::optional<Table>> generationBaseFor(const FleetGeneration& generation,
-                                                       const ServiceConfig& service) {
+                                                       const ServiceConfig& service,
+                                                       const AgreedHealth& agreed) {
   if (service.algorithm != Algorithm::kMaglev) return std::optional<Table>();
   const auto found = generation.tables.find(service.name);
   if (found == generation.tables.end() || found->second.size() != service.table_size) {
@@ -433,15 +441,15 @@ absl::StatusOr<std::optional<Table>> generationBaseFor(const FleetGeneration& ge
   const ConfigTableInputs inputs = inputsOf(service);
   if (madeFor(found->second, inputs, service.table_size))
     return std::optional<Table>(found->second);
-  // Backends the generation does not know yet serve nothing until the elected instance plans
-  // them in, once a live instance has a verdict for them: so an added backend moves only its
-  // quota, once.
+  // The step the elected instance's next plan takes: backends the generation knows keep its
+  // verdicts, and one it does not know yet comes in exactly when the plan will take it in, so
+  // that the version and its generation move the least once between them.
   std::vector<std::string> failed;
   for (std::string& name : failedOf(found->second)) {
     if (inputs.names.contains(name)) failed.push_back(std::move(name));
   }
-  for (const Backend& backend : inputs.backends) {
-    if (!found->second.indexOf(backend.name).ok()) failed.push_back(backend.name);
+  for (std::string& name : downAmong(agreed, service.name, inputs)) {
+    if (!found->second.indexOf(name).ok()) failed.push_back(std::move(name));
   }
   absl::StatusOr<Table> next =
       nextGeneration(found->second, inputs.backends, failed, inputs.drained);

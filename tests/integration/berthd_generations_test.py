@@ -15,7 +15,10 @@ Pinned, in order (the cases share the fleet and each leaves it serving):
 - killing the elected instance elects another, which carries the generations on without a gap;
   the killed instance, restarted, comes up on the generation in force;
 - with etcd stopped, a backend one instance cannot reach is taken out by that instance alone
-  (fail-safe, shown in its status); with etcd back, it is put back, and the tables agree again.
+  (fail-safe, shown in its status); with etcd back, it is put back, and the tables agree again;
+- a version that adds a backend and reweights another in a service without health checks moves
+  at most 1.1x the least on every instance, once: the generation the elected instance makes for
+  it moves nothing more.
 
 Usage: berthd_generations_test.py BERTHD BERTHCTL [Generations.test_3_each_change_moves_the_least]
 BERTH_GENERATIONS_BACKENDS=N measures with N backends (default 20; up to 1,000), probed less
@@ -82,15 +85,28 @@ class Listener:
         self.socket.close()
 
 
-def version_text(port, backends=BACKENDS, weights=None):
+API_BACKENDS = 20
+
+
+def backend_lines(prefix, count, weights, first_address):
+    text = "    backends:\n"
+    for i in range(count):
+        weight = (weights or {}).get(i)
+        text += "      - { name: %s-%03d, address: %s%s }\n" % (
+            prefix, i, backend_address(first_address + i),
+            "" if weight is None else ", weight: %d" % weight)
+    return text
+
+
+def version_text(port, backends=BACKENDS, weights=None, api_backends=API_BACKENDS,
+                 api_weights=None):
+    """Service web, probed over TCP, and service api, without health checks."""
     text = ("services:\n  - name: web\n    vip: 198.18.100.1\n    port: 80\n    protocol: tcp\n"
             "    health: { type: tcp, interval: %.2f, timeout: 0.2, rise: 1, fall: 2, port: %d }\n"
-            "    backends:\n" % (INTERVAL_S, port))
-    for i in range(backends):
-        weight = (weights or {}).get(i)
-        text += "      - { name: web-%03d, address: %s%s }\n" % (
-            i, backend_address(i), "" if weight is None else ", weight: %d" % weight)
-    return text
+            % (INTERVAL_S, port))
+    text += backend_lines("web", backends, weights, 0)
+    text += "  - name: api\n    vip: 198.18.100.2\n    port: 80\n    protocol: tcp\n"
+    return text + backend_lines("api", api_backends, api_weights, 1000)
 
 
 class Generations(unittest.TestCase):
@@ -189,8 +205,7 @@ class Generations(unittest.TestCase):
         statuses = {i: self.status(i) for i in sorted(self.fleet.berthds)}
         generations = {s["fleet"]["generation"] for s in statuses.values()}
         heads = {s["fleet"]["generation_head"] for s in statuses.values()}
-        fingerprints = {s["tables"][0]["fingerprint"] for s in statuses.values()
-                        if s["tables"]}
+        fingerprints = {tuple(t["fingerprint"] for t in s["tables"]) for s in statuses.values()}
         if len(generations) != 1 or generations != heads or len(fingerprints) != 1:
             return None
         if min(generations) < generation_at_least:
@@ -360,6 +375,38 @@ class Generations(unittest.TestCase):
                                "one instance's probes alone put it out once etcd answers")
         finally:
             self.cut(2, 11, cut=False)
+
+    def test_6_a_version_without_checks_moves_the_least_once(self):
+        # Service api has no health checks, so every instance that runs a version judges its
+        # backends up at once, the elected instance too. An instance that takes its own step
+        # before the generation comes must take the added backend in already: else the
+        # generation moves slots a second time.
+        self.wait("every instance on one generation", self.agreed)
+        before = self.generation()
+        pushed = time.monotonic()
+        self.push(version_text(self.listener.port, backends=BACKENDS + 1, weights={5: 3, 7: 0},
+                               api_backends=API_BACKENDS + 1, api_weights={4: 3}))
+        version = self.version()
+
+        def planned():
+            statuses = self.agreed(before + 1)
+            if not statuses or any(s["fleet"]["version"] != version for s in statuses.values()):
+                return None
+            return statuses
+        statuses = self.wait("the version and its generation on every instance", planned)
+        for i, s in statuses.items():
+            api = [t for t in s["tables"] if t["service"] == "api"][0]
+            last = api["last_change"]
+            print("adding and reweighting without checks on lb-%d: moved %d slots, least %.0f "
+                  "(%.3fx), %s" % (i, last["moved_slots"], last["minimum_slots"],
+                                   last["moved_over_minimum"], last["cause"]), file=sys.stderr)
+            self.assertLess(last["seconds_ago"], time.monotonic() - pushed, (i, last))
+            # The version's own step; the generation after it moved nothing, or it would be the
+            # last change.
+            self.assertEqual(last["cause"], "reload", (i, last, self.fleet_lines()))
+            self.assertGreater(last["moved_slots"], 0, (i, last))
+            self.assertLessEqual(last["moved_over_minimum"], 1.1, (i, last))
+        self.assertGreater(self.backends(0)["api-%03d" % API_BACKENDS]["slots"], 0)
 
 
 if __name__ == "__main__":

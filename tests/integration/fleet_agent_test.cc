@@ -13,7 +13,8 @@
 // - table generations: of three agents one is elected and makes generation 1, which all three
 //   fetch with identical tables; a backend one agent sees down is named as its dissent and makes
 //   no generation, a second one seeing it down makes generation 2, which moves only that backend's
-//   slots; the elected agent leaving elects another, which makes generation 3 from generation 2.
+//   slots; the elected agent leaving elects another, which makes generation 3 from generation 2;
+// - a generation made for a version an agent has taken but not applied yet waits until it is.
 
 #include <gtest/gtest.h>
 
@@ -385,6 +386,57 @@ TEST_F(FleetAgentTest, AnElectedInstanceMakesGenerationsEveryInstanceServes) {
   // web-007 back: it takes back exactly its quota.
   const Table three = serving[agents[0].get()]->tables.at("web");
   EXPECT_EQ(configMovement(two, three).moved_slots, three.slotCounts()[7]);
+}
+
+TEST_F(FleetAgentTest, AGenerationForAVersionStillBeingBuiltWaitsForIt) {
+  // lb-1 is elected and plans; lb-2 builds each version slowly.
+  std::unique_ptr<FleetAgent> a = agent(std::nullopt, "lb-1");
+  ASSERT_TRUE(turnUntil({a.get()}, [&] { return a->status().elected; }));
+  std::unique_ptr<FleetAgent> b = agent(std::nullopt, "lb-2");
+  ASSERT_TRUE(push(versionText(10)).ok());
+  std::optional<FleetVersionText> got_a, got_b;
+  ASSERT_TRUE(turnUntil({a.get(), b.get()}, [&] {
+    if (!got_a) got_a = applyOffered(*a, "v1");
+    if (!got_b) got_b = applyOffered(*b, "v1");
+    return got_a && got_b;
+  }));
+  for (FleetAgent* instance : {a.get(), b.get()}) {
+    instance->setServices(
+        std::make_shared<const std::vector<ServiceConfig>>(std::vector{webService(10)}), 1);
+    instance->setVerdicts(verdicts(10));
+  }
+  ASSERT_TRUE(turnUntil({a.get(), b.get()}, [&] {
+    std::shared_ptr<const FleetGeneration> taken = b->takeGeneration();
+    return taken != nullptr && taken->manifest.config_version == 1;
+  }));
+
+  // Version 2 adds a backend. lb-1 applies it and plans generation 2 for it; lb-2 has taken it
+  // to build but not applied it yet, so generation 2 waits.
+  ASSERT_TRUE(push(versionText(11)).ok());
+  std::optional<FleetVersionText> building;
+  got_a.reset();
+  ASSERT_TRUE(turnUntil({a.get(), b.get()}, [&] {
+    if (!got_a) got_a = applyOffered(*a, "v2");
+    if (!building) building = b->takeVersion();
+    return got_a && building;
+  }));
+  a->setServices(std::make_shared<const std::vector<ServiceConfig>>(std::vector{webService(11)}),
+                 2);
+  a->setVerdicts(verdicts(11));
+  ASSERT_TRUE(turnUntil({a.get(), b.get()}, [&] { return b->status().generation_head == 2; }));
+  const absl::Time until = absl::Now() + absl::Seconds(2);
+  while (absl::Now() < until) {
+    a->turn(absl::Now());
+    b->turn(absl::Now());
+    ASSERT_EQ(b->takeGeneration(), nullptr) << "taken before its version was applied";
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  // Applied: the generation, fetched meanwhile, is there at once.
+  b->applied(building->head, absl::ToUnixMillis(absl::Now()));
+  std::shared_ptr<const FleetGeneration> taken = b->takeGeneration();
+  ASSERT_NE(taken, nullptr);
+  EXPECT_EQ(taken->manifest.generation, 2u);
+  EXPECT_EQ(taken->manifest.config_version, 2u);
 }
 
 }  // namespace

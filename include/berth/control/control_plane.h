@@ -196,11 +196,21 @@ class ControlPlane {
   // while it does not, a backend this instance's probes see down is also taken out, fail-safe,
   // logged and reported as a divergence, and put back once etcd answers unless the fleet agrees.
   void serveFleetGenerations();
-  // The verdicts service `service` is served with, from the local ones (config order).
-  std::vector<bool> servingVerdicts(const ServiceConfig& service,
+  // The verdicts service `service` is served with, from the local ones (config order), on
+  // `generation_base`: the table generation's base table it is served on, or nullptr for the
+  // config's own table.
+  std::vector<bool> servingVerdicts(const ServiceConfig& service, const std::vector<bool>& local,
+                                    const Table* generation_base) const;
+  // The same for `state` on the base table it has.
+  std::vector<bool> servingVerdicts(const ServiceState& state,
                                     const std::vector<bool>& local) const;
+  // Each of `services` (built with every backend healthy) served with `monitor`'s verdicts.
+  absl::Status applyServingVerdicts(std::vector<ServiceState>& services,
+                                    const HealthMonitor& monitor) const;
   // Each service's base table from the generation in force, for a build.
   GenerationBase generationBase() const;
+  // The health the fleet agrees on as this instance last read it; none before the agent starts.
+  AgreedHealth fleetAgreedHealth() const;
   // The local verdicts and the services to the agent, which reports and plans with them.
   void reportFleetVerdicts();
   void reportFleetServices();

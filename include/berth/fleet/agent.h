@@ -108,7 +108,9 @@ class FleetAgent {
   // The services this instance runs and the fleet version they came in: what it plans the next
   // generation from while it is the elected instance.
   void setServices(std::shared_ptr<const std::vector<ServiceConfig>> services, uint64_t version);
-  // The newest generation fetched and decoded that the instance has not taken yet; once.
+  // The newest generation fetched and decoded that the instance has not taken yet; once. One
+  // made for a newer version than the instance runs waits while that version is on its way
+  // (fetched or being built), so that the two apply in order.
   std::shared_ptr<const FleetGeneration> takeGeneration();
   // The instance serves generation `number` now: reported.
   void generationApplied(uint64_t number);
@@ -162,6 +164,9 @@ class FleetAgent {
   void viewed(const EtcdClient::Json& reply);
   // agreed_ from reports_.
   void agree();
+  // Whether the newest head seen is at least `version` and this instance runs an older one and
+  // has not refused it.
+  bool versionOnItsWay(uint64_t version) const;
   void campaign();
   void fetchGeneration(const GenerationManifest& manifest);
   void decodeGeneration(GenerationManifest manifest, std::map<std::string, std::string> pieces);

@@ -9,8 +9,10 @@
 //   a backend the fleet sees down makes the next generation, which moves only its slots, stores
 //   only that service's table anew and keeps the other's pieces; other algorithms carry only
 //   their down set;
-// - an instance on a newer version than the generation serves what the next plan will store, an
-//   added backend out until an instance has judged it, and then it takes exactly its quota;
+// - an instance on a newer version than the generation serves what the next plan will store: an
+//   added backend with a check out until an instance has judged it, and then it takes exactly its
+//   quota; one without a check in at once, so that a version that adds and reweights moves the
+//   least once, not once without the backend and again with it;
 // - the cache file reads back as the generation, and a cut one does not;
 // - retention keeps the tables the current and previous generations name, and later ones.
 
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "berth/maglev/analysis.h"
 
 namespace berth {
 namespace {
@@ -239,28 +242,35 @@ TEST(PlanGenerationTest, StoresInPiecesAndPlansOnlyChanges) {
   EXPECT_TRUE(unneededTablePrefixes(keys, two.manifest, &one.manifest, stored).empty());
 }
 
+// Every backend of `config` checked by TCP probes, so that it counts only once judged.
+ServiceConfig checked(ServiceConfig config) {
+  for (BackendConfig& backend : config.backends) backend.health.type = HealthCheckType::kTcp;
+  return config;
+}
+
 TEST(PlanGenerationTest, AnInstanceAheadServesWhatTheNextPlanStores) {
   const GenerationKeys keys("/berth");
-  ServiceConfig web = service("web", 100);
+  ServiceConfig web = checked(service("web", 100));
   AgreedHealth agreed = judgedUp({web});
   agreed.down["web"] = {"web-003"};
   absl::StatusOr<std::optional<PlannedGeneration>> first =
       planGeneration(keys, nullptr, {web}, 1, agreed, "lb-a", 1);
   ASSERT_TRUE(first.ok() && first->has_value());
   const FleetGeneration& one = (*first)->generation;
-  absl::StatusOr<std::optional<Table>> same = generationBaseFor(one, web);
+  absl::StatusOr<std::optional<Table>> same = generationBaseFor(one, web, agreed);
   ASSERT_TRUE(same.ok() && same->has_value());
   EXPECT_EQ(moved(**same, one.tables.at("web")), 0u);
 
-  // Version 2 adds a backend and drains another; the instance serves it before the plan, with
-  // the added backend out until an instance has judged it.
+  // Version 2 adds a checked backend and drains another; the instance serves it before the plan,
+  // with the added backend out until an instance has judged it.
   BackendConfig added = web.backends.front();
   added.name = "web-100";
   web.backends.push_back(added);
   web.backends[10].weight = 0;
-  absl::StatusOr<std::optional<Table>> ahead = generationBaseFor(one, web);
+  absl::StatusOr<std::optional<Table>> ahead = generationBaseFor(one, web, agreed);
   ASSERT_TRUE(ahead.ok() && ahead->has_value()) << ahead.status();
   EXPECT_EQ((*ahead)->slotCounts()[*(*ahead)->indexOf("web-100")], 0u);
+  EXPECT_EQ(plannedDown(agreed, web), (std::vector<std::string>{"web-003", "web-100"}));
   absl::StatusOr<std::optional<PlannedGeneration>> second =
       planGeneration(keys, &one, {web}, 2, agreed, "lb-a", 2);
   ASSERT_TRUE(second.ok() && second->has_value());
@@ -273,7 +283,57 @@ TEST(PlanGenerationTest, AnInstanceAheadServesWhatTheNextPlanStores) {
   const Table& with_added = (*third)->generation.tables.at("web");
   EXPECT_EQ(moved(**ahead, with_added), with_added.slotCounts()[*with_added.indexOf("web-100")]);
   // Ring services and services the generation lacks use their config's own table.
-  EXPECT_FALSE(generationBaseFor(one, service("other", 5))->has_value());
+  EXPECT_FALSE(generationBaseFor(one, service("other", 5), agreed)->has_value());
+}
+
+TEST(PlanGenerationTest, AVersionThatAddsAndReweightsWithoutChecksMovesTheLeastOnce) {
+  // A service without health checks: every instance that runs a version judges its backends up
+  // at once, the elected one included, so an added backend is in the very next plan. The
+  // instance's own step must already take it in, or the version moves slots twice: once without
+  // the backend, once with it.
+  const GenerationKeys keys("/berth");
+  ServiceConfig web = service("web", 20);
+  const AgreedHealth before = judgedUp({web});
+  absl::StatusOr<std::optional<PlannedGeneration>> first =
+      planGeneration(keys, nullptr, {web}, 1, before, "lb-a", 1);
+  ASSERT_TRUE(first.ok() && first->has_value());
+  const FleetGeneration& one = (*first)->generation;
+  const Table& served = one.tables.at("web");
+
+  // Version 2 adds web-020 and doubles web-005's weight. This instance's view of the fleet has
+  // no verdict on web-020 yet: no instance has run version 2.
+  BackendConfig added = web.backends.front();
+  added.name = "web-020";
+  web.backends.push_back(added);
+  for (BackendConfig& backend : web.backends) {
+    if (backend.name == "web-005") backend.weight = 2;
+  }
+  EXPECT_TRUE(plannedDown(before, web).empty());
+  absl::StatusOr<std::optional<Table>> ahead = generationBaseFor(one, web, before);
+  ASSERT_TRUE(ahead.ok() && ahead->has_value()) << ahead.status();
+  const TableMovement step = configMovement(served, **ahead);
+  EXPECT_GT(step.moved_slots, 0u);
+  EXPECT_LE(step.movedOverMinimum(), 1.1) << step.moved_slots << " over " << step.minimumSlots();
+  EXPECT_GT((*ahead)->slotCounts()[*(*ahead)->indexOf("web-020")], 0u);
+
+  // The elected instance, on version 2, has judged web-020 up: its plan stores the very table
+  // the instance already serves, so the generation moves nothing more.
+  absl::StatusOr<std::optional<PlannedGeneration>> second =
+      planGeneration(keys, &one, {web}, 2, judgedUp({web}), "lb-a", 2);
+  ASSERT_TRUE(second.ok() && second->has_value());
+  EXPECT_EQ(moved(**ahead, (*second)->generation.tables.at("web")), 0u);
+  // Even planned before its own verdict was in, the elected instance takes web-020 in alike.
+  absl::StatusOr<std::optional<PlannedGeneration>> early =
+      planGeneration(keys, &one, {web}, 2, before, "lb-a", 2);
+  ASSERT_TRUE(early.ok() && early->has_value());
+  EXPECT_EQ(moved(**ahead, (*early)->generation.tables.at("web")), 0u);
+
+  // A quorum that sees web-020 down still keeps it out, on both sides.
+  AgreedHealth down = judgedUp({web});
+  down.down["web"] = {"web-020"};
+  absl::StatusOr<std::optional<Table>> out = generationBaseFor(one, web, down);
+  ASSERT_TRUE(out.ok() && out->has_value());
+  EXPECT_EQ((*out)->slotCounts()[*(*out)->indexOf("web-020")], 0u);
 }
 
 }  // namespace

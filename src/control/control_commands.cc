@@ -277,6 +277,22 @@ std::string ControlPlane::statusReply() const {
     json.endObject();
   }
   json.endArray();
+  // The loop's periodic jobs, with the longest run of each: one that runs long delays every
+  // other piece of the loop's work.
+  json.key("periodic_jobs").beginArray();
+  for (const PeriodicJobs::JobFigures& job : jobs_.figures()) {
+    json.beginObject()
+        .key("name")
+        .value(job.name)
+        .key("interval_ms")
+        .value(absl::ToDoubleMilliseconds(job.interval))
+        .key("runs")
+        .value(job.runs)
+        .key("longest_ms")
+        .value(absl::ToDoubleMilliseconds(job.longest))
+        .endObject();
+  }
+  json.endArray();
   const std::string fleet_text = fleetStatusText(json);
   json.key("text").value(absl::StrFormat(
       "berthd %s, up %.0f s\nconfig %s (crc32c %08x)\n%ssnapshot %u, %u worker(s), %u service(s), "

@@ -286,9 +286,7 @@ void ControlPlane::portsTelemetry(absl::string_view port_name, TelemetryAnswer& 
                               "device's, under the device's first port)");
 }
 
-void ControlPlane::sampleRates() {
-  const absl::Time now = absl::Now();
-  if (now - rates_latest_.at < kRateInterval) return;
+void ControlPlane::sampleRates(absl::Time now) {
   RateSample sample;
   sample.at = now;
   for (const WorkerPtr& worker : workers_) {

@@ -47,6 +47,9 @@ constexpr absl::Duration kLinkCheckInterval = absl::Milliseconds(100);
 // Probes stopped by local errors come in storms (a descriptor limit hit by thousands of checks):
 // one summary line a second at most.
 constexpr absl::Duration kNotRunLogInterval = absl::Seconds(1);
+// How often flow sync's peers are taken from the fleet's reports, which change only as instances
+// come and go.
+constexpr absl::Duration kSyncPeersInterval = absl::Seconds(1);
 
 }  // namespace
 
@@ -564,7 +567,17 @@ bool ControlPlane::sendNeighborRequest(const NextHopToResolve& hop) {
   return true;
 }
 
+void ControlPlane::addPeriodicJobs() {
+  jobs_.add("rates", kRateInterval, [this](absl::Time now) { sampleRates(now); });
+  jobs_.add("bounded loads", absl::Milliseconds(kLoadPublishIntervalMs),
+            [this](absl::Time) { publishLoads(); });
+  jobs_.add("links", kLinkCheckInterval, [this](absl::Time) { watchLinks(); });
+  jobs_.add("probes not run", kNotRunLogInterval, [this](absl::Time) { reportProbesNotRun(); });
+  jobs_.add("sync peers", kSyncPeersInterval, [this](absl::Time) { watchSyncPeers(); });
+}
+
 void ControlPlane::run() {
+  addPeriodicJobs();
   systemd_ = SystemdNotifier::fromEnvironment();
   if (systemd_ && systemd_->watchdogInterval() > absl::ZeroDuration()) {
     logLine(absl::StrFormat("systemd: watchdog pings every %d ms",
@@ -599,13 +612,9 @@ void ControlPlane::run() {
       });
     }
     applyHealthChanges(health_->poll(0));
-    reportProbesNotRun();
     if (reload_.exchange(false)) requestReload();
     if (fleet_) fleet_->turn(absl::Now());
-    if (flow_sync_) {
-      watchSyncPeers(absl::Now());
-      flow_sync_->turn(absl::Now());
-    }
+    if (flow_sync_) flow_sync_->turn(absl::Now());
     serveFleetGenerations();
     serveReloads();
     const auto handle = [this](const ControlRequest& request) { return handleControl(request); };
@@ -615,11 +624,9 @@ void ControlPlane::run() {
     }
     if (metrics_) metrics_->serve([this] { return renderMetrics(); });
     serveTelemetry();
-    sampleRates();
     if (port_stats_) port_stats_->turn(absl::Now());
-    publishLoads();
+    jobs_.runDue(absl::Now(), [] { return absl::Now(); });
     watchWorkers();
-    watchLinks();
     reportRollouts();
     absl::SleepFor(kManagementTick);
   }
@@ -641,9 +648,6 @@ void ControlPlane::holdForTesting() {
 }
 
 void ControlPlane::publishLoads() {
-  const absl::Time now = absl::Now();
-  if (now - last_load_publish_ < absl::Milliseconds(kLoadPublishIntervalMs)) return;
-  last_load_publish_ = now;
   std::vector<TrafficCounters> traffic;
   traffic.reserve(workers_.size());
   for (const WorkerPtr& worker : workers_) traffic.push_back(worker->state.traffic);
@@ -652,9 +656,8 @@ void ControlPlane::publishLoads() {
       *backend_loads_);
 }
 
-void ControlPlane::watchSyncPeers(absl::Time now) {
-  if (!fleet_ || now - last_sync_peers_check_ < absl::Seconds(1)) return;
-  last_sync_peers_check_ = now;
+void ControlPlane::watchSyncPeers() {
+  if (!fleet_ || !flow_sync_) return;
   std::vector<Endpoint> peers = config_.sync->peers;
   for (const InstanceReport& report : fleet_->instanceReports()) {
     if (report.name == config_.fleet->name || report.sync.empty()) continue;
@@ -768,20 +771,15 @@ void ControlPlane::applyHealthChanges(const std::vector<BackendHealthChange>& ch
 
 void ControlPlane::reportProbesNotRun() {
   const uint64_t not_run = health_->probesNotRun();
-  if (not_run == probes_not_run_logged_ || absl::Now() - last_not_run_log_ < kNotRunLogInterval) {
-    return;
-  }
+  if (not_run == probes_not_run_logged_) return;
   logLine(absl::StrFormat(
       "health: %u probe(s) could not run for a local error (the last: %s); they count for no "
       "backend, and a check without probes for long is shown as stale",
       not_run - probes_not_run_logged_, health_->lastNotRunReason()));
   probes_not_run_logged_ = not_run;
-  last_not_run_log_ = absl::Now();
 }
 
 void ControlPlane::watchLinks() {
-  if (absl::Now() - last_link_check_ < kLinkCheckInterval) return;
-  last_link_check_ = absl::Now();
   link_up_.resize(ports_.size(), -1);
   for (size_t p = 0; p < ports_.size(); ++p) {
     rte_eth_link link{};

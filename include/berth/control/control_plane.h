@@ -20,6 +20,7 @@
 #include "berth/control/mailbox.h"
 #include "berth/control/metrics_server.h"
 #include "berth/control/neighbor_cache.h"
+#include "berth/control/periodic_jobs.h"
 #include "berth/control/port_stats.h"
 #include "berth/control/reload_builder.h"
 #include "berth/control/reply_renderer.h"
@@ -308,7 +309,9 @@ class ControlPlane {
     double tx_bps = 0;
     double drops_per_s = 0;
   };
-  void sampleRates();
+  void sampleRates(absl::Time now);
+  // The management loop's periodic jobs (control/periodic_jobs.h), the ones below among them.
+  void addPeriodicJobs();
   // Every kLoadPublishIntervalMs: each bounded-load service's per-backend active flows, summed
   // over the workers' connection gauges, for the workers' new-flow choices.
   void publishLoads();
@@ -328,7 +331,7 @@ class ControlPlane {
   void watchLinks();
   // Flow sync's peers: the config's and, in a fleet, every other instance at the endpoint it
   // reports; their addresses are the exception path's sync class. Once a second.
-  void watchSyncPeers(absl::Time now);
+  void watchSyncPeers();
   // Logs, at most once a second, how many health probes a local error stopped since the last
   // such line.
   void reportProbesNotRun();
@@ -369,8 +372,7 @@ class ControlPlane {
   LineLimiter neighbor_log_{kNeighborLogLinesPerSecond};
   std::unique_ptr<SnapshotPublisher> publisher_;
   std::unique_ptr<BackendLoads> backend_loads_ = std::make_unique<BackendLoads>();
-  absl::Time last_load_publish_ = absl::InfinitePast();
-  absl::Time last_sync_peers_check_ = absl::InfinitePast();
+  PeriodicJobs jobs_;
   StallWatch stall_watch_{kStallProbeInterval, kDatapathStallThreshold};
   // Under systemd (control/systemd_notifier.h): ready once the workers have all passed a
   // quiescent state, watchdog pings each turn, stopping.
@@ -394,7 +396,6 @@ class ControlPlane {
   bool launched_ = false;
   std::vector<unsigned> lcores_;  // the worker lcores, one worker each
   std::vector<int> link_up_;      // per port: 1 up, 0 down, -1 not yet looked at
-  absl::Time last_link_check_ = absl::InfinitePast();
   // Reloads: the builder (made on the main lcore with the lcores), request numbers, and the
   // last outcomes for `berthctl reload` replies still waiting.
   std::unique_ptr<ReloadBuilder> builder_;
@@ -424,7 +425,6 @@ class ControlPlane {
   static constexpr size_t kReloadOutcomesKept = 16;
   std::deque<ReloadOutcome> reload_outcomes_;
   uint64_t probes_not_run_logged_ = 0;
-  absl::Time last_not_run_log_ = absl::InfinitePast();
   absl::Time started_ = absl::Now();
 };
 

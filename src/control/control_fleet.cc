@@ -22,9 +22,9 @@ void ControlPlane::setFleetStart(Config local, std::optional<FleetVersionText> c
                                  std::shared_ptr<const FleetGeneration> cached_generation) {
   fleet_local_ = std::move(local);
   fleet_version_ = std::move(cached);
-  fleet_generation_ = std::move(cached_generation);
   // Until etcd answers, the cached generation is served with this instance's own verdicts.
-  fleet_fail_safe_ = fleet_generation_ != nullptr;
+  fleet_serving_.fail_safe = cached_generation != nullptr;
+  fleet_serving_.generation = std::move(cached_generation);
 }
 
 absl::Status ControlPlane::startFleet() {
@@ -50,9 +50,10 @@ absl::Status ControlPlane::startFleet() {
       fleet_version_ ? absl::StrCat("; serving fleet version ", fleet_version_->head.version,
                                     " from its cache until etcd answers")
                      : std::string("; no fleet version yet, so no services"),
-      fleet_generation_ ? absl::StrCat("; table generation ",
-                                       fleet_generation_->manifest.generation, " from its cache")
-                        : std::string()));
+      fleet_serving_.generation
+          ? absl::StrCat("; table generation ", fleet_serving_.generation->manifest.generation,
+                         " from its cache")
+          : std::string()));
   return absl::OkStatus();
 }
 
@@ -71,40 +72,11 @@ void ControlPlane::fleetApplied(FleetVersionText version) {
   reportFleetServices();
 }
 
-std::vector<bool> ControlPlane::servingVerdicts(const ServiceConfig& service,
-                                                const std::vector<bool>& local,
-                                                const Table* generation_base) const {
-  const GenerationService* fleet =
-      fleet_generation_ ? fleet_generation_->manifest.find(service.name) : nullptr;
-  if (fleet == nullptr) return local;  // no generation for it yet: its own probes decide
-  std::vector<bool> verdicts(service.backends.size(), true);
-  for (size_t b = 0; b < service.backends.size(); ++b) {
-    const std::string& name = service.backends[b].name;
-    // Out by the fleet's word, or failed in the base table, which is the generation's or the
-    // step the elected instance's plan takes from it (fleet/generation.h generationBaseFor()): a
-    // backend the generation does not know yet serves nothing until a plan takes it in, whatever
-    // the probes say meanwhile.
-    bool fleet_down = std::binary_search(fleet->down.begin(), fleet->down.end(), name);
-    if (generation_base != nullptr) {
-      const absl::StatusOr<uint16_t> index = generation_base->indexOf(name);
-      fleet_down |= index.ok() && !generation_base->healthy()[*index];
-    }
-    verdicts[b] = !fleet_down && (!fleet_fail_safe_ || b >= local.size() || local[b]);
-  }
-  return verdicts;
-}
-
-std::vector<bool> ControlPlane::servingVerdicts(const ServiceState& state,
-                                                const std::vector<bool>& local) const {
-  return servingVerdicts(state.configured(), local,
-                         state.fromGeneration() ? &state.baseTable() : nullptr);
-}
-
 absl::Status ControlPlane::applyServingVerdicts(std::vector<ServiceState>& services,
                                                 const HealthMonitor& monitor) const {
   // Built with every backend healthy: failover from there.
   for (size_t s = 0; s < services.size(); ++s) {
-    std::vector<bool> healthy = servingVerdicts(services[s], monitor.healthy(s));
+    std::vector<bool> healthy = fleet_serving_.verdicts(services[s], monitor.healthy(s));
     if (std::find(healthy.begin(), healthy.end(), false) == healthy.end()) continue;
     if (absl::StatusOr<SlotChange> change = services[s].setHealth(std::move(healthy));
         !change.ok()) {
@@ -115,18 +87,7 @@ absl::Status ControlPlane::applyServingVerdicts(std::vector<ServiceState>& servi
 }
 
 GenerationBase ControlPlane::generationBase() const {
-  if (!fleet_generation_) return nullptr;
-  // From the base each service is served with now, which is the generation's or, where a version
-  // came before the elected instance planned for it, the step this instance took from it: so a
-  // change moves only what it has to, whether or not the generation for the previous one came.
-  auto from = std::make_shared<FleetGeneration>(*fleet_generation_);
-  for (const ServiceState& state : services_) {
-    if (state.fromGeneration()) from->tables.insert_or_assign(state.name(), state.baseTable());
-  }
-  return [from = std::shared_ptr<const FleetGeneration>(std::move(from)),
-          agreed = fleetAgreedHealth()](const ServiceConfig& service) {
-    return generationBaseFor(*from, service, agreed);
-  };
+  return fleet_serving_.generationBase(services_, fleetAgreedHealth());
 }
 
 AgreedHealth ControlPlane::fleetAgreedHealth() const {
@@ -135,21 +96,9 @@ AgreedHealth ControlPlane::fleetAgreedHealth() const {
 }
 
 std::vector<std::string> ControlPlane::failSafeRemovals() const {
-  std::vector<std::string> removed;
-  if (!fleet_fail_safe_) return removed;
-  for (size_t s = 0; s < services_.size() && s < config_.services.size(); ++s) {
-    const ServiceConfig& service = config_.services[s];
-    const GenerationService* fleet = fleet_generation_->manifest.find(service.name);
-    if (fleet == nullptr) continue;
-    const std::vector<bool>& local = health_->healthy(s);
-    for (size_t b = 0; b < service.backends.size() && b < local.size(); ++b) {
-      const std::string& name = service.backends[b].name;
-      if (!local[b] && !std::binary_search(fleet->down.begin(), fleet->down.end(), name)) {
-        removed.push_back(absl::StrCat(service.name, "/", name));
-      }
-    }
-  }
-  return removed;
+  return fleet_serving_.failSafeRemovals(
+      config_.services,
+      [this](size_t s) -> const std::vector<bool>& { return health_->healthy(s); });
 }
 
 void ControlPlane::reportFleetVerdicts() {
@@ -180,15 +129,16 @@ void ControlPlane::serveFleetGenerations() {
   if (health_->settledCount() != fleet_settled_reported_) reportFleetVerdicts();
   const absl::Time start = absl::Now();
   std::shared_ptr<const FleetGeneration> generation = fleet_->takeGeneration();
-  const bool fail_safe = (generation || fleet_generation_) && !fleet_->status().etcd_reachable;
-  if (!generation && fail_safe == fleet_fail_safe_) return;
-  if (fail_safe != fleet_fail_safe_) {
+  const bool fail_safe =
+      (generation || fleet_serving_.generation) && !fleet_->status().etcd_reachable;
+  if (!generation && fail_safe == fleet_serving_.fail_safe) return;
+  if (fail_safe != fleet_serving_.fail_safe) {
     logLine(fail_safe ? "fleet: etcd out of reach: serving the last table generation, and "
                         "this instance's own probes may take backends out (fail-safe)"
                       : "fleet: etcd answers: serving the fleet's generation and verdicts");
   }
-  fleet_fail_safe_ = fail_safe;
-  if (generation) fleet_generation_ = generation;
+  fleet_serving_.fail_safe = fail_safe;
+  if (generation) fleet_serving_.generation = generation;
 
   bool changed = false;
   for (size_t s = 0; s < services_.size(); ++s) {
@@ -200,7 +150,7 @@ void ControlPlane::serveFleetGenerations() {
         BERTH_ASSIGN_OR_RETURN(std::optional<Table> base,
                                generationBaseFor(*generation, service, fleetAgreedHealth()));
         std::vector<bool> verdicts =
-            servingVerdicts(service, health_->healthy(s), base ? &*base : nullptr);
+            fleet_serving_.verdicts(service, health_->healthy(s), base ? &*base : nullptr);
         return state.setGeneration(std::move(base), std::move(verdicts));
       }();
       if (!change.ok()) {
@@ -215,7 +165,7 @@ void ControlPlane::serveFleetGenerations() {
       changed = true;
       continue;
     }
-    std::vector<bool> verdicts = servingVerdicts(state, health_->healthy(s));
+    std::vector<bool> verdicts = fleet_serving_.verdicts(state, health_->healthy(s));
     if (verdicts == state.healthy()) continue;
     absl::StatusOr<SlotChange> change = state.setHealth(std::move(verdicts));
     if (!change.ok()) {
@@ -290,7 +240,8 @@ std::string ControlPlane::fleetStatusText(JsonWriter& json) const {
       .key("cache_write_error")
       .value(cache_written.ok() ? "" : cache_written.message())
       .key("generation")
-      .value(fleet_generation_ ? fleet_generation_->manifest.generation : uint64_t{0})
+      .value(fleet_serving_.generation ? fleet_serving_.generation->manifest.generation
+                                       : uint64_t{0})
       .key("generation_head")
       .value(status.generation_head)
       .key("leader")
@@ -302,7 +253,7 @@ std::string ControlPlane::fleetStatusText(JsonWriter& json) const {
       .key("generation_error")
       .value(status.generation_error)
       .key("fail_safe_active")
-      .value(fleet_fail_safe_);
+      .value(fleet_serving_.fail_safe);
   const std::vector<std::string> removed = failSafeRemovals();
   json.key("fail_safe").beginArray();
   for (const std::string& entry : removed) json.value(entry);
@@ -339,18 +290,18 @@ std::string ControlPlane::fleetStatusText(JsonWriter& json) const {
   if (!status.etcd_reachable && !status.last_error.empty()) {
     absl::StrAppend(&text, "fleet: last error: ", status.last_error, "\n");
   }
-  absl::StrAppend(&text, "fleet: table generation ",
-                  fleet_generation_ ? absl::StrCat(fleet_generation_->manifest.generation)
-                                    : std::string("none"),
-                  ", newest stored ", status.generation_head, ", made by ",
-                  status.elected
-                      ? std::string("this instance")
-                      : (status.leader.empty() ? std::string("no instance yet") : status.leader),
-                  "\n");
+  absl::StrAppend(
+      &text, "fleet: table generation ",
+      fleet_serving_.generation ? absl::StrCat(fleet_serving_.generation->manifest.generation)
+                                : std::string("none"),
+      ", newest stored ", status.generation_head, ", made by ",
+      status.elected ? std::string("this instance")
+                     : (status.leader.empty() ? std::string("no instance yet") : status.leader),
+      "\n");
   if (!status.generation_error.empty()) {
     absl::StrAppend(&text, "fleet: generation error: ", status.generation_error, "\n");
   }
-  if (fleet_fail_safe_) {
+  if (fleet_serving_.fail_safe) {
     absl::StrAppend(&text, "fleet: fail-safe: etcd out of reach, this instance's probes count",
                     removed.empty() ? "" : "; taken out: ", absl::StrJoin(removed, ", "), "\n");
   }

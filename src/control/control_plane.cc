@@ -738,7 +738,7 @@ void ControlPlane::applyHealthChanges(const std::vector<BackendHealthChange>& ch
   }
   // Min-disruption failover from each service's all-healthy table (ServiceState::setHealth).
   // In a fleet with table generations, the fleet's verdicts count instead, and these only while
-  // etcd is out of reach (servingVerdicts()).
+  // etcd is out of reach (control/fleet_serving.h).
   reportFleetVerdicts();
   if (const std::vector<std::string> removed = failSafeRemovals(); !removed.empty()) {
     logLine(
@@ -748,7 +748,7 @@ void ControlPlane::applyHealthChanges(const std::vector<BackendHealthChange>& ch
   }
   bool changed = false;
   for (size_t s : services) {
-    std::vector<bool> verdicts = servingVerdicts(services_[s], health_->healthy(s));
+    std::vector<bool> verdicts = fleet_serving_.verdicts(services_[s], health_->healthy(s));
     // In a fleet with etcd answering, this instance's verdicts change no table.
     if (verdicts == services_[s].healthy()) continue;
     absl::StatusOr<SlotChange> change = services_[s].setHealth(std::move(verdicts));

@@ -15,6 +15,7 @@
 #include "berth/config/config.h"
 #include "berth/control/control_socket.h"
 #include "berth/control/drain_state.h"
+#include "berth/control/fleet_serving.h"
 #include "berth/control/flow_sync.h"
 #include "berth/control/line_limiter.h"
 #include "berth/control/mailbox.h"
@@ -197,14 +198,6 @@ class ControlPlane {
   // while it does not, a backend this instance's probes see down is also taken out, fail-safe,
   // logged and reported as a divergence, and put back once etcd answers unless the fleet agrees.
   void serveFleetGenerations();
-  // The verdicts service `service` is served with, from the local ones (config order), on
-  // `generation_base`: the table generation's base table it is served on, or nullptr for the
-  // config's own table.
-  std::vector<bool> servingVerdicts(const ServiceConfig& service, const std::vector<bool>& local,
-                                    const Table* generation_base) const;
-  // The same for `state` on the base table it has.
-  std::vector<bool> servingVerdicts(const ServiceState& state,
-                                    const std::vector<bool>& local) const;
   // Each of `services` (built with every backend healthy) served with `monitor`'s verdicts.
   absl::Status applyServingVerdicts(std::vector<ServiceState>& services,
                                     const HealthMonitor& monitor) const;
@@ -411,8 +404,7 @@ class ControlPlane {
   Config fleet_local_;
   std::optional<FleetVersionText> fleet_version_;
   std::unique_ptr<LatestFileWriter> fleet_cache_;
-  std::shared_ptr<const FleetGeneration> fleet_generation_;  // in force; none before the first
-  bool fleet_fail_safe_ = false;         // etcd out of reach with a generation in force
+  FleetServing fleet_serving_;           // the generation in force and whether fail-safe
   uint64_t fleet_settled_reported_ = 0;  // health_->settledCount() when verdicts were reported
   std::unique_ptr<LatestFileWriter> generation_cache_;
   uint64_t drain_changes_ = 0;        // drains and undrains so far

@@ -212,7 +212,7 @@ std::string ControlPlane::statusReply() const {
       .key("drained")
       .beginArray();
   std::vector<std::string> drained;
-  for (const ServiceState& service : services_) {
+  for (const ServiceState& service : tables_.states()) {
     for (const std::string& backend : service.drainedBackends()) {
       drained.push_back(absl::StrCat(service.name(), "/", backend));
       json.value(drained.back());
@@ -245,7 +245,7 @@ std::string ControlPlane::statusReply() const {
   // flow to the same backend exactly when these agree.
   json.key("tables").beginArray();
   std::string tables_text;
-  for (const ServiceState& service : services_) {
+  for (const ServiceState& service : tables_.states()) {
     const Table& table = service.liveTable();
     const std::string fingerprint = fingerprintText(service.liveFingerprint());
     json.beginObject()
@@ -260,10 +260,10 @@ std::string ControlPlane::statusReply() const {
     absl::StrAppendFormat(&tables_text, "table %s: %s, M=%u, fingerprint %s\n", service.name(),
                           toString(table.algorithm()), table.size(), fingerprint);
     // The last change of the table, and what it moved against the least it had to.
-    const auto history = table_changes_.find(service.name());
-    if (history != table_changes_.end() && history->second.last) {
-      const SlotChange& last = *history->second.last;
-      const double ago = absl::ToDoubleSeconds(absl::Now() - history->second.last_at);
+    const TableChangeHistory* history = tables_.history(service.name());
+    if (history != nullptr && history->last) {
+      const SlotChange& last = *history->last;
+      const double ago = absl::ToDoubleSeconds(absl::Now() - history->last_at);
       json.key("last_change")
           .beginObject()
           .key("cause")
@@ -328,7 +328,7 @@ std::string ControlPlane::announceReply(const ControlRequest& request) {
   for (size_t p = 0; p < ports_.size() && p < link_up_.size(); ++p) {
     if (link_up_[p] == 0) forwarding.ports_down.push_back(ports_[p].name);
   }
-  return announceReplyJson(decideAnnouncements(config_, services_, forwarding));
+  return announceReplyJson(decideAnnouncements(config_, tables_.states(), forwarding));
 }
 
 TrafficTotals ControlPlane::trafficOf(uint32_t id, bool backend) const {
@@ -344,13 +344,13 @@ TrafficTotals ControlPlane::trafficOf(uint32_t id, bool backend) const {
 }
 
 std::vector<ServiceRow> ControlPlane::currentServiceRows() const {
-  return serviceRows(services_, counter_ids_,
+  return serviceRows(tables_.states(), counter_ids_,
                      [this](uint32_t id, bool backend) { return trafficOf(id, backend); });
 }
 
 std::vector<BackendRow> ControlPlane::currentBackendRows() const {
   std::vector<BackendRow> rows =
-      backendRows(services_, counter_ids_,
+      backendRows(tables_.states(), counter_ids_,
                   [this](uint32_t id, bool backend) { return trafficOf(id, backend); });
   // The rows follow the config's services and backends, as the health monitor does.
   size_t row = 0;
@@ -401,49 +401,15 @@ std::string ControlPlane::drainReply(const ControlRequest& request, bool drain) 
   const std::string& backend_name = request.field("backend");
   const std::string& service_name = request.field("service");
   if (backend_name.empty()) return errorReply("give the backend's name");
-  std::vector<ServiceState*> matches;
-  for (ServiceState& state : services_) {
-    if (!service_name.empty() && state.name() != service_name) continue;
-    if (state.hasBackend(backend_name)) matches.push_back(&state);
-  }
-  if (matches.empty()) {
-    return errorReply(service_name.empty() ? absl::StrCat("no backend named '", backend_name, "'")
-                                           : absl::StrCat("no backend named '", backend_name,
-                                                          "' in service '", service_name, "'"));
-  }
-  // Every match is changed on a copy first, so that a failed build changes none of them.
-  std::vector<ServiceState> changed_states;
-  std::vector<std::string> changed;
-  std::vector<std::string> moved;
-  std::vector<SlotChange> changes;
-  for (ServiceState* state : matches) {
-    ServiceState next = *state;
-    absl::StatusOr<std::optional<SlotChange>> change = next.setDrained(backend_name, drain);
-    if (!change.ok()) return errorReply(change.status().message());
-    if (!change->has_value()) continue;
-    changed.push_back(absl::StrCat(state->name(), "/", backend_name));
-    moved.push_back(absl::StrCat(changed.back(), " ", describe(**change)));
-    changes.push_back(**std::move(change));
-    changed_states.push_back(std::move(next));
-  }
+  absl::StatusOr<ServiceTables::DrainOutcome> outcome = tables_.setDrained(
+      service_name, backend_name, drain, [this] { return publishSnapshot(); }, absl::Now());
+  if (!outcome.ok()) return errorReply(outcome.status().message());
+  const std::vector<std::string>& changed = outcome->changed;
   if (!changed.empty()) {
-    std::vector<ServiceState> before = services_;
-    for (ServiceState& next : changed_states) {
-      for (ServiceState& state : services_) {
-        if (state.name() == next.name()) state = next;
-      }
-    }
-    if (absl::Status status = publishSnapshot(); !status.ok()) {
-      services_ = std::move(before);
-      return errorReply(status.message());
-    }
     ++drain_changes_;
     saveDrains();
-    for (size_t i = 0; i < changes.size(); ++i) {
-      table_changes_[changed_states[i].name()].record(changes[i], absl::Now());
-    }
     logLine(absl::StrFormat("%s %s; snapshot %u published", drain ? "drained" : "undrained",
-                            absl::StrJoin(moved, ", "), generation_));
+                            absl::StrJoin(outcome->moved, ", "), generation_));
   }
   JsonWriter json;
   json.beginObject().key("ok").value(true).key("changed").beginArray();
@@ -564,7 +530,7 @@ std::unique_ptr<ReplyStream> ControlPlane::explainReply(const ControlRequest& re
 std::unique_ptr<ReplyStream> ControlPlane::tableReply(const ControlRequest& request) const {
   const std::string& name = request.field("service");
   std::vector<std::string> names;
-  for (const ServiceState& state : services_) {
+  for (const ServiceState& state : tables_.states()) {
     names.push_back(state.name());
     if (state.name() != name) continue;
     const Table& table = state.liveTable();

@@ -87,7 +87,7 @@ absl::Status ControlPlane::applyServingVerdicts(std::vector<ServiceState>& servi
 }
 
 GenerationBase ControlPlane::generationBase() const {
-  return fleet_serving_.generationBase(services_, fleetAgreedHealth());
+  return fleet_serving_.generationBase(tables_.states(), fleetAgreedHealth());
 }
 
 AgreedHealth ControlPlane::fleetAgreedHealth() const {
@@ -140,42 +140,22 @@ void ControlPlane::serveFleetGenerations() {
   fleet_serving_.fail_safe = fail_safe;
   if (generation) fleet_serving_.generation = generation;
 
-  bool changed = false;
-  for (size_t s = 0; s < services_.size(); ++s) {
-    ServiceState& state = services_[s];
-    const ServiceConfig& service = state.configured();
-    if (generation) {
-      // The verdicts on the base they are served on.
-      absl::StatusOr<SlotChange> change = [&]() -> absl::StatusOr<SlotChange> {
-        BERTH_ASSIGN_OR_RETURN(std::optional<Table> base,
-                               generationBaseFor(*generation, service, fleetAgreedHealth()));
-        std::vector<bool> verdicts =
-            fleet_serving_.verdicts(service, health_->healthy(s), base ? &*base : nullptr);
-        return state.setGeneration(std::move(base), std::move(verdicts));
-      }();
-      if (!change.ok()) {
-        logLine(absl::StrCat("fleet: table generation ", generation->manifest.generation,
-                             " not applied to service '", service.name,
-                             "', its table keeps serving: ", change.status().message()));
-        continue;
-      }
-      if (change->movement.moved_slots > 0 || !change->movement.sameSize()) {
-        noteTableChange(state.name(), *change);
-      }
-      changed = true;
-      continue;
-    }
-    std::vector<bool> verdicts = fleet_serving_.verdicts(state, health_->healthy(s));
-    if (verdicts == state.healthy()) continue;
-    absl::StatusOr<SlotChange> change = state.setHealth(std::move(verdicts));
-    if (!change.ok()) {
-      logLine(absl::StrCat("health: table not rebuilt, the previous one keeps serving: ",
-                           change.status().message()));
-      continue;
-    }
-    noteTableChange(state.name(), *change);
-    changed = true;
-  }
+  const auto verdicts_on = [this](const ServiceConfig& service, size_t s, const Table* base) {
+    return fleet_serving_.verdicts(service, health_->healthy(s), base);
+  };
+  const bool changed =
+      generation
+          ? tables_.serveGeneration(
+                generation->manifest.generation,
+                [&](const ServiceState& state) {
+                  return generationBaseFor(*generation, state.configured(), fleetAgreedHealth());
+                },
+                verdicts_on, absl::Now())
+          : tables_.serveVerdicts(
+                [&](const ServiceState& state, size_t s) {
+                  return fleet_serving_.verdicts(state, health_->healthy(s));
+                },
+                absl::Now());
   if (generation) {
     const GenerationManifest& manifest = generation->manifest;
     logLine(absl::StrCat("fleet: serving table generation ", manifest.generation, " (made by ",
@@ -185,27 +165,26 @@ void ControlPlane::serveFleetGenerations() {
     // generation.
     generation_cache_->saveRendered([generation] { return renderGenerationCache(*generation); });
   }
+  reportFailSafe();
+  if (!changed) return;
+  publishTableChange(start,
+                     generation ? "the table generation arrived" : "etcd's reachability changed");
+}
+
+void ControlPlane::reportFailSafe() {
   const std::vector<std::string> removed = failSafeRemovals();
   if (!removed.empty()) {
-    logLine(absl::StrCat("fleet: taken out fail-safe by this instance's probes alone: ",
-                         absl::StrJoin(removed, ", ")));
+    logLine(absl::StrCat(
+        "fleet: etcd out of reach, so taken out fail-safe by this instance's probes alone: ",
+        absl::StrJoin(removed, ", ")));
   }
-  fleet_->setFailSafe(removed);
-  if (!changed) return;
-  if (absl::Status status = publishSnapshot(); !status.ok()) {
-    logLine(
-        absl::StrCat("snapshot not rebuilt, the previous one keeps serving: ", status.message()));
-    return;
-  }
-  reportWhenInForce(start,
-                    generation ? "the table generation arrived" : "etcd's reachability changed");
-  reportFleetTables();
+  if (fleet_) fleet_->setFailSafe(removed);
 }
 
 void ControlPlane::reportFleetTables() {
   if (!fleet_) return;
   std::map<std::string, std::string> fingerprints;
-  for (const ServiceState& service : services_) {
+  for (const ServiceState& service : tables_.states()) {
     fingerprints.emplace(service.name(), fingerprintText(service.liveFingerprint()));
   }
   fleet_->setFingerprints(std::move(fingerprints));

@@ -340,10 +340,10 @@ std::shared_ptr<const RenderedText> ControlPlane::renderMetrics() {
   metrics.sums = summedCounters();
   metrics.services = currentServiceRows();
   metrics.backends = currentBackendRows();
-  for (const ServiceState& service : services_) {
-    const auto history = table_changes_.find(service.name());
+  for (const ServiceState& service : tables_.states()) {
+    const TableChangeHistory* history = tables_.history(service.name());
     metrics.table_changes.push_back(
-        {service.name(), history == table_changes_.end() ? TableChangeHistory() : history->second});
+        {service.name(), history == nullptr ? TableChangeHistory() : *history});
   }
   auto endpoint = [](std::string name, const auto& counts) {
     return EndpointMetrics{std::move(name),     counts.accepted,     counts.answered,

@@ -370,12 +370,13 @@ absl::Status ControlPlane::startServices() {
   health_ = *std::move(monitor);
   BERTH_RETURN_IF_ERROR(ensureDescriptorsFor(health_->checkCount()));
   BERTH_ASSIGN_OR_RETURN(
-      services_,
+      std::vector<ServiceState> services,
       createServiceStates(
           config_.services,
           [&](size_t s) { return std::vector<bool>(config_.services[s].backends.size(), true); },
           restoredDrains(), generationBase()));
-  BERTH_RETURN_IF_ERROR(applyServingVerdicts(services_, *health_));
+  BERTH_RETURN_IF_ERROR(applyServingVerdicts(services, *health_));
+  tables_.replace(std::move(services), absl::Now());
   BERTH_RETURN_IF_ERROR(publishSnapshot());
   if (health_->checkCount() > 0) {
     logLine(
@@ -414,11 +415,11 @@ DrainsByService ControlPlane::restoredDrains() {
 }
 
 void ControlPlane::saveDrains() {
-  if (drain_state_) drain_state_->save(drainsOf(services_));
+  if (drain_state_) drain_state_->save(drainsOf(tables_.states()));
 }
 
 void ControlPlane::stopServices() {
-  services_.clear();
+  tables_.replace({}, absl::Now());
   health_.reset();
 }
 
@@ -490,7 +491,7 @@ absl::StatusOr<std::unique_ptr<const Snapshot>> ControlPlane::snapshotFor(
 
 absl::Status ControlPlane::publishSnapshot() {
   absl::StatusOr<std::unique_ptr<const Snapshot>> snapshot =
-      snapshotFor(config_.dataplane, services_, generation_ + 1);
+      snapshotFor(config_.dataplane, tables_.states(), generation_ + 1);
   if (!snapshot.ok()) return snapshot.status();
   ++generation_;
   published_token_ = publisher_->publish(*std::move(snapshot));
@@ -513,11 +514,6 @@ void ControlPlane::reportRollouts() {
                         absl::ToDoubleMilliseconds(absl::Now() - rollout.start), rollout.event));
   }
   rollouts_.erase(std::remove_if(rollouts_.begin(), rollouts_.end(), in_force), rollouts_.end());
-}
-
-void ControlPlane::noteTableChange(const std::string& service, const SlotChange& change) {
-  logLine(absl::StrCat("table: service '", service, "': ", describe(change)));
-  table_changes_[service].record(change, absl::Now());
 }
 
 void ControlPlane::resolveNeighbors() {
@@ -652,7 +648,7 @@ void ControlPlane::publishLoads() {
   traffic.reserve(workers_.size());
   for (const WorkerPtr& worker : workers_) traffic.push_back(worker->state.traffic);
   publishBackendLoads(
-      services_, counter_ids_, [&](uint32_t id) { return activeFlows(traffic, id); },
+      tables_.states(), counter_ids_, [&](uint32_t id) { return activeFlows(traffic, id); },
       *backend_loads_);
 }
 
@@ -727,46 +723,40 @@ void ControlPlane::watchWorkers() {
 void ControlPlane::applyHealthChanges(const std::vector<BackendHealthChange>& changes) {
   if (changes.empty()) return;
   const absl::Time start = absl::Now();
-  absl::flat_hash_set<size_t> services;
+  std::vector<size_t> services;
   for (const BackendHealthChange& change : changes) {
     const ServiceConfig& service = config_.services[change.service];
     logLine(absl::StrFormat("health: service '%s' backend '%s' (%s): %s -> %s: %s", service.name,
                             service.backends[change.backend].name, change.target,
                             toString(change.transition.from), toString(change.transition.to),
                             change.transition.reason));
-    services.insert(change.service);
+    services.push_back(change.service);
   }
+  std::sort(services.begin(), services.end());
+  services.erase(std::unique(services.begin(), services.end()), services.end());
   // Min-disruption failover from each service's all-healthy table (ServiceState::setHealth).
   // In a fleet with table generations, the fleet's verdicts count instead, and these only while
   // etcd is out of reach (control/fleet_serving.h).
   reportFleetVerdicts();
-  if (const std::vector<std::string> removed = failSafeRemovals(); !removed.empty()) {
-    logLine(
-        absl::StrCat("fleet: etcd out of reach, so taken out fail-safe by this instance's "
-                     "probes alone: ",
-                     absl::StrJoin(removed, ", ")));
+  reportFailSafe();
+  if (!tables_.serveVerdicts(
+          services,
+          [this](const ServiceState& state, size_t s) {
+            return fleet_serving_.verdicts(state, health_->healthy(s));
+          },
+          absl::Now())) {
+    return;
   }
-  bool changed = false;
-  for (size_t s : services) {
-    std::vector<bool> verdicts = fleet_serving_.verdicts(services_[s], health_->healthy(s));
-    // In a fleet with etcd answering, this instance's verdicts change no table.
-    if (verdicts == services_[s].healthy()) continue;
-    absl::StatusOr<SlotChange> change = services_[s].setHealth(std::move(verdicts));
-    if (!change.ok()) {
-      logLine(absl::StrCat("health: table not rebuilt, the previous one keeps serving: ",
-                           change.status().message()));
-      continue;
-    }
-    noteTableChange(services_[s].name(), *change);
-    changed = true;
-  }
-  if (!changed) return;
+  publishTableChange(start, "the health change");
+}
+
+void ControlPlane::publishTableChange(absl::Time start, absl::string_view event) {
   if (absl::Status status = publishSnapshot(); !status.ok()) {
     logLine(
         absl::StrCat("snapshot not rebuilt, the previous one keeps serving: ", status.message()));
     return;
   }
-  reportWhenInForce(start, "the health change");
+  reportWhenInForce(start, event);
 }
 
 void ControlPlane::reportProbesNotRun() {

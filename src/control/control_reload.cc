@@ -56,7 +56,7 @@ void ControlPlane::startBuild(ReloadSource source) {
   source.generation = generationBase();
   build_what_ = source.what();
   build_source_ = source;
-  builder_->start(std::move(source), drainsOf(services_));
+  builder_->start(std::move(source), drainsOf(tables_.states()));
 }
 
 void ControlPlane::serveReloads() {
@@ -149,28 +149,17 @@ absl::Status ControlPlane::applyReload(BuiltReload built) {
       snapshotFor(next.dataplane, services, generation_ + 1);
   if (!snapshot.ok()) return refuseReload(snapshot.status().message());
 
-  // What the reload did to each table that was there before, against the least it had to move.
-  std::vector<std::pair<std::string, SlotChange>> table_changes;
-  for (const ServiceState& after : services) {
-    for (const ServiceState& before : services_) {
-      if (before.name() != after.name()) continue;
-      if (std::optional<SlotChange> change = reloadChange(before, after)) {
-        table_changes.emplace_back(after.name(), *std::move(change));
-      }
-    }
-  }
-
   // Everything is built: switch over. Connections keep their backends by stable id.
   size_t backends = 0;
   for (const ServiceConfig& service : next.services) backends += service.backends.size();
   config_ = std::move(next);
   if (config_.fleet) fleet_local_ = std::move(built.local);
-  services_ = std::move(services);
+  // Each table that was there before is noted with what the reload moved.
+  tables_.replace(std::move(services), absl::Now());
   health_ = *std::move(monitor);
   neighbors_.keepOnly(nextHopsToResolve(config_));
   neighbors_.setSettings(NeighborSettings::of(config_.dataplane.neighbors));
   saveDrains();  // without the backends the new config dropped
-  for (const auto& [service, change] : table_changes) noteTableChange(service, change);
   ++generation_;
   published_token_ = publisher_->publish(*std::move(snapshot));
   logLine(absl::StrFormat("%s%s applied: %u service(s), %u backend(s); snapshot %u",

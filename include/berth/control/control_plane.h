@@ -27,6 +27,7 @@
 #include "berth/control/reply_renderer.h"
 #include "berth/control/reports.h"
 #include "berth/control/service_state.h"
+#include "berth/control/service_tables.h"
 #include "berth/control/stop_withdrawal.h"
 #include "berth/control/systemd_notifier.h"
 #include "berth/control/telemetry_answer.h"
@@ -45,6 +46,10 @@
 #include "berth/util/latest_file_writer.h"
 
 namespace berth {
+
+// A line of berthd's log on stderr; while the lcores run, written by a thread of its own so that
+// the management loop never waits on stderr (util/async_log.h).
+void logLine(absl::string_view line);
 
 // What the signal handlers set, for the management loop to act on.
 struct ControlPlaneSignals {
@@ -221,8 +226,11 @@ class ControlPlane {
   DrainsByService restoredDrains();
   // Hands the drains in force to the drain state writer, which writes them off the loop.
   void saveDrains();
-  // Logs what a change to a service's table moved, and adds it to the service's history.
-  void noteTableChange(const std::string& service, const SlotChange& change);
+  // After tables changed on `event`, which began at `start`: the snapshot published (or why
+  // not logged, the previous one serving on), and reported once in force on every worker.
+  void publishTableChange(absl::Time start, absl::string_view event);
+  // The backends taken out fail-safe, logged and reported to the fleet.
+  void reportFailSafe();
   using CommandHandler = std::unique_ptr<ReplyStream> (*)(ControlPlane&, const ControlRequest&);
   static const absl::flat_hash_map<std::string, CommandHandler>& commandHandlers();
   // InternalError naming a command of the table that has no handler.
@@ -341,10 +349,10 @@ class ControlPlane {
   std::unique_ptr<MetricsServer> metrics_;  // when the config has `metrics`
   RateSample rates_previous_;
   RateSample rates_latest_;
-  Config config_;  // as the config file gives it; what is in force is in services_
+  Config config_;  // as the config file gives it; what is in force is in tables_
   // Every service's settings in force, tables, health and drains, in config order (the health
-  // monitor's order).
-  std::vector<ServiceState> services_;
+  // monitor's order), with what each table change moved.
+  ServiceTables tables_{[](const std::string& line) { logLine(line); }};
   std::atomic<bool>& stop_;
   std::atomic<bool>& print_counters_;
   std::atomic<bool>& reload_;
@@ -356,8 +364,6 @@ class ControlPlane {
   std::vector<MacAddress> port_macs_;
   std::vector<uint8_t> port_checksum_offloads_;  // by port, as port_macs_
   std::unique_ptr<HealthMonitor> health_;
-  // Per service name, kept across reloads: what the table changes moved (status, metrics).
-  absl::flat_hash_map<std::string, TableChangeHistory> table_changes_;
   CounterIds counter_ids_;
   std::unique_ptr<FlowSync> flow_sync_;  // with a sync section
   NeighborCache neighbors_;
@@ -421,9 +427,6 @@ class ControlPlane {
 };
 
 // Helpers the daemon's files share.
-// A line of berthd's log on stderr; while the lcores run, written by a thread of its own so that
-// the management loop never waits on stderr (util/async_log.h).
-void logLine(absl::string_view line);
 uint64_t logLinesDropped();
 // Milliseconds of wall time, and uniform jitter in [0, 1), for the health monitor.
 std::function<uint64_t()> healthClock();

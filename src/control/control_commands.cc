@@ -293,7 +293,7 @@ std::string ControlPlane::statusReply() const {
         .endObject();
   }
   json.endArray();
-  const std::string fleet_text = fleetStatusText(json);
+  const std::string fleet_text = fleet_.statusText(config_, *health_, json);
   json.key("text").value(absl::StrFormat(
       "berthd %s, up %.0f s\nconfig %s (crc32c %08x)\n%ssnapshot %u, %u worker(s), %u service(s), "
       "%u backend(s)\ndrained: %s\n%s%s%s",
@@ -354,7 +354,9 @@ std::vector<BackendRow> ControlPlane::currentBackendRows() const {
                   [this](uint32_t id, bool backend) { return trafficOf(id, backend); });
   // The rows follow the config's services and backends, as the health monitor does.
   size_t row = 0;
-  const AgreedHealth* agreed = fleet_ ? &fleet_->agreedHealth() : nullptr;
+  const std::optional<AgreedHealth> fleet_health =
+      fleet_.active() ? std::optional<AgreedHealth>(fleet_.agreedHealth()) : std::nullopt;
+  const AgreedHealth* agreed = fleet_health ? &*fleet_health : nullptr;
   for (size_t s = 0; s < config_.services.size(); ++s) {
     for (size_t b = 0; b < config_.services[s].backends.size(); ++b) {
       BackendRow& entry = rows[row++];

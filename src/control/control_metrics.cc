@@ -357,8 +357,8 @@ std::shared_ptr<const RenderedText> ControlPlane::renderMetrics() {
   if (port_stats_ != nullptr && port_stats_->latest() != nullptr) {
     metrics.ports = port_stats_->latest()->ports;
   }
-  if (fleet_) {
-    const FleetAgentStatus fleet = fleet_->status();
+  if (fleet_.active()) {
+    const FleetAgentStatus fleet = fleet_.agentStatus();
     metrics.fleet = FleetMetrics{fleet.running_version,  fleet.head_version, fleet.from_cache,
                                  fleet.etcd_reachable,   fleet.registered,   fleet.versions_applied,
                                  fleet.versions_refused, fleet.etcd_errors};

@@ -496,7 +496,7 @@ absl::Status ControlPlane::publishSnapshot() {
   ++generation_;
   published_token_ = publisher_->publish(*std::move(snapshot));
   if (flow_sync_) flow_sync_->setNames(FlowRecordNames::of(counter_ids_, config_));
-  reportFleetTables();
+  fleet_.reportTables(tables_.states());
   return absl::OkStatus();
 }
 
@@ -609,7 +609,7 @@ void ControlPlane::run() {
     }
     applyHealthChanges(health_->poll(0));
     if (reload_.exchange(false)) requestReload();
-    if (fleet_) fleet_->turn(absl::Now());
+    fleet_.turn(absl::Now());
     if (flow_sync_) flow_sync_->turn(absl::Now());
     serveFleetGenerations();
     serveReloads();
@@ -653,9 +653,9 @@ void ControlPlane::publishLoads() {
 }
 
 void ControlPlane::watchSyncPeers() {
-  if (!fleet_ || !flow_sync_) return;
+  if (!fleet_.active() || !flow_sync_) return;
   std::vector<Endpoint> peers = config_.sync->peers;
-  for (const InstanceReport& report : fleet_->instanceReports()) {
+  for (const InstanceReport& report : fleet_.instanceReports()) {
     if (report.name == config_.fleet->name || report.sync.empty()) continue;
     if (absl::StatusOr<Endpoint> endpoint = Endpoint::parse(report.sync); endpoint.ok()) {
       peers.push_back(*endpoint);
@@ -737,12 +737,12 @@ void ControlPlane::applyHealthChanges(const std::vector<BackendHealthChange>& ch
   // Min-disruption failover from each service's all-healthy table (ServiceState::setHealth).
   // In a fleet with table generations, the fleet's verdicts count instead, and these only while
   // etcd is out of reach (control/fleet_serving.h).
-  reportFleetVerdicts();
-  reportFailSafe();
+  fleet_.reportVerdicts(config_, *health_);
+  fleet_.reportFailSafe(config_, *health_);
   if (!tables_.serveVerdicts(
           services,
           [this](const ServiceState& state, size_t s) {
-            return fleet_serving_.verdicts(state, health_->healthy(s));
+            return fleet_.serving().verdicts(state, health_->healthy(s));
           },
           absl::Now())) {
     return;

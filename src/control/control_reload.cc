@@ -18,7 +18,7 @@ namespace berth {
 uint64_t ControlPlane::requestReload() {
   ++reload_requested_;
   // A reload also retries a fleet version this instance refused.
-  if (fleet_) fleet_->forgetRefusal();
+  fleet_.forgetRefusal();
   if (!buildUnderWay()) startReloadBuild();
   return reload_requested_;
 }
@@ -26,9 +26,9 @@ uint64_t ControlPlane::requestReload() {
 bool ControlPlane::buildUnderWay() const { return reload_building_ != 0 || fleet_building_; }
 
 ReloadSource ControlPlane::fleetPartOf(ReloadSource source) const {
-  if (fleet_version_) {
-    source.fleet_text = fleet_version_->text;
-    source.fleet_source = fleet_version_->source;
+  if (const std::optional<FleetVersionText>& version = fleet_.version()) {
+    source.fleet_text = version->text;
+    source.fleet_source = version->source;
   }
   return source;
 }
@@ -43,7 +43,7 @@ void ControlPlane::startReloadBuild() {
 
 void ControlPlane::startFleetBuild(FleetVersionText version) {
   ReloadSource source;
-  source.local = fleet_local_;
+  source.local = fleet_.local();
   source.fleet_text = version.text;
   source.fleet_source = version.source;
   fleet_building_ = std::move(version);
@@ -67,10 +67,8 @@ void ControlPlane::serveReloads() {
   const uint64_t answered = reload_outcomes_.empty() ? 0 : reload_outcomes_.back().request;
   if (reload_requested_ > answered) {
     startReloadBuild();
-  } else if (fleet_) {
-    if (std::optional<FleetVersionText> version = fleet_->takeVersion()) {
-      startFleetBuild(*std::move(version));
-    }
+  } else if (std::optional<FleetVersionText> version = fleet_.takeVersion()) {
+    startFleetBuild(*std::move(version));
   }
 }
 
@@ -88,9 +86,9 @@ void ControlPlane::finishBuild(absl::StatusOr<BuiltReload> built) {
     FleetVersionText version = *std::move(fleet_building_);
     fleet_building_.reset();
     if (status.ok()) {
-      fleetApplied(std::move(version));
+      fleet_.applied(std::move(version), config_);
     } else {
-      fleet_->refused(version.head, why.empty() ? std::string(status.message()) : why);
+      fleet_.refused(version.head, why.empty() ? std::string(status.message()) : why);
     }
     return;
   }
@@ -153,7 +151,7 @@ absl::Status ControlPlane::applyReload(BuiltReload built) {
   size_t backends = 0;
   for (const ServiceConfig& service : next.services) backends += service.backends.size();
   config_ = std::move(next);
-  if (config_.fleet) fleet_local_ = std::move(built.local);
+  if (config_.fleet) fleet_.setLocal(std::move(built.local));
   // Each table that was there before is noted with what the reload moved.
   tables_.replace(std::move(services), absl::Now());
   health_ = *std::move(monitor);
@@ -167,9 +165,9 @@ absl::Status ControlPlane::applyReload(BuiltReload built) {
                           backends, generation_));
   reportWhenInForce(reload_build_start_,
                     fleet_building_ ? "the version arrived" : "the reload began");
-  reportFleetTables();
-  reportFleetVerdicts();
-  reportFleetServices();
+  fleet_.reportTables(tables_.states());
+  fleet_.reportVerdicts(config_, *health_);
+  fleet_.reportServices(config_);
   return absl::OkStatus();
 }
 

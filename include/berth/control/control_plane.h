@@ -15,7 +15,7 @@
 #include "berth/config/config.h"
 #include "berth/control/control_socket.h"
 #include "berth/control/drain_state.h"
-#include "berth/control/fleet_serving.h"
+#include "berth/control/fleet_binding.h"
 #include "berth/control/flow_sync.h"
 #include "berth/control/line_limiter.h"
 #include "berth/control/mailbox.h"
@@ -191,12 +191,6 @@ class ControlPlane {
   void startBuild(ReloadSource source);
   void finishBuild(absl::StatusOr<BuiltReload> built);
   void serveReloads();
-  // A fleet version applied: the agent told, the cache written off the loop.
-  void fleetApplied(FleetVersionText version);
-  // Each service's live fingerprint to the agent, which reports a change under its lease.
-  void reportFleetTables();
-  // `status`'s fleet part: its JSON into `json`, its text returned; nothing without a fleet.
-  std::string fleetStatusText(JsonWriter& json) const;
   // Table generations (control_fleet.cc, docs/scale-out.md "Table generations"). Each turn: a
   // new generation from the agent becomes every service's base table, and whether etcd answers
   // decides whose verdicts count. While it does, the fleet's (the generation's down set) alone;
@@ -207,15 +201,7 @@ class ControlPlane {
   absl::Status applyServingVerdicts(std::vector<ServiceState>& services,
                                     const HealthMonitor& monitor) const;
   // Each service's base table from the generation in force, for a build.
-  GenerationBase generationBase() const;
-  // The health the fleet agrees on as this instance last read it; none before the agent starts.
-  AgreedHealth fleetAgreedHealth() const;
-  // The local verdicts and the services to the agent, which reports and plans with them.
-  void reportFleetVerdicts();
-  void reportFleetServices();
-  // The backends taken out fail-safe now, as "service/backend".
-  std::vector<std::string> failSafeRemovals() const;
-  static constexpr absl::Duration kFleetLeaveTimeout = absl::Seconds(2);
+  GenerationBase generationBase() const { return fleet_.generationBase(tables_.states()); }
   std::optional<absl::Status> reloadOutcome(uint64_t request, uint64_t* generation) const;
   absl::Status applyReload(BuiltReload built);
   absl::Status refuseReload(absl::string_view why);
@@ -229,8 +215,6 @@ class ControlPlane {
   // After tables changed on `event`, which began at `start`: the snapshot published (or why
   // not logged, the previous one serving on), and reported once in force on every worker.
   void publishTableChange(absl::Time start, absl::string_view event);
-  // The backends taken out fail-safe, logged and reported to the fleet.
-  void reportFailSafe();
   using CommandHandler = std::unique_ptr<ReplyStream> (*)(ControlPlane&, const ControlRequest&);
   static const absl::flat_hash_map<std::string, CommandHandler>& commandHandlers();
   // InternalError naming a command of the table that has no handler.
@@ -405,14 +389,8 @@ class ControlPlane {
   std::string build_what_;     // the build under way: the file's path or the fleet version
   ReloadSource build_source_;  // what it reads, to build again after a drain
   std::optional<FleetVersionText> fleet_building_;  // the fleet version being built
-  // The fleet: the agent, the local file's part in force, the version applied, and its cache.
-  std::unique_ptr<FleetAgent> fleet_;
-  Config fleet_local_;
-  std::optional<FleetVersionText> fleet_version_;
-  std::unique_ptr<LatestFileWriter> fleet_cache_;
-  FleetServing fleet_serving_;           // the generation in force and whether fail-safe
-  uint64_t fleet_settled_reported_ = 0;  // health_->settledCount() when verdicts were reported
-  std::unique_ptr<LatestFileWriter> generation_cache_;
+  // The fleet: the agent, versions, whose verdicts count, and the caches.
+  FleetBinding fleet_{[](const std::string& line) { logLine(line); }};
   uint64_t drain_changes_ = 0;        // drains and undrains so far
   uint64_t reload_build_drains_ = 0;  // drain_changes_ when the build under way began
   struct ReloadOutcome {

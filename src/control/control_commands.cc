@@ -116,7 +116,7 @@ std::unique_ptr<ReplyStream> ControlPlane::reloadReply() {
   // The build runs off the loop; the reply waits for it on later turns.
   return pollingReply([this, request = requestReload()]() -> std::optional<std::string> {
     uint64_t generation = 0;
-    const std::optional<absl::Status> outcome = reloadOutcome(request, &generation);
+    const std::optional<absl::Status> outcome = reloads_->outcome(request, &generation);
     if (!outcome) return std::nullopt;
     return outcome->ok()
                ? okReply(absl::StrCat("reloaded ", config_path_, " (snapshot ", generation, ")\n"))
@@ -408,7 +408,7 @@ std::string ControlPlane::drainReply(const ControlRequest& request, bool drain) 
   if (!outcome.ok()) return errorReply(outcome.status().message());
   const std::vector<std::string>& changed = outcome->changed;
   if (!changed.empty()) {
-    ++drain_changes_;
+    reloads_->drainChanged();
     saveDrains();
     logLine(absl::StrFormat("%s %s; snapshot %u published", drain ? "drained" : "undrained",
                             absl::StrJoin(outcome->moved, ", "), generation_));

@@ -121,14 +121,15 @@ absl::Status ControlPlane::startLcores() {
   asyncLog() = std::make_unique<AsyncLog>(STDERR_FILENO, "berthd: ");
   // Likewise the reload builder and the reply renderer, so that parsing a big config or
   // rendering a big reply never takes a worker's CPU.
-  builder_ = std::make_unique<ReloadBuilder>();
+  reloads_ = std::make_unique<ReloadQueue>(static_cast<ReloadTarget&>(*this),
+                                           [](const std::string& line) { logLine(line); });
   renderer_ = std::make_unique<ReplyRenderer>();
   return absl::OkStatus();
 }
 
 void ControlPlane::stopLcores() {
   renderer_.reset();
-  builder_.reset();
+  reloads_.reset();
   asyncLog().reset();
   publisher_.reset();
 }
@@ -612,7 +613,7 @@ void ControlPlane::run() {
     fleet_.turn(absl::Now());
     if (flow_sync_) flow_sync_->turn(absl::Now());
     serveFleetGenerations();
-    serveReloads();
+    reloads_->serve([this] { return fleet_.takeVersion(); });
     const auto handle = [this](const ControlRequest& request) { return handleControl(request); };
     control_->serve(handle);
     if (read_only_) {

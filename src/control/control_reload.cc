@@ -16,16 +16,14 @@
 namespace berth {
 
 uint64_t ControlPlane::requestReload() {
-  ++reload_requested_;
   // A reload also retries a fleet version this instance refused.
   fleet_.forgetRefusal();
-  if (!buildUnderWay()) startReloadBuild();
-  return reload_requested_;
+  return reloads_->request();
 }
 
-bool ControlPlane::buildUnderWay() const { return reload_building_ != 0 || fleet_building_; }
-
-ReloadSource ControlPlane::fleetPartOf(ReloadSource source) const {
+ReloadSource ControlPlane::fileSource() const {
+  ReloadSource source;
+  source.path = config_path_;
   if (const std::optional<FleetVersionText>& version = fleet_.version()) {
     source.fleet_text = version->text;
     source.fleet_source = version->source;
@@ -33,84 +31,34 @@ ReloadSource ControlPlane::fleetPartOf(ReloadSource source) const {
   return source;
 }
 
-void ControlPlane::startReloadBuild() {
-  // A build answers every request made before it began.
-  reload_building_ = reload_requested_;
-  ReloadSource source;
-  source.path = config_path_;
-  startBuild(fleetPartOf(std::move(source)));
-}
-
-void ControlPlane::startFleetBuild(FleetVersionText version) {
+ReloadSource ControlPlane::versionSource(const FleetVersionText& version) const {
   ReloadSource source;
   source.local = fleet_.local();
   source.fleet_text = version.text;
   source.fleet_source = version.source;
-  fleet_building_ = std::move(version);
-  startBuild(std::move(source));
+  return source;
 }
 
-void ControlPlane::startBuild(ReloadSource source) {
-  reload_build_drains_ = drain_changes_;
-  reload_build_start_ = absl::Now();
-  source.generation = generationBase();
-  build_what_ = source.what();
-  build_source_ = source;
-  builder_->start(std::move(source), drainsOf(tables_.states()));
-}
+DrainsByService ControlPlane::drains() const { return drainsOf(tables_.states()); }
 
-void ControlPlane::serveReloads() {
-  if (std::optional<absl::StatusOr<BuiltReload>> built = builder_->take()) {
-    finishBuild(*std::move(built));
-  }
-  if (buildUnderWay()) return;
-  const uint64_t answered = reload_outcomes_.empty() ? 0 : reload_outcomes_.back().request;
-  if (reload_requested_ > answered) {
-    startReloadBuild();
-  } else if (std::optional<FleetVersionText> version = fleet_.takeVersion()) {
-    startFleetBuild(*std::move(version));
-  }
-}
+absl::Status ControlPlane::apply(BuiltReload built) { return applyReload(std::move(built)); }
 
-void ControlPlane::finishBuild(absl::StatusOr<BuiltReload> built) {
-  if (built.ok() && drain_changes_ != reload_build_drains_) {
-    logLine(absl::StrCat(build_what_,
-                         ": a drain changed while the new config was being built; building again"));
-    startBuild(build_source_);
-    return;
-  }
-  // The fleet hears why a version was refused, without the log line's preamble.
-  std::string why = built.ok() ? "" : std::string(built.status().message());
-  const absl::Status status = built.ok() ? applyReload(*std::move(built)) : refuseReload(why);
-  if (fleet_building_) {
-    FleetVersionText version = *std::move(fleet_building_);
-    fleet_building_.reset();
-    if (status.ok()) {
-      fleet_.applied(std::move(version), config_);
-    } else {
-      fleet_.refused(version.head, why.empty() ? std::string(status.message()) : why);
-    }
-    return;
-  }
-  reload_outcomes_.push_back({reload_building_, status, generation_});
-  if (reload_outcomes_.size() > kReloadOutcomesKept) reload_outcomes_.pop_front();
-  reload_building_ = 0;
-}
+absl::Status ControlPlane::refuse(absl::string_view why) { return refuseReload(why); }
 
-std::optional<absl::Status> ControlPlane::reloadOutcome(uint64_t request,
-                                                        uint64_t* generation) const {
-  for (const ReloadOutcome& outcome : reload_outcomes_) {
-    if (outcome.request < request) continue;
-    if (generation != nullptr) *generation = outcome.generation;
-    return outcome.status;
+void ControlPlane::versionDone(FleetVersionText version, const absl::Status& status,
+                               const std::string& why) {
+  if (status.ok()) {
+    fleet_.applied(std::move(version), config_);
+  } else {
+    fleet_.refused(version.head, why.empty() ? std::string(status.message()) : why);
   }
-  return std::nullopt;
 }
 
 absl::Status ControlPlane::refuseReload(absl::string_view why) {
   // Next hops the refused config brought in are not resolved.
   neighbors_.keepOnly(nextHopsToResolve(config_));
-  const std::string message = absl::StrCat(fleet_building_ ? "" : "reload of ", build_what_,
+  const ReloadQueue::Build& build = reloads_->building();
+  const std::string message = absl::StrCat(build.fleet_version ? "" : "reload of ", build.what,
                                            " refused, the running config keeps serving: ", why);
   logLine(message);
   return absl::FailedPreconditionError(message);
@@ -160,11 +108,11 @@ absl::Status ControlPlane::applyReload(BuiltReload built) {
   saveDrains();  // without the backends the new config dropped
   ++generation_;
   published_token_ = publisher_->publish(*std::move(snapshot));
+  const ReloadQueue::Build& build = reloads_->building();
   logLine(absl::StrFormat("%s%s applied: %u service(s), %u backend(s); snapshot %u",
-                          fleet_building_ ? "" : "reload of ", build_what_, config_.services.size(),
-                          backends, generation_));
-  reportWhenInForce(reload_build_start_,
-                    fleet_building_ ? "the version arrived" : "the reload began");
+                          build.fleet_version ? "" : "reload of ", build.what,
+                          config_.services.size(), backends, generation_));
+  reportWhenInForce(build.start, build.fleet_version ? "the version arrived" : "the reload began");
   fleet_.reportTables(tables_.states());
   fleet_.reportVerdicts(config_, *health_);
   fleet_.reportServices(config_);

@@ -24,6 +24,7 @@
 #include "berth/control/periodic_jobs.h"
 #include "berth/control/port_stats.h"
 #include "berth/control/reload_builder.h"
+#include "berth/control/reload_queue.h"
 #include "berth/control/reply_renderer.h"
 #include "berth/control/reports.h"
 #include "berth/control/service_state.h"
@@ -81,7 +82,7 @@ inline constexpr absl::Duration kStallProbeInterval = absl::Milliseconds(100);
 // when a MAC or a table changes, and answers the control socket, metrics and telemetry. Its
 // policies are pure parts of their own (service_state.h, announce.h, reports.h, prometheus.h,
 // load_publication.h, explain_reply.h); this class gathers their inputs from the runtime.
-class ControlPlane {
+class ControlPlane : private ReloadTarget {
  public:
   // `drain_state_path`: where drains made with berthctl are kept across restarts
   // (control/drain_state.h); empty for nowhere.
@@ -175,22 +176,17 @@ class ControlPlane {
   // Logs each change, rebuilds the affected services' tables with min-disruption failover, and
   // publishes the snapshot.
   void applyHealthChanges(const std::vector<BackendHealthChange>& changes);
-  // Reloads (control_reload.cc). A request starts a build on the reload builder's thread, or,
-  // while one runs, is answered by the next; requestReload() returns its number. Each turn,
-  // serveReloads() applies a finished build (or logs why not and keeps the running config), and
-  // reloadOutcome() says how request N ended once a build begun after it has: its status, and
-  // the snapshot generation then.
-  // Fleet versions take the same builder, one build at a time: serveReloads() starts a waiting
-  // reload first, else the agent's newest version (control_fleet.cc).
+  // Reloads (control_reload.cc, control/reload_queue.h): a request's number, answered once a
+  // build begun after it has been applied or refused; what a build reads, and its apply.
   uint64_t requestReload();
-  bool buildUnderWay() const;
-  // `source` with the fleet version in force, which a reload of the local file composes with.
-  ReloadSource fleetPartOf(ReloadSource source) const;
-  void startReloadBuild();
-  void startFleetBuild(FleetVersionText version);
-  void startBuild(ReloadSource source);
-  void finishBuild(absl::StatusOr<BuiltReload> built);
-  void serveReloads();
+  ReloadSource fileSource() const override;
+  ReloadSource versionSource(const FleetVersionText& version) const override;
+  DrainsByService drains() const override;
+  absl::Status apply(BuiltReload built) override;
+  absl::Status refuse(absl::string_view why) override;
+  void versionDone(FleetVersionText version, const absl::Status& status,
+                   const std::string& why) override;
+  uint64_t snapshotGeneration() const override { return generation_; }
   // Table generations (control_fleet.cc, docs/scale-out.md "Table generations"). Each turn: a
   // new generation from the agent becomes every service's base table, and whether etcd answers
   // decides whose verdicts count. While it does, the fleet's (the generation's down set) alone;
@@ -201,8 +197,7 @@ class ControlPlane {
   absl::Status applyServingVerdicts(std::vector<ServiceState>& services,
                                     const HealthMonitor& monitor) const;
   // Each service's base table from the generation in force, for a build.
-  GenerationBase generationBase() const { return fleet_.generationBase(tables_.states()); }
-  std::optional<absl::Status> reloadOutcome(uint64_t request, uint64_t* generation) const;
+  GenerationBase generationBase() const override { return fleet_.generationBase(tables_.states()); }
   absl::Status applyReload(BuiltReload built);
   absl::Status refuseReload(absl::string_view why);
   // The control socket's commands (control_commands.cc): the reply to one request.
@@ -379,27 +374,11 @@ class ControlPlane {
   bool launched_ = false;
   std::vector<unsigned> lcores_;  // the worker lcores, one worker each
   std::vector<int> link_up_;      // per port: 1 up, 0 down, -1 not yet looked at
-  // Reloads: the builder (made on the main lcore with the lcores), request numbers, and the
-  // last outcomes for `berthctl reload` replies still waiting.
-  std::unique_ptr<ReloadBuilder> builder_;
+  // Reloads and fleet versions, one build at a time (made on the main lcore with the lcores).
+  std::unique_ptr<ReloadQueue> reloads_;
   std::unique_ptr<ReplyRenderer> renderer_;
-  uint64_t reload_requested_ = 0;  // the latest request's number
-  uint64_t reload_building_ = 0;   // the request the build under way answers, or 0
-  absl::Time reload_build_start_;
-  std::string build_what_;     // the build under way: the file's path or the fleet version
-  ReloadSource build_source_;  // what it reads, to build again after a drain
-  std::optional<FleetVersionText> fleet_building_;  // the fleet version being built
   // The fleet: the agent, versions, whose verdicts count, and the caches.
   FleetBinding fleet_{[](const std::string& line) { logLine(line); }};
-  uint64_t drain_changes_ = 0;        // drains and undrains so far
-  uint64_t reload_build_drains_ = 0;  // drain_changes_ when the build under way began
-  struct ReloadOutcome {
-    uint64_t request;
-    absl::Status status;
-    uint64_t generation;
-  };
-  static constexpr size_t kReloadOutcomesKept = 16;
-  std::deque<ReloadOutcome> reload_outcomes_;
   uint64_t probes_not_run_logged_ = 0;
   absl::Time started_ = absl::Now();
 };

@@ -354,9 +354,7 @@ std::vector<BackendRow> ControlPlane::currentBackendRows() const {
                   [this](uint32_t id, bool backend) { return trafficOf(id, backend); });
   // The rows follow the config's services and backends, as the health monitor does.
   size_t row = 0;
-  const std::optional<AgreedHealth> fleet_health =
-      fleet_.active() ? std::optional<AgreedHealth>(fleet_.agreedHealth()) : std::nullopt;
-  const AgreedHealth* agreed = fleet_health ? &*fleet_health : nullptr;
+  const AgreedHealth* agreed = fleet_.agreedHealthIfActive();
   for (size_t s = 0; s < config_.services.size(); ++s) {
     for (size_t b = 0; b < config_.services[s].backends.size(); ++b) {
       BackendRow& entry = rows[row++];

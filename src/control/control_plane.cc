@@ -370,12 +370,8 @@ absl::Status ControlPlane::startServices() {
   }
   health_ = *std::move(monitor);
   BERTH_RETURN_IF_ERROR(ensureDescriptorsFor(health_->checkCount()));
-  BERTH_ASSIGN_OR_RETURN(
-      std::vector<ServiceState> services,
-      createServiceStates(
-          config_.services,
-          [&](size_t s) { return std::vector<bool>(config_.services[s].backends.size(), true); },
-          restoredDrains(), generationBase()));
+  BERTH_ASSIGN_OR_RETURN(std::vector<ServiceState> services,
+                         createServiceStates(config_.services, restoredDrains(), generationBase()));
   BERTH_RETURN_IF_ERROR(applyServingVerdicts(services, *health_));
   tables_.replace(std::move(services), absl::Now());
   BERTH_RETURN_IF_ERROR(publishSnapshot());

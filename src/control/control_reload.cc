@@ -41,10 +41,6 @@ ReloadSource ControlPlane::versionSource(const FleetVersionText& version) const 
 
 DrainsByService ControlPlane::drains() const { return drainsOf(tables_.states()); }
 
-absl::Status ControlPlane::apply(BuiltReload built) { return applyReload(std::move(built)); }
-
-absl::Status ControlPlane::refuse(absl::string_view why) { return refuseReload(why); }
-
 void ControlPlane::versionDone(FleetVersionText version, const absl::Status& status,
                                const std::string& why) {
   if (status.ok()) {

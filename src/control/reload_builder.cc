@@ -27,12 +27,8 @@ absl::StatusOr<BuiltReload> build(const ReloadSource& source, const DrainsByServ
                            composeFleetConfig(local, *source.fleet_text, source.fleet_source));
   }
   // Every backend healthy: the management loop applies the health monitor's verdicts.
-  BERTH_ASSIGN_OR_RETURN(
-      std::vector<ServiceState> services,
-      createServiceStates(
-          config.services,
-          [&](size_t s) { return std::vector<bool>(config.services[s].backends.size(), true); },
-          drains, source.generation));
+  BERTH_ASSIGN_OR_RETURN(std::vector<ServiceState> services,
+                         createServiceStates(config.services, drains, source.generation));
   return BuiltReload{std::move(config), std::move(services), std::move(local)};
 }
 

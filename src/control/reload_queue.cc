@@ -53,7 +53,8 @@ void ReloadQueue::finish(absl::StatusOr<BuiltReload> built) {
   }
   // The fleet hears why a version was refused, without the log line's preamble.
   std::string why = built.ok() ? "" : std::string(built.status().message());
-  const absl::Status status = built.ok() ? target_.apply(*std::move(built)) : target_.refuse(why);
+  const absl::Status status =
+      built.ok() ? target_.applyReload(*std::move(built)) : target_.refuseReload(why);
   if (building_version_) {
     FleetVersionText version = *std::move(building_version_);
     building_version_.reset();

@@ -285,8 +285,7 @@ DrainsByService drainsOf(absl::Span<const ServiceState> states) {
 }
 
 absl::StatusOr<std::vector<ServiceState>> createServiceStates(
-    absl::Span<const ServiceConfig> services,
-    const std::function<std::vector<bool>(size_t)>& healthy, const DrainsByService& drains,
+    absl::Span<const ServiceConfig> services, const DrainsByService& drains,
     const GenerationBase& generation) {
   std::vector<ServiceState> states;
   states.reserve(services.size());
@@ -299,7 +298,7 @@ absl::StatusOr<std::vector<ServiceState>> createServiceStates(
     BERTH_ASSIGN_OR_RETURN(
         ServiceState state,
         ServiceState::create(
-            services[s], healthy(s),
+            services[s], std::vector<bool>(services[s].backends.size(), true),
             drained == drains.end() ? absl::flat_hash_set<std::string>() : drained->second,
             std::move(base)));
     states.push_back(std::move(state));

@@ -116,10 +116,10 @@ absl::StatusOr<ServiceTables::DrainOutcome> ServiceTables::setDrained(
     next_states.emplace_back(s, std::move(next));
   }
   if (next_states.empty()) return outcome;
-  std::vector<ServiceState> before = states_;
-  for (auto& [s, next] : next_states) states_[s] = std::move(next);
+  // In force by swapping: next_states holds what they were, to swap back should the publish fail.
+  for (auto& [s, next] : next_states) std::swap(states_[s], next);
   if (absl::Status status = publish(); !status.ok()) {
-    states_ = std::move(before);
+    for (auto& [s, was] : next_states) std::swap(states_[s], was);
     return status;
   }
   for (size_t i = 0; i < changes.size(); ++i) {

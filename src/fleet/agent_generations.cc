@@ -64,7 +64,7 @@ std::shared_ptr<const FleetGeneration> FleetAgent::takeGeneration() {
 }
 
 bool FleetAgent::versionOnItsWay(uint64_t version) const {
-  return newest_ && newest_->version >= version && newest_ != running_ && newest_ != refused_ &&
+  return newest_ && newest_->version >= version && newest_ != refused_ &&
          (!running_ || running_->version < version);
 }
 

@@ -309,7 +309,9 @@ ConfigTableInputs inputsOf(const ServiceConfig& service) {
   return inputs;
 }
 
-// plannedDown() over inputs already taken from the config.
+// The service's backends the elected instance's plan takes out, in name order: those a quorum
+// sees down, and those no live instance has judged yet, a backend without a check counting as
+// judged up (generation.h planGeneration()).
 std::vector<std::string> downAmong(const AgreedHealth& agreed, const std::string& service,
                                    const ConfigTableInputs& inputs) {
   const auto down = agreed.down.find(service);
@@ -424,10 +426,6 @@ absl::StatusOr<std::optional<PlannedGeneration>> planGeneration(
   }
   if (!changed) return std::optional<PlannedGeneration>();
   return std::optional<PlannedGeneration>(std::move(planned));
-}
-
-std::vector<std::string> plannedDown(const AgreedHealth& agreed, const ServiceConfig& service) {
-  return downAmong(agreed, service.name, inputsOf(service));
 }
 
 absl::StatusOr<std::optional<Table>> generationBaseFor(const FleetGeneration& generation,

@@ -182,8 +182,6 @@ class ControlPlane : private ReloadTarget {
   ReloadSource fileSource() const override;
   ReloadSource versionSource(const FleetVersionText& version) const override;
   DrainsByService drains() const override;
-  absl::Status apply(BuiltReload built) override;
-  absl::Status refuse(absl::string_view why) override;
   void versionDone(FleetVersionText version, const absl::Status& status,
                    const std::string& why) override;
   uint64_t snapshotGeneration() const override { return generation_; }
@@ -198,8 +196,8 @@ class ControlPlane : private ReloadTarget {
                                     const HealthMonitor& monitor) const;
   // Each service's base table from the generation in force, for a build.
   GenerationBase generationBase() const override { return fleet_.generationBase(tables_.states()); }
-  absl::Status applyReload(BuiltReload built);
-  absl::Status refuseReload(absl::string_view why);
+  absl::Status applyReload(BuiltReload built) override;
+  absl::Status refuseReload(absl::string_view why) override;
   // The control socket's commands (control_commands.cc): the reply to one request.
   std::unique_ptr<ReplyStream> handleControl(const ControlRequest& request);
   // The drains kept by the last run (logged), or none; an unreadable file is logged and set

@@ -68,6 +68,10 @@ class FleetBinding {
   // the agent starts).
   const FleetServing& serving() const { return serving_; }
   AgreedHealth agreedHealth() const;
+  // The same without a copy, or nullptr while inactive.
+  const AgreedHealth* agreedHealthIfActive() const {
+    return agent_ ? &agent_->agreedHealth() : nullptr;
+  }
   // Each service's base table from the generation in force, for a build.
   GenerationBase generationBase(absl::Span<const ServiceState> services) const;
   // This instance's settled verdicts, its fail-safe removals and its services to the agent.

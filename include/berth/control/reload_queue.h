@@ -30,8 +30,8 @@ class ReloadTarget {
   // The run-time drains in force, which a build keeps.
   virtual DrainsByService drains() const = 0;
   // Applies a finished build, or refuses it with its reason (logged); a refusal is the status.
-  virtual absl::Status apply(BuiltReload built) = 0;
-  virtual absl::Status refuse(absl::string_view why) = 0;
+  virtual absl::Status applyReload(BuiltReload built) = 0;
+  virtual absl::Status refuseReload(absl::string_view why) = 0;
   // The outcome of fleet version `version`: `why` is a refusal's reason without the log's
   // preamble.
   virtual void versionDone(FleetVersionText version, const absl::Status& status,

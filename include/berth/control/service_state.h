@@ -164,12 +164,12 @@ DrainsByService drainsOf(absl::Span<const ServiceState> states);
 // A service's base table from the fleet's table generation, or nullopt for the config's own.
 using GenerationBase = std::function<absl::StatusOr<std::optional<Table>>(const ServiceConfig&)>;
 
-// The states of `services`, in order: `healthy(s)` gives service s's verdicts, and each keeps
-// the drains `drains` lists under its name (a reload); in a fleet, `generation` gives their base
-// tables. Errors name the service.
+// The states of `services`, in order, every backend healthy (the management loop applies the
+// health verdicts, which it owns, by failover from there); each keeps the drains `drains` lists
+// under its name (a reload); in a fleet, `generation` gives their base tables. Errors name the
+// service.
 absl::StatusOr<std::vector<ServiceState>> createServiceStates(
-    absl::Span<const ServiceConfig> services,
-    const std::function<std::vector<bool>(size_t)>& healthy, const DrainsByService& drains = {},
+    absl::Span<const ServiceConfig> services, const DrainsByService& drains = {},
     const GenerationBase& generation = nullptr);
 
 }  // namespace berth

@@ -114,9 +114,11 @@ struct FleetGeneration {
 // The next generation, as the elected instance plans it from `previous` (none before the first),
 // `services` (the version it runs) and `agreed`. Per Maglev service: nextGeneration() of the
 // previous table with the config's backends (ServiceConfig::hashingBackends(), weight 0 as
-// drained) and, failed, plannedDown() of them; a
-// service new to the fleet, or whose M changed, is built afresh. Per other service, only the down
-// set. nullopt when no table and no down set would change: no generation is made for nothing.
+// drained) and, failed, those a quorum of the live instances sees down and those no live
+// instance has judged yet (a backend without a health check is judged up by every instance that
+// runs the version, the elected one among them, so only a quorum takes it out); a service new to
+// the fleet, or whose M changed, is built afresh. Per other service, only the down set. nullopt
+// when no table and no down set would change: no generation is made for nothing.
 struct PlannedGeneration {
   FleetGeneration generation;
   // The tables stored anew, encoded, by service name; their pieces go under this generation.
@@ -127,18 +129,12 @@ absl::StatusOr<std::optional<PlannedGeneration>> planGeneration(
     absl::Span<const ServiceConfig> services, uint64_t config_version, const AgreedHealth& agreed,
     const std::string& made_by, int64_t made_at_ms);
 
-// The backends of `service` that the elected instance's next plan takes out, in name order: those
-// a quorum of the live instances sees down, and those no live instance has judged yet. A backend
-// without a health check is judged up by every instance that runs the version, the elected one
-// among them, so only a quorum takes it out.
-std::vector<std::string> plannedDown(const AgreedHealth& agreed, const ServiceConfig& service);
-
 // The table an instance serves for `service` in fleet mode, from the generation in force: the
 // stored one when it was made for the service's backends and weights, else (the instance runs a
 // version the elected instance has not planned for yet) nextGeneration() of it for the config's
-// backends, a backend the generation does not know failed exactly when plannedDown() says so by
-// `agreed` (the health as this instance sees the fleet agree): what the elected instance will
-// store unless health changes meanwhile, so that the version and its generation together move
+// backends, a backend the generation does not know failed exactly when planGeneration() would
+// fail it by `agreed` (the health as this instance sees the fleet agree): what the elected instance
+// will store unless health changes meanwhile, so that the version and its generation together move
 // the least once.
 // nullopt when the generation has no table for the service (a new service, or not Maglev): the
 // config's own table then.

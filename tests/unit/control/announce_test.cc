@@ -58,9 +58,7 @@ class AnnounceTest : public ::testing::Test {
     absl::StatusOr<Config> config = parseConfig(kConfig, "announce.yaml");
     ASSERT_TRUE(config.ok()) << config.status();
     config_ = *std::move(config);
-    absl::StatusOr<std::vector<ServiceState>> states = createServiceStates(
-        config_.services,
-        [&](size_t s) { return std::vector<bool>(config_.services[s].backends.size(), true); });
+    absl::StatusOr<std::vector<ServiceState>> states = createServiceStates(config_.services);
     ASSERT_TRUE(states.ok()) << states.status();
     services_ = *std::move(states);
     forwarding_.workers_running = true;

@@ -46,9 +46,7 @@ std::unique_ptr<HealthMonitor> monitorOf(const Config& config) {
 }
 
 std::vector<ServiceState> statesOf(const Config& config) {
-  absl::StatusOr<std::vector<ServiceState>> states = createServiceStates(
-      config.services,
-      [&](size_t s) { return std::vector<bool>(config.services[s].backends.size(), true); });
+  absl::StatusOr<std::vector<ServiceState>> states = createServiceStates(config.services);
   EXPECT_TRUE(states.ok()) << states.status();
   return *std::move(states);
 }

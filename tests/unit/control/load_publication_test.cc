@@ -120,9 +120,7 @@ services:
       - { name: web-3, address: 198.18.3.2 }
 )";
   const Config config = *parseConfig(yaml, "two-workers.yaml");
-  const std::vector<ServiceState> services = *createServiceStates(config.services, [&](size_t s) {
-    return std::vector<bool>(config.services[s].backends.size(), true);
-  });
+  const std::vector<ServiceState> services = *createServiceStates(config.services);
   CounterIds ids;
   const std::vector<Table> tables = {services[0].liveTable()};
   const MacAddress macs[] = {*MacAddress::parse("02:00:00:00:00:01")};

@@ -63,12 +63,12 @@ class FakeLoop : public ReloadTarget {
     return nullptr;
   }
   DrainsByService drains() const override { return {}; }
-  absl::Status apply(BuiltReload built) override {
+  absl::Status applyReload(BuiltReload built) override {
     ++generation;
     applied.push_back(std::to_string(built.config.services.size()) + " service(s)");
     return absl::OkStatus();
   }
-  absl::Status refuse(absl::string_view why) override {
+  absl::Status refuseReload(absl::string_view why) override {
     refused.emplace_back(why);
     return absl::FailedPreconditionError(absl::StrCat("refused: ", why));
   }

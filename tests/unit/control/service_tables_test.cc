@@ -45,8 +45,7 @@ ServiceConfig service(const std::string& name, size_t count) {
 }
 
 std::vector<ServiceState> states(std::vector<ServiceConfig> configs) {
-  absl::StatusOr<std::vector<ServiceState>> made = createServiceStates(
-      configs, [&](size_t s) { return std::vector<bool>(configs[s].backends.size(), true); });
+  absl::StatusOr<std::vector<ServiceState>> made = createServiceStates(configs);
   EXPECT_TRUE(made.ok()) << made.status();
   return *std::move(made);
 }
@@ -125,20 +124,21 @@ TEST_F(ServiceTablesTest, ADrainTakesEffectOnlyWhenPublishedAndNamesWhatChanged)
   api.backends[1].name = "web-1";  // a backend of both services
   tables_.replace(states({service("web", 4), api}), kNow);
 
+  const uint64_t web_fingerprint = tables_.states()[0].liveFingerprint();
   absl::StatusOr<ServiceTables::DrainOutcome> failed = tables_.setDrained(
       "", "web-1", true, [] { return absl::UnavailableError("no mbufs"); }, kNow);
   EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_FALSE(tables_.states()[0].drained("web-1"));
   EXPECT_FALSE(tables_.states()[1].drained("web-1"));
+  EXPECT_EQ(tables_.states()[0].liveFingerprint(), web_fingerprint);
 
   int published = 0;
-  absl::StatusOr<ServiceTables::DrainOutcome> drained = tables_.setDrained(
-      "", "web-1", true,
-      [&] {
-        ++published;
-        return absl::OkStatus();
-      },
-      kNow);
+  const auto publish = [&] {
+    ++published;
+    return absl::OkStatus();
+  };
+  absl::StatusOr<ServiceTables::DrainOutcome> drained =
+      tables_.setDrained("", "web-1", true, publish, kNow);
   ASSERT_TRUE(drained.ok()) << drained.status();
   EXPECT_EQ(published, 1);
   EXPECT_THAT(drained->changed, ElementsAre("web/web-1", "api/web-1"));
@@ -148,13 +148,8 @@ TEST_F(ServiceTablesTest, ADrainTakesEffectOnlyWhenPublishedAndNamesWhatChanged)
   EXPECT_THAT(log_, IsEmpty());  // the caller logs the outcome
 
   // Already so: nothing changes, nothing is published.
-  absl::StatusOr<ServiceTables::DrainOutcome> again = tables_.setDrained(
-      "web", "web-1", true,
-      [&] {
-        ++published;
-        return absl::OkStatus();
-      },
-      kNow);
+  absl::StatusOr<ServiceTables::DrainOutcome> again =
+      tables_.setDrained("web", "web-1", true, publish, kNow);
   ASSERT_TRUE(again.ok());
   EXPECT_THAT(again->changed, IsEmpty());
   EXPECT_EQ(published, 1);

@@ -270,7 +270,6 @@ TEST(PlanGenerationTest, AnInstanceAheadServesWhatTheNextPlanStores) {
   absl::StatusOr<std::optional<Table>> ahead = generationBaseFor(one, web, agreed);
   ASSERT_TRUE(ahead.ok() && ahead->has_value()) << ahead.status();
   EXPECT_EQ((*ahead)->slotCounts()[*(*ahead)->indexOf("web-100")], 0u);
-  EXPECT_EQ(plannedDown(agreed, web), (std::vector<std::string>{"web-003", "web-100"}));
   absl::StatusOr<std::optional<PlannedGeneration>> second =
       planGeneration(keys, &one, {web}, 2, agreed, "lb-a", 2);
   ASSERT_TRUE(second.ok() && second->has_value());
@@ -308,7 +307,6 @@ TEST(PlanGenerationTest, AVersionThatAddsAndReweightsWithoutChecksMovesTheLeastO
   for (BackendConfig& backend : web.backends) {
     if (backend.name == "web-005") backend.weight = 2;
   }
-  EXPECT_TRUE(plannedDown(before, web).empty());
   absl::StatusOr<std::optional<Table>> ahead = generationBaseFor(one, web, before);
   ASSERT_TRUE(ahead.ok() && ahead->has_value()) << ahead.status();
   const TableMovement step = configMovement(served, **ahead);

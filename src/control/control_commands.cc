@@ -77,14 +77,9 @@ std::string ControlPlane::statsReplyJson(const CountersReport& report, const Rat
                       absl::string_view(port_members).substr(1, port_members.size() - 2), "}");
 }
 
-std::shared_ptr<const RenderedText> ControlPlane::renderOffLoop(ReplyRenderer::Render render) {
-  return renderer_ != nullptr ? renderer_->render(std::move(render)) : renderHere(render);
-}
-
 std::shared_ptr<const RenderedText> ControlPlane::renderStats() {
-  return renderOffLoop([report = countersReport(), rates = rates(),
-                        ports = port_stats_ != nullptr ? port_stats_->latest() : nullptr,
-                        port_rates = port_stats_ != nullptr ? port_stats_->rates() : PortRates()] {
+  return renderOffLoop([report = countersReport(), rates = rates_.rates(),
+                        ports = datapath_.portStats(), port_rates = datapath_.portRates()] {
     return statsReplyJson(report, rates, ports, port_rates);
   });
 }
@@ -92,24 +87,21 @@ std::shared_ptr<const RenderedText> ControlPlane::renderStats() {
 std::unique_ptr<ReplyStream> ControlPlane::statsReply() { return renderedReply(renderStats()); }
 
 std::unique_ptr<ReplyStream> ControlPlane::servicesReply() {
-  return renderedReply(renderOffLoop([rows = currentServiceRows(), tracked = connectionsTracked()] {
-    return servicesReplyJson(rows, tracked);
-  }));
+  return renderedReply(
+      renderOffLoop([rows = currentServiceRows(), tracked = datapath_.connectionsTracked()] {
+        return servicesReplyJson(rows, tracked);
+      }));
 }
 
 std::unique_ptr<ReplyStream> ControlPlane::backendsReply() {
   // Gathering 65,535 backends' rows takes the loop about 30 ms. A request that arrives while a
   // rendering of the same snapshot is under way shares it, so clients asking in a loop cost the
   // loop one gathering per rendering; after a health change, drain or reload they get a new one.
-  if (backends_rendering_ == nullptr || backends_rendering_->ready() ||
-      backends_rendering_generation_ != generation_) {
-    backends_rendering_ =
-        renderOffLoop([rows = currentBackendRows(), tracked = connectionsTracked()] {
-          return backendsReplyJson(rows, tracked);
-        });
-    backends_rendering_generation_ = generation_;
-  }
-  return renderedReply(backends_rendering_);
+  return renderedReply(replies_.sharedBackends(rollouts_.generation(), [this] {
+    return renderOffLoop([rows = currentBackendRows(), tracked = datapath_.connectionsTracked()] {
+      return backendsReplyJson(rows, tracked);
+    });
+  }));
 }
 
 std::unique_ptr<ReplyStream> ControlPlane::reloadReply() {
@@ -175,12 +167,7 @@ std::unique_ptr<ReplyStream> ControlPlane::handleReadOnly(const ControlRequest& 
   // Anyone may ask for stats here, and with tens of thousands of backends a stats reply takes
   // a tenth of a second or more to render: one rendering a second serves every such request.
   if (request.command != "stats" || !request.fields.empty()) return handleControl(request);
-  const absl::Time now = absl::Now();
-  if (read_only_stats_ == nullptr || now - read_only_stats_at_ >= kReadOnlyStatsInterval) {
-    read_only_stats_ = renderStats();
-    read_only_stats_at_ = now;
-  }
-  return renderedReply(read_only_stats_);
+  return renderedReply(replies_.sharedStats(absl::Now(), [this] { return renderStats(); }));
 }
 
 std::string ControlPlane::statusReply() const {
@@ -202,9 +189,9 @@ std::string ControlPlane::statusReply() const {
       .key("config_crc32c")
       .value(absl::StrFormat("%08x", config_crc))
       .key("snapshot_generation")
-      .value(generation_)
+      .value(rollouts_.generation())
       .key("workers")
-      .value(static_cast<uint64_t>(workers_.size()))
+      .value(static_cast<uint64_t>(datapath_.workerCount()))
       .key("services")
       .value(static_cast<uint64_t>(config_.services.size()))
       .key("backends")
@@ -234,11 +221,9 @@ std::string ControlPlane::statusReply() const {
   // Each port's kernel interface (docs/exception-path.md).
   json.key("exception_interfaces").beginArray();
   std::string exception_text;
-  if (exception_path_) {
-    for (const std::string& interface : exception_path_->describe()) {
-      json.value(interface);
-      absl::StrAppend(&exception_text, "kernel interface: ", interface, "\n");
-    }
+  for (const std::string& interface : datapath_.exceptionInterfaces()) {
+    json.value(interface);
+    absl::StrAppend(&exception_text, "kernel interface: ", interface, "\n");
   }
   json.endArray();
   // Per service, the fingerprint of the table in use: instances behind one ECMP group send a
@@ -298,9 +283,9 @@ std::string ControlPlane::statusReply() const {
       "berthd %s, up %.0f s\nconfig %s (crc32c %08x)\n%ssnapshot %u, %u worker(s), %u service(s), "
       "%u backend(s)\ndrained: %s\n%s%s%s",
       berthVersion(), absl::ToDoubleSeconds(absl::Now() - started_), config_path_, config_crc,
-      fleet_text, generation_, workers_.size(), config_.services.size(), backends,
-      drained.empty() ? "none" : absl::StrJoin(drained, ", "), drain_state_text, exception_text,
-      tables_text));
+      fleet_text, rollouts_.generation(), datapath_.workerCount(), config_.services.size(),
+      backends, drained.empty() ? "none" : absl::StrJoin(drained, ", "), drain_state_text,
+      exception_text, tables_text));
   json.endObject();
   return json.str();
 }
@@ -320,38 +305,25 @@ std::string ControlPlane::announceReply(const ControlRequest& request) {
     }
   }
   ForwardingState forwarding;
-  forwarding.workers_running = launched_;
+  forwarding.workers_running = datapath_.launched();
   forwarding.stopping = stop_withdrawal_.has_value();
-  if (stall_watch_.stalled()) {
+  if (datapath_.stalled()) {
     forwarding.stalled_for_ms = absl::ToInt64Milliseconds(kDatapathStallThreshold);
   }
-  for (size_t p = 0; p < ports_.size() && p < link_up_.size(); ++p) {
-    if (link_up_[p] == 0) forwarding.ports_down.push_back(ports_[p].name);
-  }
+  forwarding.ports_down = datapath_.portsDown();
   return announceReplyJson(decideAnnouncements(config_, tables_.states(), forwarding));
 }
 
-TrafficTotals ControlPlane::trafficOf(uint32_t id, bool backend) const {
-  TrafficTotals totals;
-  for (const WorkerPtr& worker : workers_) {
-    const TrafficCounter* array =
-        backend ? worker->state.traffic.backends : worker->state.traffic.services;
-    totals.packets += array[id].packets.read();
-    totals.bytes += array[id].bytes.read();
-    totals.connections += array[id].connections.read();
-  }
-  return totals;
-}
-
 std::vector<ServiceRow> ControlPlane::currentServiceRows() const {
-  return serviceRows(tables_.states(), counter_ids_,
-                     [this](uint32_t id, bool backend) { return trafficOf(id, backend); });
+  return serviceRows(tables_.states(), counter_ids_, [this](uint32_t id, bool backend) {
+    return datapath_.trafficOf(id, backend);
+  });
 }
 
 std::vector<BackendRow> ControlPlane::currentBackendRows() const {
   std::vector<BackendRow> rows =
       backendRows(tables_.states(), counter_ids_,
-                  [this](uint32_t id, bool backend) { return trafficOf(id, backend); });
+                  [this](uint32_t id, bool backend) { return datapath_.trafficOf(id, backend); });
   // The rows follow the config's services and backends, as the health monitor does.
   size_t row = 0;
   const AgreedHealth* agreed = fleet_.agreedHealthIfActive();
@@ -368,20 +340,12 @@ std::vector<BackendRow> ControlPlane::currentBackendRows() const {
   return rows;
 }
 
-uint64_t ControlPlane::connectionsTracked() const {
-  uint64_t connections = 0;
-  for (const WorkerPtr& worker : workers_) {
-    if (worker->connections() != nullptr) connections += worker->connections()->occupied();
-  }
-  return connections;
-}
-
 std::unique_ptr<ReplyStream> ControlPlane::neighborsReply(const ControlRequest& request) {
   const std::string& action = request.field("action");
   if (action == "flush") {
-    neighbors_.flush(absl::Now());
+    neighbors_.cache().flush(absl::Now());
     return wholeReply(
-        okReply(absl::StrCat("asking ", neighbors_.table().size(),
+        okReply(absl::StrCat("asking ", neighbors_.cache().table().size(),
                              " next hop(s) again; the MACs in use serve until they answer\n")));
   }
   if (!action.empty()) {
@@ -392,7 +356,7 @@ std::unique_ptr<ReplyStream> ControlPlane::neighborsReply(const ControlRequest& 
   for (const PortConfig& port : config_.dataplane.ports) port_names.push_back(port.name);
   // Thousands of l2dsr backends make a long reply: rendered off the loop, like backends.
   return renderedReply(
-      renderOffLoop([rows = neighbors_.rows(absl::Now()), names = std::move(port_names)] {
+      renderOffLoop([rows = neighbors_.cache().rows(absl::Now()), names = std::move(port_names)] {
         return neighborsReplyJson(rows, names);
       }));
 }
@@ -409,76 +373,27 @@ std::string ControlPlane::drainReply(const ControlRequest& request, bool drain) 
     reloads_->drainChanged();
     saveDrains();
     logLine(absl::StrFormat("%s %s; snapshot %u published", drain ? "drained" : "undrained",
-                            absl::StrJoin(outcome->moved, ", "), generation_));
+                            absl::StrJoin(outcome->moved, ", "), rollouts_.generation()));
   }
   JsonWriter json;
   json.beginObject().key("ok").value(true).key("changed").beginArray();
   for (const std::string& key : changed) json.value(key);
-  json.endArray().key("snapshot_generation").value(generation_);
+  json.endArray().key("snapshot_generation").value(rollouts_.generation());
   json.key("text").value(
       changed.empty() ? absl::StrCat("nothing to ", drain ? "drain" : "undrain", ": already so\n")
                       : absl::StrFormat("%s %s (snapshot %u)\n", drain ? "drained" : "undrained",
-                                        absl::StrJoin(changed, ", "), generation_));
+                                        absl::StrJoin(changed, ", "), rollouts_.generation()));
   json.endObject();
   return json.str();
-}
-
-ControlPlane::WorkerQuestions ControlPlane::askWorkers(const ConnectionKey& key) {
-  WorkerQuestions asked(workers_.size());
-  for (size_t w = 0; w < workers_.size(); ++w) {
-    ConntrackQuery& query = workers_[w]->conntrack_query;
-    const uint32_t last = query.asked.load(std::memory_order_relaxed);
-    // A question still unanswered from another explain: the worker may be reading it.
-    if (query.answered.load(std::memory_order_acquire) != last) continue;
-    query.key = key;
-    query.asked.store(last + 1, std::memory_order_release);
-    asked[w] = last + 1;
-  }
-  return asked;
-}
-
-bool ControlPlane::workersAnswered(const WorkerQuestions& asked) const {
-  for (size_t w = 0; w < asked.size(); ++w) {
-    if (!asked[w]) continue;
-    if (workers_[w]->conntrack_query.answered.load(std::memory_order_acquire) != *asked[w]) {
-      return false;
-    }
-  }
-  return true;
-}
-
-std::optional<TrackedConnection> ControlPlane::collectAnswers(const WorkerQuestions& asked,
-                                                              std::string& note) const {
-  std::optional<TrackedConnection> tracked;
-  std::vector<std::string> silent;
-  for (size_t w = 0; w < asked.size(); ++w) {
-    const ConntrackQuery& query = workers_[w]->conntrack_query;
-    // The answer is ours only while no later question has replaced it.
-    if (!asked[w] || query.answered.load(std::memory_order_acquire) != *asked[w] ||
-        query.asked.load(std::memory_order_relaxed) != *asked[w]) {
-      silent.push_back(absl::StrCat(w));
-      continue;
-    }
-    if (!query.found || tracked) continue;
-    const ConnectionTable& table = *workers_[w]->connections();
-    tracked = TrackedConnection{static_cast<unsigned>(w), query.connection,
-                                table.expired(query.connection, query.now_ms),
-                                query.now_ms - query.connection.last_seen_ms};
-  }
-  if (!silent.empty()) {
-    note = absl::StrCat("worker(s) ", absl::StrJoin(silent, ", "),
-                        " did not answer in time; their connection tables were not consulted");
-  }
-  return tracked;
 }
 
 std::string ControlPlane::explainAnswer(const FlowKey& flow,
                                         const std::optional<TrackedConnection>& tracked,
                                         const std::string& note) const {
-  const Snapshot& snapshot = *publisher_->snapshot();
-  const bool conntrack = !workers_.empty() && workers_[0]->connections() != nullptr;
+  const Snapshot& snapshot = datapath_.snapshot();
+  const bool conntrack = datapath_.tracksConnections();
   const FlowExplanation explanation =
-      explainFlow(snapshot, flow, tracked, conntrack, backend_loads_.get());
+      explainFlow(snapshot, flow, tracked, conntrack, datapath_.backendLoads());
   std::string listener;
   if (explanation.service) {
     const ServiceConfig* service = config_.findService(snapshot.service(*explanation.service).name);
@@ -487,15 +402,16 @@ std::string ControlPlane::explainAnswer(const FlowKey& flow,
   // Untracked, a flow a peer carries goes to the peer's backend from its next packet that is
   // not a SYN (docs/scale-out.md, "Flows that survive an instance").
   std::string full_note = note;
-  if (!tracked && explanation.service && flow_sync_) {
-    const PeerFlows* peers = flow_sync_->peerFlows().load(std::memory_order_acquire);
+  const FlowSync* sync = datapath_.flowSync();
+  if (!tracked && explanation.service && sync != nullptr) {
+    const PeerFlows* peers = sync->peerFlows().load(std::memory_order_acquire);
     const SnapshotService& service = snapshot.service(*explanation.service);
     const ConnectionKey key =
         ConnectionKey::of(flow, service.hash_fields, static_cast<uint16_t>(service.counter_id));
     const PeerFlow* peer =
         peers == nullptr ? nullptr
                          : peers->find(key, peers->hash(key.source, key.source_port, key.service),
-                                       flow_sync_->workerClockMs());
+                                       sync->workerClockMs());
     const uint32_t backend =
         peer == nullptr ? kNoBackendIndex : snapshot.backendIndexOf(peer->backend);
     if (backend != kNoBackendIndex) {
@@ -510,19 +426,20 @@ std::string ControlPlane::explainAnswer(const FlowKey& flow,
 std::unique_ptr<ReplyStream> ControlPlane::explainReply(const ControlRequest& request) {
   absl::StatusOr<FlowKey> flow = explainedFlow(request);
   if (!flow.ok()) return wholeReply(errorReply(flow.status().message()));
-  const Snapshot& snapshot = *publisher_->snapshot();
-  const bool conntrack = !workers_.empty() && workers_[0]->connections() != nullptr;
+  const Snapshot& snapshot = datapath_.snapshot();
+  const bool conntrack = datapath_.tracksConnections();
   const std::optional<uint32_t> service = snapshot.findService(*flow);
   if (!service || !conntrack) return wholeReply(explainAnswer(*flow, std::nullopt, ""));
   // The workers look between bursts, well under a millisecond apart while they run: the reply
   // is checked for on each turn of the loop, and sent without them after kQueryPatience.
-  WorkerQuestions asked = askWorkers(connectionKeyOf(snapshot, *service, *flow));
+  Datapath::WorkerQuestions asked =
+      datapath_.askWorkers(connectionKeyOf(snapshot, *service, *flow));
   const absl::Time give_up = absl::Now() + kQueryPatience;
   return pollingReply(
       [this, flow = *flow, asked = std::move(asked), give_up]() -> std::optional<std::string> {
-        if (!workersAnswered(asked) && absl::Now() < give_up) return std::nullopt;
+        if (!datapath_.workersAnswered(asked) && absl::Now() < give_up) return std::nullopt;
         std::string note;
-        const std::optional<TrackedConnection> tracked = collectAnswers(asked, note);
+        const std::optional<TrackedConnection> tracked = datapath_.collectAnswers(asked, note);
         return explainAnswer(flow, tracked, note);
       });
 }
@@ -539,10 +456,10 @@ std::unique_ptr<ReplyStream> ControlPlane::tableReply(const ControlRequest& requ
       if (!table.healthy()[b]) unhealthy.push_back(table.backends()[b].name);
     }
     return tableReplyStream(
-        state.config(), table, generation_,
+        state.config(), table, rollouts_.generation(),
         absl::StrCat(
             unhealthy.empty() ? "" : absl::StrCat(", unhealthy: ", absl::StrJoin(unhealthy, ", ")),
-            "; live in snapshot ", generation_));
+            "; live in snapshot ", rollouts_.generation()));
   }
   if (name.empty()) return wholeReply(errorReply("table needs --service NAME"));
   return wholeReply(errorReply(

@@ -153,15 +153,15 @@ TelemetryAnswer ControlPlane::telemetryAnswer(absl::string_view command,
     entries.emplace_back("uptime_s",
                          static_cast<uint64_t>(absl::ToInt64Seconds(absl::Now() - started_)));
     entries.emplace_back("config", config_path_);
-    entries.emplace_back("snapshot_generation", generation_);
-    entries.emplace_back("workers", static_cast<uint64_t>(workers_.size()));
+    entries.emplace_back("snapshot_generation", rollouts_.generation());
+    entries.emplace_back("workers", static_cast<uint64_t>(datapath_.workerCount()));
     entries.emplace_back("services", static_cast<uint64_t>(config_.services.size()));
     entries.emplace_back("backends", static_cast<uint64_t>(backends));
     return answer;
   }
   if (command == "/berth/stats") {
     for (const auto& [name, value] : summedCounters()) entries.emplace_back(name, value);
-    entries.emplace_back("conntrack_entries", connectionsTracked());
+    entries.emplace_back("conntrack_entries", datapath_.connectionsTracked());
     return answer;
   }
   if (command == "/berth/ports") {
@@ -223,8 +223,7 @@ TelemetryAnswer ControlPlane::telemetryAnswer(absl::string_view command,
 
 void ControlPlane::portsTelemetry(absl::string_view port_name, TelemetryAnswer& answer) const {
   auto& entries = answer.entries;
-  const std::shared_ptr<const PortStatsReading> reading =
-      port_stats_ != nullptr ? port_stats_->latest() : nullptr;
+  const std::shared_ptr<const PortStatsReading> reading = datapath_.portStats();
   if (reading == nullptr) {
     answer.error = "no port statistics read yet";
     return;
@@ -237,7 +236,7 @@ void ControlPlane::portsTelemetry(absl::string_view port_name, TelemetryAnswer& 
     entries.emplace_back("ports", std::move(names));
     return;
   }
-  const PortRates rates = port_stats_->rates();
+  const PortRates rates = datapath_.portRates();
   for (size_t p = 0; p < reading->ports.size(); ++p) {
     const PortStats& port = reading->ports[p];
     if (port.port != port_name) continue;
@@ -286,57 +285,12 @@ void ControlPlane::portsTelemetry(absl::string_view port_name, TelemetryAnswer& 
                               "device's, under the device's first port)");
 }
 
-void ControlPlane::sampleRates(absl::Time now) {
-  RateSample sample;
-  sample.at = now;
-  for (const WorkerPtr& worker : workers_) {
-    sample.rx_packets += worker->counters.rx_packets.read();
-    sample.rx_bytes += worker->counters.rx_bytes.read();
-    sample.tx_packets += worker->counters.tx_packets.read();
-    sample.tx_bytes += worker->counters.tx_bytes.read();
-    for (const Counter& drop : worker->counters.drops) sample.drops += drop.read();
-    for (const Counter& error : worker->counters.parse_errors) sample.drops += error.read();
-  }
-  rates_previous_ = rates_latest_;
-  rates_latest_ = sample;
-}
-
-ControlPlane::Rates ControlPlane::rates() const {
-  Rates rates;
-  const double seconds = absl::ToDoubleSeconds(rates_latest_.at - rates_previous_.at);
-  if (rates_previous_.at == absl::InfinitePast() || seconds <= 0) return rates;
-  rates.interval_s = seconds;
-  rates.rx_pps =
-      static_cast<double>(rates_latest_.rx_packets - rates_previous_.rx_packets) / seconds;
-  rates.tx_pps =
-      static_cast<double>(rates_latest_.tx_packets - rates_previous_.tx_packets) / seconds;
-  rates.rx_bps =
-      8.0 * static_cast<double>(rates_latest_.rx_bytes - rates_previous_.rx_bytes) / seconds;
-  rates.tx_bps =
-      8.0 * static_cast<double>(rates_latest_.tx_bytes - rates_previous_.tx_bytes) / seconds;
-  rates.drops_per_s = static_cast<double>(rates_latest_.drops - rates_previous_.drops) / seconds;
-  return rates;
-}
-
 std::shared_ptr<const RenderedText> ControlPlane::renderMetrics() {
   MetricsSnapshot metrics;
   metrics.version = std::string(berthVersion());
   metrics.uptime_s = absl::ToDoubleSeconds(absl::Now() - started_);
-  metrics.generation = generation_;
-  for (const WorkerPtr& worker : workers_) {
-    WorkerMetrics own;
-    own.rx_packets = worker->counters.rx_packets.read();
-    own.rx_bytes = worker->counters.rx_bytes.read();
-    own.tx_packets = worker->counters.tx_packets.read();
-    own.tx_bytes = worker->counters.tx_bytes.read();
-    for (const Counter& drop : worker->counters.drops) own.drops += drop.read();
-    for (const Counter& error : worker->counters.parse_errors) own.drops += error.read();
-    if (const ConnectionTable* table = worker->connections()) {
-      own.conntrack_entries = table->occupied();
-      own.conntrack_capacity = table->capacity();
-    }
-    metrics.workers.push_back(own);
-  }
+  metrics.generation = rollouts_.generation();
+  metrics.workers = datapath_.workerMetrics();
   metrics.sums = summedCounters();
   metrics.services = currentServiceRows();
   metrics.backends = currentBackendRows();
@@ -349,13 +303,19 @@ std::shared_ptr<const RenderedText> ControlPlane::renderMetrics() {
     return EndpointMetrics{std::move(name),     counts.accepted,     counts.answered,
                            counts.evicted_idle, counts.refused_full, counts.cut_at_deadline};
   };
-  if (control_) metrics.endpoints.push_back(endpoint("control", control_->counts()));
-  if (read_only_) metrics.endpoints.push_back(endpoint("read_only", read_only_->counts()));
-  if (metrics_) metrics.endpoints.push_back(endpoint("metrics", metrics_->counts()));
+  if (const ControlSocket* socket = replies_.control()) {
+    metrics.endpoints.push_back(endpoint("control", socket->counts()));
+  }
+  if (const ControlSocket* socket = replies_.readOnly()) {
+    metrics.endpoints.push_back(endpoint("read_only", socket->counts()));
+  }
+  if (const MetricsServer* server = replies_.metrics()) {
+    metrics.endpoints.push_back(endpoint("metrics", server->counts()));
+  }
   metrics.log_lines_dropped = logLinesDropped();
   metrics.probes_not_run = health_->probesNotRun();
-  if (port_stats_ != nullptr && port_stats_->latest() != nullptr) {
-    metrics.ports = port_stats_->latest()->ports;
+  if (const std::shared_ptr<const PortStatsReading> ports = datapath_.portStats()) {
+    metrics.ports = ports->ports;
   }
   if (fleet_.active()) {
     const FleetAgentStatus fleet = fleet_.agentStatus();

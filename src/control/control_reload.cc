@@ -52,7 +52,7 @@ void ControlPlane::versionDone(FleetVersionText version, const absl::Status& sta
 
 absl::Status ControlPlane::refuseReload(absl::string_view why) {
   // Next hops the refused config brought in are not resolved.
-  neighbors_.keepOnly(nextHopsToResolve(config_));
+  neighbors_.cache().keepOnly(nextHopsToResolve(config_));
   const ReloadQueue::Build& build = reloads_->building();
   const std::string message = absl::StrCat(build.fleet_version ? "" : "reload of ", build.what,
                                            " refused, the running config keeps serving: ", why);
@@ -69,7 +69,7 @@ absl::Status ControlPlane::applyReload(BuiltReload built) {
                                      "endpoint are set up at start, so this change needs a "
                                      "restart of berthd"));
   }
-  if (absl::Status status = checkEgressQueues(next); !status.ok()) {
+  if (absl::Status status = datapath_.checkEgressQueues(next); !status.ok()) {
     return refuseReload(status.message());
   }
   for (const std::string& warning : next.warnings) logLine(absl::StrCat("warning: ", warning));
@@ -88,7 +88,7 @@ absl::Status ControlPlane::applyReload(BuiltReload built) {
     return refuseReload(status.message());
   }
   absl::StatusOr<std::unique_ptr<const Snapshot>> snapshot =
-      snapshotFor(next.dataplane, services, generation_ + 1);
+      snapshotFor(next.dataplane, services, rollouts_.next());
   if (!snapshot.ok()) return refuseReload(snapshot.status().message());
 
   // Everything is built: switch over. Connections keep their backends by stable id.
@@ -99,16 +99,16 @@ absl::Status ControlPlane::applyReload(BuiltReload built) {
   // Each table that was there before is noted with what the reload moved.
   tables_.replace(std::move(services), absl::Now());
   health_ = *std::move(monitor);
-  neighbors_.keepOnly(nextHopsToResolve(config_));
-  neighbors_.setSettings(NeighborSettings::of(config_.dataplane.neighbors));
+  neighbors_.cache().keepOnly(nextHopsToResolve(config_));
+  neighbors_.cache().setSettings(NeighborSettings::of(config_.dataplane.neighbors));
   saveDrains();  // without the backends the new config dropped
-  ++generation_;
-  published_token_ = publisher_->publish(*std::move(snapshot));
+  rollouts_.published(datapath_.publish(*std::move(snapshot)));
   const ReloadQueue::Build& build = reloads_->building();
   logLine(absl::StrFormat("%s%s applied: %u service(s), %u backend(s); snapshot %u",
                           build.fleet_version ? "" : "reload of ", build.what,
-                          config_.services.size(), backends, generation_));
-  reportWhenInForce(build.start, build.fleet_version ? "the version arrived" : "the reload began");
+                          config_.services.size(), backends, rollouts_.generation()));
+  rollouts_.reportWhenInForce(build.start,
+                              build.fleet_version ? "the version arrived" : "the reload began");
   fleet_.reportTables(tables_.states());
   fleet_.reportVerdicts(config_, *health_);
   fleet_.reportServices(config_);

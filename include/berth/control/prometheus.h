@@ -15,18 +15,6 @@ namespace berth {
 // counters `berthctl services`, `backends` and `stats` report (control/reports.h), so the two
 // cannot disagree. Pure.
 
-// One worker's own figures.
-struct WorkerMetrics {
-  uint64_t rx_packets = 0;
-  uint64_t rx_bytes = 0;
-  uint64_t tx_packets = 0;
-  uint64_t tx_bytes = 0;
-  uint64_t drops = 0;  // every drop reason and parse error together
-  // Its connection table's ways in use and capacity; none without a table.
-  std::optional<uint64_t> conntrack_entries;
-  std::optional<uint64_t> conntrack_capacity;
-};
-
 // What happened to the connections of one of berthd's own endpoints: the control socket, the
 // read-only socket and the metrics endpoint.
 struct EndpointMetrics {

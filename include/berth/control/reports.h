@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,18 @@ namespace berth {
 // endpoint and telemetry all read these, so they cannot disagree, and each reply's text and
 // JSON are rendered from one list of columns. Pure: the workers' counters come in through
 // TrafficSource and CountersReport.
+
+// One worker's own figures: its packets, drops and connection table.
+struct WorkerMetrics {
+  uint64_t rx_packets = 0;
+  uint64_t rx_bytes = 0;
+  uint64_t tx_packets = 0;
+  uint64_t tx_bytes = 0;
+  uint64_t drops = 0;  // every drop reason and parse error together
+  // Its connection table's ways in use and capacity; none without a table.
+  std::optional<uint64_t> conntrack_entries;
+  std::optional<uint64_t> conntrack_capacity;
+};
 
 // Packets, bytes and tracked connections of a service or a backend, summed over the workers.
 struct TrafficTotals {

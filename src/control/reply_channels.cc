@@ -1,0 +1,68 @@
+#include "berth/control/reply_channels.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "berth/util/status_macros.h"
+
+namespace berth {
+
+absl::Status ReplyChannels::openSockets() {
+  BERTH_ASSIGN_OR_RETURN(control_, ControlSocket::open(paths_.control));
+  log_(absl::StrCat("control socket: ", control_->path()));
+  if (paths_.read_only.empty()) return absl::OkStatus();
+  const ControlSocketOptions read_only{.path = paths_.read_only,
+                                       .mode = paths_.read_only_group ? 0660u : 0666u,
+                                       .group = paths_.read_only_group,
+                                       .commands = readOnlyCommands(),
+                                       .role = "read-only socket"};
+  BERTH_ASSIGN_OR_RETURN(read_only_, ControlSocket::open(read_only));
+  log_(absl::StrCat("read-only socket (", absl::StrJoin(readOnlyCommands(), ", "),
+                    "): ", read_only_->path()));
+  return absl::OkStatus();
+}
+
+void ReplyChannels::closeSockets() {
+  read_only_.reset();
+  control_.reset();
+}
+
+absl::Status ReplyChannels::openMetrics(const std::optional<Endpoint>& listen) {
+  if (!listen) return absl::OkStatus();
+  BERTH_ASSIGN_OR_RETURN(metrics_, MetricsServer::open(*listen));
+  log_(absl::StrCat("metrics: http://", metrics_->endpoint().toString(), "/metrics"));
+  return absl::OkStatus();
+}
+
+void ReplyChannels::serve(const ControlSocket::Handler& control,
+                          const ControlSocket::Handler& read_only, const Render& metrics) {
+  if (control_) control_->serve(control);
+  if (read_only_) read_only_->serve(read_only);
+  if (metrics_) metrics_->serve(metrics);
+}
+
+std::shared_ptr<const RenderedText> ReplyChannels::renderOffLoop(ReplyRenderer::Render render) {
+  return renderer_ != nullptr ? renderer_->render(std::move(render)) : renderHere(render);
+}
+
+std::shared_ptr<const RenderedText> ReplyChannels::sharedStats(absl::Time now,
+                                                               const Render& render) {
+  if (read_only_stats_ == nullptr || now - read_only_stats_at_ >= kReadOnlyStatsInterval) {
+    read_only_stats_ = render();
+    read_only_stats_at_ = now;
+  }
+  return read_only_stats_;
+}
+
+std::shared_ptr<const RenderedText> ReplyChannels::sharedBackends(uint64_t snapshot_generation,
+                                                                  const Render& render) {
+  if (backends_rendering_ == nullptr || backends_rendering_->ready() ||
+      backends_rendering_generation_ != snapshot_generation) {
+    backends_rendering_ = render();
+    backends_rendering_generation_ = snapshot_generation;
+  }
+  return backends_rendering_;
+}
+
+}  // namespace berth

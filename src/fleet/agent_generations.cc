@@ -20,58 +20,39 @@ using Json = EtcdClient::Json;
 }  // namespace
 
 void FleetAgent::setVerdicts(std::map<std::string, std::map<std::string, bool>> up) {
-  if (up == report_.health) return;
-  report_.health = std::move(up);
-  report_dirty_ = true;
-  agree();
-}
-
-void FleetAgent::agree() {
-  std::vector<InstanceVerdicts> verdicts;
-  for (InstanceReport& report : reports_) {
-    // This instance's own verdicts as they are now, not as its last report put them: so that
-    // the elected instance never plans from its own stale word.
-    if (report.name == fleet_.name) report.health = report_.health;
-    verdicts.push_back(InstanceVerdicts{report.name, report.health});
-  }
-  for (const auto& [name, departed] : departed_) {
-    verdicts.push_back(InstanceVerdicts{name, departed.first.health});
-  }
-  agreed_ = agreeOnHealth(verdicts, fleet_.health_quorum);
+  if (up == own_.report.health) return;
+  own_.report.health = std::move(up);
+  own_.dirty = true;
+  roster_.agree(own_.report.health);
 }
 
 void FleetAgent::setFailSafe(std::vector<std::string> removed) {
-  if (removed == report_.fail_safe) return;
-  report_.fail_safe = std::move(removed);
-  report_dirty_ = true;
+  if (removed == own_.report.fail_safe) return;
+  own_.report.fail_safe = std::move(removed);
+  own_.dirty = true;
 }
 
 void FleetAgent::setServices(std::shared_ptr<const std::vector<ServiceConfig>> services,
                              uint64_t version) {
-  services_ = std::move(services);
-  services_version_ = version;
-  ++services_serial_;
+  services_.list = std::move(services);
+  services_.version = version;
+  ++services_.serial;
 }
 
 std::shared_ptr<const FleetGeneration> FleetAgent::takeGeneration() {
   // A generation made for a version this instance is still fetching or building waits for it:
   // taken first, it would be served with the old version's backends, and the version would then
   // move the same slots again.
-  if (offered_generation_ && versionOnItsWay(offered_generation_->manifest.config_version)) {
+  if (generations_.offered && versions_.onItsWay(generations_.offered->manifest.config_version)) {
     return nullptr;
   }
-  return std::exchange(offered_generation_, nullptr);
-}
-
-bool FleetAgent::versionOnItsWay(uint64_t version) const {
-  return newest_ && newest_->version >= version && newest_ != refused_ &&
-         (!running_ || running_->version < version);
+  return std::exchange(generations_.offered, nullptr);
 }
 
 void FleetAgent::generationApplied(uint64_t number) {
-  if (report_.generation == number) return;
-  report_.generation = number;
-  report_dirty_ = true;
+  if (own_.report.generation == number) return;
+  own_.report.generation = number;
+  own_.dirty = true;
 }
 
 void FleetAgent::generationFailed(absl::string_view what, const absl::Status& status) {
@@ -81,29 +62,31 @@ void FleetAgent::generationFailed(absl::string_view what, const absl::Status& st
 
 void FleetAgent::turnGenerations(absl::Time now) {
   collectBackground();
-  if (!view_in_flight_ && now >= next_view_) viewFleet();
-  if (status_.registered && status_.leader.empty() && !campaign_in_flight_ && lease_ != 0) {
+  if (!view_.in_flight && now >= view_.not_before) viewFleet();
+  if (status_.registered && status_.leader.empty() && !leadership_.campaign_in_flight &&
+      lease_.id() != 0) {
     campaign();
   }
-  if (stored_ && fetching_ == 0 && now >= fetch_generation_retry_at_ &&
-      stored_->generation != unreadable_ &&
-      (!current_ || current_->manifest.generation != stored_->generation)) {
-    fetchGeneration(*stored_);
+  if (stored_.manifest && generations_.fetching == 0 && now >= generations_.not_before &&
+      stored_.manifest->generation != generations_.unreadable &&
+      (!generations_.current ||
+       generations_.current->manifest.generation != stored_.manifest->generation)) {
+    fetchGeneration(*stored_.manifest);
   }
-  if (status_.elected && !plan_in_flight_ && now >= plan_retry_at_) planNext();
+  if (status_.elected && !plan_.in_flight && now >= plan_.not_before) planNext();
 }
 
 // --- what the fleet looks like -----------------------------------------------------------------
 
 void FleetAgent::viewFleet() {
-  view_in_flight_ = true;
-  next_view_ = now_ + kViewInterval;
+  view_.in_flight = true;
+  view_.not_before = now_ + kViewInterval;
   const Json reads = Json::array({{{"request_range", etcdRange(generation_keys_.leader())}},
                                   {{"request_range", etcdRange(generation_keys_.generation())}},
                                   {{"request_range", etcdPrefixRange(keys_.instancesPrefix())}}});
   client_->call("kv/txn", etcdTxn(Json::array(), reads),
                 guarded([](FleetAgent& self, absl::StatusOr<Json> reply) {
-                  self.view_in_flight_ = false;
+                  self.view_.in_flight = false;
                   if (!reply.ok()) return self.failed("reading the fleet", reply.status());
                   self.answered();
                   self.viewed(*reply);
@@ -119,8 +102,8 @@ void FleetAgent::viewed(const Json& reply) {
   status_.elected = false;
   if (leader.ok() && !leader->empty()) {
     status_.leader = leader->front().value;
-    status_.elected = lease_ != 0 && leader->front().lease == lease_ &&
-                      leader->front().create_revision == leader_revision_;
+    status_.elected = lease_.id() != 0 && leader->front().lease == lease_.id() &&
+                      leader->front().create_revision == leadership_.revision;
   }
   if (status_.leader != was_leader || status_.elected != was_elected) {
     log_(status_.elected ? absl::StrCat("fleet: elected to make the table generations")
@@ -138,44 +121,34 @@ void FleetAgent::viewed(const Json& reply) {
     if (!manifest.ok()) {
       generationFailed("reading the fleet's generation", manifest.status());
     } else {
-      stored_ = *std::move(manifest);
-      stored_revision_ = generation->front().mod_revision;
-      status_.generation_head = stored_->generation;
+      stored_.manifest = *std::move(manifest);
+      stored_.revision = generation->front().mod_revision;
+      status_.generation_head = stored_.manifest->generation;
     }
   } else if (generation.ok()) {
-    stored_.reset();
-    stored_revision_ = 0;
+    stored_.manifest.reset();
+    stored_.revision = 0;
   }
 
   // Every live instance's report, and the health they agree on.
   absl::StatusOr<std::vector<EtcdKeyValue>> instances = etcdTxnRange(reply, 2);
   if (!instances.ok()) return failed("reading the instances' reports", instances.status());
-  std::vector<InstanceReport> previous = std::move(reports_);
-  reports_.clear();
-  std::set<std::string> present;
+  std::vector<InstanceReport> live;
   for (const EtcdKeyValue& kv : *instances) {
     absl::StatusOr<InstanceReport> report = parseInstanceReport(kv.value);
     if (!report.ok()) continue;  // a release that writes another format: not counted
-    present.insert(report->name);
-    departed_.erase(report->name);
-    reports_.push_back(*std::move(report));
+    live.push_back(*std::move(report));
   }
-  for (InstanceReport& report : previous) {
-    if (present.count(report.name) != 0 || report.name == fleet_.name) continue;
-    log_(absl::StrCat("fleet: instance ", report.name, " left; its verdicts still count for ",
+  for (const std::string& name : roster_.update(std::move(live), now_, own_.report.health)) {
+    log_(absl::StrCat("fleet: instance ", name, " left; its verdicts still count for ",
                       absl::FormatDuration(kDepartedHold)));
-    std::string name = report.name;
-    departed_.insert_or_assign(std::move(name), std::make_pair(std::move(report), now_));
   }
-  std::erase_if(departed_,
-                [this](const auto& entry) { return now_ - entry.second.second >= kDepartedHold; });
-  agree();
 }
 
 void FleetAgent::campaign() {
   const std::string key = generation_keys_.leader();
-  campaign_in_flight_ = true;
-  const int64_t lease = lease_;
+  leadership_.campaign_in_flight = true;
+  const int64_t lease = lease_.id();
   const Json txn = {
       {"compare", Json::array({{{"key", etcdBase64(key)},
                                 {"target", "CREATE"},
@@ -183,15 +156,15 @@ void FleetAgent::campaign() {
                                 {"create_revision", "0"}}})},
       {"success", Json::array({{{"request_put", etcdPut(key, fleet_.name, lease)}}})}};
   client_->call("kv/txn", txn, guarded([lease](FleetAgent& self, absl::StatusOr<Json> reply) {
-                  self.campaign_in_flight_ = false;
+                  self.leadership_.campaign_in_flight = false;
                   if (!reply.ok()) return self.failed("standing for election", reply.status());
                   self.answered();
-                  if (!reply->value("succeeded", false) || lease != self.lease_) return;
+                  if (!reply->value("succeeded", false) || lease != self.lease_.id()) return;
                   // The key was created in this transaction: its create revision is the reply's.
                   absl::StatusOr<int64_t> revision = etcdRevision(*reply);
                   if (!revision.ok()) return;
-                  self.leader_revision_ = *revision;
-                  self.next_view_ = self.now_;  // see the election at once
+                  self.leadership_.revision = *revision;
+                  self.view_.not_before = self.now_;  // see the election at once
                 }));
   // Until the view confirms it, nobody is taken for elected; the next view reads the key.
   status_.leader = "(election under way)";
@@ -201,20 +174,21 @@ Json FleetAgent::leaderCompare() const {
   return {{"key", etcdBase64(generation_keys_.leader())},
           {"target", "CREATE"},
           {"result", "EQUAL"},
-          {"create_revision", std::to_string(leader_revision_)}};
+          {"create_revision", std::to_string(leadership_.revision)}};
 }
 
 // --- fetching the generation in force ----------------------------------------------------------
 
 void FleetAgent::fetchGeneration(const GenerationManifest& manifest) {
-  fetching_ = manifest.generation;
+  generations_.fetching = manifest.generation;
   // Only the tables this instance does not hold already: an unchanged table keeps its pieces.
   Json reads = Json::array();
   for (const GenerationService& service : manifest.services) {
     if (service.stored_in == 0) continue;
-    const GenerationService* held = current_ ? current_->manifest.find(service.service) : nullptr;
+    const GenerationService* held =
+        generations_.current ? generations_.current->manifest.find(service.service) : nullptr;
     if (held != nullptr && held->stored_in == service.stored_in &&
-        current_->tables.count(service.service) != 0) {
+        generations_.current->tables.count(service.service) != 0) {
       continue;
     }
     reads.push_back({{"request_range", etcdPrefixRange(generation_keys_.tablePiecesOf(
@@ -227,8 +201,8 @@ void FleetAgent::fetchGeneration(const GenerationManifest& manifest) {
                   const std::string what =
                       absl::StrCat("fetching table generation ", manifest.generation);
                   if (!reply.ok()) {
-                    self.fetching_ = 0;
-                    self.fetch_generation_retry_at_ = self.now_ + kRetryInterval;
+                    self.generations_.fetching = 0;
+                    self.generations_.not_before = self.now_ + kRetryInterval;
                     return self.generationFailed(what, reply.status());
                   }
                   self.answered();
@@ -236,8 +210,8 @@ void FleetAgent::fetchGeneration(const GenerationManifest& manifest) {
                   for (size_t n = 0; n < ranges; ++n) {
                     absl::StatusOr<std::vector<EtcdKeyValue>> kvs = etcdTxnRange(*reply, n);
                     if (!kvs.ok()) {
-                      self.fetching_ = 0;
-                      self.fetch_generation_retry_at_ = self.now_ + kRetryInterval;
+                      self.generations_.fetching = 0;
+                      self.generations_.not_before = self.now_ + kRetryInterval;
                       return self.generationFailed(what, kvs.status());
                     }
                     for (EtcdKeyValue& kv : *kvs) pieces[kv.key] = std::move(kv.value);
@@ -248,7 +222,7 @@ void FleetAgent::fetchGeneration(const GenerationManifest& manifest) {
 
 void FleetAgent::decodeGeneration(GenerationManifest manifest,
                                   std::map<std::string, std::string> pieces) {
-  std::shared_ptr<const FleetGeneration> held = current_;
+  std::shared_ptr<const FleetGeneration> held = generations_.current;
   const bool posted = background_->post([this, manifest = std::move(manifest),
                                          pieces = std::move(pieces), held]() mutable {
     absl::StatusOr<FleetGeneration> result = [&]() -> absl::StatusOr<FleetGeneration> {
@@ -271,41 +245,42 @@ void FleetAgent::decodeGeneration(GenerationManifest manifest,
       generation.manifest = std::move(manifest);
       return generation;
     }();
-    std::lock_guard<std::mutex> lock(results_mutex_);
-    decoded_ = std::move(result);
+    std::lock_guard<std::mutex> lock(results_.mutex);
+    results_.decoded = std::move(result);
   });
-  if (!posted) fetching_ = 0;
+  if (!posted) generations_.fetching = 0;
 }
 
 void FleetAgent::collectBackground() {
   std::optional<absl::StatusOr<FleetGeneration>> decoded;
   std::optional<absl::StatusOr<std::optional<PlannedGeneration>>> planned;
   {
-    std::lock_guard<std::mutex> lock(results_mutex_);
-    decoded = std::exchange(decoded_, std::nullopt);
-    planned = std::exchange(planned_, std::nullopt);
+    std::lock_guard<std::mutex> lock(results_.mutex);
+    decoded = std::exchange(results_.decoded, std::nullopt);
+    planned = std::exchange(results_.planned, std::nullopt);
   }
   if (decoded) {
-    const uint64_t number = fetching_;
-    fetching_ = 0;
+    const uint64_t number = generations_.fetching;
+    generations_.fetching = 0;
     if (!decoded->ok()) {
       // Stored wrong (a piece lost or altered): no retry mends it. The elected instance plans
       // the next generation afresh past it.
-      unreadable_ = number;
+      generations_.unreadable = number;
       generationFailed(absl::StrCat("reading table generation ", number), decoded->status());
-    } else if (!current_ || current_->manifest.generation != (*decoded)->manifest.generation) {
-      current_ = std::make_shared<const FleetGeneration>(*std::move(*decoded));
-      offered_generation_ = current_;
+    } else if (!generations_.current ||
+               generations_.current->manifest.generation != (*decoded)->manifest.generation) {
+      generations_.current = std::make_shared<const FleetGeneration>(*std::move(*decoded));
+      generations_.offered = generations_.current;
       status_.generation_error.clear();
     }
   }
   if (planned) {
     if (!planned->ok()) {
-      plan_in_flight_ = false;
-      plan_retry_at_ = now_ + kRetryInterval;
+      plan_.in_flight = false;
+      plan_.not_before = now_ + kRetryInterval;
       generationFailed("planning the next table generation", planned->status());
     } else if (!planned->value()) {
-      plan_in_flight_ = false;  // nothing changed
+      plan_.in_flight = false;  // nothing changed
     } else {
       storeGeneration(*std::move(planned->value()));
     }
@@ -315,31 +290,32 @@ void FleetAgent::collectBackground() {
 // --- the elected instance ----------------------------------------------------------------------
 
 void FleetAgent::planNext() {
-  if (!services_) return;
+  if (!services_.list) return;
   // Plan from the generation in force, once this instance holds it; past one that cannot be
   // read, from its number alone.
-  std::shared_ptr<const FleetGeneration> previous = current_;
-  if (stored_ && (!current_ || current_->manifest.generation != stored_->generation)) {
-    if (stored_->generation != unreadable_) return;  // still fetching it
+  std::shared_ptr<const FleetGeneration> previous = generations_.current;
+  if (stored_.manifest && (!generations_.current || generations_.current->manifest.generation !=
+                                                        stored_.manifest->generation)) {
+    if (stored_.manifest->generation != generations_.unreadable) return;  // still fetching it
     auto numbered = std::make_shared<FleetGeneration>();
-    numbered->manifest.generation = stored_->generation;
+    numbered->manifest.generation = stored_.manifest->generation;
     previous = std::move(numbered);
   }
-  PlanInputs inputs{previous ? previous->manifest.generation : 0, services_serial_, agreed_.down,
-                    agreed_.judged};
+  PlanInputs inputs{previous ? previous->manifest.generation : 0, services_.serial,
+                    roster_.agreed().down, roster_.agreed().judged};
   if (planned_from_ == inputs) return;
   planned_from_ = inputs;
-  plan_in_flight_ = true;
-  const bool posted = background_->post([this, previous, services = services_,
-                                         version = services_version_, agreed = agreed_,
+  plan_.in_flight = true;
+  const bool posted = background_->post([this, previous, services = services_.list,
+                                         version = services_.version, agreed = roster_.agreed(),
                                          keys = generation_keys_, name = fleet_.name] {
     absl::StatusOr<std::optional<PlannedGeneration>> planned = planGeneration(
         keys, previous.get(), *services, version, agreed, name, absl::ToUnixMillis(absl::Now()));
-    std::lock_guard<std::mutex> lock(results_mutex_);
-    planned_ = std::move(planned);
+    std::lock_guard<std::mutex> lock(results_.mutex);
+    results_.planned = std::move(planned);
   });
   if (!posted) {
-    plan_in_flight_ = false;
+    plan_.in_flight = false;
     planned_from_.reset();
   }
 }
@@ -383,8 +359,8 @@ void FleetAgent::stageNext(std::shared_ptr<const PlannedGeneration> planned,
                             FleetAgent& self, absl::StatusOr<Json> reply) mutable {
                   const uint64_t number = planned->generation.manifest.generation;
                   if (!reply.ok() || !reply->value("succeeded", false)) {
-                    self.plan_in_flight_ = false;
-                    self.plan_retry_at_ = self.now_ + kRetryInterval;
+                    self.plan_.in_flight = false;
+                    self.plan_.not_before = self.now_ + kRetryInterval;
                     self.planned_from_.reset();
                     if (!reply.ok()) {
                       return self.generationFailed(
@@ -408,17 +384,17 @@ void FleetAgent::commitGeneration(std::shared_ptr<const PlannedGeneration> plann
                    {{"key", etcdBase64(key)},
                     {"target", "MOD"},
                     {"result", "EQUAL"},
-                    {"mod_revision", std::to_string(stored_ ? stored_revision_ : 0)}}});
-  std::optional<GenerationManifest> previous = stored_;
+                    {"mod_revision", std::to_string(stored_.manifest ? stored_.revision : 0)}}});
+  std::optional<GenerationManifest> previous = stored_.manifest;
   client_->call(
       "kv/txn",
       etcdTxn(compare,
               Json::array({{{"request_put", etcdPut(key, renderGenerationManifest(manifest))}}})),
       guarded([planned, previous](FleetAgent& self, absl::StatusOr<Json> reply) {
-        self.plan_in_flight_ = false;
+        self.plan_.in_flight = false;
         const GenerationManifest& made = planned->generation.manifest;
         if (!reply.ok()) {
-          self.plan_retry_at_ = self.now_ + kRetryInterval;
+          self.plan_.not_before = self.now_ + kRetryInterval;
           self.planned_from_.reset();
           return self.generationFailed(absl::StrCat("storing table generation ", made.generation),
                                        reply.status());
@@ -427,8 +403,8 @@ void FleetAgent::commitGeneration(std::shared_ptr<const PlannedGeneration> plann
         if (!reply->value("succeeded", false)) {
           // Deposed, or the generation moved meanwhile: look again before planning again.
           self.planned_from_.reset();
-          self.next_view_ = self.now_;
-          self.plan_retry_at_ = self.now_ + kViewInterval;
+          self.view_.not_before = self.now_;
+          self.plan_.not_before = self.now_ + kViewInterval;
           self.log_(absl::StrCat("fleet: table generation ", made.generation,
                                  " not stored: the fleet's generation or election moved first"));
           return;
@@ -446,12 +422,12 @@ void FleetAgent::commitGeneration(std::shared_ptr<const PlannedGeneration> plann
                                " table(s) stored anew; down by the fleet's word: ",
                                down.empty() ? "none" : absl::StrJoin(down, ", ")));
         if (absl::StatusOr<int64_t> revision = etcdRevision(*reply); revision.ok()) {
-          self.stored_revision_ = *revision;
+          self.stored_.revision = *revision;
         }
-        self.stored_ = made;
+        self.stored_.manifest = made;
         self.status_.generation_head = made.generation;
-        self.current_ = std::make_shared<const FleetGeneration>(planned->generation);
-        self.offered_generation_ = self.current_;
+        self.generations_.current = std::make_shared<const FleetGeneration>(planned->generation);
+        self.generations_.offered = self.generations_.current;
         if (self.planned_from_) self.planned_from_->generation = made.generation;
         self.dropUnneededTables(made, previous);
       }));

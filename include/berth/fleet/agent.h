@@ -15,19 +15,14 @@
 #include "berth/config/config.h"
 #include "berth/fleet/agreed_health.h"
 #include "berth/fleet/etcd_client.h"
+#include "berth/fleet/fleet_versions.h"
 #include "berth/fleet/generation.h"
+#include "berth/fleet/instance_roster.h"
+#include "berth/fleet/lease_clock.h"
 #include "berth/fleet/store.h"
 #include "berth/util/background_thread.h"
 
 namespace berth {
-
-// A fleet version fetched from etcd, whole, for the instance to build and apply.
-struct FleetVersionText {
-  FleetHead head;
-  std::string text;
-  // What errors name: "fleet version N (FILE)", the pushed file's name as its lines are counted.
-  std::string source;
-};
 
 // What the agent knows, for `status`, the metrics and the log.
 struct FleetAgentStatus {
@@ -94,7 +89,7 @@ class FleetAgent {
   // The next turn fetches the head again even if it was refused: a reload asked for it, perhaps
   // after the local cause (ports, descriptors) was mended. The report keeps the refusal until a
   // version is applied.
-  void forgetRefusal() { refused_.reset(); }
+  void forgetRefusal() { versions_.forgetRefusal(); }
   // Each service's table fingerprint now, by name (after every publish); reported when changed.
   void setFingerprints(std::map<std::string, std::string> fingerprints);
   // This instance's flow sync endpoint, which the other instances send to (docs/scale-out.md).
@@ -116,18 +111,16 @@ class FleetAgent {
   void generationApplied(uint64_t number);
   // The health the live instances' reports agree on, with those of instances that left less
   // than kDepartedHold ago, as last read (empty before).
-  const AgreedHealth& agreedHealth() const { return agreed_; }
+  const AgreedHealth& agreedHealth() const { return roster_.agreed(); }
   // The live instances' reports, as last read.
-  const std::vector<InstanceReport>& instanceReports() const { return reports_; }
+  const std::vector<InstanceReport>& instanceReports() const { return roster_.reports(); }
   // How often the agent reads the leader, the generation and the instances' reports.
   static constexpr absl::Duration kViewInterval = absl::Milliseconds(500);
-  // How long an instance that left (its report gone with its lease) still counts with its last
-  // verdicts. Its death moves its flows to the others behind ECMP; were its verdicts dropped at
-  // once, the quorum of the survivors could change the tables under those very flows.
-  static constexpr absl::Duration kDepartedHold = absl::Seconds(30);
+  // How long an instance that left still counts with its last verdicts (fleet/instance_roster.h).
+  static constexpr absl::Duration kDepartedHold = InstanceRoster::kDepartedHold;
 
   FleetAgentStatus status() const { return status_; }
-  const std::optional<FleetHead>& running() const { return running_; }
+  const std::optional<FleetHead>& running() const { return versions_.running(); }
 
   // At a clean stop: revokes the lease, so that the instance leaves the fleet's status at once and
   // its name is free for a restart. Waits at most `deadline` (berthd is stopping, its loop done).
@@ -147,7 +140,7 @@ class FleetAgent {
   void putReport();
   void watchHead(absl::Time now);
   void noteHead(const FleetHead& head);
-  void fetch();
+  void fetch(const FleetHead& head);
   void fetched(const FleetHead& head, const VersionManifest& manifest,
                const std::vector<EtcdKeyValue>& pieces);
   // A call answered: etcd is reachable; or failed: counted, logged on the first of a run.
@@ -162,11 +155,6 @@ class FleetAgent {
   void turnGenerations(absl::Time now);
   void viewFleet();
   void viewed(const EtcdClient::Json& reply);
-  // agreed_ from reports_.
-  void agree();
-  // Whether the newest head seen is at least `version` and this instance runs an older one and
-  // has not refused it.
-  bool versionOnItsWay(uint64_t version) const;
   void campaign();
   void fetchGeneration(const GenerationManifest& manifest);
   void decodeGeneration(GenerationManifest manifest, std::map<std::string, std::string> pieces);
@@ -184,74 +172,82 @@ class FleetAgent {
 
   const FleetConfig fleet_;
   const FleetKeys keys_;
+  const GenerationKeys generation_keys_;
   Log log_;
   std::unique_ptr<EtcdClient> client_;
   // Callbacks hold a weak token, so that one arriving after the agent is gone does nothing.
   std::shared_ptr<FleetAgent*> alive_;
   absl::Time now_ = absl::InfinitePast();
 
-  // The lease and the report under it.
-  int64_t lease_ = 0;
-  int64_t previous_lease_ = 0;  // the lease before a lost one, which may still hold the name
-  bool lease_in_flight_ = false;
-  absl::Time lease_retry_at_ = absl::InfinitePast();
-  absl::Time next_keepalive_ = absl::InfinitePast();
-  absl::Time last_keepalive_ = absl::InfinitePast();
-  bool claim_in_flight_ = false;
-  absl::Time claim_retry_at_ = absl::InfinitePast();
-  InstanceReport report_;
-  bool report_dirty_ = true;
-  bool put_in_flight_ = false;
+  // A call to etcd made one at a time, and not again before `not_before` (after a failure, the
+  // retry interval; for the view, its interval).
+  struct Attempt {
+    bool in_flight = false;
+    absl::Time not_before = absl::InfinitePast();
+    bool due(absl::Time now) const { return !in_flight && now >= not_before; }
+  };
+
+  // The lease, the name claimed under it, and the report put under it.
+  LeaseClock lease_;
+  Attempt claim_;
+  struct OwnReport {
+    InstanceReport report;
+    bool dirty = true;
+    bool put_in_flight = false;
+  } own_;
 
   // The watch on the head, and the versions it brings.
   enum class WatchState { kIdle, kReading, kWatching };
-  WatchState watch_state_ = WatchState::kIdle;
-  uint64_t watch_id_ = 0;
-  absl::Time watch_retry_at_ = absl::InfinitePast();
-  std::optional<FleetHead> newest_;  // the newest head seen
-  bool fetch_in_flight_ = false;
-  absl::Time fetch_retry_at_ = absl::InfinitePast();
-  std::optional<FleetVersionText> offered_;  // fetched, not yet taken
-  std::optional<FleetHead> building_;        // taken, no verdict yet
-  std::optional<FleetHead> running_;
-  std::optional<FleetHead> refused_;
+  struct HeadWatch {
+    WatchState state = WatchState::kIdle;
+    uint64_t id = 0;
+    absl::Time not_before = absl::InfinitePast();
+  } watch_;
+  FleetVersions versions_;
+  Attempt fetch_;
 
-  // Generations.
-  const GenerationKeys generation_keys_;
-  absl::Time next_view_ = absl::InfinitePast();
-  bool view_in_flight_ = false;
-  std::vector<InstanceReport> reports_;
-  // Instances whose reports left the view, with their last report and when they left.
-  std::map<std::string, std::pair<InstanceReport, absl::Time>> departed_;
-  AgreedHealth agreed_;
-  int64_t leader_revision_ = 0;  // the leader key's create revision while this instance leads
-  bool campaign_in_flight_ = false;
-  std::optional<GenerationManifest> stored_;  // the newest generation in etcd
-  int64_t stored_revision_ = 0;               // its key's mod revision; 0 when absent
-  // The generation this instance holds, decoded, and the one it fetches.
-  std::shared_ptr<const FleetGeneration> current_;
-  std::shared_ptr<const FleetGeneration> offered_generation_;
-  uint64_t fetching_ = 0;    // the generation being fetched or decoded; 0 for none
-  uint64_t unreadable_ = 0;  // a stored generation that could not be read: planned past
-  absl::Time fetch_generation_retry_at_ = absl::InfinitePast();
-  std::shared_ptr<const std::vector<ServiceConfig>> services_;
-  uint64_t services_version_ = 0;
-  uint64_t services_serial_ = 0;  // counts setServices() calls
+  // Generations: the view of the fleet (leader, generation, reports), the election, the
+  // generation stored in etcd and the one this instance holds.
+  Attempt view_;
+  InstanceRoster roster_;
+  struct Leadership {
+    int64_t revision = 0;  // the leader key's create revision while this instance leads
+    bool campaign_in_flight = false;
+  } leadership_;
+  struct StoredGeneration {
+    std::optional<GenerationManifest> manifest;  // the newest generation in etcd
+    int64_t revision = 0;                        // its key's mod revision; 0 when absent
+  } stored_;
+  struct HeldGenerations {
+    std::shared_ptr<const FleetGeneration> current;  // decoded, held
+    std::shared_ptr<const FleetGeneration> offered;  // not yet taken by the instance
+    uint64_t fetching = 0;    // the generation being fetched or decoded; 0 for none
+    uint64_t unreadable = 0;  // a stored generation that could not be read: planned past
+    absl::Time not_before = absl::InfinitePast();
+  } generations_;
+  // What the elected instance plans from: its services, their fleet version, and a count of
+  // setServices() calls.
+  struct ServicesToPlan {
+    std::shared_ptr<const std::vector<ServiceConfig>> list;
+    uint64_t version = 0;
+    uint64_t serial = 0;
+  } services_;
   // What the last plan was made from, so that only a change plans again.
   struct PlanInputs {
     uint64_t generation = 0;
-    uint64_t services = 0;  // services_serial_
+    uint64_t services = 0;  // services_.serial
     std::map<std::string, std::set<std::string>> down;
     std::map<std::string, std::set<std::string>> judged;
     friend bool operator==(const PlanInputs&, const PlanInputs&) = default;
   };
   std::optional<PlanInputs> planned_from_;
-  bool plan_in_flight_ = false;  // planning on background_, or storing
-  absl::Time plan_retry_at_ = absl::InfinitePast();
+  Attempt plan_;  // in flight: planning on background_, or storing
   // Results of background_'s jobs, taken by collectBackground().
-  std::mutex results_mutex_;
-  std::optional<absl::StatusOr<FleetGeneration>> decoded_;
-  std::optional<absl::StatusOr<std::optional<PlannedGeneration>>> planned_;
+  struct BackgroundResults {
+    std::mutex mutex;
+    std::optional<absl::StatusOr<FleetGeneration>> decoded;
+    std::optional<absl::StatusOr<std::optional<PlannedGeneration>>> planned;
+  } results_;
 
   FleetAgentStatus status_;
   // Last: stopped before what its jobs touch goes.

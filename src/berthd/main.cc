@@ -35,6 +35,7 @@
 #include "berth/util/heap.h"
 #include "berth/util/program_info.h"
 #include "berth/util/start_sequence.h"
+#include "berth/util/whole_file.h"
 
 ABSL_FLAG(std::string, config, "", "path of the YAML config (required)");
 ABSL_FLAG(std::string, control_socket, "/run/berth/berth.sock",
@@ -118,14 +119,12 @@ std::string drainStatePath(const std::string& control_socket) {
 // The fleet version cached by the last run, or none (logged: absent, unreadable, not berth's).
 std::optional<berth::FleetVersionText> cachedFleetVersion(const berth::Config& config) {
   const std::string& path = config.fleet->cache;
-  std::ifstream file(path);
-  if (!file) {
+  const absl::StatusOr<std::string> contents = berth::readFileWhole(path);
+  if (!contents.ok()) {
     std::fprintf(stderr, "berthd: fleet: no cached version at %s\n", path.c_str());
     return std::nullopt;
   }
-  std::stringstream contents;
-  contents << file.rdbuf();
-  absl::StatusOr<berth::CachedVersion> cached = berth::parseVersionCache(contents.str());
+  absl::StatusOr<berth::CachedVersion> cached = berth::parseVersionCache(*contents);
   if (!cached.ok()) {
     std::fprintf(stderr, "berthd: fleet: the cache %s is not usable: %s\n", path.c_str(),
                  std::string(cached.status().message()).c_str());
@@ -143,11 +142,9 @@ std::optional<berth::FleetVersionText> cachedFleetVersion(const berth::Config& c
 // The table generation cached by the last run, or none (logged when present but unusable).
 std::shared_ptr<const berth::FleetGeneration> cachedFleetGeneration(const berth::Config& config) {
   const std::string path = berth::generationCachePath(*config.fleet);
-  std::ifstream file(path);
-  if (!file) return nullptr;
-  std::stringstream contents;
-  contents << file.rdbuf();
-  absl::StatusOr<berth::FleetGeneration> cached = berth::parseGenerationCache(contents.str());
+  const absl::StatusOr<std::string> contents = berth::readFileWhole(path);
+  if (!contents.ok()) return nullptr;
+  absl::StatusOr<berth::FleetGeneration> cached = berth::parseGenerationCache(*contents);
   if (!cached.ok()) {
     std::fprintf(stderr, "berthd: fleet: the generation cache %s is not usable: %s\n", path.c_str(),
                  std::string(cached.status().message()).c_str());
@@ -156,6 +153,70 @@ std::shared_ptr<const berth::FleetGeneration> cachedFleetGeneration(const berth:
   std::fprintf(stderr, "berthd: fleet: serving table generation %lu from the cache %s\n",
                static_cast<unsigned long>(cached->manifest.generation), path.c_str());
   return std::make_shared<const berth::FleetGeneration>(*std::move(cached));
+}
+
+// In a fleet, the services come from the last version this instance applied, cached on disk,
+// until etcd gives a newer one (docs/scale-out.md): `config` composed with it, and what the
+// control plane starts the fleet from.
+struct FleetStart {
+  berth::Config local;  // the local file's part; no fleet section without a fleet
+  std::optional<berth::FleetVersionText> cached;
+  std::shared_ptr<const berth::FleetGeneration> cached_generation;
+};
+
+FleetStart startFromCache(berth::Config& config) {
+  FleetStart start;
+  if (!config.fleet) return start;
+  start.local = config;
+  start.cached = cachedFleetVersion(config);
+  if (!start.cached) return start;
+  start.cached_generation = cachedFleetGeneration(config);
+  absl::StatusOr<berth::Config> composed =
+      berth::composeFleetConfig(start.local, start.cached->text, start.cached->source);
+  if (composed.ok()) {
+    config = *std::move(composed);
+  } else {
+    std::fprintf(stderr,
+                 "berthd: fleet: the cached version does not apply (%s); starting "
+                 "without services until etcd gives one that does\n",
+                 std::string(composed.status().message()).c_str());
+    start.cached.reset();
+  }
+  return start;
+}
+
+// The start-up table: each step's start in this order, and on a failure, or at the end, the
+// stops of the steps that started, in reverse. The control plane's steps are documented at
+// ControlPlane (control/control_plane.h).
+std::vector<berth::StartStep> startUpSteps(berth::ControlPlane& control,
+                                           std::vector<char*>& eal_argv, bool& eal_up) {
+  return {
+      {"EAL",
+       [&]() -> absl::Status {
+         if (rte_eal_init(static_cast<int>(eal_argv.size()), eal_argv.data()) < 0) {
+           return absl::InvalidArgumentError(
+               absl::StrCat(rte_strerror(rte_errno), " (check the EAL options)"));
+         }
+         eal_up = true;
+         return absl::OkStatus();
+       },
+       [&] {
+         if (eal_up) rte_eal_cleanup();
+         eal_up = false;
+       }},
+      {"lcores", [&] { return control.startLcores(); }, [&] { control.stopLcores(); }},
+      {"ports", [&] { return control.openPorts(); }, [&] { control.closePorts(); }},
+      {"workers", [&] { return control.createWorkers(); }, [&] { control.destroyWorkers(); }},
+      {"exception path", [&] { return control.startExceptionPath(); },
+       [&] { control.stopExceptionPath(); }},
+      {"services", [&] { return control.startServices(); }, [&] { control.stopServices(); }},
+      {"control socket", [&] { return control.openControlSocket(); },
+       [&] { control.closeControlSocket(); }},
+      {"metrics", [&] { return control.openMetrics(); }, [&] { control.closeMetrics(); }},
+      {"telemetry", [&] { return control.openTelemetry(); }, [&] { control.closeTelemetry(); }},
+      {"fleet", [&] { return control.startFleet(); }, [&] { control.stopFleet(); }},
+      {"launch", [&] { return control.launchWorkers(); }, [&] { control.stopWorkers(); }},
+  };
 }
 
 constexpr char kUsage[] =
@@ -188,29 +249,7 @@ int main(int argc, char** argv) {
 
   absl::StatusOr<berth::Config> config = berth::loadConfigFile(absl::GetFlag(FLAGS_config));
   if (!config.ok()) return fail(config.status().message());
-  // In a fleet, the services come from the last version this instance applied, cached on disk,
-  // until etcd gives a newer one (docs/scale-out.md).
-  std::optional<berth::FleetVersionText> cached;
-  std::shared_ptr<const berth::FleetGeneration> cached_generation;
-  berth::Config local;
-  if (config->fleet) {
-    local = *config;
-    cached = cachedFleetVersion(*config);
-    if (cached) cached_generation = cachedFleetGeneration(*config);
-    if (cached) {
-      absl::StatusOr<berth::Config> composed =
-          berth::composeFleetConfig(local, cached->text, cached->source);
-      if (composed.ok()) {
-        config = *std::move(composed);
-      } else {
-        std::fprintf(stderr,
-                     "berthd: fleet: the cached version does not apply (%s); starting "
-                     "without services until etcd gives one that does\n",
-                     std::string(composed.status().message()).c_str());
-        cached.reset();
-      }
-    }
-  }
+  FleetStart fleet_start = startFromCache(*config);
   for (const std::string& warning : config->warnings) {
     std::fprintf(stderr, "berthd: warning: %s\n", warning.c_str());
   }
@@ -222,10 +261,6 @@ int main(int argc, char** argv) {
   for (const std::string& arg : config->dataplane.eal) eal_args.push_back(arg);
   std::vector<char*> eal_argv = berth::argvOf(eal_args);
 
-  // The start-up table: each step's start in this order, and on a failure, or at the end, the
-  // stops of the steps that started, in reverse. The control plane's steps are documented at
-  // ControlPlane (control/control_plane.h).
-  bool eal_up = false;
   absl::StatusOr<berth::ControlSocketPaths> sockets = controlSocketPaths();
   if (!sockets.ok()) return fail(sockets.status().message());
   std::string drain_state = drainStatePath(sockets->control);
@@ -233,36 +268,12 @@ int main(int argc, char** argv) {
                               *std::move(sockets), *std::move(config),
                               {g_stop, g_print_counters, g_reload});
   control.setTestingHoldFile(absl::GetFlag(FLAGS_testing_hold_file));
-  if (local.fleet) {
-    control.setFleetStart(std::move(local), std::move(cached), std::move(cached_generation));
+  if (fleet_start.local.fleet) {
+    control.setFleetStart(std::move(fleet_start.local), std::move(fleet_start.cached),
+                          std::move(fleet_start.cached_generation));
   }
-  berth::StartSequence start_up({
-      {"EAL",
-       [&]() -> absl::Status {
-         if (rte_eal_init(static_cast<int>(eal_argv.size()), eal_argv.data()) < 0) {
-           return absl::InvalidArgumentError(
-               absl::StrCat(rte_strerror(rte_errno), " (check the EAL options)"));
-         }
-         eal_up = true;
-         return absl::OkStatus();
-       },
-       [&] {
-         if (eal_up) rte_eal_cleanup();
-         eal_up = false;
-       }},
-      {"lcores", [&] { return control.startLcores(); }, [&] { control.stopLcores(); }},
-      {"ports", [&] { return control.openPorts(); }, [&] { control.closePorts(); }},
-      {"workers", [&] { return control.createWorkers(); }, [&] { control.destroyWorkers(); }},
-      {"exception path", [&] { return control.startExceptionPath(); },
-       [&] { control.stopExceptionPath(); }},
-      {"services", [&] { return control.startServices(); }, [&] { control.stopServices(); }},
-      {"control socket", [&] { return control.openControlSocket(); },
-       [&] { control.closeControlSocket(); }},
-      {"metrics", [&] { return control.openMetrics(); }, [&] { control.closeMetrics(); }},
-      {"telemetry", [&] { return control.openTelemetry(); }, [&] { control.closeTelemetry(); }},
-      {"fleet", [&] { return control.startFleet(); }, [&] { control.stopFleet(); }},
-      {"launch", [&] { return control.launchWorkers(); }, [&] { control.stopWorkers(); }},
-  });
+  bool eal_up = false;
+  berth::StartSequence start_up(startUpSteps(control, eal_argv, eal_up));
   if (absl::Status status = start_up.start(); !status.ok()) return fail(status.message());
 
   int exit_code = 0;

@@ -9,19 +9,22 @@ namespace berth {
 
 absl::string_view toString(Protocol protocol) { return protocol == Protocol::kTcp ? "tcp" : "udp"; }
 
-absl::string_view toString(Forwarding forwarding) {
-  switch (forwarding) {
-    case Forwarding::kIpip:
-      return "ipip";
-    case Forwarding::kGue:
-      return "gue";
-    case Forwarding::kGre:
-      return "gre";
-    case Forwarding::kL2Dsr:
-      return "l2dsr";
+namespace {
+
+constexpr absl::string_view kForwardingNames[] = {BERTH_FORWARDING_MODES(BERTH_ENUMERATOR_NAME)};
+
+}  // namespace
+
+absl::string_view toString(Forwarding forwarding) { return nameIn(kForwardingNames, forwarding); }
+
+std::optional<Forwarding> parseForwarding(absl::string_view name) {
+  for (size_t mode = 0; mode < std::size(kForwardingNames); ++mode) {
+    if (kForwardingNames[mode] == name) return static_cast<Forwarding>(mode);
   }
-  return "unknown";
+  return std::nullopt;
 }
+
+absl::Span<const absl::string_view> forwardingNames() { return kForwardingNames; }
 
 absl::string_view toString(ExceptionClass exception_class) {
   static constexpr absl::string_view kNames[] = {BERTH_EXCEPTION_CLASSES(BERTH_ENUMERATOR_NAME)};

@@ -27,6 +27,7 @@
 #include "berth/maglev/consistent_hash.h"
 #include "berth/net/crc32c.h"
 #include "berth/util/status_macros.h"
+#include "berth/util/whole_file.h"
 #include "config/yaml_fields.h"
 
 namespace berth {
@@ -142,22 +143,9 @@ absl::StatusOr<BackendConfig> parseBackend(absl::string_view source, const std::
   return backend;
 }
 
-absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::string& path,
-                                           const YAML::Node& node, const DataplaneConfig* dataplane,
-                                           std::vector<std::string>& warnings,
-                                           std::vector<std::string>& notes) {
-  BERTH_ASSIGN_OR_RETURN(
-      const Fields fields,
-      Fields::read(source, path, node,
-                   {"name", "vip", "port", "protocol", "table_size", "algorithm", "replicas",
-                    "bounded_load", "hash_fields", "forwarding", "gue_port", "announce", "drain",
-                    "health", "backends", "egress"}));
-  ServiceConfig service;
-  service.line.number = fields.self().line();
-  BERTH_ASSIGN_OR_RETURN(service.name, fields.requiredString("name"));
-  BERTH_ASSIGN_OR_RETURN(service.vip, fields.address("vip"));
-  BERTH_ASSIGN_OR_RETURN(service.port, fields.integer("port", 1, 65535, std::nullopt));
-
+// The service's protocol and how its table is made: size, algorithm, bounded load and the
+// fields hashed.
+absl::Status parseTableFields(const Fields& fields, ServiceConfig& service) {
   BERTH_ASSIGN_OR_RETURN(const std::string protocol, fields.requiredString("protocol"));
   if (protocol == "tcp") {
     service.protocol = Protocol::kTcp;
@@ -201,13 +189,16 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
     if (!hash_fields.ok()) return fields.site("hash_fields").error(hash_fields.status().message());
     service.hash_fields = *hash_fields;
   }
+  return absl::OkStatus();
+}
 
+// How the service's packets leave: the forwarding mode, its port, the egress port, and how the
+// VIP is announced and drains behave.
+absl::Status parseForwardingFields(const Fields& fields, const DataplaneConfig* dataplane,
+                                   ServiceConfig& service) {
   BERTH_ASSIGN_OR_RETURN(const std::string forwarding,
-                         fields.choice("forwarding", {"ipip", "gue", "gre", "l2dsr"}, "ipip"));
-  service.forwarding = forwarding == "gue"     ? Forwarding::kGue
-                       : forwarding == "gre"   ? Forwarding::kGre
-                       : forwarding == "l2dsr" ? Forwarding::kL2Dsr
-                                               : Forwarding::kIpip;
+                         fields.choice("forwarding", forwardingNames(), "ipip"));
+  service.forwarding = *parseForwarding(forwarding);
   if (service.forwarding == Forwarding::kGue) {
     BERTH_ASSIGN_OR_RETURN(service.gue_port, fields.integer("gue_port", 1, 65535, std::nullopt));
   } else if (fields.has("gue_port")) {
@@ -229,11 +220,12 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
       const std::string drain,
       fields.choice("drain", {"keep_established", "repick"}, "keep_established"));
   service.drain_keeps_established = drain == "keep_established";
-  if (const YAML::Node* health = fields.find("health"); health != nullptr && !health->IsNull()) {
-    BERTH_ASSIGN_OR_RETURN(service.health, parseHealth(source, fields.pathOf("health"), *health,
-                                                       HealthCheckConfig{}, dataplane));
-  }
+  return absl::OkStatus();
+}
 
+// The service's backends: unique names and addresses, of the IP version the mode needs.
+absl::Status parseBackends(absl::string_view source, const Fields& fields,
+                           const DataplaneConfig* dataplane, ServiceConfig& service) {
   const YAML::Node* backends = fields.find("backends");
   if (backends == nullptr) return fields.self().error("missing required key 'backends'");
   if (!backends->IsSequence() && !backends->IsNull()) {
@@ -270,7 +262,13 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
     }
     service.backends.push_back(std::move(backend));
   }
+  return absl::OkStatus();
+}
 
+// The table's size (auto: 100 slots a backend, prime), checked against the backends, with a
+// warning where each gets fewer than 100 slots.
+absl::Status sizeTable(const Fields& fields, ServiceConfig& service,
+                       std::vector<std::string>& warnings, std::vector<std::string>& notes) {
   if (service.table_size_auto) {
     // 100 slots a backend keeps balance and failover disruption near their ideals.
     uint64_t size = std::max<uint64_t>(kDefaultTableSize, 100 * uint64_t{service.backends.size()});
@@ -305,6 +303,34 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
                     ? absl::StrCat(", consider a larger prime such as ", suggestion)
                     : std::string())));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::string& path,
+                                           const YAML::Node& node, const DataplaneConfig* dataplane,
+                                           std::vector<std::string>& warnings,
+                                           std::vector<std::string>& notes) {
+  BERTH_ASSIGN_OR_RETURN(
+      const Fields fields,
+      Fields::read(source, path, node,
+                   {"name", "vip", "port", "protocol", "table_size", "algorithm", "replicas",
+                    "bounded_load", "hash_fields", "forwarding", "gue_port", "announce", "drain",
+                    "health", "backends", "egress"}));
+  ServiceConfig service;
+  service.line.number = fields.self().line();
+  BERTH_ASSIGN_OR_RETURN(service.name, fields.requiredString("name"));
+  BERTH_ASSIGN_OR_RETURN(service.vip, fields.address("vip"));
+  BERTH_ASSIGN_OR_RETURN(service.port, fields.integer("port", 1, 65535, std::nullopt));
+
+  BERTH_RETURN_IF_ERROR(parseTableFields(fields, service));
+  BERTH_RETURN_IF_ERROR(parseForwardingFields(fields, dataplane, service));
+  if (const YAML::Node* health = fields.find("health"); health != nullptr && !health->IsNull()) {
+    BERTH_ASSIGN_OR_RETURN(service.health, parseHealth(source, fields.pathOf("health"), *health,
+                                                       HealthCheckConfig{}, dataplane));
+  }
+
+  BERTH_RETURN_IF_ERROR(parseBackends(source, fields, dataplane, service));
+  BERTH_RETURN_IF_ERROR(sizeTable(fields, service, warnings, notes));
   return service;
 }
 
@@ -991,11 +1017,9 @@ absl::StatusOr<Config> composeFleetConfig(const Config& local, absl::string_view
 }
 
 absl::StatusOr<Config> loadConfigFile(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) return absl::NotFoundError(absl::StrCat("cannot read config file '", path, "'"));
-  std::stringstream text;
-  text << file.rdbuf();
-  return parseConfig(text.str(), path);
+  const absl::StatusOr<std::string> text = readFileWhole(path);
+  if (!text.ok()) return absl::NotFoundError(absl::StrCat("cannot read config file '", path, "'"));
+  return parseConfig(*text, path);
 }
 
 }  // namespace berth

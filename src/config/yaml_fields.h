@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "berth/net/ip_address.h"
 #include "berth/net/mac_address.h"
 
@@ -168,7 +169,7 @@ class Fields {
 
   // One of `choices`, or `fallback` when the key is absent.
   absl::StatusOr<std::string> choice(absl::string_view key,
-                                     std::initializer_list<absl::string_view> choices,
+                                     absl::Span<const absl::string_view> choices,
                                      absl::string_view fallback) const {
     if (!has(key)) return std::string(fallback);
     absl::StatusOr<std::string> text = requiredString(key);

@@ -171,123 +171,41 @@ std::unique_ptr<ReplyStream> ControlPlane::handleReadOnly(const ControlRequest& 
 }
 
 std::string ControlPlane::statusReply() const {
+  StatusReport report;
+  report.version = std::string(berthVersion());
+  report.uptime_s = absl::ToDoubleSeconds(absl::Now() - started_);
+  report.config_path = config_path_;
   // The CRC32-C of the config in force tells two instances' configs apart. It is the text berthd
   // last loaded, not the file on disk, which a refused reload leaves different.
-  const uint32_t config_crc = config_.source_crc32c;
-  size_t backends = 0;
-  for (const ServiceConfig& service : config_.services) backends += service.backends.size();
-  JsonWriter json;
-  json.beginObject()
-      .key("ok")
-      .value(true)
-      .key("version")
-      .value(berthVersion())
-      .key("uptime_s")
-      .value(absl::ToDoubleSeconds(absl::Now() - started_))
-      .key("config")
-      .value(config_path_)
-      .key("config_crc32c")
-      .value(absl::StrFormat("%08x", config_crc))
-      .key("snapshot_generation")
-      .value(rollouts_.generation())
-      .key("workers")
-      .value(static_cast<uint64_t>(datapath_.workerCount()))
-      .key("services")
-      .value(static_cast<uint64_t>(config_.services.size()))
-      .key("backends")
-      .value(static_cast<uint64_t>(backends))
-      .key("drained")
-      .beginArray();
-  std::vector<std::string> drained;
+  report.config_crc32c = config_.source_crc32c;
+  report.snapshot_generation = rollouts_.generation();
+  report.workers = datapath_.workerCount();
+  report.services = config_.services.size();
+  for (const ServiceConfig& service : config_.services) report.backends += service.backends.size();
   for (const ServiceState& service : tables_.states()) {
     for (const std::string& backend : service.drainedBackends()) {
-      drained.push_back(absl::StrCat(service.name(), "/", backend));
-      json.value(drained.back());
+      report.drained.push_back(absl::StrCat(service.name(), "/", backend));
     }
-  }
-  json.endArray();
-  // Where the drains above are kept across a restart, and whether the last write failed.
-  std::string drain_state_text = "drain state: not kept (--drain_state off)\n";
-  json.key("drain_state").beginObject();
-  if (drain_state_) {
-    const absl::Status written = drain_state_->lastWrite();
-    json.key("path").value(drain_state_->path());
-    json.key("last_write_error").value(written.ok() ? "" : written.message());
-    drain_state_text = absl::StrCat(
-        "drain state: ", drain_state_->path(),
-        written.ok() ? "" : absl::StrCat(" (last write failed: ", written.message(), ")"), "\n");
-  }
-  json.endObject();
-  // Each port's kernel interface (docs/exception-path.md).
-  json.key("exception_interfaces").beginArray();
-  std::string exception_text;
-  for (const std::string& interface : datapath_.exceptionInterfaces()) {
-    json.value(interface);
-    absl::StrAppend(&exception_text, "kernel interface: ", interface, "\n");
-  }
-  json.endArray();
-  // Per service, the fingerprint of the table in use: instances behind one ECMP group send a
-  // flow to the same backend exactly when these agree.
-  json.key("tables").beginArray();
-  std::string tables_text;
-  for (const ServiceState& service : tables_.states()) {
     const Table& table = service.liveTable();
-    const std::string fingerprint = fingerprintText(service.liveFingerprint());
-    json.beginObject()
-        .key("service")
-        .value(service.name())
-        .key("algorithm")
-        .value(toString(table.algorithm()))
-        .key("table_size")
-        .value(table.size())
-        .key("fingerprint")
-        .value(fingerprint);
-    absl::StrAppendFormat(&tables_text, "table %s: %s, M=%u, fingerprint %s\n", service.name(),
-                          toString(table.algorithm()), table.size(), fingerprint);
-    // The last change of the table, and what it moved against the least it had to.
-    const TableChangeHistory* history = tables_.history(service.name());
-    if (history != nullptr && history->last) {
-      const SlotChange& last = *history->last;
-      const double ago = absl::ToDoubleSeconds(absl::Now() - history->last_at);
-      json.key("last_change")
-          .beginObject()
-          .key("cause")
-          .value(toString(last.cause))
-          .key("seconds_ago")
-          .value(ago);
-      appendMovementFields(json, last.movement);
-      json.endObject();
-      absl::StrAppendFormat(&tables_text, "  last change %.0f s ago: %s\n", ago, describe(last));
+    TableStatusRow& row = report.tables.emplace_back();
+    row.service = service.name();
+    row.algorithm = table.algorithm();
+    row.table_size = table.size();
+    row.fingerprint = fingerprintText(service.liveFingerprint());
+    if (const TableChangeHistory* history = tables_.history(service.name());
+        history != nullptr && history->last) {
+      row.last_change = history->last;
+      row.last_change_seconds_ago = absl::ToDoubleSeconds(absl::Now() - history->last_at);
     }
-    json.endObject();
   }
-  json.endArray();
-  // The loop's periodic jobs, with the longest run of each: one that runs long delays every
-  // other piece of the loop's work.
-  json.key("periodic_jobs").beginArray();
-  for (const PeriodicJobs::JobFigures& job : jobs_.figures()) {
-    json.beginObject()
-        .key("name")
-        .value(job.name)
-        .key("interval_ms")
-        .value(absl::ToDoubleMilliseconds(job.interval))
-        .key("runs")
-        .value(job.runs)
-        .key("longest_ms")
-        .value(absl::ToDoubleMilliseconds(job.longest))
-        .endObject();
+  if (drain_state_) {
+    report.drain_state_path = drain_state_->path();
+    report.drain_state_written = drain_state_->lastWrite();
   }
-  json.endArray();
-  const std::string fleet_text = fleet_.statusText(config_, *health_, json);
-  json.key("text").value(absl::StrFormat(
-      "berthd %s, up %.0f s\nconfig %s (crc32c %08x)\n%ssnapshot %u, %u worker(s), %u service(s), "
-      "%u backend(s)\ndrained: %s\n%s%s%s",
-      berthVersion(), absl::ToDoubleSeconds(absl::Now() - started_), config_path_, config_crc,
-      fleet_text, rollouts_.generation(), datapath_.workerCount(), config_.services.size(),
-      backends, drained.empty() ? "none" : absl::StrJoin(drained, ", "), drain_state_text,
-      exception_text, tables_text));
-  json.endObject();
-  return json.str();
+  report.exception_interfaces = datapath_.exceptionInterfaces();
+  report.periodic_jobs = jobs_.figures();
+  report.fleet = fleet_.statusRow(config_, *health_);
+  return statusReplyJson(report);
 }
 
 std::string ControlPlane::announceReply(const ControlRequest& request) {

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "berth/util/json_writer.h"
+#include "berth/util/whole_file.h"
 
 namespace berth {
 
@@ -73,14 +74,10 @@ absl::StatusOr<DrainsByService> parseDrainState(absl::string_view text) {
 }
 
 absl::StatusOr<DrainsByService> loadDrainState(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    if (errno == ENOENT) return DrainsByService();
-    return absl::UnavailableError(absl::StrCat("cannot read ", path, ": ", strerror(errno)));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  absl::StatusOr<DrainsByService> drains = parseDrainState(text.str());
+  const absl::StatusOr<std::string> text = readFileWhole(path);
+  if (absl::IsNotFound(text.status())) return DrainsByService();
+  if (!text.ok()) return text.status();
+  absl::StatusOr<DrainsByService> drains = parseDrainState(*text);
   if (!drains.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", drains.status().message()));
   }

@@ -27,6 +27,53 @@ absl::StatusOr<FlowKey> explainedFlow(const ControlRequest& request) {
                        proto == "tcp" ? kProtocolTcp : kProtocolUdp);
 }
 
+namespace {
+
+// The "conntrack" member: the worker's entry for the flow, if one tracks it; its text returned.
+std::string writeTracked(const Snapshot& snapshot, bool conntrack,
+                         const std::optional<TrackedConnection>& tracked, JsonWriter& json) {
+  json.key("conntrack");
+  if (!conntrack) {
+    json.value("off");
+    return "off";
+  }
+  if (!tracked) {
+    json.null();
+    return "no worker tracks this flow";
+  }
+  const Connection& c = tracked->connection;
+  const uint32_t remembered = snapshot.backendIndexOf(c.backend);
+  const std::string backend_name =
+      remembered == kNoBackendIndex ? "a removed backend" : snapshot.backend(remembered).name;
+  json.beginObject()
+      .key("worker")
+      .value(static_cast<uint64_t>(tracked->worker))
+      .key("state")
+      .value(toString(c.state))
+      .key("backend")
+      .value(backend_name)
+      .key("idle_ms")
+      .value(static_cast<uint64_t>(tracked->idle_ms))
+      .key("expired")
+      .value(tracked->expired)
+      .key("from_peer")
+      .value((c.sync & kSyncAdopted) != 0)
+      .key("shared_with_peers")
+      .value((c.sync & kSyncExported) != 0)
+      .endObject();
+  // Flow sync (docs/scale-out.md): where the backend came from, and whether peers know it.
+  const char* sync = (c.sync & kSyncAdopted) != 0
+                         ? ", its backend from a peer's record"
+                         : ((c.sync & kSyncExported) != 0 ? ", off the table's pick: the peers "
+                                                            "were told"
+                                                          : "");
+  return absl::StrFormat("worker %u: %s to %s, idle %u ms%s%s", tracked->worker, toString(c.state),
+                         backend_name, tracked->idle_ms, tracked->expired ? " (expired)" : "",
+                         sync);
+}
+
+}  // namespace
+
 std::string explainReplyJson(const Snapshot& snapshot, const FlowKey& flow,
                              const FlowExplanation& explanation, bool conntrack,
                              const std::optional<TrackedConnection>& tracked,
@@ -60,45 +107,7 @@ std::string explainReplyJson(const Snapshot& snapshot, const FlowKey& flow,
   } else {
     json.value(snapshot.backend(explanation.table_backend).name);
   }
-  json.key("conntrack");
-  std::string conntrack_text;
-  if (!conntrack) {
-    json.value("off");
-    conntrack_text = "off";
-  } else if (!tracked) {
-    json.null();
-    conntrack_text = "no worker tracks this flow";
-  } else {
-    const Connection& c = tracked->connection;
-    const uint32_t remembered = snapshot.backendIndexOf(c.backend);
-    const std::string backend_name =
-        remembered == kNoBackendIndex ? "a removed backend" : snapshot.backend(remembered).name;
-    json.beginObject()
-        .key("worker")
-        .value(static_cast<uint64_t>(tracked->worker))
-        .key("state")
-        .value(toString(c.state))
-        .key("backend")
-        .value(backend_name)
-        .key("idle_ms")
-        .value(static_cast<uint64_t>(tracked->idle_ms))
-        .key("expired")
-        .value(tracked->expired)
-        .key("from_peer")
-        .value((c.sync & kSyncAdopted) != 0)
-        .key("shared_with_peers")
-        .value((c.sync & kSyncExported) != 0)
-        .endObject();
-    // Flow sync (docs/scale-out.md): where the backend came from, and whether peers know it.
-    const char* sync = (c.sync & kSyncAdopted) != 0
-                           ? ", its backend from a peer's record"
-                           : ((c.sync & kSyncExported) != 0 ? ", off the table's pick: the peers "
-                                                              "were told"
-                                                            : "");
-    conntrack_text =
-        absl::StrFormat("worker %u: %s to %s, idle %u ms%s%s", tracked->worker, toString(c.state),
-                        backend_name, tracked->idle_ms, tracked->expired ? " (expired)" : "", sync);
-  }
+  const std::string conntrack_text = writeTracked(snapshot, conntrack, tracked, json);
   // A backend is reachable from a port only once its next hop's MAC is known: the next hop of
   // the port the first port's traffic leaves through.
   std::string reason = explanation.reason;

@@ -169,113 +169,19 @@ void FleetBinding::generationServed(std::shared_ptr<const FleetGeneration> gener
       [generation = std::move(generation)] { return renderGenerationCache(*generation); });
 }
 
-std::string FleetBinding::statusText(const Config& config, const HealthMonitor& health,
-                                     JsonWriter& json) const {
-  if (!agent_) return "";
-  const FleetAgentStatus status = agent_->status();
-  const absl::Status cache_written = version_cache_->lastWrite();
-  json.key("fleet")
-      .beginObject()
-      .key("name")
-      .value(config.fleet->name)
-      .key("version")
-      .value(status.running_version)
-      .key("head_version")
-      .value(status.head_version)
-      .key("from_cache")
-      .value(status.from_cache)
-      .key("etcd_reachable")
-      .value(status.etcd_reachable)
-      .key("registered")
-      .value(status.registered)
-      .key("refused_version")
-      .value(status.refused_version)
-      .key("refused_why")
-      .value(status.refused_why)
-      .key("last_error")
-      .value(status.last_error)
-      .key("cache")
-      .value(version_cache_->path())
-      .key("cache_write_error")
-      .value(cache_written.ok() ? "" : cache_written.message())
-      .key("generation")
-      .value(serving_.generation ? serving_.generation->manifest.generation : uint64_t{0})
-      .key("generation_head")
-      .value(status.generation_head)
-      .key("leader")
-      .value(status.leader)
-      .key("elected")
-      .value(status.elected)
-      .key("generations_made")
-      .value(status.generations_made)
-      .key("generation_error")
-      .value(status.generation_error)
-      .key("fail_safe_active")
-      .value(serving_.fail_safe);
-  const std::vector<std::string> removed = failSafeRemovals(config, health);
-  json.key("fail_safe").beginArray();
-  for (const std::string& entry : removed) json.value(entry);
-  json.endArray();
-  // The backends whose verdicts some live instances do not share: the fleet's word decides.
-  const AgreedHealth& agreed = agent_->agreedHealth();
-  json.key("dissent").beginArray();
-  for (const auto& [backend, instances] : agreed.dissent) {
-    const auto down = agreed.down.find(backend.first);
-    const bool fleet_down = down != agreed.down.end() && down->second.count(backend.second) != 0;
-    json.beginObject()
-        .key("service")
-        .value(backend.first)
-        .key("backend")
-        .value(backend.second)
-        .key("fleet_says")
-        .value(fleet_down ? "down" : "up")
-        .key("instances")
-        .beginArray();
-    for (const std::string& instance : instances) json.value(instance);
-    json.endArray().endObject();
-  }
-  json.endArray().endObject();
-  std::string text = absl::StrCat(
-      "fleet: instance ", config.fleet->name, ", version ",
-      status.running_version == 0 ? std::string("none") : absl::StrCat(status.running_version),
-      status.from_cache ? " (from the cache; etcd not heard from yet)" : "", ", fleet head ",
-      status.head_version, ", etcd ", status.etcd_reachable ? "reachable" : "unreachable",
-      status.registered ? "" : ", not registered", "\n");
-  if (status.refused_version > status.running_version) {
-    absl::StrAppend(&text, "fleet: version ", status.refused_version,
-                    " refused: ", status.refused_why, "\n");
-  }
-  if (!status.etcd_reachable && !status.last_error.empty()) {
-    absl::StrAppend(&text, "fleet: last error: ", status.last_error, "\n");
-  }
-  absl::StrAppend(&text, "fleet: table generation ",
-                  serving_.generation ? absl::StrCat(serving_.generation->manifest.generation)
-                                      : std::string("none"),
-                  ", newest stored ", status.generation_head, ", made by ",
-                  status.elected
-                      ? std::string("this instance")
-                      : (status.leader.empty() ? std::string("no instance yet") : status.leader),
-                  "\n");
-  if (!status.generation_error.empty()) {
-    absl::StrAppend(&text, "fleet: generation error: ", status.generation_error, "\n");
-  }
-  if (serving_.fail_safe) {
-    absl::StrAppend(&text, "fleet: fail-safe: etcd out of reach, this instance's probes count",
-                    removed.empty() ? "" : "; taken out: ", absl::StrJoin(removed, ", "), "\n");
-  }
-  for (const auto& [backend, instances] : agreed.dissent) {
-    const auto down = agreed.down.find(backend.first);
-    const bool fleet_down = down != agreed.down.end() && down->second.count(backend.second) != 0;
-    absl::StrAppend(&text, "fleet: service '", backend.first, "' backend '", backend.second,
-                    "' is ", fleet_down ? "down" : "up", " by the fleet's word; ",
-                    absl::StrJoin(instances, ", "), " see", instances.size() == 1 ? "s" : "",
-                    " it ", fleet_down ? "up" : "down", "\n");
-  }
-  if (!cache_written.ok()) {
-    absl::StrAppend(&text, "fleet: cache ", version_cache_->path(),
-                    " not written: ", cache_written.message(), "\n");
-  }
-  return text;
+std::optional<FleetStatusRow> FleetBinding::statusRow(const Config& config,
+                                                      const HealthMonitor& health) const {
+  if (!agent_) return std::nullopt;
+  FleetStatusRow row;
+  row.instance = config.fleet->name;
+  row.agent = agent_->status();
+  row.cache_path = version_cache_->path();
+  row.cache_written = version_cache_->lastWrite();
+  row.generation = serving_.generation ? serving_.generation->manifest.generation : 0;
+  row.fail_safe = serving_.fail_safe;
+  row.fail_safe_removed = failSafeRemovals(config, health);
+  row.agreed = agent_->agreedHealth();
+  return row;
 }
 
 }  // namespace berth

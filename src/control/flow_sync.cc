@@ -32,23 +32,6 @@ constexpr size_t kMaxDatagramsReceivedPerTurn = 512;
 // Jobs waiting for the store's thread: past this, received records are dropped and counted.
 constexpr size_t kMaxStoreJobs = 64;
 
-void fillAddress(const Endpoint& endpoint, sockaddr_storage& storage, socklen_t& length) {
-  std::memset(&storage, 0, sizeof(storage));
-  if (endpoint.address.isV4()) {
-    auto* in = reinterpret_cast<sockaddr_in*>(&storage);
-    in->sin_family = AF_INET;
-    in->sin_port = htons(endpoint.port);
-    std::memcpy(&in->sin_addr, endpoint.address.bytes.data(), 4);
-    length = sizeof(sockaddr_in);
-  } else {
-    auto* in6 = reinterpret_cast<sockaddr_in6*>(&storage);
-    in6->sin6_family = AF_INET6;
-    in6->sin6_port = htons(endpoint.port);
-    std::memcpy(&in6->sin6_addr, endpoint.address.bytes.data(), 16);
-    length = sizeof(sockaddr_in6);
-  }
-}
-
 bool sameAddress(const sockaddr_storage& a, const sockaddr_storage& b) {
   if (a.ss_family != b.ss_family) return false;
   if (a.ss_family == AF_INET) {
@@ -84,17 +67,15 @@ absl::StatusOr<std::unique_ptr<FlowSync>> FlowSync::create(const SyncConfig& con
     return absl::UnavailableError(
         absl::StrCat(listen, ": cannot bind ahead of its address: ", std::strerror(errno)));
   }
-  sockaddr_storage address;
-  socklen_t length = 0;
-  fillAddress(config.listen, address, length);
-  if (bind(sync->socket_, reinterpret_cast<const sockaddr*>(&address), length) != 0) {
+  const SocketAddress address = socketAddressOf(config.listen);
+  if (bind(sync->socket_, address.get(), address.length) != 0) {
     return absl::UnavailableError(absl::StrCat(listen, ": cannot bind: ", std::strerror(errno)));
   }
   sync->listen_ = config.listen;
   for (const Endpoint& endpoint : config.peers) {
     Peer peer;
     peer.endpoint = endpoint;
-    fillAddress(endpoint, peer.address, peer.length);
+    peer.address = socketAddressOf(endpoint);
     sync->peers_.push_back(peer);
   }
   sync->sender_ = flowRecordName(config.listen.toString());
@@ -138,7 +119,7 @@ void FlowSync::setPeers(const std::vector<Endpoint>& endpoints) {
     }
     Peer peer;
     peer.endpoint = endpoint;
-    fillAddress(endpoint, peer.address, peer.length);
+    peer.address = socketAddressOf(endpoint);
     peer.resend_cursor = 0;
     peers.push_back(peer);
   }
@@ -188,7 +169,7 @@ void FlowSync::send(absl::Span<Peer> peers, absl::Span<const FlowRecord> records
   }
   for (const Peer& peer : peers) {
     const ssize_t sent = sendto(socket_, datagram->data(), datagram->size(), MSG_DONTWAIT,
-                                reinterpret_cast<const sockaddr*>(&peer.address), peer.length);
+                                peer.address.get(), peer.address.length);
     if (sent != static_cast<ssize_t>(datagram->size())) {
       ++report_.send_errors;
       continue;
@@ -258,7 +239,7 @@ void FlowSync::receive() {
     if (judged.verdict == ReplayWindows::Verdict::kAcceptedNewEpoch) {
       // A peer new to this instance, or restarted: it knows none of the flows carried here.
       for (Peer& peer : peers_) {
-        if (sameAddress(peer.address, from)) peer.resend_cursor = 0;
+        if (sameAddress(peer.address.storage, from)) peer.resend_cursor = 0;
       }
     }
     report_.records_received += datagram.records.size();

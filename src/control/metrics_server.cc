@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "berth/control/client_slots.h"
+#include "berth/net/socket_address.h"
 
 namespace berth {
 namespace {
@@ -44,21 +45,9 @@ std::string httpReply(absl::string_view status, absl::string_view content_type,
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::open(const Endpoint& listen,
                                                                    absl::Duration render_interval) {
-  sockaddr_storage storage{};
-  socklen_t length = 0;
-  if (listen.address.isV4()) {
-    auto* address = reinterpret_cast<sockaddr_in*>(&storage);
-    address->sin_family = AF_INET;
-    address->sin_port = htons(listen.port);
-    std::memcpy(&address->sin_addr, listen.address.bytes.data(), 4);
-    length = sizeof(sockaddr_in);
-  } else {
-    auto* address = reinterpret_cast<sockaddr_in6*>(&storage);
-    address->sin6_family = AF_INET6;
-    address->sin6_port = htons(listen.port);
-    std::memcpy(&address->sin6_addr, listen.address.bytes.data(), 16);
-    length = sizeof(sockaddr_in6);
-  }
+  SocketAddress address = socketAddressOf(listen);
+  sockaddr_storage& storage = address.storage;
+  socklen_t& length = address.length;
   const int fd = socket(storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError(absl::StrCat("metrics: socket: ", strerror(errno)));
   const int on = 1;

@@ -49,18 +49,8 @@ class Family {
   std::string name_;
 };
 
-}  // namespace
-
-std::string prometheusText(const MetricsSnapshot& metrics) {
-  std::string out;
-  Family(out, "berth_info", "gauge", "berthd's version; always 1")
-      .sample(absl::StrCat("version=\"", prometheusLabel(metrics.version), "\""), uint64_t{1});
-  Family(out, "berth_uptime_seconds", "gauge", "Seconds since berthd started")
-      .sample("", metrics.uptime_s);
-  Family(out, "berth_snapshot_generation", "gauge", "The snapshot the workers use")
-      .sample("", metrics.generation);
-
-  // Per worker.
+// Each worker's own figures.
+void writeWorkers(std::string& out, const MetricsSnapshot& metrics) {
   struct WorkerMetric {
     const char* name;
     const char* type;
@@ -92,8 +82,10 @@ std::string prometheusText(const MetricsSnapshot& metrics) {
       }
     }
   }
+}
 
-  // Summed over workers, by reason, error and event.
+// The counters summed over the workers, by reason, error and event, and the single ones.
+void writeSums(std::string& out, const MetricsSnapshot& metrics) {
   const auto& sums = metrics.sums;
   auto byPrefix = [&](absl::string_view prefix, const char* name, const char* label_name,
                       const char* help) {
@@ -148,8 +140,10 @@ std::string prometheusText(const MetricsSnapshot& metrics) {
           .sample("", static_cast<double>(value) / 1e6);
     }
   }
+}
 
-  // Per service and per backend.
+// Per service: traffic, healthy backends and what table changes moved.
+void writeServices(std::string& out, const MetricsSnapshot& metrics) {
   const std::vector<ServiceRow>& services = metrics.services;
   auto perService = [&](const char* name, const char* type, const char* help, auto value) {
     Family family(out, name, type, help);
@@ -187,6 +181,10 @@ std::string prometheusText(const MetricsSnapshot& metrics) {
                     changes.history.last->movement.movedOverMinimum());
     }
   }
+}
+
+// Per backend, and the probes a local error stopped.
+void writeBackends(std::string& out, const MetricsSnapshot& metrics) {
   const std::vector<BackendRow>& backends = metrics.backends;
   auto perBackend = [&](const char* name, const char* type, const char* help, auto value) {
     Family family(out, name, type, help);
@@ -217,8 +215,10 @@ std::string prometheusText(const MetricsSnapshot& metrics) {
          "Health probes a local error stopped (descriptors, memory, local ports); they count for "
          "no backend")
       .sample("", metrics.probes_not_run);
+}
 
-  // Per device, as its NIC reports it.
+// Per device and queue, as its NIC reports it.
+void writePorts(std::string& out, const MetricsSnapshot& metrics) {
   auto perPort = [&](const std::string& name, const char* type, const std::string& help,
                      auto value) {
     Family family(out, name, type, help);
@@ -278,8 +278,10 @@ std::string prometheusText(const MetricsSnapshot& metrics) {
       }
     }
   }
+}
 
-  // berthd's own endpoints and log.
+// berthd's own endpoints, log and fleet agent.
+void writeOwn(std::string& out, const MetricsSnapshot& metrics) {
   Family connections(out, "berth_endpoint_connections_total", "counter",
                      "Connections to berthd's control sockets and metrics endpoint, by outcome");
   for (const EndpointMetrics& endpoint : metrics.endpoints) {
@@ -321,6 +323,25 @@ std::string prometheusText(const MetricsSnapshot& metrics) {
     Family(out, "berth_fleet_etcd_errors_total", "counter", "Calls to etcd that failed")
         .sample("", fleet->etcd_errors);
   }
+}
+
+}  // namespace
+
+std::string prometheusText(const MetricsSnapshot& metrics) {
+  std::string out;
+  Family(out, "berth_info", "gauge", "berthd's version; always 1")
+      .sample(absl::StrCat("version=\"", prometheusLabel(metrics.version), "\""), uint64_t{1});
+  Family(out, "berth_uptime_seconds", "gauge", "Seconds since berthd started")
+      .sample("", metrics.uptime_s);
+  Family(out, "berth_snapshot_generation", "gauge", "The snapshot the workers use")
+      .sample("", metrics.generation);
+
+  writeWorkers(out, metrics);
+  writeSums(out, metrics);
+  writeServices(out, metrics);
+  writeBackends(out, metrics);
+  writePorts(out, metrics);
+  writeOwn(out, metrics);
   return out;
 }
 

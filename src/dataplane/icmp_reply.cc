@@ -13,7 +13,6 @@
 namespace berth {
 namespace {
 
-constexpr size_t kIcmpHeaderLength = 8;
 constexpr uint8_t kIcmpv4DestinationUnreachable = 3;
 constexpr uint8_t kIcmpv4FragmentationNeeded = 4;
 constexpr uint8_t kIcmpv6PacketTooBig = 2;

@@ -14,6 +14,7 @@
 #include "berth/config/config.h"
 #include "berth/maglev/name_hash.h"
 #include "berth/util/status_macros.h"
+#include "berth/util/whole_file.h"
 
 namespace berth {
 namespace {
@@ -81,11 +82,11 @@ std::optional<FlowRecord> readRecord(const uint8_t* at) {
 absl::StatusOr<FlowSyncKey> readKey(const SyncKeyConfig& config, size_t index) {
   const std::string field =
       absl::StrCat("sync.keys[", index, "].file (line ", config.line.number, ")");
-  std::ifstream file(config.file, std::ios::binary);
-  if (!file) {
+  absl::StatusOr<std::string> read = readFileWhole(config.file);
+  if (!read.ok()) {
     return absl::NotFoundError(absl::StrCat(field, ": cannot read '", config.file, "'"));
   }
-  std::string secret((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  std::string secret = *std::move(read);
   // An editor's final newline is not part of the secret: every instance reads the same bytes.
   while (!secret.empty() && absl::ascii_isspace(static_cast<unsigned char>(secret.back()))) {
     secret.pop_back();

@@ -318,10 +318,13 @@ void Sink::check(const uint8_t* ip, size_t length, const BackendKey& backend, ui
   } else if (state.backend != backend_index) {
     state.moved = true;
   }
-  // Duplicates and reordering, over a window of the 64 sequences below the highest seen.
+  recordSequence(static_cast<uint32_t>(index), state, sequence);
+}
+
+void Sink::recordSequence(uint32_t flow, FlowState& state, uint32_t sequence) {
   if (!state.any || sequence > state.highest) {
     const uint32_t shift = state.any ? sequence - state.highest : 64;
-    keepLeavingUnseen(static_cast<uint32_t>(index), state, shift);
+    keepLeavingUnseen(flow, state, shift);
     state.window = shift >= 64 ? 0 : state.window << shift;
     state.window |= 1;
     state.highest = sequence;
@@ -338,8 +341,7 @@ void Sink::check(const uint8_t* ip, size_t length, const BackendKey& backend, ui
     state.window |= uint64_t{1} << behind;
   } else {
     // Given up for lost when the window passed it, it came after all (rare: a linear search).
-    const auto late = std::find(given_up_.begin(), given_up_.end(),
-                                MissingPacket{static_cast<uint32_t>(index), sequence});
+    const auto late = std::find(given_up_.begin(), given_up_.end(), MissingPacket{flow, sequence});
     if (late != given_up_.end()) given_up_.erase(late);
   }
   ++totals_.reordered;

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "berth/net/socket_address.h"
 
 namespace berth {
 namespace {
@@ -118,21 +119,7 @@ uint64_t Prober::start(const ProbeTarget& target) {
         {id, false, false, absl::StrCat("bind to ", target.interface, ": ", strerror(error))});
     return id;
   }
-  sockaddr_storage address{};
-  socklen_t length;
-  if (v4) {
-    auto* in = reinterpret_cast<sockaddr_in*>(&address);
-    in->sin_family = AF_INET;
-    in->sin_port = htons(target.port);
-    std::memcpy(&in->sin_addr, target.address.bytes.data(), 4);
-    length = sizeof(sockaddr_in);
-  } else {
-    auto* in6 = reinterpret_cast<sockaddr_in6*>(&address);
-    in6->sin6_family = AF_INET6;
-    in6->sin6_port = htons(target.port);
-    std::memcpy(&in6->sin6_addr, target.address.bytes.data(), 16);
-    length = sizeof(sockaddr_in6);
-  }
+  const SocketAddress address = socketAddressOf(Endpoint{target.address, target.port});
   Probe& probe = probes_[fd];
   probe.id = id;
   probe.target = target;
@@ -151,7 +138,7 @@ uint64_t Prober::start(const ProbeTarget& target) {
     finish(probe, false, absl::StrCat("epoll_ctl: ", strerror(error)), false);
     return id;
   }
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), length) != 0 && errno != EINPROGRESS) {
+  if (connect(fd, address.get(), address.length) != 0 && errno != EINPROGRESS) {
     fail(probe, "connect", errno);
   }
   // Connected at once (loopback can) or in progress: EPOLLOUT reports either.

@@ -352,120 +352,158 @@ std::vector<std::string> notesFor(ComparedAlgorithm algorithm, const AlgorithmCo
   return notes;
 }
 
+// What every algorithm is compared on: the backends with a weight, in name order, the order
+// they leave in, and which removals are measured.
+struct ComparisonPlan {
+  std::vector<Backend> backends;
+  double slots = 0;
+  double total_weight = 0;
+  bool equal_weights = true;
+  // Backends leave in one fixed order, the same for every algorithm, so the curve's sets nest.
+  std::vector<size_t> removal_order;
+  std::vector<uint32_t> curve_counts = {0};
+  uint32_t tenth = 1;
+  std::vector<size_t> single_removals;
+  Backend joining;
+};
+
+absl::StatusOr<ComparisonPlan> planComparison(const std::vector<Backend>& configured,
+                                              const TableOptions& options,
+                                              const ComparisonOptions& comparison) {
+  ComparisonPlan plan;
+  for (const Backend& backend : configured) {
+    if (backend.weight > 0) plan.backends.push_back(backend);
+  }
+  std::vector<Backend>& backends = plan.backends;
+  if (backends.empty()) return absl::InvalidArgumentError("no backend with a weight to compare");
+  std::sort(backends.begin(), backends.end(),
+            [](const Backend& a, const Backend& b) { return a.name < b.name; });
+  const size_t count = backends.size();
+  plan.slots = options.table_size;
+  for (const Backend& backend : backends) plan.total_weight += static_cast<double>(backend.weight);
+  plan.equal_weights = std::all_of(backends.begin(), backends.end(), [&](const Backend& backend) {
+    return backend.weight == backends[0].weight;
+  });
+  plan.removal_order.resize(count);
+  std::iota(plan.removal_order.begin(), plan.removal_order.end(), 0);
+  std::sort(plan.removal_order.begin(), plan.removal_order.end(), [&](size_t a, size_t b) {
+    return nameHash64(backends[a].name, kRemovalOrderSeed) <
+           nameHash64(backends[b].name, kRemovalOrderSeed);
+  });
+  for (int step = 1; step <= 10; ++step) {
+    const auto removed = static_cast<uint32_t>(std::max<long>(1, std::lround(count * step / 20.0)));
+    if (removed < count && removed != plan.curve_counts.back())
+      plan.curve_counts.push_back(removed);
+  }
+  plan.tenth = static_cast<uint32_t>(std::max<size_t>(1, count / 10));
+  plan.single_removals.resize(count);
+  std::iota(plan.single_removals.begin(), plan.single_removals.end(), 0);
+  if (comparison.max_removals > 0 && count > comparison.max_removals) {
+    std::vector<size_t> sample;
+    for (size_t k = 0; k < comparison.max_removals; ++k) {
+      sample.push_back(k * count / comparison.max_removals);
+    }
+    plan.single_removals = std::move(sample);
+  }
+  plan.joining = {uniqueJoiningName(backends),
+                  std::max<int64_t>(1, std::llround(plan.total_weight / count))};
+  return plan;
+}
+
+// Each single removal's movement over the slots the backend owned.
+absl::Status measureSingleRemovals(const Scheme& scheme, const ComparisonPlan& plan,
+                                   const std::vector<uint32_t>& owned,
+                                   AlgorithmComparison& result) {
+  const Entries& full = scheme.full();
+  for (size_t b : plan.single_removals) {
+    if (owned[b] == 0) continue;
+    std::vector<bool> serving(plan.backends.size(), true);
+    serving[b] = false;
+    BERTH_ASSIGN_OR_RETURN(const Entries shrunk, scheme.withServing(serving));
+    const double ratio = static_cast<double>(slotsChanged(full, shrunk)) / owned[b];
+    result.remove_one.mean += ratio;
+    result.remove_one.worst = std::max(result.remove_one.worst, ratio);
+    ++result.remove_one.cases;
+  }
+  if (result.remove_one.cases > 0) result.remove_one.mean /= result.remove_one.cases;
+  return absl::OkStatus();
+}
+
+// The movement curve as backends leave in the plan's order, and a tenth of them leaving at once.
+absl::Status measureRemovalCurve(const Scheme& scheme, const ComparisonPlan& plan,
+                                 const std::vector<uint32_t>& owned, AlgorithmComparison& result) {
+  const Entries& full = scheme.full();
+  std::vector<bool> serving(plan.backends.size(), true);
+  uint32_t removed = 0;
+  uint64_t removed_owned = 0;
+  double removed_weight = 0;
+  auto removeUpTo = [&](uint32_t target) {
+    for (; removed < target; ++removed) {
+      const size_t b = plan.removal_order[removed];
+      serving[b] = false;
+      removed_owned += owned[b];
+      removed_weight += static_cast<double>(plan.backends[b].weight);
+    }
+  };
+  for (uint32_t target : plan.curve_counts) {
+    removeUpTo(target);
+    BERTH_ASSIGN_OR_RETURN(const Entries shrunk, scheme.withServing(serving));
+    result.movement.push_back(
+        {target, slotsChanged(full, shrunk) / plan.slots, removed_weight / plan.total_weight});
+  }
+  serving.assign(plan.backends.size(), true);
+  removed = 0;
+  removed_owned = 0;
+  removed_weight = 0;
+  removeUpTo(plan.tenth);
+  BERTH_ASSIGN_OR_RETURN(const Entries without_tenth, scheme.withServing(serving));
+  result.tenth_removed = plan.tenth;
+  result.remove_tenth = removed_owned == 0
+                            ? 0
+                            : static_cast<double>(slotsChanged(full, without_tenth)) /
+                                  static_cast<double>(removed_owned);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AlgorithmComparison> compareOne(ComparedAlgorithm algorithm,
+                                               const ComparisonPlan& plan,
+                                               const TableOptions& options,
+                                               const ComparisonOptions& comparison) {
+  BERTH_ASSIGN_OR_RETURN(const Scheme scheme, Scheme::make(algorithm, plan.backends, options));
+  const Entries& full = scheme.full();
+  AlgorithmComparison result;
+  result.algorithm = algorithm;
+  result.in_datapath = datapathAlgorithm(algorithm).has_value();
+  std::vector<uint32_t> owned(plan.backends.size() + 1, 0);
+  for (uint16_t entry : full) {
+    if (entry != kNoBackend) ++owned[entry];
+  }
+  fillBalance(owned, plan.backends, plan.total_weight, plan.slots, result);
+  result.table_bytes = uint64_t{options.table_size} * sizeof(uint16_t);
+  result.state_bytes = stateBytes(algorithm, plan.backends, options, result.table_bytes);
+  BERTH_ASSIGN_OR_RETURN(const Entries grown, scheme.withJoining(plan.joining));
+  const double joining_ideal = plan.slots * static_cast<double>(plan.joining.weight) /
+                               (plan.total_weight + plan.joining.weight);
+  result.add_one = slotsChanged(full, grown) / joining_ideal;
+  BERTH_RETURN_IF_ERROR(measureSingleRemovals(scheme, plan, owned, result));
+  BERTH_RETURN_IF_ERROR(measureRemovalCurve(scheme, plan, owned, result));
+  result.notes = notesFor(algorithm, result, options, plan.equal_weights);
+  if (comparison.measure_time) measureTimes(algorithm, plan.backends, options, scheme, result);
+  return result;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<AlgorithmComparison>> compareAlgorithms(
     const std::vector<Backend>& configured, const TableOptions& options,
     const std::vector<ComparedAlgorithm>& algorithms, const ComparisonOptions& comparison) {
   if (absl::Status status = validateTable(configured, options); !status.ok()) return status;
-  std::vector<Backend> backends;
-  for (const Backend& backend : configured) {
-    if (backend.weight > 0) backends.push_back(backend);
-  }
-  if (backends.empty()) return absl::InvalidArgumentError("no backend with a weight to compare");
-  std::sort(backends.begin(), backends.end(),
-            [](const Backend& a, const Backend& b) { return a.name < b.name; });
-  const size_t count = backends.size();
-  const uint32_t table_size = options.table_size;
-  const double slots = table_size;
-  double total_weight = 0;
-  for (const Backend& backend : backends) total_weight += static_cast<double>(backend.weight);
-  const bool equal_weights =
-      std::all_of(backends.begin(), backends.end(),
-                  [&](const Backend& backend) { return backend.weight == backends[0].weight; });
-
-  // Backends leave in one fixed order, the same for every algorithm, so the curve's sets nest.
-  std::vector<size_t> removal_order(count);
-  std::iota(removal_order.begin(), removal_order.end(), 0);
-  std::sort(removal_order.begin(), removal_order.end(), [&](size_t a, size_t b) {
-    return nameHash64(backends[a].name, kRemovalOrderSeed) <
-           nameHash64(backends[b].name, kRemovalOrderSeed);
-  });
-  std::vector<uint32_t> curve_counts = {0};
-  for (int step = 1; step <= 10; ++step) {
-    const auto removed = static_cast<uint32_t>(std::max<long>(1, std::lround(count * step / 20.0)));
-    if (removed < count && removed != curve_counts.back()) curve_counts.push_back(removed);
-  }
-  const auto tenth = static_cast<uint32_t>(std::max<size_t>(1, count / 10));
-
-  std::vector<size_t> single_removals(count);
-  std::iota(single_removals.begin(), single_removals.end(), 0);
-  if (comparison.max_removals > 0 && count > comparison.max_removals) {
-    std::vector<size_t> sample;
-    for (size_t k = 0; k < comparison.max_removals; ++k) {
-      sample.push_back(k * count / comparison.max_removals);
-    }
-    single_removals = std::move(sample);
-  }
-
-  const Backend joining = {uniqueJoiningName(backends),
-                           std::max<int64_t>(1, std::llround(total_weight / count))};
-
+  BERTH_ASSIGN_OR_RETURN(const ComparisonPlan plan,
+                         planComparison(configured, options, comparison));
   std::vector<AlgorithmComparison> results;
   for (ComparedAlgorithm algorithm : algorithms) {
-    BERTH_ASSIGN_OR_RETURN(const Scheme scheme, Scheme::make(algorithm, backends, options));
-    const Entries& full = scheme.full();
-    AlgorithmComparison result;
-    result.algorithm = algorithm;
-    result.in_datapath = datapathAlgorithm(algorithm).has_value();
-
-    std::vector<uint32_t> owned(count + 1, 0);
-    for (uint16_t entry : full) {
-      if (entry != kNoBackend) ++owned[entry];
-    }
-    fillBalance(owned, backends, total_weight, slots, result);
-    result.table_bytes = uint64_t{table_size} * sizeof(uint16_t);
-    result.state_bytes = stateBytes(algorithm, backends, options, result.table_bytes);
-
-    BERTH_ASSIGN_OR_RETURN(const Entries grown, scheme.withJoining(joining));
-    const double joining_ideal =
-        slots * static_cast<double>(joining.weight) / (total_weight + joining.weight);
-    result.add_one = slotsChanged(full, grown) / joining_ideal;
-
-    for (size_t b : single_removals) {
-      if (owned[b] == 0) continue;
-      std::vector<bool> serving(count, true);
-      serving[b] = false;
-      BERTH_ASSIGN_OR_RETURN(const Entries shrunk, scheme.withServing(serving));
-      const double ratio = static_cast<double>(slotsChanged(full, shrunk)) / owned[b];
-      result.remove_one.mean += ratio;
-      result.remove_one.worst = std::max(result.remove_one.worst, ratio);
-      ++result.remove_one.cases;
-    }
-    if (result.remove_one.cases > 0) result.remove_one.mean /= result.remove_one.cases;
-
-    std::vector<bool> serving(count, true);
-    uint32_t removed = 0;
-    uint64_t removed_owned = 0;
-    double removed_weight = 0;
-    auto removeUpTo = [&](uint32_t target) {
-      for (; removed < target; ++removed) {
-        const size_t b = removal_order[removed];
-        serving[b] = false;
-        removed_owned += owned[b];
-        removed_weight += static_cast<double>(backends[b].weight);
-      }
-    };
-    for (uint32_t target : curve_counts) {
-      removeUpTo(target);
-      BERTH_ASSIGN_OR_RETURN(const Entries shrunk, scheme.withServing(serving));
-      result.movement.push_back(
-          {target, slotsChanged(full, shrunk) / slots, removed_weight / total_weight});
-    }
-    serving.assign(count, true);
-    removed = 0;
-    removed_owned = 0;
-    removed_weight = 0;
-    removeUpTo(tenth);
-    BERTH_ASSIGN_OR_RETURN(const Entries without_tenth, scheme.withServing(serving));
-    result.tenth_removed = tenth;
-    result.remove_tenth = removed_owned == 0
-                              ? 0
-                              : static_cast<double>(slotsChanged(full, without_tenth)) /
-                                    static_cast<double>(removed_owned);
-
-    result.notes = notesFor(algorithm, result, options, equal_weights);
-    if (comparison.measure_time) measureTimes(algorithm, backends, options, scheme, result);
+    BERTH_ASSIGN_OR_RETURN(AlgorithmComparison result,
+                           compareOne(algorithm, plan, options, comparison));
     results.push_back(std::move(result));
   }
   return results;

@@ -153,16 +153,49 @@ std::vector<uint32_t> slotQuotas(absl::Span<const Backend> backends, uint32_t ta
 //
 // `entries` may come partly filled (a generation step, nextGeneration()): its taken slots stay,
 // and `quotas` are then the slots each backend still has to claim.
-void fillByTurns(absl::Span<const Backend> backends, absl::Span<const Permutation> permutations,
-                 absl::Span<const uint32_t> quotas, std::vector<uint16_t>& entries,
-                 bool partly_filled = false) {
-  const auto table_size = static_cast<uint32_t>(entries.size());
-  int32_t max_weight = 0;
-  for (const Backend& backend : backends) {
-    max_weight = std::max(max_weight, static_cast<int32_t>(backend.weight));
+class TurnFiller {
+ public:
+  TurnFiller(absl::Span<const Backend> backends, absl::Span<const Permutation> permutations,
+             absl::Span<const uint32_t> quotas, std::vector<uint16_t>& entries, bool partly_filled)
+      : permutations_(permutations),
+        entries_(entries),
+        table_size_(static_cast<uint32_t>(entries.size())),
+        strides_(backends.size()),
+        ranked_(backends.size()),
+        ranks_(table_size_),
+        use_avx2_(cpuHasAvx2()),
+        avx2_from_(table_size_ - table_size_ / 10),
+        taken_(table_size_) {
+    for (const Backend& backend : backends) {
+      max_weight_ = std::max(max_weight_, static_cast<int32_t>(backend.weight));
+    }
+    for (size_t i = 0; i < backends.size(); ++i) {
+      if (quotas[i] == 0) continue;
+      turns_.push_back({permutations[i].offset, permutations[i].skip, 0, quotas[i], 0,
+                        static_cast<int32_t>(backends[i].weight), static_cast<uint16_t>(i)});
+      strides_[i] = probeStrides(permutations[i].skip, table_size_);
+    }
+    for (const Turn& turn : turns_) equal_weights_ &= turn.weight == max_weight_;
+    if (!partly_filled) return;
+    for (uint32_t slot = 0; slot < table_size_; ++slot) {
+      if (entries_[slot] == kNoBackend) continue;
+      taken_.set(slot);
+      ++filled_;
+    }
   }
-  if (max_weight == 0) return;
 
+  void fill() {
+    if (max_weight_ == 0) return;
+    // A late walk probes about M / free slots and ranking costs about as much per free slot as a
+    // probe does, so the two meet near sqrt(M) free; timings from sqrt(M) / 4 to sqrt(M) are
+    // within noise of each other here, and the middle is kept (128 slots at M = 65537).
+    const auto end_phase_free = static_cast<uint32_t>(std::sqrt(table_size_ / 4.0));
+    runRounds<&TurnFiller::claimByWalking>(end_phase_free);
+    startEndPhase();
+    runRounds<&TurnFiller::claimByRank>(0);
+  }
+
+ private:
   // A turn's state, in 28 bytes: every round walks all of them, and a thousand backends' turns
   // must share L1 with the slot bitmap (at 96 bytes each they did not, and every probe missed).
   // What only a probe or the end phase needs is kept by backend index beside it.
@@ -176,112 +209,104 @@ void fillByTurns(absl::Span<const Backend> backends, absl::Span<const Permutatio
     uint16_t index;
   };
   static_assert(kMaxWeight < INT32_MAX / 2, "a turn's credit fits 32 bits");
-  std::vector<Turn> turns;
-  std::vector<ProbeStrides> strides(backends.size());
-  std::vector<RankedList> ranked(backends.size());  // prepared by a backend's first end-phase claim
-  for (size_t i = 0; i < backends.size(); ++i) {
-    if (quotas[i] == 0) continue;
-    turns.push_back({permutations[i].offset, permutations[i].skip, 0, quotas[i], 0,
-                     static_cast<int32_t>(backends[i].weight), static_cast<uint16_t>(i)});
-    strides[i] = probeStrides(permutations[i].skip, table_size);
-  }
 
-  // A late walk probes about M / free slots and ranking costs about as much per free slot as a
-  // probe does, so the two meet near sqrt(M) free; timings from sqrt(M) / 4 to sqrt(M) are
-  // within noise of each other here, and the middle is kept (128 slots at M = 65537).
-  const auto end_phase_free = static_cast<uint32_t>(std::sqrt(table_size / 4.0));
-  const PreferenceRank ranks(table_size);
-  const bool use_avx2 = cpuHasAvx2();
-  const uint32_t avx2_from = table_size - table_size / 10;
-  SlotBitmap taken(table_size);
-  std::vector<uint32_t> free_slots;  // filled when the end phase starts
-  uint32_t filled = 0;
-  if (partly_filled) {
-    for (uint32_t slot = 0; slot < table_size; ++slot) {
-      if (entries[slot] == kNoBackend) continue;
-      taken.set(slot);
-      ++filled;
-    }
-  }
-
-  auto claimByWalking = [&](Turn& turn) {
+  void claimByWalking(Turn& turn) {
     // Once 90% of the table is taken, a claim probes ten or more slots on average, and eight
     // per gather beat the scalar probes (5-10% off the whole build, N=1000, both M).
     // Most claims of the first half of a build find their next slot free: they make no call.
     uint32_t slot = turn.next;
-    if (taken.test(slot)) {
-      slot = use_avx2 && filled >= avx2_from
-                 ? firstFreeSlotAvx2(taken, slot, strides[turn.index], table_size)
-                 : firstFreeSlot(taken, slot, strides[turn.index], table_size);
+    if (taken_.test(slot)) {
+      slot = use_avx2_ && filled_ >= avx2_from_
+                 ? firstFreeSlotAvx2(taken_, slot, strides_[turn.index], table_size_)
+                 : firstFreeSlot(taken_, slot, strides_[turn.index], table_size_);
     }
-    taken.set(slot);
-    entries[slot] = turn.index;
-    turn.next = advance(slot, turn.skip, table_size);
-  };
-  auto claimByRank = [&](Turn& turn) {
+    taken_.set(slot);
+    entries_[slot] = turn.index;
+    turn.next = advance(slot, turn.skip, table_size_);
+  }
+
+  void claimByRank(Turn& turn) {
     // Only the few backends that claim in the end phase need their list prepared.
-    RankedList& list = ranked[turn.index];
+    RankedList& list = ranked_[turn.index];
     if (list.scale == 0) {
-      list = ranks.prepare(permutations[turn.index].offset, ranks.inverse(turn.skip));
+      list = ranks_.prepare(permutations_[turn.index].offset, ranks_.inverse(turn.skip));
     }
     size_t best = 0;
     uint32_t best_rank = UINT32_MAX;
-    for (size_t i = 0; i < free_slots.size(); ++i) {
-      const uint32_t rank = ranks.rank(free_slots[i], list);
+    for (size_t i = 0; i < free_slots_.size(); ++i) {
+      const uint32_t rank = ranks_.rank(free_slots_[i], list);
       if (rank < best_rank) {
         best_rank = rank;
         best = i;
       }
     }
-    entries[free_slots[best]] = turn.index;
-    free_slots[best] = free_slots.back();
-    free_slots.pop_back();
-  };
-  auto startEndPhase = [&] {
+    entries_[free_slots_[best]] = turn.index;
+    free_slots_[best] = free_slots_.back();
+    free_slots_.pop_back();
+  }
+
+  void startEndPhase() {
     // A word of the bitmap at a time: a few hundred free slots among M.
-    for (size_t word = 0; word < taken.wordCount(); ++word) {
-      for (uint64_t free = ~taken.word(word); free != 0; free &= free - 1) {
+    for (size_t word = 0; word < taken_.wordCount(); ++word) {
+      for (uint64_t free = ~taken_.word(word); free != 0; free &= free - 1) {
         const auto slot = static_cast<uint32_t>(word * 64 + std::countr_zero(free));
-        if (slot < table_size) free_slots.push_back(slot);
+        if (slot < table_size_) free_slots_.push_back(slot);
       }
     }
-  };
+  }
 
   // Rounds: every backend with quota left takes the turns its credit allows, in name order.
   // Stops once no more than `stop_at_free` slots are free, possibly mid-round; the next call
   // resumes at the same backend, so the switch of claim method leaves the turn order intact.
-  size_t cursor = 0;
-  bool someone_done = false;
   // With equal weights (the usual case) every turn is taken, and the credit is not kept.
-  bool equal_weights = true;
-  for (const Turn& turn : turns) equal_weights &= turn.weight == max_weight;
-  auto runRounds = [&](auto claim, uint32_t stop_at_free) {
-    while (table_size - filled > stop_at_free) {
-      for (; cursor < turns.size(); ++cursor) {
-        Turn& turn = turns[cursor];
-        if (!equal_weights) {
+  template <void (TurnFiller::*Claim)(Turn&)>
+  void runRounds(uint32_t stop_at_free) {
+    while (table_size_ - filled_ > stop_at_free) {
+      for (; cursor_ < turns_.size(); ++cursor_) {
+        Turn& turn = turns_[cursor_];
+        if (!equal_weights_) {
           turn.credit += turn.weight;
-          if (turn.credit < max_weight) continue;
-          turn.credit -= max_weight;
+          if (turn.credit < max_weight_) continue;
+          turn.credit -= max_weight_;
         }
-        claim(turn);
-        ++filled;
-        someone_done |= ++turn.owned == turn.quota;
-        if (table_size - filled <= stop_at_free) {
-          ++cursor;
+        (this->*Claim)(turn);
+        ++filled_;
+        someone_done_ |= ++turn.owned == turn.quota;
+        if (table_size_ - filled_ <= stop_at_free) {
+          ++cursor_;
           return;
         }
       }
-      cursor = 0;
-      if (someone_done) {
-        std::erase_if(turns, [](const Turn& turn) { return turn.owned == turn.quota; });
-        someone_done = false;
+      cursor_ = 0;
+      if (someone_done_) {
+        std::erase_if(turns_, [](const Turn& turn) { return turn.owned == turn.quota; });
+        someone_done_ = false;
       }
     }
-  };
-  runRounds(claimByWalking, end_phase_free);
-  startEndPhase();
-  runRounds(claimByRank, 0);
+  }
+
+  absl::Span<const Permutation> permutations_;
+  std::vector<uint16_t>& entries_;
+  const uint32_t table_size_;
+  int32_t max_weight_ = 0;
+  std::vector<Turn> turns_;
+  std::vector<ProbeStrides> strides_;
+  std::vector<RankedList> ranked_;  // prepared by a backend's first end-phase claim
+  const PreferenceRank ranks_;
+  const bool use_avx2_;
+  const uint32_t avx2_from_;
+  SlotBitmap taken_;
+  std::vector<uint32_t> free_slots_;  // filled when the end phase starts
+  uint32_t filled_ = 0;
+  size_t cursor_ = 0;
+  bool someone_done_ = false;
+  bool equal_weights_ = true;
+};
+
+void fillByTurns(absl::Span<const Backend> backends, absl::Span<const Permutation> permutations,
+                 absl::Span<const uint32_t> quotas, std::vector<uint16_t>& entries,
+                 bool partly_filled = false) {
+  TurnFiller(backends, permutations, quotas, entries, partly_filled).fill();
 }
 
 }  // namespace

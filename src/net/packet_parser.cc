@@ -17,7 +17,6 @@ constexpr size_t kIpv4MinHeaderLength = 20;
 constexpr size_t kIpv6HeaderLength = 40;
 constexpr size_t kTcpMinHeaderLength = 20;
 constexpr size_t kUdpHeaderLength = 8;
-constexpr size_t kIcmpHeaderLength = 8;
 // RFC 8200 allows each extension header once (destination options twice); a longer chain is an
 // attack on parsers, not traffic.
 constexpr int kMaxIpv6ExtensionHeaders = 8;

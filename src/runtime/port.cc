@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "berth/runtime/worker.h"
 #include "berth/util/random_bytes.h"
+#include "berth/util/status_macros.h"
 
 namespace berth {
 namespace {
@@ -93,20 +94,12 @@ absl::StatusOr<std::vector<uint8_t>> rssKeyFor(const PortConfig& config, size_t 
   return key;
 }
 
-absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
-                                    std::vector<std::string>& warnings) {
-  OpenedPort port;
-  port.name = config.name;
-  absl::StatusOr<uint16_t> port_id = findOrAttach(config);
-  if (!port_id.ok()) return port_id.status();
-  port.port_id = *port_id;
+namespace {
 
-  rte_eth_dev_info info;
-  if (const int result = rte_eth_dev_info_get(port.port_id, &info); result != 0) {
-    return portError(config, "rte_eth_dev_info_get", result);
-  }
-  port.driver = info.driver_name;
-  port.poll_only_while_link_up = port.driver == "net_memif";
+// How many queue pairs the port gets and whether RSS spreads flows over them: the config's
+// count, or one per worker where the device has RSS.
+absl::Status chooseQueues(const PortConfig& config, uint16_t workers, const rte_eth_dev_info& info,
+                          OpenedPort& port, std::vector<std::string>& warnings) {
   const uint16_t queue_limit = std::min(info.max_rx_queues, info.max_tx_queues);
   const bool has_rss = info.flow_type_rss_offloads != 0 && queue_limit > 1;
   if (config.queues != 0) {
@@ -144,10 +137,14 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
                                     " queue pair(s) for ", workers, " workers; ",
                                     workers - port.queues, " worker(s) do not poll it"));
   }
+  return absl::OkStatus();
+}
 
-  rte_eth_conf conf;
+// The device's configuration: RSS with its key (which `key` holds while `conf` points at it),
+// fast mbuf free and the checksum offloads the device has.
+absl::Status deviceConf(const PortConfig& config, const rte_eth_dev_info& info, OpenedPort& port,
+                        rte_eth_conf& conf, std::vector<uint8_t>& key) {
   std::memset(&conf, 0, sizeof(conf));
-  std::vector<uint8_t> key;
   if (port.rss) {
     absl::StatusOr<std::vector<uint8_t>> chosen =
         rssKeyFor(config, info.hash_key_size > 0 ? info.hash_key_size : 40);
@@ -170,16 +167,12 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
     conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
     port.checksum_offloads |= kChecksumOffloadUdp;
   }
-  if (const int result = rte_eth_dev_configure(port.port_id, port.queues, port.queues, &conf);
-      result != 0) {
-    return portError(config, "rte_eth_dev_configure", result);
-  }
-  if (const int result = rte_eth_dev_set_mtu(port.port_id, config.mtu); result != 0) {
-    warnings.push_back(absl::StrCat("port '", config.name, "' (", port.driver, "): MTU ",
-                                    config.mtu, " not set on the device (", rte_strerror(-result),
-                                    "); berth still applies it to what it sends"));
-  }
+  return absl::OkStatus();
+}
 
+// The descriptors asked for, as the driver's limits and alignment allow.
+absl::Status setDescriptors(const PortConfig& config, OpenedPort& port,
+                            std::vector<std::string>& warnings) {
   uint16_t rx_descriptors = config.rx_descriptors;
   uint16_t tx_descriptors = config.tx_descriptors;
   if (const int result =
@@ -195,6 +188,13 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
   }
   port.rx_descriptors = rx_descriptors;
   port.tx_descriptors = tx_descriptors;
+  return absl::OkStatus();
+}
+
+// The port's mbuf pool on its socket, sized for its queues, the workers' caches and the exception
+// path.
+absl::Status createPool(const PortConfig& config, uint16_t workers, OpenedPort& port,
+                        std::vector<std::string>& warnings) {
   port.socket = rte_eth_dev_socket_id(port.port_id);
   const int socket = port.socket >= 0 ? port.socket : static_cast<int>(rte_socket_id());
   // Each frame in one mbuf: the MTU plus Ethernet and two VLAN tags, and the default headroom in
@@ -207,7 +207,7 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
   // class, towards the kernel, and the kernel's frames on their way out.
   const unsigned exception_frames =
       config.exception ? (workers * unsigned{kExceptionClassCount} + 1u) * kKernelQueueSize : 0u;
-  const unsigned needed = port.queues * (rx_descriptors + tx_descriptors + 2u * 32) +
+  const unsigned needed = port.queues * (port.rx_descriptors + port.tx_descriptors + 2u * 32) +
                           (workers + 1u) * kMempoolCache + 1024 + exception_frames;
   const unsigned mbufs = config.mbufs != 0 ? config.mbufs : needed;
   if (mbufs < needed) {
@@ -223,11 +223,17 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
       mbufs < needed ? std::min(kMempoolCache, mbufs / (2 * (workers + 1u))) : kMempoolCache;
   port.pool = rte_pktmbuf_pool_create(pool_name.c_str(), mbufs, cache, 0, data_room, socket);
   if (port.pool == nullptr) return portError(config, "rte_pktmbuf_pool_create", rte_errno);
+  return absl::OkStatus();
+}
 
+// Every queue set up, the MAC read and the device started; closed again on a failure.
+absl::Status startDevice(const PortConfig& config, const rte_eth_dev_info& info,
+                         const rte_eth_conf& conf, OpenedPort& port) {
+  const int socket = port.socket >= 0 ? port.socket : static_cast<int>(rte_socket_id());
   for (uint16_t queue = 0; queue < port.queues; ++queue) {
     rte_eth_rxconf rx_conf = info.default_rxconf;
     if (const int result =
-            rte_eth_rx_queue_setup(port.port_id, queue, rx_descriptors,
+            rte_eth_rx_queue_setup(port.port_id, queue, port.rx_descriptors,
                                    static_cast<unsigned>(socket), &rx_conf, port.pool);
         result != 0) {
       closePort(port);
@@ -235,7 +241,7 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
     }
     rte_eth_txconf tx_conf = info.default_txconf;
     tx_conf.offloads = conf.txmode.offloads;
-    if (const int result = rte_eth_tx_queue_setup(port.port_id, queue, tx_descriptors,
+    if (const int result = rte_eth_tx_queue_setup(port.port_id, queue, port.tx_descriptors,
                                                   static_cast<unsigned>(socket), &tx_conf);
         result != 0) {
       closePort(port);
@@ -254,6 +260,42 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
     closePort(port);
     return portError(config, "rte_eth_dev_start", result);
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
+                                    std::vector<std::string>& warnings) {
+  OpenedPort port;
+  port.name = config.name;
+  absl::StatusOr<uint16_t> port_id = findOrAttach(config);
+  if (!port_id.ok()) return port_id.status();
+  port.port_id = *port_id;
+
+  rte_eth_dev_info info;
+  if (const int result = rte_eth_dev_info_get(port.port_id, &info); result != 0) {
+    return portError(config, "rte_eth_dev_info_get", result);
+  }
+  port.driver = info.driver_name;
+  port.poll_only_while_link_up = port.driver == "net_memif";
+  BERTH_RETURN_IF_ERROR(chooseQueues(config, workers, info, port, warnings));
+  rte_eth_conf conf;
+  std::vector<uint8_t> key;
+  BERTH_RETURN_IF_ERROR(deviceConf(config, info, port, conf, key));
+  if (const int result = rte_eth_dev_configure(port.port_id, port.queues, port.queues, &conf);
+      result != 0) {
+    return portError(config, "rte_eth_dev_configure", result);
+  }
+  if (const int result = rte_eth_dev_set_mtu(port.port_id, config.mtu); result != 0) {
+    warnings.push_back(absl::StrCat("port '", config.name, "' (", port.driver, "): MTU ",
+                                    config.mtu, " not set on the device (", rte_strerror(-result),
+                                    "); berth still applies it to what it sends"));
+  }
+
+  BERTH_RETURN_IF_ERROR(setDescriptors(config, port, warnings));
+  BERTH_RETURN_IF_ERROR(createPool(config, workers, port, warnings));
+  BERTH_RETURN_IF_ERROR(startDevice(config, info, conf, port));
   if (port.rss) confirmRssKey(config, port, conf.rx_adv_conf.rss_conf, warnings);
   return port;
 }

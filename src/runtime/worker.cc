@@ -21,6 +21,7 @@
 #include "berth/util/heap.h"
 #include "berth/util/random_bytes.h"
 #include "berth/util/scratch_array.h"
+#include "berth/util/status_macros.h"
 
 namespace berth {
 namespace {
@@ -89,13 +90,31 @@ absl::StatusOr<WorkerPtr> Worker::create(const WorkerSetup& setup) {
   w.tx_drain_cycles_ = rte_get_tsc_hz() / 1'000'000 * setup.tx_drain_us;
   w.tsc_per_ms_ = std::max<uint64_t>(1, rte_get_tsc_hz() / 1000);
   w.idle_ = setup.idle;
+  w.device_of_port_ = setup.device_of_port;
+  BERTH_RETURN_IF_ERROR(w.createRings(setup, socket));
+  BERTH_RETURN_IF_ERROR(w.createTxBuffers(setup, socket));
+  BERTH_RETURN_IF_ERROR(w.createConnectionTable(setup, socket));
+  BERTH_RETURN_IF_ERROR(w.createTrafficCounters(socket));
+  w.state.counters = &w.counters;
+  w.state.conntrack = w.connections_ ? &*w.connections_ : nullptr;
+  if (w.connections_) w.connections_->countConnectionsIn(w.state.traffic);
+  if (setup.backend_loads != nullptr) {
+    w.loads_ = std::make_unique<WorkerLoads>(setup.backend_loads);
+    w.state.loads = w.loads_.get();
+  }
+  if (w.rcu_ != nullptr && rte_rcu_qsbr_thread_register(w.rcu_, w.rcu_thread_id_) != 0) {
+    return absl::InternalError("workers: rte_rcu_qsbr_thread_register failed");
+  }
+  return worker;
+}
 
+absl::Status Worker::createRings(const WorkerSetup& setup, int socket) {
   // Ring names are global to the process: a sequence number keeps every worker's apart.
   static std::atomic<uint32_t> rings_made{0};
   const std::string ring_name = absl::StrCat("berth_control_", rings_made.fetch_add(1));
-  w.control_frames_ =
+  control_frames_ =
       rte_ring_create(ring_name.c_str(), kControlRingSize, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
-  if (w.control_frames_ == nullptr) {
+  if (control_frames_ == nullptr) {
     return absl::ResourceExhaustedError(
         absl::StrCat("workers: control ring: ", rte_strerror(rte_errno)));
   }
@@ -108,89 +127,86 @@ absl::StatusOr<WorkerPtr> Worker::create(const WorkerSetup& setup) {
           absl::StrCat("workers: kernel queue: ", rte_strerror(rte_errno)));
     };
     for (size_t c = 0; c < kExceptionClassCount; ++c) {
-      if (absl::Status status = kernelQueue(w.to_kernel_[c], absl::StrCat("_to_kernel_", c));
+      if (absl::Status status = kernelQueue(to_kernel_[c], absl::StrCat("_to_kernel_", c));
           !status.ok()) {
         return status;
       }
     }
-    if (absl::Status status = kernelQueue(w.from_kernel_, "_from_kernel"); !status.ok()) {
+    if (absl::Status status = kernelQueue(from_kernel_, "_from_kernel"); !status.ok()) {
       return status;
     }
   }
   if (setup.peer_flows != nullptr && setup.conntrack) {
     const std::string name = absl::StrCat(ring_name, "_flows");
-    w.flow_exports_ = rte_ring_create_elem(name.c_str(), sizeof(FlowExport), kFlowExportRingSize,
-                                           socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
-    if (w.flow_exports_ == nullptr) {
+    flow_exports_ = rte_ring_create_elem(name.c_str(), sizeof(FlowExport), kFlowExportRingSize,
+                                         socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    if (flow_exports_ == nullptr) {
       return absl::ResourceExhaustedError(
           absl::StrCat("workers: flow sync ring: ", rte_strerror(rte_errno)));
     }
-    w.peer_flows_ = setup.peer_flows;
-    w.state.exports = &w.exports_;
+    peer_flows_ = setup.peer_flows;
+    state.exports = &exports_;
   }
-  w.device_of_port_ = setup.device_of_port;
+  return absl::OkStatus();
+}
+
+absl::Status Worker::createTxBuffers(const WorkerSetup& setup, int socket) {
   for (const WorkerSetup::Queue& queue : setup.queues) {
     auto* buffer = static_cast<rte_eth_dev_tx_buffer*>(
         rte_zmalloc_socket("berth_tx_buffer", RTE_ETH_TX_BUFFER_SIZE(kBurstSize), 0, socket));
     if (buffer == nullptr) return absl::ResourceExhaustedError("workers: no memory for TX buffers");
     rte_eth_tx_buffer_init(buffer, kBurstSize);
-    rte_eth_tx_buffer_set_err_callback(buffer, countRefused, &w.counters);
-    w.queues_.push_back(WorkerQueue{queue.port_id, queue.queue, queue.port_index, buffer,
-                                    queue.poll_only_while_link_up});
+    rte_eth_tx_buffer_set_err_callback(buffer, countRefused, &counters);
+    queues_.push_back(WorkerQueue{queue.port_id, queue.queue, queue.port_index, buffer,
+                                  queue.poll_only_while_link_up});
   }
+  return absl::OkStatus();
+}
 
-  if (setup.conntrack) {
-    const ConntrackConfig& conntrack = *setup.conntrack;
-    const size_t buckets = ConnectionTable::bucketsFor(conntrack.entries_per_core);
-    w.conntrack_bytes_ = buckets * sizeof(ConnectionBucket);
-    // Hugepage memory from the EAL when it has some; else transparent huge pages, without which
-    // every bucket is a TLB miss as well as a cache miss.
-    w.conntrack_in_eal_memory_ = rte_eal_has_hugepages() != 0;
-    if (w.conntrack_in_eal_memory_) {
-      w.conntrack_buckets_ = static_cast<ConnectionBucket*>(rte_zmalloc_socket(
-          "berth_conntrack", w.conntrack_bytes_, sizeof(ConnectionBucket), socket));
-    } else {
-      w.conntrack_buckets_ =
-          static_cast<ConnectionBucket*>(allocateZeroedTable(w.conntrack_bytes_));
-    }
-    if (w.conntrack_buckets_ == nullptr) {
-      return absl::ResourceExhaustedError(
-          absl::StrFormat("workers: no memory for %u connections (%u MiB) on socket %d; lower "
-                          "dataplane.conntrack.entries_per_core or give the EAL more memory",
-                          conntrack.entries_per_core, w.conntrack_bytes_ >> 20, socket));
-    }
-    const ConntrackTimeouts timeouts{conntrack.tcp_established_s * 1000,
-                                     conntrack.tcp_opening_s * 1000, conntrack.tcp_closing_s * 1000,
-                                     conntrack.udp_s * 1000};
-    // A secret drawn at start (here, or by whoever gave it): nobody can compute which flows
-    // share a bucket.
-    absl::StatusOr<ConnectionHashKey> hash_key =
-        setup.connection_hash_key ? *setup.connection_hash_key : drawConnectionHashKey();
-    if (!hash_key.ok()) return hash_key.status();
-    w.connections_.emplace(w.conntrack_buckets_, buckets, timeouts, conntrack.max_inserts_per_sec,
-                           &w.counters.conntrack, *hash_key);
+absl::Status Worker::createConnectionTable(const WorkerSetup& setup, int socket) {
+  if (!setup.conntrack) return absl::OkStatus();
+  const ConntrackConfig& conntrack = *setup.conntrack;
+  const size_t buckets = ConnectionTable::bucketsFor(conntrack.entries_per_core);
+  conntrack_bytes_ = buckets * sizeof(ConnectionBucket);
+  // Hugepage memory from the EAL when it has some; else transparent huge pages, without which
+  // every bucket is a TLB miss as well as a cache miss.
+  conntrack_in_eal_memory_ = rte_eal_has_hugepages() != 0;
+  if (conntrack_in_eal_memory_) {
+    conntrack_buckets_ = static_cast<ConnectionBucket*>(
+        rte_zmalloc_socket("berth_conntrack", conntrack_bytes_, sizeof(ConnectionBucket), socket));
+  } else {
+    conntrack_buckets_ = static_cast<ConnectionBucket*>(allocateZeroedTable(conntrack_bytes_));
   }
+  if (conntrack_buckets_ == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("workers: no memory for %u connections (%u MiB) on socket %d; lower "
+                        "dataplane.conntrack.entries_per_core or give the EAL more memory",
+                        conntrack.entries_per_core, conntrack_bytes_ >> 20, socket));
+  }
+  const ConntrackTimeouts timeouts{conntrack.tcp_established_s * 1000,
+                                   conntrack.tcp_opening_s * 1000, conntrack.tcp_closing_s * 1000,
+                                   conntrack.udp_s * 1000};
+  // A secret drawn at start (here, or by whoever gave it): nobody can compute which flows
+  // share a bucket.
+  absl::StatusOr<ConnectionHashKey> hash_key =
+      setup.connection_hash_key ? *setup.connection_hash_key : drawConnectionHashKey();
+  if (!hash_key.ok()) return hash_key.status();
+  connections_.emplace(conntrack_buckets_, buckets, timeouts, conntrack.max_inserts_per_sec,
+                       &counters.conntrack, *hash_key);
+  return absl::OkStatus();
+}
 
+absl::Status Worker::createTrafficCounters(int socket) {
   TrafficCounters traffic;
   traffic.services =
       allocateOnSocket<TrafficCounter>("berth_service_counters", CounterIds::kMaxServices, socket);
   traffic.backends =
       allocateOnSocket<TrafficCounter>("berth_backend_counters", CounterIds::kMaxBackends, socket);
-  w.state.traffic = traffic;
+  state.traffic = traffic;
   if (traffic.services == nullptr || traffic.backends == nullptr) {
     return absl::ResourceExhaustedError("workers: no memory for traffic counters");
   }
-  w.state.counters = &w.counters;
-  w.state.conntrack = w.connections_ ? &*w.connections_ : nullptr;
-  if (w.connections_) w.connections_->countConnectionsIn(traffic);
-  if (setup.backend_loads != nullptr) {
-    w.loads_ = std::make_unique<WorkerLoads>(setup.backend_loads);
-    w.state.loads = w.loads_.get();
-  }
-  if (w.rcu_ != nullptr && rte_rcu_qsbr_thread_register(w.rcu_, w.rcu_thread_id_) != 0) {
-    return absl::InternalError("workers: rte_rcu_qsbr_thread_register failed");
-  }
-  return worker;
+  return absl::OkStatus();
 }
 
 void Worker::release() {

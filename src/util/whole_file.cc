@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 
@@ -63,6 +65,19 @@ absl::Status writeFileWhole(const std::string& path, absl::string_view contents,
         absl::StrCat("cannot sync ", directory, ": ", strerror(sync_errno)));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> readFileWhole(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    const int error = errno;
+    const std::string why = absl::StrCat("cannot read ", path, ": ", std::strerror(error));
+    return error == ENOENT ? absl::NotFoundError(why) : absl::UnavailableError(why);
+  }
+  std::stringstream contents;
+  contents << file.rdbuf();
+  if (file.bad()) return absl::UnavailableError(absl::StrCat("cannot read ", path));
+  return contents.str();
 }
 
 }  // namespace berth

@@ -15,6 +15,7 @@
 #include "berth/fleet/admin.h"
 #include "berth/fleet/agent.h"
 #include "berth/fleet/etcd_client.h"
+#include "berth/util/whole_file.h"
 
 namespace berth {
 namespace {
@@ -42,12 +43,10 @@ std::string whoPushes() {
 }  // namespace
 
 int fleetPush(const FleetConfig& fleet, const std::string& path) {
-  std::ifstream file(path);
-  if (!file) return fail(absl::StrCat("cannot read '", path, "'"));
-  std::stringstream contents;
-  contents << file.rdbuf();
+  absl::StatusOr<std::string> contents = readFileWhole(path);
+  if (!contents.ok()) return fail(absl::StrCat("cannot read '", path, "'"));
   PushRequest request;
-  request.text = contents.str();
+  request.text = *std::move(contents);
   request.source = path;
   // Everything that needs no instance's ports is checked here; each instance checks the rest
   // against its own ports when it applies the version.

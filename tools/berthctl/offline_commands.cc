@@ -166,6 +166,104 @@ absl::StatusOr<std::string> checkReport(const Config& config, const std::string&
   return out;
 }
 
+namespace {
+
+// Each single failure's movement against its share, min-disruption failover beside a full
+// rebuild: the "single_failures" member, and the lines appended to `out`.
+void reportSingleFailures(const Table& full, const std::vector<FailureImpact>& impacts,
+                          JsonWriter& json, std::string& out) {
+  json.key("single_failures").beginArray();
+  for (const FailureImpact& impact : impacts) {
+    json.beginObject()
+        .key("backend")
+        .value(impact.backend)
+        .key("owned_slots")
+        .value(impact.owned_slots)
+        .key("ideal_share")
+        .value(impact.ideal_share)
+        .key("failover_share")
+        .value(impact.failover_share)
+        .key("rebuild_share")
+        .value(impact.rebuild_share)
+        .key("failover_max_over_ideal")
+        .value(impact.failover_balance.max_over_ideal)
+        .endObject();
+  }
+  json.endArray();
+  double failover_mean = 0, rebuild_mean = 0, failover_worst = 0, rebuild_worst = 0;
+  for (const FailureImpact& impact : impacts) {
+    failover_mean += impact.failover_share / impact.ideal_share / impacts.size();
+    rebuild_mean += impact.rebuild_share / impact.ideal_share / impacts.size();
+    failover_worst = std::max(failover_worst, impact.failover_share / impact.ideal_share);
+    rebuild_worst = std::max(rebuild_worst, impact.rebuild_share / impact.ideal_share);
+  }
+  if (!impacts.empty()) {
+    size_t owners = 0;
+    for (uint32_t count : full.slotCounts()) owners += count > 0;
+    absl::StrAppendFormat(&out,
+                          "  one backend fails (%s); slots moved / its own share "
+                          "(ideal 1.00):\n"
+                          "    min-disruption failover: mean %.2f, worst %.2f\n"
+                          "    full rebuild:            mean %.2f, worst %.2f\n",
+                          impacts.size() == owners
+                              ? absl::StrCat("each of ", owners, " in turn")
+                              : absl::StrCat(impacts.size(), " of ", owners,
+                                             ", evenly spaced; --max_failures=0 for all"),
+                          failover_mean, failover_worst, rebuild_mean, rebuild_worst);
+    absl::StrAppendFormat(&out, "    %-24s %8s %10s %10s %10s %14s\n", "backend", "slots", "ideal",
+                          "failover", "rebuild", "failover bal.");
+    for (const FailureImpact& impact : impacts) {
+      absl::StrAppendFormat(&out, "    %-24s %8u %10s %10s %10s %14.4f\n", impact.backend,
+                            impact.owned_slots, percent(impact.ideal_share),
+                            percent(impact.failover_share), percent(impact.rebuild_share),
+                            impact.failover_balance.max_over_ideal);
+    }
+  }
+}
+
+// With the backends --fail names unhealthy: what failover and a rebuild move, and their balance.
+absl::Status reportWithFailures(const Table& full, const ServiceTables& tables, JsonWriter& json,
+                                std::string& out) {
+  if (tables.failed.empty()) return absl::OkStatus();
+  std::vector<bool> leave_out(full.backends().size(), false);
+  for (size_t i = 0; i < leave_out.size(); ++i) leave_out[i] = !tables.current.healthy()[i];
+  BERTH_ASSIGN_OR_RETURN(const Table rebuilt, rebuildWithout(full, leave_out));
+  uint32_t owned_by_failed = 0;
+  const std::vector<uint32_t> counts = full.slotCounts();
+  for (size_t i = 0; i < leave_out.size(); ++i) owned_by_failed += leave_out[i] ? counts[i] : 0;
+  const double table_size = full.size();
+  const double ideal = owned_by_failed / table_size;
+  const double failover = slotsChanged(full, tables.current) / table_size;
+  const double rebuild = slotsChanged(full, rebuilt) / table_size;
+  const BalanceStats failover_balance = balanceOf(tables.current);
+  const BalanceStats rebuild_balance = balanceOf(rebuilt);
+
+  json.key("with_failures").beginObject().key("unhealthy").beginArray();
+  for (const std::string& name : tables.failed) json.value(name);
+  json.endArray()
+      .key("ideal_share")
+      .value(ideal)
+      .key("failover_share")
+      .value(failover)
+      .key("rebuild_share")
+      .value(rebuild)
+      .key("failover_balance");
+  writeBalance(json, failover_balance);
+  json.key("rebuild_balance");
+  writeBalance(json, rebuild_balance);
+  json.endObject();
+
+  absl::StrAppendFormat(&out, "  with %s unhealthy (their own share %s):\n",
+                        absl::StrJoin(tables.failed, ", "), percent(ideal));
+  absl::StrAppendFormat(&out, "    min-disruption failover: moves %s; %s\n", percent(failover),
+                        balanceLine(failover_balance));
+  absl::StrAppendFormat(&out, "    full rebuild:            moves %s; %s\n", percent(rebuild),
+                        balanceLine(rebuild_balance));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> analyzeReport(const Config& config, const OfflineOptions& options) {
   if (absl::Status status = checkFailNamesExist(config, options.fail); !status.ok()) return status;
   BERTH_ASSIGN_OR_RETURN(const std::vector<const ServiceConfig*> services,
@@ -182,14 +280,6 @@ absl::StatusOr<std::string> analyzeReport(const Config& config, const OfflineOpt
     BERTH_ASSIGN_OR_RETURN(const std::vector<FailureImpact> impacts,
                            singleFailureImpacts(full, options.max_failures));
 
-    double failover_mean = 0, rebuild_mean = 0, failover_worst = 0, rebuild_worst = 0;
-    for (const FailureImpact& impact : impacts) {
-      failover_mean += impact.failover_share / impact.ideal_share / impacts.size();
-      rebuild_mean += impact.rebuild_share / impact.ideal_share / impacts.size();
-      failover_worst = std::max(failover_worst, impact.failover_share / impact.ideal_share);
-      rebuild_worst = std::max(rebuild_worst, impact.rebuild_share / impact.ideal_share);
-    }
-
     json.beginObject()
         .key("name")
         .value(service.name)
@@ -205,88 +295,12 @@ absl::StatusOr<std::string> analyzeReport(const Config& config, const OfflineOpt
         .value(static_cast<uint64_t>(full.backends().size()))
         .key("balance");
     writeBalance(json, balance);
-    json.key("single_failures").beginArray();
-    for (const FailureImpact& impact : impacts) {
-      json.beginObject()
-          .key("backend")
-          .value(impact.backend)
-          .key("owned_slots")
-          .value(impact.owned_slots)
-          .key("ideal_share")
-          .value(impact.ideal_share)
-          .key("failover_share")
-          .value(impact.failover_share)
-          .key("rebuild_share")
-          .value(impact.rebuild_share)
-          .key("failover_max_over_ideal")
-          .value(impact.failover_balance.max_over_ideal)
-          .endObject();
-    }
-    json.endArray();
-
     absl::StrAppendFormat(&out, "service %s (%s, hash %s): %s, M=%u, N=%u\n", service.name,
                           service.listener(), toString(service.hash_fields),
                           toString(full.algorithm()), full.size(), full.backends().size());
     absl::StrAppendFormat(&out, "  balance: %s\n", balanceLine(balance));
-    if (!impacts.empty()) {
-      size_t owners = 0;
-      for (uint32_t count : full.slotCounts()) owners += count > 0;
-      absl::StrAppendFormat(&out,
-                            "  one backend fails (%s); slots moved / its own share "
-                            "(ideal 1.00):\n"
-                            "    min-disruption failover: mean %.2f, worst %.2f\n"
-                            "    full rebuild:            mean %.2f, worst %.2f\n",
-                            impacts.size() == owners
-                                ? absl::StrCat("each of ", owners, " in turn")
-                                : absl::StrCat(impacts.size(), " of ", owners,
-                                               ", evenly spaced; --max_failures=0 for all"),
-                            failover_mean, failover_worst, rebuild_mean, rebuild_worst);
-      absl::StrAppendFormat(&out, "    %-24s %8s %10s %10s %10s %14s\n", "backend", "slots",
-                            "ideal", "failover", "rebuild", "failover bal.");
-      for (const FailureImpact& impact : impacts) {
-        absl::StrAppendFormat(&out, "    %-24s %8u %10s %10s %10s %14.4f\n", impact.backend,
-                              impact.owned_slots, percent(impact.ideal_share),
-                              percent(impact.failover_share), percent(impact.rebuild_share),
-                              impact.failover_balance.max_over_ideal);
-      }
-    }
-
-    if (!tables.failed.empty()) {
-      std::vector<bool> leave_out(full.backends().size(), false);
-      for (size_t i = 0; i < leave_out.size(); ++i) leave_out[i] = !tables.current.healthy()[i];
-      BERTH_ASSIGN_OR_RETURN(const Table rebuilt, rebuildWithout(full, leave_out));
-      uint32_t owned_by_failed = 0;
-      const std::vector<uint32_t> counts = full.slotCounts();
-      for (size_t i = 0; i < leave_out.size(); ++i) owned_by_failed += leave_out[i] ? counts[i] : 0;
-      const double table_size = full.size();
-      const double ideal = owned_by_failed / table_size;
-      const double failover = slotsChanged(full, tables.current) / table_size;
-      const double rebuild = slotsChanged(full, rebuilt) / table_size;
-      const BalanceStats failover_balance = balanceOf(tables.current);
-      const BalanceStats rebuild_balance = balanceOf(rebuilt);
-
-      json.key("with_failures").beginObject().key("unhealthy").beginArray();
-      for (const std::string& name : tables.failed) json.value(name);
-      json.endArray()
-          .key("ideal_share")
-          .value(ideal)
-          .key("failover_share")
-          .value(failover)
-          .key("rebuild_share")
-          .value(rebuild)
-          .key("failover_balance");
-      writeBalance(json, failover_balance);
-      json.key("rebuild_balance");
-      writeBalance(json, rebuild_balance);
-      json.endObject();
-
-      absl::StrAppendFormat(&out, "  with %s unhealthy (their own share %s):\n",
-                            absl::StrJoin(tables.failed, ", "), percent(ideal));
-      absl::StrAppendFormat(&out, "    min-disruption failover: moves %s; %s\n", percent(failover),
-                            balanceLine(failover_balance));
-      absl::StrAppendFormat(&out, "    full rebuild:            moves %s; %s\n", percent(rebuild),
-                            balanceLine(rebuild_balance));
-    }
+    reportSingleFailures(full, impacts, json, out);
+    BERTH_RETURN_IF_ERROR(reportWithFailures(full, tables, json, out));
     json.endObject();
   }
   json.endArray();

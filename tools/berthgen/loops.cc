@@ -67,164 +67,196 @@ void receivePass(Receiver& receiver) {
 
 namespace {
 
-// Sends until the duration or count is reached. Returns once done.
-void sendLoop(Sender& sender, Receiver* also_receive) {
-  const GenOptions& options = *sender.options;
-  const std::vector<GenFlow>& flows = *sender.flows;
-  const std::vector<uint32_t>& mine = *sender.mine;
-  const uint64_t hz = rte_get_tsc_hz();
-  uint64_t random = 0x9E3779B97F4A7C15ull ^ rte_rdtsc();
-  auto next_random = [&random] {
-    random ^= random << 13;
-    random ^= random >> 7;
-    random ^= random << 17;
-    return random;
-  };
-  const auto malformed_threshold =
-      static_cast<uint64_t>(options.malformed_ratio * static_cast<double>(UINT64_MAX));
-  std::vector<rte_mbuf*> burst(options.burst);
-  uint64_t total = 0;  // every packet sent, malformed included
-  uint64_t n = 0;      // flow packets
-  uint64_t flood_total = 0;
+// One sender's loop: sends until the duration or count is reached, then returns.
+class SendLoop {
+ public:
+  explicit SendLoop(Sender& sender)
+      : sender_(sender),
+        options_(*sender.options),
+        flows_(*sender.flows),
+        mine_(*sender.mine),
+        hz_(rte_get_tsc_hz()),
+        random_(0x9E3779B97F4A7C15ull ^ rte_rdtsc()),
+        malformed_threshold_(
+            static_cast<uint64_t>(options_.malformed_ratio * static_cast<double>(UINT64_MAX))),
+        burst_(options_.burst),
+        returned_(sender.receiver->queue_frames[sender.queue]),
+        returned_then_(returned_.read()) {}
+
+  void run(Receiver* also_receive) {
+    sender_.start_tsc = rte_rdtsc();
+    rte_rcu_qsbr_thread_online(sender_.rcu, sender_.rcu_id);
+    while (!g_interrupted.load(std::memory_order_relaxed)) {
+      rte_rcu_qsbr_quiescent(sender_.rcu, sender_.rcu_id);
+      const uint64_t now = rte_rdtsc();
+      if (options_.count != 0 ? total_ >= sender_.count : now >= sender_.end_tsc) break;
+      if (also_receive != nullptr) receivePass(*also_receive);
+      if (sender_.flood_rate > 0) sendFlood(now);
+      if (sender_.stalled) break;
+      sendFlows(now);
+      if (sender_.stalled) break;
+    }
+    rte_rcu_qsbr_thread_offline(sender_.rcu, sender_.rcu_id);
+    sender_.flow_packets = n_;
+    sender_.stop_tsc = rte_rdtsc();
+    sender_.done.store(true, std::memory_order_release);
+  }
+
+ private:
+  uint64_t nextRandom() {
+    random_ ^= random_ << 13;
+    random_ ^= random_ >> 7;
+    random_ ^= random_ << 17;
+    return random_;
+  }
+
   // Everything built is sent: a full TX ring is waited out, as testpmd's txonly retries, but
   // not for ever: a port that takes nothing for a while has lost its link or its peer.
-  auto transmit = [&sender, hz](rte_mbuf** mbufs, uint16_t count) {
+  void transmit(rte_mbuf** mbufs, uint16_t count) {
     uint16_t sent = 0;
     uint64_t refused_since = 0;  // since the ring last took nothing
     uint64_t waiting_since = 0;  // since it first refused part of this burst
     while (sent < count && !g_interrupted.load(std::memory_order_relaxed)) {
-      const uint16_t taken = rte_eth_tx_burst(sender.port, sender.queue, mbufs + sent,
+      const uint16_t taken = rte_eth_tx_burst(sender_.port, sender_.queue, mbufs + sent,
                                               static_cast<uint16_t>(count - sent));
       sent += taken;
-      rte_rcu_qsbr_quiescent(sender.rcu, sender.rcu_id);
+      rte_rcu_qsbr_quiescent(sender_.rcu, sender_.rcu_id);
       if (sent < count && waiting_since == 0) waiting_since = rte_rdtsc();
       if (taken != 0) {
         refused_since = 0;
       } else if (refused_since == 0) {
         refused_since = rte_rdtsc();
-      } else if (rte_rdtsc() - refused_since > kTxStallSeconds * hz) {
-        sender.stalled = true;
+      } else if (rte_rdtsc() - refused_since > kTxStallSeconds * hz_) {
+        sender_.stalled = true;
         break;
       }
     }
     if (waiting_since != 0) {
       const uint64_t now = rte_rdtsc();
-      if (now - waiting_since > sender.longest_wait_tsc) {
-        sender.longest_wait_tsc = now - waiting_since;
-        sender.longest_wait_end_tsc = now;
+      if (now - waiting_since > sender_.longest_wait_tsc) {
+        sender_.longest_wait_tsc = now - waiting_since;
+        sender_.longest_wait_end_tsc = now;
       }
     }
     if (sent < count) rte_pktmbuf_free_bulk(mbufs + sent, static_cast<unsigned>(count - sent));
-  };
-  // --window: packets of the flows and the flood sent on this queue pair, less what came back on
-  // its RX queue and what was given up for lost. Malformed packets are not expected back.
-  const Counter& returned = sender.receiver->queue_frames[sender.queue];
-  uint64_t expected_back = 0;
-  uint64_t returned_then = returned.read();
-  uint64_t window_full_since = 0;
-  // Whether the window has room for `want` more; counts and ends waits, and after
+  }
+
+  // Whether the window (--window) has room for `want` more; counts and ends waits, and after
   // kWindowPatienceSeconds without a reply takes what is out as lost.
-  auto windowAllows = [&](uint64_t want, uint64_t now) {
-    if (options.window == 0) return true;
-    const uint64_t back = returned.read() + sender.window_written_off;
-    const uint64_t in_flight = expected_back > back ? expected_back - back : 0;
-    if (in_flight + want <= options.window) {
-      if (window_full_since != 0) {
-        sender.longest_window_wait_tsc =
-            std::max(sender.longest_window_wait_tsc, now - window_full_since);
-        window_full_since = 0;
+  bool windowAllows(uint64_t want, uint64_t now) {
+    if (options_.window == 0) return true;
+    const uint64_t back = returned_.read() + sender_.window_written_off;
+    const uint64_t in_flight = expected_back_ > back ? expected_back_ - back : 0;
+    if (in_flight + want <= options_.window) {
+      if (window_full_since_ != 0) {
+        sender_.longest_window_wait_tsc =
+            std::max(sender_.longest_window_wait_tsc, now - window_full_since_);
+        window_full_since_ = 0;
       }
       return true;
     }
-    if (window_full_since == 0) {
-      window_full_since = now;
-      ++sender.window_waits;
-      returned_then = returned.read();
-    } else if (returned.read() != returned_then) {
-      window_full_since = now;  // replies still come: patience starts again
-      returned_then = returned.read();
-    } else if (now - window_full_since > kWindowPatienceSeconds * hz) {
-      sender.window_written_off += in_flight;
-      window_full_since = 0;
+    if (window_full_since_ == 0) {
+      window_full_since_ = now;
+      ++sender_.window_waits;
+      returned_then_ = returned_.read();
+    } else if (returned_.read() != returned_then_) {
+      window_full_since_ = now;  // replies still come: patience starts again
+      returned_then_ = returned_.read();
+    } else if (now - window_full_since_ > kWindowPatienceSeconds * hz_) {
+      sender_.window_written_off += in_flight;
+      window_full_since_ = 0;
     }
     return false;
-  };
-  sender.start_tsc = rte_rdtsc();
-  rte_rcu_qsbr_thread_online(sender.rcu, sender.rcu_id);
-  while (!g_interrupted.load(std::memory_order_relaxed)) {
-    rte_rcu_qsbr_quiescent(sender.rcu, sender.rcu_id);
-    const uint64_t now = rte_rdtsc();
-    if (options.count != 0 ? total >= sender.count : now >= sender.end_tsc) break;
-    if (also_receive != nullptr) receivePass(*also_receive);
-    if (sender.flood_rate > 0) {
-      const auto allowed = static_cast<uint64_t>(static_cast<double>(now - sender.start_tsc) /
-                                                 static_cast<double>(hz) * sender.flood_rate);
-      const uint64_t flood_want =
-          allowed > flood_total ? std::min<uint64_t>(allowed - flood_total, options.burst) : 0;
-      if (flood_want > 0 && windowAllows(flood_want, now) &&
-          rte_pktmbuf_alloc_bulk(sender.pool, burst.data(), static_cast<unsigned>(flood_want)) ==
-              0) {
-        for (uint64_t i = 0; i < flood_want; ++i) {
-          const GenFlow flow = floodFlow(*sender.flood_vip, *sender.flood_source, next_random());
-          const size_t length =
-              buildFrame(flow, 0, 0, now, 0, sender.source_mac, *options.destination_mac,
-                         rte_pktmbuf_mtod(burst[i], uint8_t*));
-          burst[i]->data_len = static_cast<uint16_t>(length);
-          burst[i]->pkt_len = static_cast<uint32_t>(length);
-        }
-        transmit(burst.data(), static_cast<uint16_t>(flood_want));
-        expected_back += flood_want;
-        flood_total += flood_want;
-        sender.flood.add(flood_want);
-        if (sender.stalled) break;
-      }
+  }
+
+  // The flood's share of this pass, at its rate.
+  void sendFlood(uint64_t now) {
+    const auto allowed = static_cast<uint64_t>(static_cast<double>(now - sender_.start_tsc) /
+                                               static_cast<double>(hz_) * sender_.flood_rate);
+    const uint64_t flood_want =
+        allowed > flood_total_ ? std::min<uint64_t>(allowed - flood_total_, options_.burst) : 0;
+    if (flood_want == 0 || !windowAllows(flood_want, now) ||
+        rte_pktmbuf_alloc_bulk(sender_.pool, burst_.data(), static_cast<unsigned>(flood_want)) !=
+            0) {
+      return;
     }
-    uint64_t want = options.burst;
-    if (options.rate != 0) {
-      const auto allowed = static_cast<uint64_t>(static_cast<double>(now - sender.start_tsc) /
-                                                 static_cast<double>(hz) * sender.rate);
-      want = allowed > total ? std::min<uint64_t>(allowed - total, options.burst) : 0;
+    for (uint64_t i = 0; i < flood_want; ++i) {
+      const GenFlow flow = floodFlow(*sender_.flood_vip, *sender_.flood_source, nextRandom());
+      const size_t length =
+          buildFrame(flow, 0, 0, now, 0, sender_.source_mac, *options_.destination_mac,
+                     rte_pktmbuf_mtod(burst_[i], uint8_t*));
+      burst_[i]->data_len = static_cast<uint16_t>(length);
+      burst_[i]->pkt_len = static_cast<uint32_t>(length);
     }
-    if (options.count != 0) want = std::min(want, sender.count - total);
-    if (want == 0 || !windowAllows(want, now)) continue;
-    if (rte_pktmbuf_alloc_bulk(sender.pool, burst.data(), static_cast<unsigned>(want)) != 0) {
-      continue;  // the pool is empty for now: the port still holds the last bursts
+    transmit(burst_.data(), static_cast<uint16_t>(flood_want));
+    expected_back_ += flood_want;
+    flood_total_ += flood_want;
+    sender_.flood.add(flood_want);
+  }
+
+  // A burst of the flows' packets (and the malformed share), at the rate and within the count.
+  void sendFlows(uint64_t now) {
+    uint64_t want = options_.burst;
+    if (options_.rate != 0) {
+      const auto allowed = static_cast<uint64_t>(static_cast<double>(now - sender_.start_tsc) /
+                                                 static_cast<double>(hz_) * sender_.rate);
+      want = allowed > total_ ? std::min<uint64_t>(allowed - total_, options_.burst) : 0;
+    }
+    if (options_.count != 0) want = std::min(want, sender_.count - total_);
+    if (want == 0 || !windowAllows(want, now)) return;
+    if (rte_pktmbuf_alloc_bulk(sender_.pool, burst_.data(), static_cast<unsigned>(want)) != 0) {
+      return;  // the pool is empty for now: the port still holds the last bursts
     }
     uint64_t bytes = 0;
     uint64_t malformed = 0;
     for (uint64_t i = 0; i < want; ++i) {
-      rte_mbuf* mbuf = burst[i];
+      rte_mbuf* mbuf = burst_[i];
       auto* data = rte_pktmbuf_mtod(mbuf, uint8_t*);
       size_t length;
-      if (malformed_threshold != 0 && next_random() < malformed_threshold) {
-        length = buildMalformedFrame(total + i, next_random(), sender.source_mac,
-                                     *options.destination_mac, data);
+      if (malformed_threshold_ != 0 && nextRandom() < malformed_threshold_) {
+        length = buildMalformedFrame(total_ + i, nextRandom(), sender_.source_mac,
+                                     *options_.destination_mac, data);
         ++malformed;
       } else {
-        const uint32_t f = mine[n % mine.size()];
-        const size_t size = options.imix ? kImixPattern[(total + i) % 12] : options.packet_size;
-        length = buildFrame(flows[f], f, static_cast<uint32_t>(n / mine.size()), now, size,
-                            sender.source_mac, *options.destination_mac, data);
-        ++n;
+        const uint32_t f = mine_[n_ % mine_.size()];
+        const size_t size = options_.imix ? kImixPattern[(total_ + i) % 12] : options_.packet_size;
+        length = buildFrame(flows_[f], f, static_cast<uint32_t>(n_ / mine_.size()), now, size,
+                            sender_.source_mac, *options_.destination_mac, data);
+        ++n_;
       }
       mbuf->data_len = static_cast<uint16_t>(length);
       mbuf->pkt_len = static_cast<uint32_t>(length);
       bytes += length;
-      if (sender.pcap != nullptr) sender.pcap->write(data, length);
+      if (sender_.pcap != nullptr) sender_.pcap->write(data, length);
     }
-    transmit(burst.data(), static_cast<uint16_t>(want));
-    expected_back += want - malformed;
-    total += want;
-    sender.packets.add(want);
-    sender.bytes.add(bytes);
-    sender.malformed.add(malformed);
-    if (sender.stalled) break;
+    transmit(burst_.data(), static_cast<uint16_t>(want));
+    expected_back_ += want - malformed;
+    total_ += want;
+    sender_.packets.add(want);
+    sender_.bytes.add(bytes);
+    sender_.malformed.add(malformed);
   }
-  rte_rcu_qsbr_thread_offline(sender.rcu, sender.rcu_id);
-  sender.flow_packets = n;
-  sender.stop_tsc = rte_rdtsc();
-  sender.done.store(true, std::memory_order_release);
-}
+
+  Sender& sender_;
+  const GenOptions& options_;
+  const std::vector<GenFlow>& flows_;
+  const std::vector<uint32_t>& mine_;
+  const uint64_t hz_;
+  uint64_t random_;
+  const uint64_t malformed_threshold_;
+  std::vector<rte_mbuf*> burst_;
+  uint64_t total_ = 0;  // every packet sent, malformed included
+  uint64_t n_ = 0;      // flow packets
+  uint64_t flood_total_ = 0;
+  // --window: packets of the flows and the flood sent on this queue pair, less what came back on
+  // its RX queue and what was given up for lost. Malformed packets are not expected back.
+  const Counter& returned_;
+  uint64_t expected_back_ = 0;
+  uint64_t returned_then_;
+  uint64_t window_full_since_ = 0;
+};
+
+void sendLoop(Sender& sender, Receiver* also_receive) { SendLoop(sender).run(also_receive); }
 
 void receiveLoop(Receiver& receiver) {
   rte_rcu_qsbr_thread_online(receiver.rcu, receiver.rcu_id);

@@ -211,18 +211,8 @@ absl::Status prepareLoops(const Plan& plan, const Ports& ports, Run& run) {
   return absl::OkStatus();
 }
 
-// Sends every queue's flows from its lcore and receives on another (or on the first sender's),
-// printing progress each second, until the senders are done and --drain has passed.
-absl::Status sendAndReceive(const Plan& plan, const Ports& ports,
-                            const std::vector<unsigned>& lcores, Run& run) {
-  const GenOptions& options = plan.options;
-  const std::vector<GenFlow>& flows = plan.flows;
-  const std::vector<std::vector<uint32_t>>& queue_flows = plan.queue_flows;
-  std::vector<std::unique_ptr<Sender>>& senders = run.senders;
-  Receiver& receiver = run.receiver;
-  // A memif peer that leaves mid-run has its memory unmapped under the loops: the unmap guard
-  // (runtime/unmap_guard.h) makes the unmap wait for them, as in berthd.
-  const unsigned loops = options.tx_queues + 1u;
+// An RCU variable for every sending loop and the receiving one, each registered.
+absl::StatusOr<rte_rcu_qsbr*> createLoopsRcu(unsigned loops) {
   const size_t rcu_size = rte_rcu_qsbr_get_memsize(loops);
   auto* rcu =
       static_cast<rte_rcu_qsbr*>(rte_zmalloc("berthgen_rcu", rcu_size, RTE_CACHE_LINE_SIZE));
@@ -236,6 +226,92 @@ absl::Status sendAndReceive(const Plan& plan, const Ports& ports,
       return absl::InternalError("cannot register an RCU reader");
     }
   }
+  return rcu;
+}
+
+// The flood goes out with the first sender that has flows.
+void startFlood(const GenOptions& options, std::vector<std::unique_ptr<Sender>>& senders) {
+  if (options.flood == 0) return;
+  const auto tcp = std::find_if(options.vips.begin(), options.vips.end(),
+                                [](const VipTarget& vip) { return vip.protocol == kProtocolTcp; });
+  for (auto& sender : senders) {
+    if (sender->mine->empty()) continue;
+    sender->flood_rate = static_cast<double>(options.flood);
+    sender->flood_vip = &*tcp;
+    sender->flood_source = tcp->address.isV4() ? &options.source_v4 : &options.source_v6;
+    break;
+  }
+}
+
+// What the run sends, and where.
+void printStart(const Plan& plan, const Ports& ports) {
+  const GenOptions& options = plan.options;
+  const std::vector<GenFlow>& flows = plan.flows;
+  const std::vector<std::vector<uint32_t>>& queue_flows = plan.queue_flows;
+  std::printf("berthgen: %zu flows to %zu VIP(s), %s frames, %s, from %s to %s", flows.size(),
+              options.vips.size(),
+              options.imix ? "IMIX" : absl::StrCat(options.packet_size, "-byte").c_str(),
+              options.rate == 0 ? "as fast as the port takes them"
+                                : absl::StrCat(options.rate, " pps").c_str(),
+              ports.tx.mac.toString().c_str(), options.destination_mac->toString().c_str());
+  if (options.tx_queues > 1) {
+    std::printf(", over %u TX queues (flows per queue by RSS hash:", options.tx_queues);
+    for (const std::vector<uint32_t>& mine : queue_flows) std::printf(" %zu", mine.size());
+    std::printf(")");
+  }
+  std::printf("\n");
+}
+
+// Until every sender is done: the rates each second, unless --quiet.
+void showProgress(const GenOptions& options, const std::vector<std::unique_ptr<Sender>>& senders,
+                  const Receiver& receiver) {
+  auto all_sent = [&senders] {
+    for (const auto& sender : senders) {
+      if (!sender->done.load(std::memory_order_acquire)) return false;
+    }
+    return true;
+  };
+  auto packets_sent = [&senders] {
+    uint64_t packets = 0;
+    for (const auto& sender : senders) packets += sender->packets.read();
+    return packets;
+  };
+
+  uint64_t last_tx = 0;
+  uint64_t last_rx = 0;
+  auto last = std::chrono::steady_clock::now();
+  while (!all_sent()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last < std::chrono::seconds(1)) continue;
+    const double seconds = std::chrono::duration<double>(now - last).count();
+    const uint64_t tx = packets_sent();
+    const uint64_t rx = receiver.frames.read();
+    if (!options.quiet) {
+      std::printf("  tx %7.3f Mpps  rx %7.3f Mpps  sent %llu  received %llu\n",
+                  static_cast<double>(tx - last_tx) / seconds / 1e6,
+                  static_cast<double>(rx - last_rx) / seconds / 1e6,
+                  static_cast<unsigned long long>(tx), static_cast<unsigned long long>(rx));
+      std::fflush(stdout);
+    }
+    last_tx = tx;
+    last_rx = rx;
+    last = now;
+  }
+}
+
+// Sends every queue's flows from its lcore and receives on another (or on the first sender's),
+// printing progress each second, until the senders are done and --drain has passed.
+absl::Status sendAndReceive(const Plan& plan, const Ports& ports,
+                            const std::vector<unsigned>& lcores, Run& run) {
+  const GenOptions& options = plan.options;
+  const std::vector<std::vector<uint32_t>>& queue_flows = plan.queue_flows;
+  std::vector<std::unique_ptr<Sender>>& senders = run.senders;
+  Receiver& receiver = run.receiver;
+  // A memif peer that leaves mid-run has its memory unmapped under the loops: the unmap guard
+  // (runtime/unmap_guard.h) makes the unmap wait for them, as in berthd.
+  const unsigned loops = options.tx_queues + 1u;
+  BERTH_ASSIGN_OR_RETURN(rte_rcu_qsbr* const rcu, createLoopsRcu(loops));
   for (auto& sender : senders) sender->rcu = rcu;
   receiver.rcu = rcu;
   guardInterruptThreadUnmaps(rcu);
@@ -266,64 +342,9 @@ absl::Status sendAndReceive(const Plan& plan, const Ports& ports,
     rte_eal_remote_launch(senderMain, &sender_arguments[q], lcores[q]);
     sending_lcores.push_back(lcores[q]);
   }
-  // The flood goes out with the first sender that runs.
-  if (options.flood != 0) {
-    const auto tcp =
-        std::find_if(options.vips.begin(), options.vips.end(),
-                     [](const VipTarget& vip) { return vip.protocol == kProtocolTcp; });
-    for (auto& sender : senders) {
-      if (sender->mine->empty()) continue;
-      sender->flood_rate = static_cast<double>(options.flood);
-      sender->flood_vip = &*tcp;
-      sender->flood_source = tcp->address.isV4() ? &options.source_v4 : &options.source_v6;
-      break;
-    }
-  }
-  auto all_sent = [&senders] {
-    for (const auto& sender : senders) {
-      if (!sender->done.load(std::memory_order_acquire)) return false;
-    }
-    return true;
-  };
-  auto packets_sent = [&senders] {
-    uint64_t packets = 0;
-    for (const auto& sender : senders) packets += sender->packets.read();
-    return packets;
-  };
-
-  std::printf("berthgen: %zu flows to %zu VIP(s), %s frames, %s, from %s to %s", flows.size(),
-              options.vips.size(),
-              options.imix ? "IMIX" : absl::StrCat(options.packet_size, "-byte").c_str(),
-              options.rate == 0 ? "as fast as the port takes them"
-                                : absl::StrCat(options.rate, " pps").c_str(),
-              ports.tx.mac.toString().c_str(), options.destination_mac->toString().c_str());
-  if (options.tx_queues > 1) {
-    std::printf(", over %u TX queues (flows per queue by RSS hash:", options.tx_queues);
-    for (const std::vector<uint32_t>& mine : queue_flows) std::printf(" %zu", mine.size());
-    std::printf(")");
-  }
-  std::printf("\n");
-  uint64_t last_tx = 0;
-  uint64_t last_rx = 0;
-  auto last = std::chrono::steady_clock::now();
-  while (!all_sent()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last < std::chrono::seconds(1)) continue;
-    const double seconds = std::chrono::duration<double>(now - last).count();
-    const uint64_t tx = packets_sent();
-    const uint64_t rx = receiver.frames.read();
-    if (!options.quiet) {
-      std::printf("  tx %7.3f Mpps  rx %7.3f Mpps  sent %llu  received %llu\n",
-                  static_cast<double>(tx - last_tx) / seconds / 1e6,
-                  static_cast<double>(rx - last_rx) / seconds / 1e6,
-                  static_cast<unsigned long long>(tx), static_cast<unsigned long long>(rx));
-      std::fflush(stdout);
-    }
-    last_tx = tx;
-    last_rx = rx;
-    last = now;
-  }
+  startFlood(options, senders);
+  printStart(plan, ports);
+  showProgress(options, senders, receiver);
   for (const unsigned sending : sending_lcores) {
     if (sending != receiving_lcore) rte_eal_wait_lcore(sending);
   }

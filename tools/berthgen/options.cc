@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "berth/util/status_macros.h"
 
 namespace berth {
 
@@ -136,119 +137,114 @@ absl::Status real(const char* option, const char* text, double low, double high,
   return absl::OkStatus();
 }
 
-}  // namespace
+// getopt_long's complaint about `given`: a value missing, or an option unknown.
+absl::Status optionError(const char* given) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(optopt != 0 ? absl::StrCat("option '", given, "' needs a value")
+                               : absl::StrCat("unknown option '", given, "'"),
+                   "; see berthgen -- --help"));
+}
 
-absl::StatusOr<GenOptions> parseGenOptions(int argc, char** argv) {
-  GenOptions options;
-  options.source_v4 = *SourceNet::parse("198.18.0.0/15");
-  options.source_v6 = *SourceNet::parse("2001:db8:1::/64");
-  optind = 1;
-  opterr = 0;
-  int code;
-  while ((code = getopt_long(argc, argv, "", kLongOptions, nullptr)) != -1) {
-    absl::Status status;
-    switch (code) {
-      case kTxDev:
-        options.tx_device = optarg;
-        break;
-      case kRxDev:
-        options.rx_device = optarg;
-        break;
-      case kDstMac: {
-        absl::StatusOr<MacAddress> mac = MacAddress::parse(optarg);
-        if (!mac.ok()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("--dst-mac '", optarg, "': expected a MAC such as 02:00:00:00:00:01"));
-        }
-        options.destination_mac = *mac;
-        break;
-      }
-      case kVip: {
-        absl::StatusOr<VipTarget> vip = VipTarget::parse(optarg);
-        if (!vip.ok()) return vip.status();
-        options.vips.push_back(*vip);
-        break;
-      }
-      case kFlows:
-        status = number<uint32_t>("flows", optarg, 1, 100'000'000, options.flows);
-        break;
-      case kSrcNet: {
-        absl::StatusOr<SourceNet> net = SourceNet::parse(optarg);
-        if (!net.ok()) return net.status();
-        (net->base.isV4() ? options.source_v4 : options.source_v6) = *net;
-        break;
-      }
-      case kIpv6:
-        options.ipv6 = true;
-        break;
-      case kPktSize:
-        if (std::string(optarg) == "imix") {
-          options.imix = true;
-        } else {
-          status = number<size_t>("pkt-size", optarg, 60, 9000, options.packet_size);
-          options.packet_size_given = true;
-        }
-        break;
-      case kRate:
-        status = number<uint64_t>("rate", optarg, 0, 1'000'000'000, options.rate);
-        break;
-      case kDuration:
-        status = real("duration", optarg, 0.001, 86400, options.duration_s);
-        break;
-      case kCount:
-        status = number<uint64_t>("count", optarg, 1, uint64_t{1} << 48, options.count);
-        break;
-      case kBurst:
-        status = number<uint16_t>("burst", optarg, 1, 512, options.burst);
-        break;
-      case kWindow:
-        status = number<uint32_t>("window", optarg, 0, 1u << 24, options.window);
-        break;
-      case kTxq:
-        status = number<uint16_t>("txq", optarg, 1, 64, options.tx_queues);
-        break;
-      case kMalformed:
-        status = real("malformed-ratio", optarg, 0, 1, options.malformed_ratio);
-        break;
-      case kFlood:
-        status = number<uint64_t>("flood", optarg, 0, 1'000'000'000, options.flood);
-        break;
-      case kPcapOut:
-        options.pcap_out = optarg;
-        break;
-      case kConfig:
-        options.config_path = optarg;
-        break;
-      case kGuePort:
-        status = number<uint16_t>("gue-port", optarg, 1, 65535, options.gue_port);
-        break;
-      case kDrain:
-        status = real("drain", optarg, 0, 60, options.drain_s);
-        break;
-      case kJson:
-        options.json_path = optarg;
-        break;
-      case kFlowBackends:
-        options.flow_backends_path = optarg;
-        break;
-      case kQuiet:
-        options.quiet = true;
-        break;
-      case kHelp:
-        return absl::CancelledError(kGenUsage);
-      default: {
-        const char* given = argv[optind - 1];
+// One option of getopt_long's, `code`, with its value in optarg, into `options`.
+absl::Status applyOption(int code, char** argv, GenOptions& options) {
+  absl::Status status;
+  switch (code) {
+    case kTxDev:
+      options.tx_device = optarg;
+      break;
+    case kRxDev:
+      options.rx_device = optarg;
+      break;
+    case kDstMac: {
+      absl::StatusOr<MacAddress> mac = MacAddress::parse(optarg);
+      if (!mac.ok()) {
         return absl::InvalidArgumentError(
-            absl::StrCat(optopt != 0 ? absl::StrCat("option '", given, "' needs a value")
-                                     : absl::StrCat("unknown option '", given, "'"),
-                         "; see berthgen -- --help"));
+            absl::StrCat("--dst-mac '", optarg, "': expected a MAC such as 02:00:00:00:00:01"));
       }
+      options.destination_mac = *mac;
+      break;
     }
-    if (!status.ok()) return status;
+    case kVip: {
+      absl::StatusOr<VipTarget> vip = VipTarget::parse(optarg);
+      if (!vip.ok()) return vip.status();
+      options.vips.push_back(*vip);
+      break;
+    }
+    case kFlows:
+      status = number<uint32_t>("flows", optarg, 1, 100'000'000, options.flows);
+      break;
+    case kSrcNet: {
+      absl::StatusOr<SourceNet> net = SourceNet::parse(optarg);
+      if (!net.ok()) return net.status();
+      (net->base.isV4() ? options.source_v4 : options.source_v6) = *net;
+      break;
+    }
+    case kIpv6:
+      options.ipv6 = true;
+      break;
+    case kPktSize:
+      if (std::string(optarg) == "imix") {
+        options.imix = true;
+      } else {
+        status = number<size_t>("pkt-size", optarg, 60, 9000, options.packet_size);
+        options.packet_size_given = true;
+      }
+      break;
+    case kRate:
+      status = number<uint64_t>("rate", optarg, 0, 1'000'000'000, options.rate);
+      break;
+    case kDuration:
+      status = real("duration", optarg, 0.001, 86400, options.duration_s);
+      break;
+    case kCount:
+      status = number<uint64_t>("count", optarg, 1, uint64_t{1} << 48, options.count);
+      break;
+    case kBurst:
+      status = number<uint16_t>("burst", optarg, 1, 512, options.burst);
+      break;
+    case kWindow:
+      status = number<uint32_t>("window", optarg, 0, 1u << 24, options.window);
+      break;
+    case kTxq:
+      status = number<uint16_t>("txq", optarg, 1, 64, options.tx_queues);
+      break;
+    case kMalformed:
+      status = real("malformed-ratio", optarg, 0, 1, options.malformed_ratio);
+      break;
+    case kFlood:
+      status = number<uint64_t>("flood", optarg, 0, 1'000'000'000, options.flood);
+      break;
+    case kPcapOut:
+      options.pcap_out = optarg;
+      break;
+    case kConfig:
+      options.config_path = optarg;
+      break;
+    case kGuePort:
+      status = number<uint16_t>("gue-port", optarg, 1, 65535, options.gue_port);
+      break;
+    case kDrain:
+      status = real("drain", optarg, 0, 60, options.drain_s);
+      break;
+    case kJson:
+      options.json_path = optarg;
+      break;
+    case kFlowBackends:
+      options.flow_backends_path = optarg;
+      break;
+    case kQuiet:
+      options.quiet = true;
+      break;
+    case kHelp:
+      return absl::CancelledError(kGenUsage);
+    default:
+      return optionError(argv[optind - 1]);
   }
-  if (optind < argc) {
-    return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", argv[optind], "'"));
-  }
+  return status;
+}
+
+// The options that must be given, and those that do not go together.
+absl::Status checkOptions(GenOptions& options) {
   if (options.tx_device.empty()) return absl::InvalidArgumentError("--tx-dev DEVICE is required");
   if (!options.destination_mac) return absl::InvalidArgumentError("--dst-mac MAC is required");
   if (options.vips.empty()) {
@@ -272,6 +268,25 @@ absl::StatusOr<GenOptions> parseGenOptions(int argc, char** argv) {
     return absl::InvalidArgumentError("--flood sends TCP SYNs: give a tcp --vip");
   }
   if (options.rx_device.empty()) options.rx_device = options.tx_device;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<GenOptions> parseGenOptions(int argc, char** argv) {
+  GenOptions options;
+  options.source_v4 = *SourceNet::parse("198.18.0.0/15");
+  options.source_v6 = *SourceNet::parse("2001:db8:1::/64");
+  optind = 1;
+  opterr = 0;
+  int code;
+  while ((code = getopt_long(argc, argv, "", kLongOptions, nullptr)) != -1) {
+    BERTH_RETURN_IF_ERROR(applyOption(code, argv, options));
+  }
+  if (optind < argc) {
+    return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", argv[optind], "'"));
+  }
+  BERTH_RETURN_IF_ERROR(checkOptions(options));
   return options;
 }
 

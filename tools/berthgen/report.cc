@@ -237,13 +237,59 @@ void printReport(const Plan& plan, const Run& run, const Books& books) {
   }
 }
 
+namespace {
+
+// Where a loss fell: the "lost_placed" and "lost_runs" members.
+void writeLostRuns(const Books& books, JsonWriter& json) {
+  json.key("lost_placed").value(books.lost_placed).key("lost_runs").beginArray();
+  for (const LostRun& lost : books.lost_runs) {
+    json.beginObject()
+        .key("queue")
+        .value(static_cast<uint64_t>(lost.queue))
+        .key("first")
+        .value(lost.first)
+        .key("packets")
+        .value(lost.packets);
+    if (lost.seconds >= 0) json.key("seconds").value(lost.seconds);
+    json.endObject();
+  }
+  json.endArray();
+}
+
+// Per sending queue: its flows and packets, and the stretches a full ring or the window held it.
+void writeTxQueues(const Plan& plan, const Run& run, uint64_t start, JsonWriter& json) {
+  const std::vector<std::unique_ptr<Sender>>& senders = run.senders;
+  json.key("tx_queues").beginArray();
+  for (uint16_t q = 0; q < plan.options.tx_queues; ++q) {
+    json.beginObject()
+        .key("queue")
+        .value(static_cast<uint64_t>(q))
+        .key("flows")
+        .value(static_cast<uint64_t>(plan.queue_flows[q].size()))
+        .key("sent")
+        .value(senders[q]->packets.read())
+        .key("longest_tx_wait_us")
+        .value(microseconds(run, senders[q]->longest_wait_tsc))
+        .key("longest_tx_wait_ended_s")
+        .value(secondsInto(run, start, senders[q]->longest_wait_end_tsc))
+        .key("window_waits")
+        .value(senders[q]->window_waits)
+        .key("longest_window_wait_us")
+        .value(microseconds(run, senders[q]->longest_window_wait_tsc))
+        .key("window_written_off")
+        .value(senders[q]->window_written_off)
+        .endObject();
+  }
+  json.endArray();
+}
+
+}  // namespace
+
 absl::Status writeJson(const Plan& plan, const Run& run, const Books& books) {
   const GenOptions& options = plan.options;
   const std::vector<GenFlow>& flows = plan.flows;
-  const std::vector<std::vector<uint32_t>>& queue_flows = plan.queue_flows;
   const Sink& sink = *run.sink;
   const SinkTotals& totals = sink.totals();
-  const std::vector<std::unique_ptr<Sender>>& senders = run.senders;
   const bool config = plan.config.has_value();
   JsonWriter json;
   json.beginObject()
@@ -293,19 +339,7 @@ absl::Status writeJson(const Plan& plan, const Run& run, const Books& books) {
       .value(sink.latency().percentile(0.999))
       .endObject();
   // Where a loss fell, and the stretches when nothing was received or a full ring held a sender.
-  json.key("lost_placed").value(books.lost_placed).key("lost_runs").beginArray();
-  for (const LostRun& lost : books.lost_runs) {
-    json.beginObject()
-        .key("queue")
-        .value(static_cast<uint64_t>(lost.queue))
-        .key("first")
-        .value(lost.first)
-        .key("packets")
-        .value(lost.packets);
-    if (lost.seconds >= 0) json.key("seconds").value(lost.seconds);
-    json.endObject();
-  }
-  json.endArray();
+  writeLostRuns(books, json);
   const uint64_t start = startTsc(run);
   json.key("receiver")
       .beginObject()
@@ -323,28 +357,7 @@ absl::Status writeJson(const Plan& plan, const Run& run, const Books& books) {
         .value(books.table_differ);
     json.key("unknown").value(books.table_unknown).endObject();
   }
-  json.key("tx_queues").beginArray();
-  for (uint16_t q = 0; q < options.tx_queues; ++q) {
-    json.beginObject()
-        .key("queue")
-        .value(static_cast<uint64_t>(q))
-        .key("flows")
-        .value(static_cast<uint64_t>(queue_flows[q].size()))
-        .key("sent")
-        .value(senders[q]->packets.read())
-        .key("longest_tx_wait_us")
-        .value(microseconds(run, senders[q]->longest_wait_tsc))
-        .key("longest_tx_wait_ended_s")
-        .value(secondsInto(run, start, senders[q]->longest_wait_end_tsc))
-        .key("window_waits")
-        .value(senders[q]->window_waits)
-        .key("longest_window_wait_us")
-        .value(microseconds(run, senders[q]->longest_window_wait_tsc))
-        .key("window_written_off")
-        .value(senders[q]->window_written_off)
-        .endObject();
-  }
-  json.endArray();
+  writeTxQueues(plan, run, start, json);
   json.key("backends").beginArray();
   for (size_t b = 0; b < sink.backends().size(); ++b) {
     json.beginObject()

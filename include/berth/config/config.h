@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "berth/maglev/consistent_hash.h"
 #include "berth/maglev/table.h"
 #include "berth/net/flow_hash.h"
@@ -25,13 +26,18 @@ enum class Protocol : uint8_t { kTcp = 6, kUdp = 17 };
 absl::string_view toString(Protocol protocol);
 
 // How packets leave for a backend (docs/architecture.md).
-enum class Forwarding : uint8_t {
-  kIpip,   // IPv4-in-IPv4 or IPv6-in-IPv6
-  kGue,    // outer UDP to gue_port; source port from the flow hash
-  kGre,    // GRE, as Maglev sends it
-  kL2Dsr,  // destination MAC rewritten to the backend's; the IP packet unchanged
-};
+// The forwarding modes and their names in the config, from one list:
+//   ipip   IPv4-in-IPv4 or IPv6-in-IPv6
+//   gue    outer UDP to gue_port; source port from the flow hash
+//   gre    GRE, as Maglev sends it
+//   l2dsr  destination MAC rewritten to the backend's; the IP packet unchanged
+#define BERTH_FORWARDING_MODES(X) X(kIpip, "ipip") X(kGue, "gue") X(kGre, "gre") X(kL2Dsr, "l2dsr")
+enum class Forwarding : uint8_t { BERTH_FORWARDING_MODES(BERTH_ENUMERATOR) };
 absl::string_view toString(Forwarding forwarding);
+// The mode named `name`, or nullopt.
+std::optional<Forwarding> parseForwarding(absl::string_view name);
+// Every mode's name, in the list's order.
+absl::Span<const absl::string_view> forwardingNames();
 
 // Where a setting was written: its YAML line, for messages the control plane emits later. Two
 // settings written on different lines are still the same settings, so the structs below compare

@@ -13,6 +13,7 @@
 #include "berth/config/config.h"
 #include "berth/control/fleet_serving.h"
 #include "berth/control/service_state.h"
+#include "berth/control/status_report.h"
 #include "berth/fleet/agent.h"
 #include "berth/health/monitor.h"
 #include "berth/util/json_writer.h"
@@ -97,8 +98,8 @@ class FleetBinding {
   // For status, metrics and flow sync, while active.
   FleetAgentStatus agentStatus() const { return agent_->status(); }
   const std::vector<InstanceReport>& instanceReports() const { return agent_->instanceReports(); }
-  // `status`'s fleet part: its JSON into `json`, its text returned; nothing while inactive.
-  std::string statusText(const Config& config, const HealthMonitor& health, JsonWriter& json) const;
+  // `status`'s fleet part (control/status_report.h); none while inactive.
+  std::optional<FleetStatusRow> statusRow(const Config& config, const HealthMonitor& health) const;
 
  private:
   Log log_;

@@ -21,6 +21,7 @@
 #include "berth/control/peer_flow_store.h"
 #include "berth/dataplane/conntrack.h"
 #include "berth/fleet/flow_records.h"
+#include "berth/net/socket_address.h"
 #include "berth/runtime/publisher.h"
 #include "berth/util/background_thread.h"
 
@@ -92,8 +93,7 @@ class FlowSync {
  private:
   struct Peer {
     Endpoint endpoint;
-    sockaddr_storage address{};
-    socklen_t length = 0;
+    SocketAddress address;
     size_t resend_cursor = FlowRecordOutbox::kResendDone;
   };
   // A peer's records, checked, for the store's thread.

@@ -120,6 +120,9 @@ class Sink {
   int32_t backendIndex(const BackendKey& backend);
   // Before `state`'s window moves up by `shift`: keeps the sequences that leave it unseen.
   void keepLeavingUnseen(uint32_t flow, const FlowState& state, uint32_t shift);
+  // Counts `sequence` of `flow` as new, a duplicate or reordered, over a window of the 64
+  // sequences below the highest seen.
+  void recordSequence(uint32_t flow, FlowState& state, uint32_t sequence);
   void keepMissing(uint32_t flow, uint32_t sequence);
 
   const std::vector<GenFlow>* flows_;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -12,6 +13,8 @@ inline constexpr uint8_t kProtocolIcmp = 1;
 inline constexpr uint8_t kProtocolTcp = 6;
 inline constexpr uint8_t kProtocolUdp = 17;
 inline constexpr uint8_t kProtocolIcmpv6 = 58;
+// An ICMP or ICMPv6 header: type, code, checksum and four bytes that depend on the type.
+inline constexpr size_t kIcmpHeaderLength = 8;
 
 // The 5-tuple of a packet as the parser lifts it off the wire. Addresses and ports stay in
 // network byte order so that the parser copies bytes and never swaps them; an IPv4 address

@@ -8,8 +8,8 @@
 
 #include "absl/status/statusor.h"
 #include "berth/config/config.h"
-#include "berth/control/port_stats.h"
 #include "berth/net/mac_address.h"
+#include "berth/runtime/port_readings.h"
 
 namespace berth {
 

@@ -201,6 +201,12 @@ class alignas(64) Worker final {
   void finishBeforeSleep();
   // RCU-offline for `us` microseconds, so that no reclaim waits on a sleeping worker; counted.
   void sleepOffline(uint32_t us);
+  // create()'s parts, on the lcore's socket: the control, kernel and flow-export rings; the TX
+  // buffers; the connection table; the traffic counters.
+  absl::Status createRings(const WorkerSetup& setup, int socket);
+  absl::Status createTxBuffers(const WorkerSetup& setup, int socket);
+  absl::Status createConnectionTable(const WorkerSetup& setup, int socket);
+  absl::Status createTrafficCounters(int socket);
   // Frees what create() allocated; safe on a partly made worker.
   void release();
 

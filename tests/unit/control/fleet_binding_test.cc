@@ -70,9 +70,7 @@ TEST_F(FleetBindingTest, WithoutAFleetSectionItStaysInactive) {
   fleet_.reportFailSafe(config, *health);
   EXPECT_FALSE(fleet_.takeVersion());
   EXPECT_FALSE(fleet_.takeChange(config, *health));
-  JsonWriter json;
-  json.beginObject();
-  EXPECT_EQ(fleet_.statusText(config, *health, json), "");
+  EXPECT_FALSE(fleet_.statusRow(config, *health));
   EXPECT_TRUE(fleet_.generationBase(statesOf(config)) == nullptr);
   const std::vector<bool> local = {true, false, true};
   EXPECT_EQ(fleet_.serving().verdicts(config.services[0], local, nullptr), local);
@@ -126,9 +124,11 @@ TEST_F(FleetBindingTest, StartedOnItsCachesItServesThemFailSafeWhileEtcdIsOutOfR
     EXPECT_FALSE(fleet_.takeChange(config, *health));
   }
   EXPECT_TRUE(fleet_.serving().fail_safe);
+  const std::optional<FleetStatusRow> row = fleet_.statusRow(config, *health);
+  ASSERT_TRUE(row);
   JsonWriter json;
   json.beginObject();
-  const std::string text = fleet_.statusText(config, *health, json);
+  const std::string text = writeFleetStatus(*row, json);
   EXPECT_THAT(text, HasSubstr("fleet: instance lb-b, version 4"));
   EXPECT_THAT(text, HasSubstr("fleet: fail-safe: etcd out of reach"));
   EXPECT_THAT(text, HasSubstr("fleet: table generation 1"));

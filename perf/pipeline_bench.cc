@@ -9,7 +9,7 @@
 // the pipeline's own cost is the difference.
 //
 // Throughout, the port's statistics are read once a second on a thread of their own, as berthd's
-// management loop has them read (control/port_stats.h), so their cost shows in every figure.
+// management loop has them read (metrics/port_stats.h), so their cost shows in every figure.
 //
 // BM_PipelineMissesPeerFlows is the connection table's miss path alone, without flow sync's peer
 // flows and with 100,000 of them, for lookups that hit and that miss there, compared pass by
@@ -50,9 +50,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "berth/config/loader.h"
-#include "berth/control/port_stats.h"
 #include "berth/dataplane/peer_flows.h"
 #include "berth/dataplane/snapshot.h"
+#include "berth/metrics/port_stats.h"
 #include "berth/net/packet_parser.h"
 #include "berth/runtime/port.h"
 #include "berth/runtime/worker.h"

@@ -28,7 +28,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "berth/config/loader.h"
-#include "berth/control/control_plane.h"
+#include "berth/daemon/control_plane.h"
 #include "berth/fleet/generation.h"
 #include "berth/fleet/store.h"
 #include "berth/util/command_line.h"
@@ -187,7 +187,7 @@ FleetStart startFromCache(berth::Config& config) {
 
 // The start-up table: each step's start in this order, and on a failure, or at the end, the
 // stops of the steps that started, in reverse. The control plane's steps are documented at
-// ControlPlane (control/control_plane.h).
+// ControlPlane (daemon/control_plane.h).
 std::vector<berth::StartStep> startUpSteps(berth::ControlPlane& control,
                                            std::vector<char*>& eal_argv, bool& eal_up) {
   return {

@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "berth/control/control_socket.h"
-#include "berth/control/metrics_server.h"
+#include "berth/api/control_socket.h"
+#include "berth/api/metrics_server.h"
 
 namespace berth {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "berth/control/request.h"
+#include "berth/api/request.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // A copy of exactly `size` bytes, so ASan sees any read past the end.

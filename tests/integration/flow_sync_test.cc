@@ -1,5 +1,5 @@
 // Flow sync between two instances' management sides over loopback UDP, as berthd runs them
-// (control/flow_sync.h), under an EAL for the RCU publisher and the workers' rings. Pinned:
+// (sync/flow_sync.h), under an EAL for the RCU publisher and the workers' rings. Pinned:
 // - a worker's news on one instance becomes the other's peer flow, on the same backend, and a
 //   withdrawal takes it away again;
 // - a peer that restarts (a new epoch), or one added later, is sent every flow still carried,
@@ -8,7 +8,7 @@
 //   refused and counted, and change nothing;
 // - both keys of a rotation are taken.
 
-#include "berth/control/flow_sync.h"
+#include "berth/sync/flow_sync.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

@@ -3,8 +3,8 @@
 #include <cstdint>
 
 #include "berth/config/loader.h"
-#include "berth/control/peer_flow_store.h"
 #include "berth/dataplane/snapshot.h"
+#include "berth/sync/peer_flow_store.h"
 
 namespace berth {
 

@@ -32,9 +32,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "berth/control/announcer.h"
-#include "berth/control/control_client.h"
-#include "berth/control/request.h"
+#include "berth/api/request.h"
+#include "berth/client/announcer.h"
+#include "berth/client/control_client.h"
 #include "berth/util/program_info.h"
 #include "berth/util/whole_file.h"
 

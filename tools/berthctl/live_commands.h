@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "berth/control/control_client.h"
-#include "berth/control/request.h"
+#include "berth/api/request.h"
+#include "berth/client/control_client.h"
 
 namespace berth {
 

@@ -10,9 +10,9 @@
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "berth/api/commands.h"
+#include "berth/client/announcer.h"
 #include "berth/config/loader.h"
-#include "berth/control/announcer.h"
-#include "berth/control/commands.h"
 #include "berth/util/heap.h"
 #include "berth/util/program_info.h"
 #include "fleet_commands.h"
@@ -103,7 +103,7 @@ const std::string& usage() {
 }
 
 // A command to berthd: its words and flags become the request's fields, as the command table
-// (control/commands.h) says, and berthd's reply is printed.
+// (api/commands.h) says, and berthd's reply is printed.
 int runLive(const berth::CommandSpec& command, const std::vector<char*>& positional) {
   berth::ControlFields fields;
   size_t next_word = 2;

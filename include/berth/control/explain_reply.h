@@ -5,7 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "berth/control/request.h"
+#include "berth/api/request.h"
 #include "berth/dataplane/explain.h"
 #include "berth/dataplane/snapshot.h"
 #include "berth/net/flow_key.h"

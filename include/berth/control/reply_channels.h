@@ -10,9 +10,9 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "berth/control/control_socket.h"
-#include "berth/control/metrics_server.h"
-#include "berth/control/reply_renderer.h"
+#include "berth/api/control_socket.h"
+#include "berth/api/metrics_server.h"
+#include "berth/api/reply_renderer.h"
 #include "berth/net/ip_address.h"
 
 namespace berth {

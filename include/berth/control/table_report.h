@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "berth/api/reply_stream.h"
 #include "berth/config/config.h"
-#include "berth/control/reply_stream.h"
 #include "berth/maglev/table.h"
 
 namespace berth {

@@ -64,7 +64,7 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
 
 // The device's statistics, extended statistics and link now, without waiting for the link
 // (rte_eth_link_get_nowait); the queue counts of the port's queues where the PMD fills any.
-// For the port-statistics thread (control/port_stats.h): it allocates, and a PMD may take a
+// For the port-statistics thread (metrics/port_stats.h): it allocates, and a PMD may take a
 // system call to answer.
 PortStats readPortStats(const OpenedPort& port);
 

@@ -9,7 +9,7 @@
 namespace berth {
 
 // One device's statistics as its NIC reports them (docs/nics.md), as the runtime reads them
-// (runtime/port.h readPortStats) for the control plane to show (control/port_stats.h). Pure data.
+// (runtime/port.h readPortStats) for the control plane to show (metrics/port_stats.h). Pure data.
 
 // rte_eth_stats' totals, by DPDK's names, which are what operators search for.
 enum PortTotal : uint8_t {

@@ -5,8 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "berth/control/control_socket.h"
-#include "berth/control/metrics_server.h"
+#include "berth/api/control_socket.h"
+#include "berth/api/metrics_server.h"
 
 namespace berth {
 namespace {

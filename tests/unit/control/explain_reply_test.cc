@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "berth/api/request.h"
 #include "berth/config/loader.h"
-#include "berth/control/request.h"
 
 namespace berth {
 namespace {

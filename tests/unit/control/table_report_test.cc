@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "berth/control/request.h"
+#include "berth/api/request.h"
 
 namespace berth {
 namespace {

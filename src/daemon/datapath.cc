@@ -1,0 +1,535 @@
+#include "berth/daemon/datapath.h"
+
+#include <rte_cycles.h>
+#include <rte_errno.h>
+#include <rte_ether.h>
+#include <rte_lcore.h>
+#include <rte_rcu_qsbr.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/algorithm/container.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "berth/control/load_publication.h"
+#include "berth/control/numa_check.h"
+#include "berth/runtime/unmap_guard.h"
+#include "berth/util/status_macros.h"
+
+namespace berth {
+namespace {
+
+// How often every device's statistics are read, off the loop.
+constexpr absl::Duration kPortStatsInterval = absl::Seconds(1);
+
+}  // namespace
+
+Datapath::Datapath(const Config& config, Log log) : config_(config), log_(std::move(log)) {}
+
+Datapath::~Datapath() {
+  stopWorkers();
+  stopExceptionPath();
+  destroyWorkers();
+  closePorts();
+  stopLcores();
+}
+
+absl::Status Datapath::startLcores() {
+  if (config_.dataplane.ports.empty()) {
+    return absl::InvalidArgumentError("dataplane.ports: berthd needs at least one port");
+  }
+  unsigned lcore;
+  RTE_LCORE_FOREACH_WORKER(lcore) { lcores_.push_back(lcore); }
+  if (lcores_.empty()) {
+    return absl::InvalidArgumentError(
+        "EAL: no worker lcore; give at least two, the first for management (-l 0-1, or "
+        "--lcores 0@0,1@0 to share one CPU)");
+  }
+  BERTH_ASSIGN_OR_RETURN(publisher_,
+                         SnapshotPublisher::create(static_cast<uint16_t>(lcores_.size())));
+  return absl::OkStatus();
+}
+
+void Datapath::stopLcores() {
+  publisher_.reset();
+  lcores_.clear();
+}
+
+namespace {
+
+const char* rssKeyText(RssKeyKind key) {
+  switch (key) {
+    case RssKeyKind::kRandom:
+      return "on (random Toeplitz key)";
+    case RssKeyKind::kSymmetric:
+      return "on (symmetric Toeplitz key)";
+    case RssKeyKind::kFixed:
+      return "on (the config's Toeplitz key)";
+  }
+  return "on";
+}
+
+// Which outer checksums the NIC fills in and which berth writes (docs/nics.md).
+std::string checksumOffloadText(uint8_t offloads, bool wanted) {
+  if (!wanted) return "in software (checksum_offload: false)";
+  if (offloads == 0) return "in software (the PMD offers no IPv4 or UDP checksum offload)";
+  return absl::StrCat(
+      "by the NIC: ",
+      (offloads & kChecksumOffloadIpv4Header) ? "IPv4 header" : "IPv4 header in software",
+      (offloads & kChecksumOffloadUdp) ? ", UDP (GUE over IPv6)" : ", UDP in software");
+}
+
+std::string vlanText(uint16_t vlan) {
+  return vlan == 0 ? std::string("untagged") : absl::StrCat("VLAN ", vlan);
+}
+
+}  // namespace
+
+absl::Status Datapath::openPorts() {
+  std::vector<std::string> warnings;
+  const std::vector<PortConfig>& configs = config_.dataplane.ports;
+  for (size_t p = 0; p < configs.size(); ++p) {
+    const PortConfig& port_config = configs[p];
+    // A VLAN port on a device an earlier port opened shares that port's device (docs/vlans.md).
+    if (const uint32_t first = deviceOf(static_cast<uint32_t>(p)); first < p) {
+      OpenedPort shared = ports_[first];
+      shared.name = port_config.name;
+      shared.owns_device = false;
+      log_(absl::StrFormat("port '%s': %s on the device of port '%s', MTU %u", port_config.name,
+                           vlanText(port_config.vlan), configs[first].name, port_config.mtu));
+      port_macs_.push_back(shared.mac);
+      port_checksum_offloads_.push_back(shared.checksum_offloads);
+      ports_.push_back(std::move(shared));
+      continue;
+    }
+    // The device takes the largest MTU of its ports; each port's own bounds its traffic.
+    PortConfig device_config = port_config;
+    for (const PortConfig& other : configs) {
+      if (other.device == port_config.device) {
+        device_config.mtu = std::max(device_config.mtu, other.mtu);
+      }
+    }
+    absl::StatusOr<OpenedPort> port =
+        openPort(device_config, static_cast<uint16_t>(lcores_.size()), warnings);
+    if (!port.ok()) return port.status();
+    log_(absl::StrFormat(
+        "port '%s': %s, DPDK port %u, MAC %s, %u queue pair(s) of %u RX and %u TX descriptors, "
+        "%u mbufs, RSS %s, MTU %u, NUMA socket %s, outer checksums %s%s",
+        port->name, port->driver, port->port_id, port->mac.toString(), port->queues,
+        port->rx_descriptors, port->tx_descriptors, port->pool_mbufs,
+        port->rss ? rssKeyText(port_config.rss_key) : "off", device_config.mtu,
+        port->socket >= 0 ? absl::StrCat(port->socket) : "unknown",
+        checksumOffloadText(port->checksum_offloads, port_config.checksum_offload),
+        port_config.vlan != 0 ? absl::StrCat(", ", vlanText(port_config.vlan)) : ""));
+    port_macs_.push_back(port->mac);
+    port_checksum_offloads_.push_back(port->checksum_offloads);
+    ports_.push_back(*std::move(port));
+  }
+  for (const std::string& warning : warnings) log_(absl::StrCat("warning: ", warning));
+  std::vector<OpenedPort> devices;
+  for (const OpenedPort& port : ports_) {
+    if (port.owns_device) devices.push_back(port);
+  }
+  port_stats_ = std::make_unique<PortStatsSampler>(
+      [devices = std::move(devices)] {
+        PortStatsReading reading;
+        for (const OpenedPort& device : devices) reading.ports.push_back(readPortStats(device));
+        return reading;
+      },
+      kPortStatsInterval);
+  BERTH_RETURN_IF_ERROR(checkNumaPlacement());
+  return checkEgressQueues(config_);
+}
+
+absl::Status Datapath::checkNumaPlacement() {
+  std::vector<PortOnSocket> ports;
+  for (const OpenedPort& port : ports_) {
+    if (port.owns_device) ports.push_back({port.name, port.socket, port.queues});
+  }
+  std::vector<WorkerOnSocket> workers;
+  for (unsigned lcore : lcores_) {
+    workers.push_back({lcore, static_cast<int>(rte_lcore_to_socket_id(lcore))});
+  }
+  const std::vector<std::string> lines = crossSocketPolling(ports, workers);
+  if (lines.empty()) return absl::OkStatus();
+  if (config_.dataplane.strict_numa) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("dataplane.strict_numa: ", absl::StrJoin(lines, "; ")));
+  }
+  for (const std::string& line : lines) log_(absl::StrCat("warning: ", line));
+  return absl::OkStatus();
+}
+
+absl::Status Datapath::checkEgressQueues(const Config& config) const {
+  const std::vector<PortConfig>& ports = config.dataplane.ports;
+  auto indexOf = [&](const std::string& name) {
+    return static_cast<uint32_t>(
+        absl::c_find_if(ports, [&](const PortConfig& port) { return port.name == name; }) -
+        ports.begin());
+  };
+  // Worker w sends what it received on queue w, so the egress device needs as many queues.
+  auto check = [&](uint32_t ingress, uint32_t egress, absl::string_view whose) -> absl::Status {
+    const uint16_t receiving = ports_[deviceOf(ingress)].queues;
+    const uint16_t sending = ports_[deviceOf(egress)].queues;
+    if (sending >= receiving) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "port '%s', the egress of %s, has %u queue pair(s), fewer than the %u workers that "
+        "receive on port '%s' and send through it; give it as many `queues`",
+        ports[egress].name, whose, sending, receiving, ports[ingress].name));
+  };
+  for (uint32_t p = 0; p < ports.size(); ++p) {
+    if (ports[p].egress.empty()) continue;
+    BERTH_RETURN_IF_ERROR(
+        check(p, indexOf(ports[p].egress), absl::StrCat("port '", ports[p].name, "'")));
+  }
+  for (const ServiceConfig& service : config.services) {
+    if (service.egress.empty()) continue;
+    for (uint32_t p = 0; p < ports.size(); ++p) {
+      BERTH_RETURN_IF_ERROR(
+          check(p, indexOf(service.egress), absl::StrCat("service '", service.name, "'")));
+    }
+  }
+  return absl::OkStatus();
+}
+
+uint32_t Datapath::deviceOf(uint32_t port) const {
+  const std::vector<PortConfig>& configs = config_.dataplane.ports;
+  for (uint32_t first = 0; first < port; ++first) {
+    if (configs[first].device == configs[port].device) return first;
+  }
+  return port;
+}
+
+void Datapath::closePorts() {
+  // Waits for a reading under way, which must not meet a closed device.
+  port_stats_.reset();
+  for (OpenedPort& port : ports_) closePort(port);
+  ports_.clear();
+  port_macs_.clear();
+  port_checksum_offloads_.clear();
+}
+
+absl::Status Datapath::createWorkers(const CounterIds& counter_ids) {
+  const bool exception_path = absl::c_any_of(
+      config_.dataplane.ports, [](const PortConfig& port) { return port.exception.has_value(); });
+  // With flow sync, every worker's connection table is keyed by one secret, the peers' flows'.
+  std::optional<ConnectionHashKey> hash_key;
+  if (config_.sync) {
+    BERTH_ASSIGN_OR_RETURN(hash_key, drawConnectionHashKey());
+    BERTH_ASSIGN_OR_RETURN(flow_sync_,
+                           FlowSync::create(*config_.sync, publisher_->rcu(), *hash_key));
+    flow_sync_->setNames(FlowRecordNames::of(counter_ids, config_));
+    log_(absl::StrCat("sync: listening on ", config_.sync->listen.toString(), " for ",
+                      config_.sync->peers.size(), " peers"));
+  }
+  for (uint16_t w = 0; w < lcores_.size(); ++w) {
+    WorkerSetup setup;
+    setup.connection_hash_key = hash_key;
+    if (flow_sync_) setup.peer_flows = &flow_sync_->peerFlows();
+    setup.lcore = lcores_[w];
+    setup.rcu = publisher_->rcu();
+    setup.rcu_thread_id = w;
+    setup.snapshot = &publisher_->current();
+    setup.stop = &workers_stop_;
+    setup.conntrack = config_.dataplane.conntrack;
+    setup.backend_loads = backend_loads_.get();
+    setup.exception_path = exception_path;
+    setup.idle = config_.dataplane.idle;
+    // Worker w serves queue w of every device that has that many.
+    for (uint32_t p = 0; p < ports_.size(); ++p) {
+      setup.device_of_port.push_back(deviceOf(p));
+      if (w >= ports_[p].queues || !ports_[p].owns_device) continue;
+      setup.queues.push_back({ports_[p].port_id, w, p, ports_[p].poll_only_while_link_up});
+    }
+    BERTH_ASSIGN_OR_RETURN(WorkerPtr worker, Worker::create(setup));
+    workers_.push_back(std::move(worker));
+  }
+  if (flow_sync_) {
+    std::vector<rte_ring*> rings;
+    for (const WorkerPtr& worker : workers_) rings.push_back(worker->flowExports());
+    flow_sync_->setExportRings(std::move(rings));
+  }
+  return absl::OkStatus();
+}
+
+// The requests workers never sent are mbufs of the ports' pools, so this comes before
+// closePorts() (the start-up table's reverse order).
+void Datapath::destroyWorkers() {
+  workers_.clear();
+  // After the workers: they read its map and write its rings.
+  flow_sync_.reset();
+}
+
+absl::Status Datapath::startExceptionPath() {
+  std::vector<ExceptionPath::Port> ports;
+  for (uint32_t p = 0; p < ports_.size(); ++p) {
+    const PortConfig& config = config_.dataplane.ports[p];
+    if (!config.exception) continue;
+    // Worker 0 serves queue 0 of every port: it sends the kernel's frames.
+    ports.push_back({p, config, ports_[p].mac, ports_[p].pool, workers_.front().get()});
+  }
+  if (ports.empty()) return absl::OkStatus();
+  std::vector<Worker*> workers;
+  for (const WorkerPtr& worker : workers_) workers.push_back(worker.get());
+  BERTH_ASSIGN_OR_RETURN(exception_path_, ExceptionPath::create(std::move(ports), workers));
+  exception_path_->start();
+  for (const std::string& interface : exception_path_->describe()) {
+    log_(absl::StrCat("exception path: kernel interface ", interface));
+  }
+  return absl::OkStatus();
+}
+
+// Before the workers are destroyed: the thread drains their rings.
+void Datapath::stopExceptionPath() { exception_path_.reset(); }
+
+absl::Status Datapath::launchWorkers() {
+  guardInterruptThreadUnmaps(publisher_->rcu());
+  for (const WorkerPtr& worker : workers_) {
+    if (const int result = rte_eal_remote_launch(runWorker, worker.get(), worker->lcore());
+        result != 0) {
+      stopWorkers();
+      return absl::InternalError(absl::StrCat("workers: launching on lcore ", worker->lcore(), ": ",
+                                              rte_strerror(-result)));
+    }
+    launched_ = true;
+  }
+  const std::optional<IdleConfig>& idle = config_.dataplane.idle;
+  log_(absl::StrFormat("forwarding: %u service(s), %u worker(s) on lcores %s, %s",
+                       config_.services.size(), workers_.size(), absl::StrJoin(lcores_, ","),
+                       idle ? absl::StrFormat("sleeping after %u empty polls for up to %u us",
+                                              idle->after_empty_polls, idle->max_sleep_us)
+                            : std::string("busy-polling")));
+  return absl::OkStatus();
+}
+
+bool Datapath::sendNeighborRequest(const NextHopToResolve& hop) {
+  const OpenedPort& port = ports_[hop.port];
+  rte_mbuf* mbuf = rte_pktmbuf_alloc(port.pool);
+  if (mbuf == nullptr) return false;
+  const size_t length =
+      buildNeighborRequest(rte_pktmbuf_mtod(mbuf, uint8_t*), rte_pktmbuf_tailroom(mbuf), port.mac,
+                           hop.source, hop.address);
+  if (length == 0 || rte_pktmbuf_append(mbuf, static_cast<uint16_t>(length)) == nullptr) {
+    // Not a shortage that passes: counted as asked, so the next hops due after it still are.
+    rte_pktmbuf_free(mbuf);
+    return true;
+  }
+  if (const uint16_t vlan = config_.dataplane.ports[hop.port].vlan; vlan != 0) {
+    mbuf->vlan_tci = vlan;
+    if (rte_vlan_insert(&mbuf) != 0) {
+      rte_pktmbuf_free(mbuf);
+      return true;
+    }
+  }
+  mbuf->port = hop.port;
+  // Worker 0 serves queue 0 of every port.
+  if (!workers_[0]->queueControlFrame(mbuf)) {
+    rte_pktmbuf_free(mbuf);
+    return false;
+  }
+  return true;
+}
+
+void Datapath::watchLinks() {
+  link_up_.resize(ports_.size(), -1);
+  for (size_t p = 0; p < ports_.size(); ++p) {
+    rte_eth_link link{};
+    if (rte_eth_link_get_nowait(ports_[p].port_id, &link) != 0) continue;
+    const int up = link.link_status == RTE_ETH_LINK_UP ? 1 : 0;
+    if (up == link_up_[p]) continue;
+    link_up_[p] = up;
+    char text[RTE_ETH_LINK_MAX_STR_LEN];
+    rte_eth_link_to_str(text, sizeof(text), &link);
+    log_(absl::StrFormat("port '%s': %s", ports_[p].name, text));
+  }
+}
+
+void Datapath::stopWorkers() {
+  workers_stop_.store(true, std::memory_order_relaxed);
+  if (!launched_) return;
+  rte_eal_mp_wait_lcore();
+  launched_ = false;
+  guardInterruptThreadUnmaps(nullptr);
+}
+
+double Datapath::rxWindowSeconds() const {
+  uint64_t first = UINT64_MAX;
+  uint64_t last = 0;
+  for (const WorkerPtr& worker : workers_) {
+    if (worker->first_rx_tsc.read() == 0) continue;
+    first = std::min(first, worker->first_rx_tsc.read());
+    last = std::max(last, worker->last_rx_tsc.read());
+  }
+  if (last <= first || first == UINT64_MAX) return 0;
+  return static_cast<double>(last - first) / static_cast<double>(rte_get_tsc_hz());
+}
+
+bool Datapath::watchStall(absl::Time now) {
+  if (!launched_) return false;
+  const bool was_stalled = stall_watch_.stalled();
+  switch (stall_watch_.next(now)) {
+    case StallWatch::Step::kNothing:
+      return false;
+    case StallWatch::Step::kStartGracePeriod:
+      stall_watch_.started(rte_rcu_qsbr_start(publisher_->rcu()), now);
+      return false;
+    case StallWatch::Step::kCheck:
+      break;
+  }
+  const absl::Duration open_for = stall_watch_.openFor(now);
+  const bool all_passed = rte_rcu_qsbr_check(publisher_->rcu(), stall_watch_.token(), false) == 1;
+  stall_watch_.checked(all_passed, now);
+  if (stall_watch_.stalled() && !was_stalled) {
+    log_(absl::StrFormat(
+        "datapath stalled: a worker passed no quiescent state for %d ms; BGP routes withdrawn",
+        absl::ToInt64Milliseconds(open_for)));
+  } else if (was_stalled && !stall_watch_.stalled()) {
+    log_(absl::StrFormat("datapath resumed: every worker passed a quiescent state after %d ms",
+                         absl::ToInt64Milliseconds(open_for)));
+  }
+  return all_passed &&
+         absl::c_all_of(workers_, [](const WorkerPtr& worker) { return worker->running(); });
+}
+
+std::vector<std::string> Datapath::portsDown() const {
+  std::vector<std::string> down;
+  for (size_t p = 0; p < ports_.size() && p < link_up_.size(); ++p) {
+    if (link_up_[p] == 0) down.push_back(ports_[p].name);
+  }
+  return down;
+}
+
+std::vector<WorkerMetrics> Datapath::workerMetrics() const {
+  std::vector<WorkerMetrics> metrics;
+  for (const WorkerPtr& worker : workers_) {
+    WorkerMetrics own;
+    own.rx_packets = worker->counters.rx_packets.read();
+    own.rx_bytes = worker->counters.rx_bytes.read();
+    own.tx_packets = worker->counters.tx_packets.read();
+    own.tx_bytes = worker->counters.tx_bytes.read();
+    for (const Counter& drop : worker->counters.drops) own.drops += drop.read();
+    for (const Counter& error : worker->counters.parse_errors) own.drops += error.read();
+    if (const ConnectionTable* table = worker->connections()) {
+      own.conntrack_entries = table->occupied();
+      own.conntrack_capacity = table->capacity();
+    }
+    metrics.push_back(own);
+  }
+  return metrics;
+}
+
+uint64_t Datapath::connectionsTracked() const {
+  uint64_t connections = 0;
+  for (const WorkerPtr& worker : workers_) {
+    if (worker->connections() != nullptr) connections += worker->connections()->occupied();
+  }
+  return connections;
+}
+
+TrafficTotals Datapath::trafficOf(uint32_t id, bool backend) const {
+  TrafficTotals totals;
+  for (const WorkerPtr& worker : workers_) {
+    const TrafficCounter* array =
+        backend ? worker->state.traffic.backends : worker->state.traffic.services;
+    totals.packets += array[id].packets.read();
+    totals.bytes += array[id].bytes.read();
+    totals.connections += array[id].connections.read();
+  }
+  return totals;
+}
+
+std::vector<std::pair<std::string, uint64_t>> Datapath::summedCounters() const {
+  std::vector<const WorkerCounters*> counters;
+  for (const WorkerPtr& worker : workers_) counters.push_back(&worker->counters);
+  std::vector<std::pair<std::string, uint64_t>> sums = sumCounters(counters);
+  // A PMD whose statistics take longer than a second to read (docs/nics.md).
+  if (port_stats_) sums.emplace_back("port_stats_readings_late", port_stats_->late());
+  if (exception_path_) {
+    for (auto& sum : exception_path_->counters()) sums.push_back(std::move(sum));
+  }
+  if (flow_sync_) {
+    for (auto& sum : flow_sync_->counters()) sums.push_back(std::move(sum));
+  }
+  return sums;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> Datapath::workerPackets() const {
+  std::vector<std::pair<uint64_t, uint64_t>> packets;
+  for (const WorkerPtr& worker : workers_) {
+    packets.emplace_back(worker->counters.rx_packets.read(), worker->counters.tx_packets.read());
+  }
+  return packets;
+}
+
+std::vector<std::string> Datapath::exceptionInterfaces() const {
+  return exception_path_ ? exception_path_->describe() : std::vector<std::string>();
+}
+
+void Datapath::publishLoads(const std::vector<ServiceState>& services,
+                            const CounterIds& counter_ids) {
+  std::vector<TrafficCounters> traffic;
+  traffic.reserve(workers_.size());
+  for (const WorkerPtr& worker : workers_) traffic.push_back(worker->state.traffic);
+  publishBackendLoads(
+      services, counter_ids, [&](uint32_t id) { return activeFlows(traffic, id); },
+      *backend_loads_);
+}
+
+bool Datapath::tracksConnections() const {
+  return !workers_.empty() && workers_[0]->connections() != nullptr;
+}
+
+Datapath::WorkerQuestions Datapath::askWorkers(const ConnectionKey& key) {
+  WorkerQuestions asked(workers_.size());
+  for (size_t w = 0; w < workers_.size(); ++w) {
+    ConntrackQuery& query = workers_[w]->conntrack_query;
+    const uint32_t last = query.asked.load(std::memory_order_relaxed);
+    // A question still unanswered from another explain: the worker may be reading it.
+    if (query.answered.load(std::memory_order_acquire) != last) continue;
+    query.key = key;
+    query.asked.store(last + 1, std::memory_order_release);
+    asked[w] = last + 1;
+  }
+  return asked;
+}
+
+bool Datapath::workersAnswered(const WorkerQuestions& asked) const {
+  for (size_t w = 0; w < asked.size(); ++w) {
+    if (!asked[w]) continue;
+    if (workers_[w]->conntrack_query.answered.load(std::memory_order_acquire) != *asked[w]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::optional<TrackedConnection> Datapath::collectAnswers(const WorkerQuestions& asked,
+                                                          std::string& note) const {
+  std::optional<TrackedConnection> tracked;
+  std::vector<std::string> silent;
+  for (size_t w = 0; w < asked.size(); ++w) {
+    const ConntrackQuery& query = workers_[w]->conntrack_query;
+    // The answer is ours only while no later question has replaced it.
+    if (!asked[w] || query.answered.load(std::memory_order_acquire) != *asked[w] ||
+        query.asked.load(std::memory_order_relaxed) != *asked[w]) {
+      silent.push_back(absl::StrCat(w));
+      continue;
+    }
+    if (!query.found || tracked) continue;
+    const ConnectionTable& table = *workers_[w]->connections();
+    tracked = TrackedConnection{static_cast<unsigned>(w), query.connection,
+                                table.expired(query.connection, query.now_ms),
+                                query.now_ms - query.connection.last_seen_ms};
+  }
+  if (!silent.empty()) {
+    note = absl::StrCat("worker(s) ", absl::StrJoin(silent, ", "),
+                        " did not answer in time; their connection tables were not consulted");
+  }
+  return tracked;
+}
+
+}  // namespace berth

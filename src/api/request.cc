@@ -1,134 +1,119 @@
 #include "berth/api/request.h"
 
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <utility>
+
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace berth {
 namespace {
 
-class Reader {
- public:
-  explicit Reader(absl::string_view text) : text_(text) {}
+using Json = nlohmann::json;
 
-  void skipSpace() {
-    while (at_ < text_.size() &&
-           (text_[at_] == ' ' || text_[at_] == '\t' || text_[at_] == '\r' || text_[at_] == '\n')) {
-      ++at_;
-    }
-  }
-  bool consume(char expected) {
-    skipSpace();
-    if (at_ < text_.size() && text_[at_] == expected) {
-      ++at_;
-      return true;
-    }
-    return false;
-  }
-  char peek() {
-    skipSpace();
-    return at_ < text_.size() ? text_[at_] : '\0';
-  }
-  bool literal(absl::string_view word) {
-    skipSpace();
-    if (text_.substr(at_, word.size()) != word) return false;
-    at_ += word.size();
+// Reads a request as nlohmann's parser walks it, refusing at the first token that cannot be part
+// of a flat object of strings, so that the error says what is wrong where a person would look:
+// the key whose value is not a string, the key given twice, the byte where the syntax broke.
+class RequestReader : public nlohmann::json_sax<Json> {
+ public:
+  explicit RequestReader(ControlRequest& request) : request_(request) {}
+
+  // Why the request was refused; OK when it was read whole.
+  const absl::Status& error() const { return error_; }
+  bool hasCommand() const { return has_command_; }
+
+  bool start_object(std::size_t) override {
+    if (state_ != State::kBeforeObject) return notAString();
+    state_ = State::kExpectKey;
     return true;
   }
-  bool number() {
-    skipSpace();
-    const size_t start = at_;
-    while (at_ < text_.size() &&
-           absl::string_view("+-.eE0123456789").find(text_[at_]) != absl::string_view::npos) {
-      ++at_;
+  bool key(string_t& key) override {
+    key_ = std::move(key);
+    state_ = State::kExpectValue;
+    return true;
+  }
+  bool string(string_t& value) override {
+    if (state_ != State::kExpectValue) return refuse("expected a JSON object");
+    state_ = State::kAfterValue;
+    if (key_ == "command") {
+      if (has_command_) return refuse("\"command\" given twice");
+      has_command_ = true;
+      request_.command = std::move(value);
+      return true;
     }
-    return at_ > start;
+    if (!request_.fields.emplace(std::move(key_), std::move(value)).second) {
+      return refuse("a key given twice");
+    }
+    return true;
   }
-  bool startsString() {
-    skipSpace();
-    return at_ < text_.size() && text_[at_] == '"';
+  bool end_object() override {
+    state_ = State::kDone;
+    return true;
   }
-  bool atEnd() {
-    skipSpace();
-    return at_ == text_.size();
-  }
-  absl::Status error(absl::string_view what) const {
-    return absl::InvalidArgumentError(absl::StrCat("request: ", what, " at byte ", at_));
-  }
+  bool null() override { return notAString(); }
+  bool boolean(bool) override { return notAString(); }
+  bool number_integer(number_integer_t) override { return notAString(); }
+  bool number_unsigned(number_unsigned_t) override { return notAString(); }
+  bool number_float(number_float_t, const string_t&) override { return notAString(); }
+  bool binary(binary_t&) override { return notAString(); }
+  bool start_array(std::size_t) override { return notAString(); }
+  bool end_array() override { return notAString(); }
 
-  absl::StatusOr<std::string> string() {
-    if (!consume('"')) return error("expected a string");
-    std::string out;
-    while (at_ < text_.size()) {
-      const char c = text_[at_++];
-      if (c == '"') return out;
-      if (static_cast<unsigned char>(c) < 0x20) return error("control character in a string");
-      if (c != '\\') {
-        out.push_back(c);
-        continue;
-      }
-      if (at_ >= text_.size()) break;
-      const char escape = text_[at_++];
-      switch (escape) {
-        case '"':
-        case '\\':
-        case '/':
-          out.push_back(escape);
-          break;
-        case 'b':
-          out.push_back('\b');
-          break;
-        case 'f':
-          out.push_back('\f');
-          break;
-        case 'n':
-          out.push_back('\n');
-          break;
-        case 'r':
-          out.push_back('\r');
-          break;
-        case 't':
-          out.push_back('\t');
-          break;
-        case 'u': {
-          if (at_ + 4 > text_.size()) return error("a \\u escape cut short");
-          uint32_t code = 0;
-          for (int i = 0; i < 4; ++i) {
-            const char h = text_[at_++];
-            const int digit = h >= '0' && h <= '9'   ? h - '0'
-                              : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                              : h >= 'A' && h <= 'F' ? h - 'A' + 10
-                                                     : -1;
-            if (digit < 0) return error("a bad \\u escape");
-            code = code << 4 | static_cast<uint32_t>(digit);
-          }
-          // Names and addresses are ASCII; a code point is kept as UTF-8, surrogates refused.
-          if (code >= 0xD800 && code <= 0xDFFF) return error("a surrogate \\u escape");
-          if (code < 0x80) {
-            out.push_back(static_cast<char>(code));
-          } else if (code < 0x800) {
-            out.push_back(static_cast<char>(0xC0 | code >> 6));
-            out.push_back(static_cast<char>(0x80 | (code & 0x3F)));
-          } else {
-            out.push_back(static_cast<char>(0xE0 | code >> 12));
-            out.push_back(static_cast<char>(0x80 | ((code >> 6) & 0x3F)));
-            out.push_back(static_cast<char>(0x80 | (code & 0x3F)));
-          }
-          break;
-        }
-        default:
-          return error("a bad escape");
-      }
-    }
-    return error("a string without its closing quote");
+  bool parse_error(std::size_t position, const std::string&,
+                   const nlohmann::detail::exception& exception) override {
+    position_ = position;
+    return refuse(syntaxError(exception.what()));
   }
 
  private:
-  absl::string_view text_;
-  size_t at_ = 0;
-};
+  enum class State { kBeforeObject, kExpectKey, kExpectValue, kAfterValue, kDone };
 
-// Skips one JSON value of any kind; false if it is malformed.
-bool skipValue(Reader& reader, int depth);
+  bool notAString() {
+    if (state_ != State::kExpectValue) return refuse("expected a JSON object");
+    return refuse(absl::StrCat("the value of \"", key_, "\" must be a string"));
+  }
+  bool refuse(absl::string_view what) {
+    if (error_.ok()) {
+      error_ = absl::InvalidArgumentError(absl::StrCat("request: ", what, " at byte ", position_));
+    }
+    return false;
+  }
+  // The parser's complaint, in the words of the rest of berth's control socket.
+  std::string syntaxError(absl::string_view what) const {
+    if (absl::StrContains(what, "missing closing quote")) {
+      return "a string without its closing quote";
+    }
+    if (absl::StrContains(what, "control character")) return "control character in a string";
+    if (absl::StrContains(what, "surrogate")) return "a surrogate \\u escape";
+    if (absl::StrContains(what, "'\\u' must be followed")) return "a bad \\u escape";
+    if (absl::StrContains(what, "after backslash")) return "a bad escape";
+    switch (state_) {
+      case State::kBeforeObject:
+        return "expected a JSON object";
+      case State::kExpectKey:
+        return "expected a string";
+      case State::kExpectValue:
+        return absl::StrContains(what, "expected ':'")
+                   ? "expected ':'"
+                   : absl::StrCat("the value of \"", key_, "\" must be a string");
+      case State::kAfterValue:
+        return "expected ',' or '}'";
+      case State::kDone:
+        return "text after the object";
+    }
+    return std::string(what);
+  }
+
+  ControlRequest& request_;
+  State state_ = State::kBeforeObject;
+  std::string key_;
+  bool has_command_ = false;
+  std::size_t position_ = 0;
+  absl::Status error_;
+};
 
 }  // namespace
 
@@ -143,94 +128,31 @@ absl::StatusOr<ControlRequest> parseControlRequest(absl::string_view line) {
     return absl::InvalidArgumentError(
         absl::StrCat("request: longer than ", kMaxControlRequestBytes, " bytes"));
   }
-  Reader reader(line);
-  if (!reader.consume('{')) return reader.error("expected a JSON object");
   ControlRequest request;
-  bool has_command = false;
-  if (!reader.consume('}')) {
-    for (;;) {
-      absl::StatusOr<std::string> key = reader.string();
-      if (!key.ok()) return key.status();
-      if (!reader.consume(':')) return reader.error("expected ':'");
-      if (!reader.startsString()) {
-        return reader.error(absl::StrCat("the value of \"", *key, "\" must be a string"));
-      }
-      absl::StatusOr<std::string> value = reader.string();
-      if (!value.ok()) return value.status();
-      if (*key == "command") {
-        if (has_command) return reader.error("\"command\" given twice");
-        has_command = true;
-        request.command = *std::move(value);
-      } else if (!request.fields.emplace(*std::move(key), *std::move(value)).second) {
-        return reader.error("a key given twice");
-      }
-      if (reader.consume(',')) continue;
-      if (reader.consume('}')) break;
-      return reader.error("expected ',' or '}'");
-    }
+  RequestReader reader(request);
+  if (!Json::sax_parse(line.begin(), line.end(), &reader)) {
+    if (!reader.error().ok()) return reader.error();
+    return absl::InvalidArgumentError("request: expected a JSON object");
   }
-  if (!reader.atEnd()) return reader.error("text after the object");
-  if (!has_command) return absl::InvalidArgumentError("request: no \"command\"");
+  if (!reader.hasCommand()) return absl::InvalidArgumentError("request: no \"command\"");
   return request;
 }
 
-}  // namespace berth
-
-namespace berth {
-namespace {
-
-bool skipValue(Reader& reader, int depth) {
-  if (depth > 32) return false;
-  const char next = reader.peek();
-  if (next == '"') return reader.string().ok();
-  if (next == '{' || next == '[') {
-    const char close = next == '{' ? '}' : ']';
-    reader.consume(next);
-    if (reader.consume(close)) return true;
-    for (;;) {
-      if (next == '{') {
-        if (!reader.string().ok() || !reader.consume(':')) return false;
-      }
-      if (!skipValue(reader, depth + 1)) return false;
-      if (reader.consume(',')) continue;
-      return reader.consume(close);
-    }
-  }
-  return reader.literal("true") || reader.literal("false") || reader.literal("null") ||
-         reader.number();
-}
-
-}  // namespace
-
 absl::StatusOr<ControlReply> parseControlReply(absl::string_view line) {
-  Reader reader(line);
-  if (!reader.consume('{')) return reader.error("expected a JSON object");
-  ControlReply reply;
-  if (!reader.consume('}')) {
-    for (;;) {
-      absl::StatusOr<std::string> key = reader.string();
-      if (!key.ok()) return key.status();
-      if (!reader.consume(':')) return reader.error("expected ':'");
-      if (*key == "ok") {
-        if (reader.literal("true")) {
-          reply.ok = true;
-        } else if (!reader.literal("false")) {
-          return reader.error("\"ok\" must be true or false");
-        }
-      } else if (reader.startsString()) {
-        absl::StatusOr<std::string> value = reader.string();
-        if (!value.ok()) return value.status();
-        reply.strings[*key] = *std::move(value);
-      } else if (!skipValue(reader, 0)) {
-        return reader.error("a malformed value");
-      }
-      if (reader.consume(',')) continue;
-      if (reader.consume('}')) break;
-      return reader.error("expected ',' or '}'");
+  const Json reply = Json::parse(line.begin(), line.end(), nullptr, false);
+  if (reply.is_discarded()) return absl::InvalidArgumentError("reply: not JSON");
+  if (!reply.is_object()) return absl::InvalidArgumentError("reply: expected a JSON object");
+  ControlReply parsed;
+  for (const auto& [key, value] : reply.items()) {
+    if (key == "ok") {
+      if (!value.is_boolean())
+        return absl::InvalidArgumentError("reply: \"ok\" must be true or false");
+      parsed.ok = value.get<bool>();
+    } else if (value.is_string()) {
+      parsed.strings[key] = value.get<std::string>();
     }
   }
-  if (!reader.atEnd()) return reader.error("text after the object");
-  return reply;
+  return parsed;
 }
 
 }  // namespace berth

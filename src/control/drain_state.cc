@@ -1,12 +1,10 @@
 #include "berth/control/drain_state.h"
 
-#include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -37,37 +35,35 @@ std::string renderDrainState(const DrainsByService& drains) {
 }
 
 absl::StatusOr<DrainsByService> parseDrainState(absl::string_view text) {
-  YAML::Node root;
+  nlohmann::json root;
   try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& error) {
+    root = nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::parse_error& error) {
     return absl::InvalidArgumentError(absl::StrCat("not JSON: ", error.what()));
   }
-  if (!root.IsMap()) return absl::InvalidArgumentError("not a JSON object");
-  const YAML::Node version = root["version"];
-  int number = 0;
-  if (!version || !version.IsScalar() || !YAML::convert<int>::decode(version, number)) {
+  if (!root.is_object()) return absl::InvalidArgumentError("not a JSON object");
+  const auto version = root.find("version");
+  if (version == root.end() || !version->is_number_integer()) {
     return absl::InvalidArgumentError("version: missing or not a number");
   }
-  if (number != kDrainStateVersion) {
+  if (const int64_t number = version->get<int64_t>(); number != kDrainStateVersion) {
     return absl::InvalidArgumentError(
         absl::StrCat("version ", number, ": this berthd reads only ", kDrainStateVersion));
   }
   DrainsByService drains;
-  const YAML::Node services = root["drains"];
-  if (!services) return drains;
-  if (!services.IsMap()) return absl::InvalidArgumentError("drains: not an object");
-  for (const auto& entry : services) {
-    const std::string service = entry.first.as<std::string>();
-    if (!entry.second.IsSequence()) {
+  const auto services = root.find("drains");
+  if (services == root.end()) return drains;
+  if (!services->is_object()) return absl::InvalidArgumentError("drains: not an object");
+  for (const auto& [service, backends] : services->items()) {
+    if (!backends.is_array()) {
       return absl::InvalidArgumentError(absl::StrCat("drains.", service, ": not a list"));
     }
-    for (const YAML::Node& backend : entry.second) {
-      if (!backend.IsScalar()) {
+    for (const nlohmann::json& backend : backends) {
+      if (!backend.is_string()) {
         return absl::InvalidArgumentError(
             absl::StrCat("drains.", service, ": a backend that is not a name"));
       }
-      drains[service].insert(backend.as<std::string>());
+      drains[service].insert(backend.get<std::string>());
     }
   }
   return drains;

@@ -26,9 +26,10 @@ struct ControlRequest {
 // Requests longer than this are refused without being read further.
 inline constexpr size_t kMaxControlRequestBytes = 4096;
 
-// Parses one request line. Errors (InvalidArgument) say what is wrong and where: not an object, a
-// value that is not a string, a bad escape, a repeated key, no "command". Accepts the JSON string
-// escapes, \uXXXX included (as UTF-8), and any whitespace between tokens.
+// Parses one request line with nlohmann's JSON parser. Errors (InvalidArgument) say what is wrong
+// and where: not an object, a value that is not a string, a bad escape, a repeated key, no
+// "command". Accepts the JSON string escapes, \uXXXX included (as UTF-8, a surrogate only as half
+// of a pair), and any whitespace between tokens.
 absl::StatusOr<ControlRequest> parseControlRequest(absl::string_view line);
 
 // What berthctl needs of a reply: whether it succeeded, and its top-level string fields ("error",

@@ -23,6 +23,10 @@ TEST(ControlRequestTest, DecodesEscapes) {
       parseControlRequest(R"({"command":"x","name":"a\"b\\c\/d\u0041\u00e9"})");
   ASSERT_TRUE(request.ok()) << request.status();
   EXPECT_EQ(request->field("name"), "a\"b\\c/dA\xc3\xa9");
+  // A surrogate pair is one code point, four bytes of UTF-8.
+  absl::StatusOr<ControlRequest> pair = parseControlRequest(R"({"command":"\ud83d\ude00"})");
+  ASSERT_TRUE(pair.ok()) << pair.status();
+  EXPECT_EQ(pair->command, "\xf0\x9f\x98\x80");
 }
 
 TEST(ControlRequestTest, RefusesWhatIsNotARequestAndSaysWhy) {
@@ -30,6 +34,9 @@ TEST(ControlRequestTest, RefusesWhatIsNotARequestAndSaysWhy) {
       {"", "expected a JSON object"},
       {"[1]", "expected a JSON object"},
       {R"({"command": 1})", "must be a string"},
+      {R"({"command": "a", "backend": {"name": "b"}})",
+       "the value of \"backend\" must be a string"},
+      {R"({"command": "a", "backend": ["b"]})", "the value of \"backend\" must be a string"},
       {R"({"command": "a", "command": "b"})", "given twice"},
       {R"({"command": "a", "x": "1", "x": "2"})", "a key given twice"},
       {R"({"x": "1"})", "no \"command\""},

@@ -170,7 +170,7 @@ std::unique_ptr<ReplyStream> ControlPlane::handleReadOnly(const ControlRequest& 
   return renderedReply(replies_.sharedStats(absl::Now(), [this] { return renderStats(); }));
 }
 
-std::string ControlPlane::statusReply() const {
+StatusReport ControlPlane::statusReport() const {
   StatusReport report;
   report.version = std::string(berthVersion());
   report.uptime_s = absl::ToDoubleSeconds(absl::Now() - started_);
@@ -205,7 +205,7 @@ std::string ControlPlane::statusReply() const {
   report.exception_interfaces = datapath_.exceptionInterfaces();
   report.periodic_jobs = jobs_.figures();
   report.fleet = fleet_.statusRow(config_, *health_);
-  return statusReplyJson(report);
+  return report;
 }
 
 std::string ControlPlane::announceReply(const ControlRequest& request) {

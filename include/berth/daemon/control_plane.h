@@ -29,6 +29,7 @@
 #include "berth/control/service_state.h"
 #include "berth/control/service_tables.h"
 #include "berth/control/snapshot_rollouts.h"
+#include "berth/control/status_report.h"
 #include "berth/control/stop_withdrawal.h"
 #include "berth/control/systemd_notifier.h"
 #include "berth/daemon/datapath.h"
@@ -189,7 +190,9 @@ class ControlPlane : private ReloadTarget {
   // The read-only socket's commands: as handleControl, with `stats` rendered at most once every
   // ReplyChannels::kReadOnlyStatsInterval.
   std::unique_ptr<ReplyStream> handleReadOnly(const ControlRequest& request);
-  std::string statusReply() const;
+  // `status` and /berth/status: the figures gathered on the loop (control/status_report.h).
+  StatusReport statusReport() const;
+  std::string statusReply() const { return statusReplyJson(statusReport()); }
   // stats, services and backends gather their figures on the loop and render them on the
   // renderer's thread (api/reply_renderer.h); so does the Prometheus text.
   std::unique_ptr<ReplyStream> statsReply();
@@ -229,8 +232,6 @@ class ControlPlane : private ReloadTarget {
   // Telemetry (control_metrics.cc): the /berth/... commands answer through a mailbox the management
   // loop serves.
   void serveTelemetry();
-  // /berth/ports: the port names without a parameter, else the named port's statistics.
-  void portsTelemetry(absl::string_view port_name, TelemetryAnswer& answer) const;
   // Rates over the last interval for `stats`: the loop samples the summed counters every
   // kRateInterval.
   static constexpr absl::Duration kRateInterval = absl::Seconds(1);

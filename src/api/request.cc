@@ -64,8 +64,7 @@ class RequestReader : public nlohmann::json_sax<Json> {
 
   bool parse_error(std::size_t position, const std::string&,
                    const nlohmann::detail::exception& exception) override {
-    position_ = position;
-    return refuse(syntaxError(exception.what()));
+    return refuse(absl::StrCat(syntaxError(exception.what()), " at byte ", position));
   }
 
  private:
@@ -77,7 +76,7 @@ class RequestReader : public nlohmann::json_sax<Json> {
   }
   bool refuse(absl::string_view what) {
     if (error_.ok()) {
-      error_ = absl::InvalidArgumentError(absl::StrCat("request: ", what, " at byte ", position_));
+      error_ = absl::InvalidArgumentError(absl::StrCat("request: ", what));
     }
     return false;
   }
@@ -111,7 +110,6 @@ class RequestReader : public nlohmann::json_sax<Json> {
   State state_ = State::kBeforeObject;
   std::string key_;
   bool has_command_ = false;
-  std::size_t position_ = 0;
   absl::Status error_;
 };
 

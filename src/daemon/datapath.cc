@@ -259,6 +259,9 @@ absl::Status Datapath::createWorkers(const CounterIds& counter_ids) {
 // The requests workers never sent are mbufs of the ports' pools, so this comes before
 // closePorts() (the start-up table's reverse order).
 void Datapath::destroyWorkers() {
+  // The exception path's thread drains the workers' rings: it stops first, also when a caller
+  // skipped its step.
+  stopExceptionPath();
   workers_.clear();
   // After the workers: they read its map and write its rings.
   flow_sync_.reset();

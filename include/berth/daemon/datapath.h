@@ -97,7 +97,6 @@ class Datapath {
 
   // Figures for the replies, summed over the workers.
   size_t workerCount() const { return workers_.size(); }
-  const std::vector<unsigned>& lcores() const { return lcores_; }
   std::vector<WorkerMetrics> workerMetrics() const;
   // Ways of the workers' connection tables that hold a connection.
   uint64_t connectionsTracked() const;
@@ -116,7 +115,6 @@ class Datapath {
   }
   // Each port's kernel interface, described (docs/exception-path.md).
   std::vector<std::string> exceptionInterfaces() const;
-  const std::vector<OpenedPort>& ports() const { return ports_; }
 
   // Bounded loads: each bounded-load service's per-backend active flows, summed over the
   // workers' connection gauges, published for the workers' new-flow choices.

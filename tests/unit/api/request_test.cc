@@ -45,7 +45,7 @@ TEST(ControlRequestTest, RefusesWhatIsNotARequestAndSaysWhy) {
       {R"({"command": "\q"})", "a bad escape"},
       {R"({"command": "\ud800"})", "surrogate"},
       {"{\"command\": \"a\nb\"}", "control character"},
-      {R"({"command" "a"})", "expected ':'"},
+      {R"({"command" "a"})", "expected ':' at byte"},
       {R"({"command": "a" "b": "c"})", "expected ',' or '}'"},
   };
   for (const auto& [text, why] : cases) {

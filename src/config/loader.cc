@@ -23,7 +23,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
-#include "berth/maglev/bounded_load.h"
 #include "berth/maglev/consistent_hash.h"
 #include "berth/net/crc32c.h"
 #include "berth/util/status_macros.h"

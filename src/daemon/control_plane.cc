@@ -19,7 +19,7 @@
 #include "berth/control/descriptor_budget.h"
 #include "berth/control/load_publication.h"
 #include "berth/control/numa_check.h"
-#include "berth/dataplane/backend_loads.h"
+#include "berth/dataplane/counters.h"
 #include "berth/runtime/unmap_guard.h"
 #include "berth/util/async_log.h"
 #include "berth/util/json_writer.h"

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "berth/maglev/bounded_load.h"
+#include "berth/maglev/consistent_hash.h"
 
 namespace berth {
 

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "berth/dataplane/backend_loads.h"
+#include "berth/dataplane/counters.h"
 #include "berth/dataplane/icmp_reply.h"
 #include "berth/dataplane/neighbor_reply.h"
-#include "berth/maglev/bounded_load.h"
+#include "berth/maglev/consistent_hash.h"
 #include "berth/net/flow_hash.h"
 #include "berth/util/scratch_array.h"
 
@@ -291,8 +291,8 @@ void remember(const Snapshot& snapshot, Connection& connection, uint32_t backend
   connection.generation = static_cast<uint16_t>(snapshot.generation());
 }
 
-// Where a new connection of a bounded-load service starts (maglev/bounded_load.h): the first
-// backend under its bound in the table's order from the flow's slot.
+// Where a new connection of a bounded-load service starts (maglev/consistent_hash.h,
+// boundedLoadChoice): the first backend under its bound in the table's order from the flow's slot.
 uint32_t boundedLoadPick(const Snapshot& snapshot, WorkerState& worker,
                          const Classified& classified, uint32_t generation) {
   const SnapshotService& service = *classified.service;

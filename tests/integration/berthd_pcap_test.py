@@ -134,7 +134,7 @@ IPIP_SERVICES = {"198.18.100.1": "web", "198.18.100.4": "ring", "198.18.100.5": 
                  "198.18.100.6": "bounded"}
 BOUNDED_LOAD = 1.25
 # The publication of loads and a worker's own counts can miss a few flows placed in between
-# (dataplane/backend_loads.h): the bound is checked within this many flows.
+# (dataplane/counters.h): the bound is checked within this many flows.
 BOUND_SLACK = 5
 DSR_MACS = {"02:00:00:00:00:21": "198.18.0.21", "02:00:00:00:00:22": "198.18.0.22"}
 

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "berth/config/loader.h"
-#include "berth/dataplane/backend_loads.h"
+#include "berth/dataplane/counters.h"
 #include "berth/dataplane/explain.h"
 #include "berth/dataplane/pipeline.h"
 #include "berth/net/flow_hash.h"

@@ -3,7 +3,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "berth/dataplane/backend_loads.h"
 #include "berth/dataplane/conntrack.h"
 #include "berth/dataplane/counters.h"
 #include "berth/dataplane/pipeline.h"

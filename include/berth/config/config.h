@@ -282,8 +282,8 @@ struct ServiceConfig {
   // What a drained backend's (weight 0) established connections do: stay until they end (the
   // default, keep_established), or move to the table's pick with their next packet (repick).
   bool drain_keeps_established = true;
-  // Bounded-load consistent hashing (maglev/bounded_load.h): a new flow goes past a backend
-  // holding C times its weighted mean of active flows. 0: off.
+  // Bounded-load consistent hashing (maglev/consistent_hash.h, boundedLoadChoice): a new flow goes
+  // past a backend holding C times its weighted mean of active flows. 0: off.
   double bounded_load = 0;
   HealthCheckConfig health;  // the service's settings, before per-backend overrides
   std::vector<BackendConfig> backends;

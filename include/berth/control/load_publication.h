@@ -5,13 +5,12 @@
 
 #include "absl/types/span.h"
 #include "berth/control/service_state.h"
-#include "berth/dataplane/backend_loads.h"
 #include "berth/dataplane/counters.h"
 #include "berth/dataplane/snapshot.h"
 
 namespace berth {
 
-// Bounded-load publication (dataplane/backend_loads.h): every kLoadPublishIntervalMs the
+// Bounded-load publication (dataplane/counters.h): every kLoadPublishIntervalMs the
 // management thread sums each bounded-load service's per-backend active flows over the
 // workers' connection gauges and publishes them for the workers' new-flow choices. Pure but for
 // the atomic stores into `loads`.

@@ -33,7 +33,7 @@
 #include "berth/control/stop_withdrawal.h"
 #include "berth/control/systemd_notifier.h"
 #include "berth/daemon/datapath.h"
-#include "berth/dataplane/backend_loads.h"
+#include "berth/dataplane/counters.h"
 #include "berth/dataplane/explain.h"
 #include "berth/dataplane/neighbor_discovery.h"
 #include "berth/dataplane/snapshot.h"

@@ -14,7 +14,7 @@
 #include "berth/config/config.h"
 #include "berth/control/reports.h"
 #include "berth/control/service_state.h"
-#include "berth/dataplane/backend_loads.h"
+#include "berth/dataplane/counters.h"
 #include "berth/dataplane/explain.h"
 #include "berth/dataplane/neighbor_discovery.h"
 #include "berth/dataplane/snapshot.h"

@@ -4,8 +4,8 @@
 #include <optional>
 #include <string>
 
-#include "berth/dataplane/backend_loads.h"
 #include "berth/dataplane/conntrack.h"
+#include "berth/dataplane/counters.h"
 #include "berth/dataplane/snapshot.h"
 #include "berth/net/flow_key.h"
 
@@ -38,8 +38,9 @@ struct FlowExplanation {
 // `tracked`, its connection-table entry if a worker holds one. `conntrack_enabled` false: the
 // table alone decides. For a service with bounded_load, a flow that starts anew goes to the
 // first backend under its bound from its slot on, as the pipeline chooses it
-// (maglev/bounded_load.h), judged by `loads` as last published; a worker also counts the flows
-// it placed since, which explain cannot see. Without `loads` the table's pick is given.
+// (maglev/consistent_hash.h, boundedLoadChoice), judged by `loads` as last published; a worker also
+// counts the flows it placed since, which explain cannot see. Without `loads` the table's pick is
+// given.
 FlowExplanation explainFlow(const Snapshot& snapshot, const FlowKey& flow,
                             const std::optional<TrackedConnection>& tracked, bool conntrack_enabled,
                             const BackendLoads* loads = nullptr);

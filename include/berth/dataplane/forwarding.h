@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "berth/config/config.h"
+#include "berth/dataplane/frame.h"
 #include "berth/net/ip_address.h"
 #include "berth/net/mac_address.h"
 #include "berth/net/packet_parser.h"
@@ -15,32 +16,9 @@ namespace berth {
 // mode is one file (forward_ipip.cc, forward_gue.cc, forward_gre.cc, forward_l2dsr.cc) behind
 // the ForwardFunction below; the snapshot picks one per service, so no packet pays for a choice.
 //
-// The modes work on a Frame, a view of the packet's bytes with headroom in front (an mbuf's data
-// and headroom in the datapath, a plain buffer in tests), as GLB Director keeps glb_encap.c apart
-// from its DPDK and pcap adapters.
-
-struct Frame {
-  uint8_t* data = nullptr;  // first byte of the Ethernet header
-  size_t length = 0;
-  size_t headroom = 0;  // bytes writable in front of data
-  size_t tailroom = 0;  // bytes writable after data + length
-  // Set by the pipeline (pipeline.h): the snapshot port the frame is for, chosen by its VLAN
-  // among the ports of the device it came in on; for a forwarded frame, the egress port it
-  // leaves through.
-  uint32_t port = 0;
-  // Set by an encapsulating mode when the egress port's NIC fills in outer checksums
-  // (kChecksumOffload* bits): what the NIC must fill, and the outer Ethernet and IP header
-  // lengths it needs to find them. 0: every checksum is written.
-  uint8_t tx_checksums = 0;
-  uint8_t l2_length = 0;
-  uint8_t l3_length = 0;
-};
-
-// Outer checksums a port's NIC fills in, chosen once at port start (docs/nics.md): the IPv4
-// header's, and the UDP checksum of GUE over IPv6 (over IPv4, GUE sends 0). The frame then carries
-// a 0 or the pseudo-header sum there, as NICs with these offloads take it.
-inline constexpr uint8_t kChecksumOffloadIpv4Header = 1;
-inline constexpr uint8_t kChecksumOffloadUdp = 2;
+// The modes work on a Frame (frame.h), a view of the packet's bytes with headroom in front (an
+// mbuf's data and headroom in the datapath, a plain buffer in tests), as GLB Director keeps
+// glb_encap.c apart from its DPDK and pcap adapters.
 
 // The outer Ethernet header (with the target's VLAN tag) and outer IP header that the
 // encapsulating modes write in front of every packet to one target, made once from the target's

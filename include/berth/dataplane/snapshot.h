@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "berth/config/config.h"
+#include "berth/dataplane/counters.h"
 #include "berth/dataplane/forwarding.h"
 #include "berth/dataplane/neighbor_discovery.h"
 #include "berth/dataplane/service_map.h"
@@ -29,9 +30,9 @@ namespace berth {
 // counters stay with it. Owned by the management thread.
 class CounterIds {
  public:
-  // Room the workers' counter arrays are sized for.
-  static constexpr uint32_t kMaxServices = 4096;
-  static constexpr uint32_t kMaxBackends = 65536;
+  // Room the workers' counter arrays are sized for (counters.h).
+  static constexpr uint32_t kMaxServices = kCounterServiceSlots;
+  static constexpr uint32_t kMaxBackends = kCounterBackendSlots;
 
   // The id of this service, or of this backend of this service; new names get the next free one.
   // ResourceExhausted past the capacity.
@@ -117,7 +118,8 @@ struct SnapshotService {
   uint32_t first_backend = 0;
   uint32_t counter_id = 0;
   bool drain_keeps_established = true;
-  double bounded_load = 0;  // C of maglev/bounded_load.h; 0: new flows take the table's pick
+  double bounded_load =
+      0;  // C of boundedLoadChoice (consistent_hash.h); 0: new flows take the table's pick
   // The port its traffic leaves through whatever port it came in on; kNoPort: the receiving
   // port's egress.
   uint32_t egress = kNoPort;

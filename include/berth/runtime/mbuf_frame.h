@@ -4,7 +4,7 @@
 #include <rte_mbuf.h>
 #include <rte_udp.h>
 
-#include "berth/dataplane/forwarding.h"
+#include "berth/dataplane/frame.h"
 
 namespace berth {
 

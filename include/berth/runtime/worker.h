@@ -14,7 +14,6 @@
 
 #include "absl/status/statusor.h"
 #include "berth/config/config.h"
-#include "berth/dataplane/backend_loads.h"
 #include "berth/dataplane/counters.h"
 #include "berth/dataplane/pipeline.h"
 #include "berth/dataplane/snapshot.h"

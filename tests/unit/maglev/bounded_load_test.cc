@@ -1,4 +1,4 @@
-#include "berth/maglev/bounded_load.h"
+#include "berth/maglev/consistent_hash.h"
 
 #include <gtest/gtest.h>
 

@@ -373,38 +373,25 @@ absl::StatusOr<Table> build(std::vector<Backend> backends, uint32_t table_size) 
   return buildWithPermutations(std::move(backends), std::move(permutations), table_size);
 }
 
-namespace {
-
-// A generation's backends, validated at `table_size` and sorted by name, with their permutations
-// and, in the same order, which are failed and which drained.
-struct GenerationBackends {
-  std::vector<Backend> backends;
-  std::vector<Permutation> permutations;
-  std::vector<bool> healthy;
-  std::vector<bool> drained;
-};
-
-absl::StatusOr<GenerationBackends> generationBackends(std::vector<Backend> backends,
-                                                      uint32_t table_size,
-                                                      const std::vector<std::string>& failed,
-                                                      const std::vector<std::string>& drained) {
+absl::StatusOr<Table::GenerationStart> Table::startGeneration(
+    std::vector<Backend> backends, uint32_t table_size, const std::vector<std::string>& failed,
+    const std::vector<std::string>& drained) {
   if (absl::Status status = validateBackends(backends, table_size); !status.ok()) return status;
   std::sort(backends.begin(), backends.end(),
             [](const Backend& a, const Backend& b) { return a.name < b.name; });
   const absl::flat_hash_set<absl::string_view> failed_names(failed.begin(), failed.end());
   const absl::flat_hash_set<absl::string_view> drained_names(drained.begin(), drained.end());
-  GenerationBackends result;
-  result.permutations.reserve(backends.size());
+  GenerationStart start;
+  start.layout = std::make_shared<Layout>();
+  start.layout->permutations.reserve(backends.size());
   for (const Backend& backend : backends) {
-    result.permutations.push_back(permutationFor(backend.name, table_size));
-    result.healthy.push_back(!failed_names.contains(backend.name));
-    result.drained.push_back(drained_names.contains(backend.name));
+    start.layout->permutations.push_back(permutationFor(backend.name, table_size));
+    start.healthy.push_back(!failed_names.contains(backend.name));
+    start.drained.push_back(drained_names.contains(backend.name));
   }
-  result.backends = std::move(backends);
-  return result;
+  start.layout->backends = std::move(backends);
+  return start;
 }
-
-}  // namespace
 
 absl::StatusOr<Table> nextGeneration(const Table& previous, std::vector<Backend> backends,
                                      const std::vector<std::string>& failed,
@@ -413,22 +400,19 @@ absl::StatusOr<Table> nextGeneration(const Table& previous, std::vector<Backend>
     return absl::InvalidArgumentError("table generations are for Maglev tables");
   }
   const uint32_t table_size = previous.size();
-  absl::StatusOr<GenerationBackends> sorted =
-      generationBackends(std::move(backends), table_size, failed, drained);
-  if (!sorted.ok()) return sorted.status();
-  auto layout = std::make_shared<Table::Layout>();
-  layout->backends = std::move(sorted->backends);
-  layout->permutations = std::move(sorted->permutations);
-  std::vector<bool> healthy = std::move(sorted->healthy);
-  std::vector<bool> drained_flags = std::move(sorted->drained);
-  const size_t count = layout->backends.size();
+  absl::StatusOr<Table::GenerationStart> start =
+      Table::startGeneration(std::move(backends), table_size, failed, drained);
+  if (!start.ok()) return start.status();
+  Table::Layout& layout = *start->layout;
+  const std::vector<bool>& healthy = start->healthy;
+  const size_t count = layout.backends.size();
 
   // Quotas among the serving backends: a failed or drained one is owed nothing.
-  std::vector<Backend> serving = layout->backends;
+  std::vector<Backend> serving = layout.backends;
   absl::flat_hash_map<absl::string_view, uint16_t> index_of;
   for (size_t b = 0; b < count; ++b) {
-    if (!healthy[b] || drained_flags[b]) serving[b].weight = 0;
-    index_of.emplace(layout->backends[b].name, static_cast<uint16_t>(b));
+    if (!healthy[b] || start->drained[b]) serving[b].weight = 0;
+    index_of.emplace(layout.backends[b].name, static_cast<uint16_t>(b));
   }
   const std::vector<uint32_t> quotas = slotQuotas(serving, table_size);
 
@@ -455,7 +439,7 @@ absl::StatusOr<Table> nextGeneration(const Table& previous, std::vector<Backend>
   for (size_t b = 0; b < count; ++b) {
     std::vector<uint32_t>& slots = held[b];
     if (slots.size() > quotas[b]) {
-      const Permutation& permutation = layout->permutations[b];
+      const Permutation& permutation = layout.permutations[b];
       const RankedList list = ranks.prepare(permutation.offset, ranks.inverse(permutation.skip));
       std::nth_element(
           slots.begin(), slots.begin() + quotas[b], slots.end(),
@@ -466,11 +450,11 @@ absl::StatusOr<Table> nextGeneration(const Table& previous, std::vector<Backend>
     for (uint32_t slot : slots) (*entries)[slot] = static_cast<uint16_t>(b);
   }
   // The freed slots go to the backends under their quota by Maglev's turns, as in a build.
-  fillByTurns(serving, layout->permutations, deficits, *entries, /*partly_filled=*/true);
-  layout->full_slot_counts = quotas;
-  layout->full_entries = entries;
-  return Table(std::move(layout), std::move(entries), std::move(healthy), std::move(drained_flags),
-               table_size);
+  fillByTurns(serving, layout.permutations, deficits, *entries, /*partly_filled=*/true);
+  layout.full_slot_counts = quotas;
+  layout.full_entries = entries;
+  return Table(std::move(start->layout), std::move(entries), std::move(start->healthy),
+               std::move(start->drained), table_size);
 }
 
 absl::StatusOr<Table> restoreGeneration(std::vector<Backend> backends,
@@ -481,15 +465,12 @@ absl::StatusOr<Table> restoreGeneration(std::vector<Backend> backends,
   if (entries.size() > kMaxTableSize) {
     return absl::InvalidArgumentError(absl::StrCat(entries.size(), " entries: more than M allows"));
   }
-  absl::StatusOr<GenerationBackends> sorted =
-      generationBackends(std::move(backends), table_size, failed, drained);
-  if (!sorted.ok()) return sorted.status();
-  auto layout = std::make_shared<Table::Layout>();
-  layout->backends = std::move(sorted->backends);
-  layout->permutations = std::move(sorted->permutations);
-  std::vector<bool> healthy = std::move(sorted->healthy);
-  std::vector<bool> drained_flags = std::move(sorted->drained);
-  const size_t count = layout->backends.size();
+  absl::StatusOr<Table::GenerationStart> start =
+      Table::startGeneration(std::move(backends), table_size, failed, drained);
+  if (!start.ok()) return start.status();
+  Table::Layout& layout = *start->layout;
+  const std::vector<bool>& healthy = start->healthy;
+  const size_t count = layout.backends.size();
   std::vector<uint32_t> counts(count, 0);
   for (uint16_t entry : entries) {
     if (entry == kNoBackend) continue;
@@ -500,17 +481,17 @@ absl::StatusOr<Table> restoreGeneration(std::vector<Backend> backends,
     ++counts[entry];
   }
   for (size_t b = 0; b < count; ++b) {
-    if (counts[b] > 0 && (!healthy[b] || drained_flags[b])) {
-      return absl::InvalidArgumentError(absl::StrCat("backend '", layout->backends[b].name,
+    if (counts[b] > 0 && (!healthy[b] || start->drained[b])) {
+      return absl::InvalidArgumentError(absl::StrCat("backend '", layout.backends[b].name,
                                                      "' is failed or drained but owns ", counts[b],
                                                      " slots"));
     }
   }
   auto shared_entries = std::make_shared<std::vector<uint16_t>>(std::move(entries));
-  layout->full_slot_counts = std::move(counts);
-  layout->full_entries = shared_entries;
-  return Table(std::move(layout), std::move(shared_entries), std::move(healthy),
-               std::move(drained_flags), table_size);
+  layout.full_slot_counts = std::move(counts);
+  layout.full_entries = shared_entries;
+  return Table(std::move(start->layout), std::move(shared_entries), std::move(start->healthy),
+               std::move(start->drained), table_size);
 }
 
 Table::Table(std::shared_ptr<const Layout> layout,

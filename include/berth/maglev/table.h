@@ -245,6 +245,19 @@ class Table {
   Table(std::shared_ptr<const Layout> layout, std::shared_ptr<const std::vector<uint16_t>> entries,
         std::vector<bool> healthy, std::vector<bool> drained, uint32_t size);
 
+  // Where nextGeneration() and restoreGeneration() start: the backends validated at
+  // `table_size` and sorted by name, with their permutations, and in the same order which are
+  // failed and which drained.
+  struct GenerationStart {
+    std::shared_ptr<Layout> layout;
+    std::vector<bool> healthy;
+    std::vector<bool> drained;
+  };
+  static absl::StatusOr<GenerationStart> startGeneration(std::vector<Backend> backends,
+                                                         uint32_t table_size,
+                                                         const std::vector<std::string>& failed,
+                                                         const std::vector<std::string>& drained);
+
   // What lookup() reads, first and together: one cache line of the table's first bytes.
   const uint16_t* entries_data_ = nullptr;  // entries_->data(), one indirection less per lookup
   uint64_t modulo_multiplier_ = 0;

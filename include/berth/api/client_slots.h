@@ -5,13 +5,19 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace berth {
 
-// The connection bookkeeping the control socket and the metrics server share. `Client` has an
-// `fd`, its `accepted_order` (a number that grows with each connection accepted) and a
-// `deadline_ms`.
+// The connection bookkeeping the control socket and the metrics server share. Their `Client`
+// derives from ClientConnection.
+struct ClientConnection {
+  int fd = -1;
+  uint64_t accepted_order = 0;  // grows with each connection accepted
+  uint64_t deadline_ms = 0;
+  std::string received;  // the request so far
+};
 
 // Makes room for one more connection among `clients`, which may hold `limit`. At the limit:
 //   1. once per burst of accepts (`waiting_read` false), every client for which

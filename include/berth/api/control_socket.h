@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "berth/api/client_slots.h"
 #include "berth/api/reply_stream.h"
 #include "berth/api/request.h"
 
@@ -86,11 +87,7 @@ class ControlSocket {
   size_t connections() const { return clients_.size(); }
 
  private:
-  struct Client {
-    int fd = -1;
-    uint64_t accepted_order = 0;
-    uint64_t deadline_ms = 0;
-    std::string received;
+  struct Client : ClientConnection {
     bool request_complete = false;
     std::unique_ptr<ReplyStream> reply;  // while pieces remain to be produced
     bool replying = false;

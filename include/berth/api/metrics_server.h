@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "berth/api/client_slots.h"
 #include "berth/api/reply_renderer.h"
 #include "berth/net/ip_address.h"
 
@@ -60,11 +61,7 @@ class MetricsServer {
   const ClientCounts& counts() const { return counts_; }
 
  private:
-  struct Client {
-    int fd = -1;
-    uint64_t accepted_order = 0;
-    uint64_t deadline_ms = 0;
-    std::string received;
+  struct Client : ClientConnection {
     bool answered = false;
     bool head_only = false;
     bool awaiting_text = false;               // for the rendering under way

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "berth/util/json_writer.h"
 #include "berth/util/random_bytes.h"
 
 namespace berth {
@@ -53,7 +54,7 @@ struct Push : std::enable_shared_from_this<Push> {
     push_id = *std::move(id);
     pieces = splitVersionText(request.text, request.service_lines);
     batches = stagingBatches(pieces);
-    client.call("kv/range", etcdRange(keys.head()),
+    client.call("kv/range", etcdRequest(EtcdRange{keys.head()}),
                 [self = shared_from_this()](absl::StatusOr<Json> reply) { self->readHead(reply); });
   }
 
@@ -72,12 +73,12 @@ struct Push : std::enable_shared_from_this<Push> {
 
   void stageNext() {
     if (next_batch == batches.size()) return commit();
-    Json puts = Json::array();
+    EtcdTxn puts;
     for (size_t index : batches[next_batch]) {
-      puts.push_back({{"request_put", etcdPut(keys.piece(push_id, index), pieces[index].text)}});
+      puts.success.push_back(EtcdPut{keys.piece(push_id, index), std::string(pieces[index].text)});
     }
     ++next_batch;
-    client.call("kv/txn", etcdTxn(Json::array(), std::move(puts)),
+    client.call("kv/txn", etcdRequest(puts),
                 [self = shared_from_this()](absl::StatusOr<Json> reply) {
                   if (!reply.ok()) return self->abandon(reply.status());
                   self->stageNext();
@@ -91,15 +92,11 @@ struct Push : std::enable_shared_from_this<Push> {
     manifest.pushed_at_ms = absl::ToUnixMillis(absl::Now());
     manifest.source = request.source;
     const FleetHead head{manifest.version, push_id};
-    Json compare = Json::array({{{"key", etcdBase64(keys.head())},
-                                 {"target", "MOD"},
-                                 {"result", "EQUAL"},
-                                 {"mod_revision", std::to_string(previous_revision)}}});
-    Json success = Json::array(
-        {{{"request_put", etcdPut(keys.version(head.version), renderManifest(manifest))}},
-         {{"request_put", etcdPut(keys.head(), renderHead(head))}}});
-    Json failure = Json::array({{{"request_range", etcdRange(keys.head())}}});
-    client.call("kv/txn", etcdTxn(std::move(compare), std::move(success), std::move(failure)),
+    const EtcdTxn txn({{keys.head(), EtcdCompare::Target::kMod, previous_revision}},
+                      {EtcdPut{keys.version(head.version), renderManifest(manifest)},
+                       EtcdPut{keys.head(), renderHead(head)}},
+                      {EtcdRange{keys.head()}});
+    client.call("kv/txn", etcdRequest(txn),
                 [self = shared_from_this(), head](absl::StatusOr<Json> reply) {
                   self->committed(reply, head);
                 });
@@ -124,19 +121,16 @@ struct Push : std::enable_shared_from_this<Push> {
     absl::StatusOr<int64_t> revision = etcdRevision(*reply);
     outcome.revision = revision.ok() ? *revision : 0;
     // Retention: what is there now, read in one transaction.
-    Json reads = Json::array({{{"request_range", etcdPrefixRange(keys.versionsPrefix())}},
-                              {{"request_range", [&] {
-                                  Json range = etcdPrefixRange(keys.piecesPrefix());
-                                  range["keys_only"] = true;
-                                  return range;
-                                }()}}});
-    client.call("kv/txn", etcdTxn(Json::array(), std::move(reads)),
+    EtcdRange piece_keys = etcdPrefixRange(keys.piecesPrefix());
+    piece_keys.keys_only = true;
+    const EtcdTxn reads({}, {etcdPrefixRange(keys.versionsPrefix()), piece_keys});
+    client.call("kv/txn", etcdRequest(reads),
                 [self = shared_from_this()](absl::StatusOr<Json> reply) { self->retain(reply); });
   }
 
   // A push that did not commit takes its pieces away, then reports `why`.
   void abandon(absl::Status why) {
-    client.call("kv/deleterange", etcdPrefixRange(keys.piecesOf(push_id)),
+    client.call("kv/deleterange", etcdRequest(etcdPrefixRange(keys.piecesOf(push_id))),
                 [self = shared_from_this(), why](const absl::StatusOr<Json>&) { self->fail(why); });
   }
 
@@ -165,12 +159,12 @@ struct Push : std::enable_shared_from_this<Push> {
     for (const auto& [push, revision] : first_created) staged.push_back({push, revision});
     const RetentionPlan plan = planRetention(keys, outcome.version, request.keep_versions, versions,
                                              staged, previous_revision);
-    Json deletes = Json::array();
+    std::vector<EtcdOp> deletes;
     for (const std::string& key : plan.delete_keys) {
-      deletes.push_back({{"request_delete_range", etcdRange(key)}});
+      deletes.push_back(EtcdDeleteRange{EtcdRange{key}});
     }
     for (const std::string& prefix : plan.delete_prefixes) {
-      deletes.push_back({{"request_delete_range", etcdPrefixRange(prefix)}});
+      deletes.push_back(EtcdDeleteRange{etcdPrefixRange(prefix)});
     }
     if (deletes.empty()) return finish("");
     outcome.notes.push_back(
@@ -179,15 +173,15 @@ struct Push : std::enable_shared_from_this<Push> {
     deleteBatch(std::move(deletes), 0, plan.compact_revision);
   }
 
-  void deleteBatch(Json deletes, size_t from, int64_t compact_revision) {
+  void deleteBatch(std::vector<EtcdOp> deletes, size_t from, int64_t compact_revision) {
     if (from >= deletes.size()) return compact(compact_revision);
-    Json batch = Json::array();
-    for (size_t i = from; i < deletes.size() && batch.size() < kMaxOpsPerTxn; ++i) {
-      batch.push_back(deletes[i]);
+    EtcdTxn batch;
+    for (size_t i = from; i < deletes.size() && batch.success.size() < kMaxOpsPerTxn; ++i) {
+      batch.success.push_back(deletes[i]);
     }
-    const size_t next = from + batch.size();
+    const size_t next = from + batch.success.size();
     client.call(
-        "kv/txn", etcdTxn(Json::array(), std::move(batch)),
+        "kv/txn", etcdRequest(batch),
         [self = shared_from_this(), deletes = std::move(deletes), next,
          compact_revision](absl::StatusOr<Json> reply) mutable {
           if (!reply.ok()) {
@@ -199,7 +193,7 @@ struct Push : std::enable_shared_from_this<Push> {
 
   void compact(int64_t revision) {
     if (revision <= 0) return finish("");
-    client.call("kv/compaction", {{"revision", std::to_string(revision)}},
+    client.call("kv/compaction", etcdRequest("revision", revision),
                 [self = shared_from_this(), revision](absl::StatusOr<Json> reply) {
                   // Compacted already at or past it (by another push or etcd's own
                   // auto-compaction) is as good.
@@ -234,16 +228,12 @@ void readFleetStatus(EtcdClient& client, const FleetKeys& keys,
   // The generation's keys share the fleet's prefix: the head's key without its "/head".
   const std::string head_key = keys.head();
   const GenerationKeys generation_keys(head_key.substr(0, head_key.size() - 5));
-  Json newest_manifest = etcdPrefixRange(keys.versionsPrefix());
-  newest_manifest["sort_order"] = "DESCEND";
-  newest_manifest["sort_target"] = "KEY";
-  newest_manifest["limit"] = "1";
-  Json reads = Json::array({{{"request_range", etcdRange(keys.head())}},
-                            {{"request_range", std::move(newest_manifest)}},
-                            {{"request_range", etcdPrefixRange(keys.instancesPrefix())}},
-                            {{"request_range", etcdRange(generation_keys.leader())}},
-                            {{"request_range", etcdRange(generation_keys.generation())}}});
-  client.call("kv/txn", etcdTxn(Json::array(), std::move(reads)),
+  EtcdRange newest_manifest = etcdPrefixRange(keys.versionsPrefix());
+  newest_manifest.greatest_key_only = true;
+  const EtcdTxn reads(
+      {}, {EtcdRange{keys.head()}, newest_manifest, etcdPrefixRange(keys.instancesPrefix()),
+           EtcdRange{generation_keys.leader()}, EtcdRange{generation_keys.generation()}});
+  client.call("kv/txn", etcdRequest(reads),
               [done = std::move(done), health_quorum](absl::StatusOr<Json> reply) {
                 if (!reply.ok()) return done(reply.status());
                 FleetStatus status;
@@ -373,40 +363,39 @@ std::string renderFleetStatus(const FleetStatus& status) {
 }
 
 std::string renderFleetStatusJson(const FleetStatus& status) {
-  Json instances = Json::array();
-  // Each as the instance reported it in etcd.
-  for (const InstanceReport& instance : status.instances) {
-    instances.push_back(Json::parse(renderInstanceReport(instance)));
+  JsonWriter json;
+  json.beginObject();
+  json.key("revision").value(status.revision);
+  json.key("version").value(status.head ? status.head->version : 0);
+  json.key("push").value(status.head ? status.head->push_id : "");
+  if (status.manifest) {
+    json.key("pushed_by").value(status.manifest->pushed_by);
+    json.key("pushed_at_ms").value(status.manifest->pushed_at_ms);
+    json.key("source").value(status.manifest->source);
+    json.key("services").strings(status.manifest->services);
   }
+  // Each instance as it reported itself in etcd.
+  json.key("instances").beginArray();
+  for (const InstanceReport& instance : status.instances) json.raw(renderInstanceReport(instance));
+  json.endArray();
+  json.key("unreadable").strings(status.unreadable);
   const FleetAgreement agreement = status.agreement();
-  Json dissent = Json::array();
+  json.key("agree").value(agreement.agree && !status.instances.empty());
+  json.key("disagreements").strings(agreement.disagreements);
+  json.key("leader").value(status.leader);
+  json.key("generation").value(status.generation ? status.generation->generation : 0);
+  json.key("health_quorum").value(status.health.quorum);
+  json.key("dissent").beginArray();
   for (const auto& [backend, instances] : status.health.dissent) {
     const auto down = status.health.down.find(backend.first);
     const bool fleet_down =
         down != status.health.down.end() && down->second.count(backend.second) != 0;
-    dissent.push_back({{"service", backend.first},
-                       {"backend", backend.second},
-                       {"fleet_says", fleet_down ? "down" : "up"},
-                       {"instances", instances}});
+    json.beginObject().key("service").value(backend.first).key("backend").value(backend.second);
+    json.key("fleet_says").value(fleet_down ? "down" : "up");
+    json.key("instances").strings(instances).endObject();
   }
-  Json json = {{"revision", status.revision},
-               {"version", status.head ? status.head->version : 0},
-               {"push", status.head ? status.head->push_id : ""},
-               {"instances", std::move(instances)},
-               {"unreadable", status.unreadable},
-               {"agree", agreement.agree && !status.instances.empty()},
-               {"disagreements", agreement.disagreements},
-               {"leader", status.leader},
-               {"generation", status.generation ? status.generation->generation : 0},
-               {"health_quorum", status.health.quorum},
-               {"dissent", std::move(dissent)}};
-  if (status.manifest) {
-    json["pushed_by"] = status.manifest->pushed_by;
-    json["pushed_at_ms"] = status.manifest->pushed_at_ms;
-    json["source"] = status.manifest->source;
-    json["services"] = status.manifest->services;
-  }
-  return json.dump(2) + "\n";
+  json.endArray().endObject();
+  return json.str() + "\n";
 }
 
 }  // namespace berth

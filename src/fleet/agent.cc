@@ -109,7 +109,7 @@ void FleetAgent::keepLease(absl::Time now) {
     case LeaseClock::Step::kGrant:
       lease_.asked();
       client_->call(
-          "lease/grant", {{"TTL", std::to_string(fleet_.lease_ttl_s)}},
+          "lease/grant", etcdRequest("TTL", fleet_.lease_ttl_s),
           guarded([](FleetAgent& self, absl::StatusOr<Json> reply) {
             absl::StatusOr<int64_t> id = reply.ok() ? etcdInteger(*reply, "ID") : reply.status();
             if (!id.ok() || *id == 0) {
@@ -123,7 +123,7 @@ void FleetAgent::keepLease(absl::Time now) {
       return;
     case LeaseClock::Step::kKeepAlive:
       lease_.asked();
-      client_->call("lease/keepalive", {{"ID", std::to_string(lease_.id())}},
+      client_->call("lease/keepalive", etcdRequest("ID", lease_.id()),
                     guarded([](FleetAgent& self, absl::StatusOr<Json> reply) {
                       if (!reply.ok()) {
                         self.lease_.renewFailed(self.now_);
@@ -146,18 +146,13 @@ void FleetAgent::keepLease(absl::Time now) {
 void FleetAgent::claimName() {
   const std::string key = keys_.instance(fleet_.name);
   own_.dirty = false;
-  Json txn = {
-      {"compare", Json::array({{{"key", etcdBase64(key)},
-                                {"target", "CREATE"},
-                                {"result", "EQUAL"},
-                                {"create_revision", "0"}}})},
-      {"success", Json::array({{{"request_put",
-                                 etcdPut(key, renderInstanceReport(own_.report), lease_.id())}}})},
-      {"failure", Json::array({{{"request_range", etcdRange(key)}}})}};
+  const EtcdTxn txn({{key, EtcdCompare::Target::kCreate, 0}},
+                    {EtcdPut{key, renderInstanceReport(own_.report), lease_.id()}},
+                    {EtcdRange{key}});
   claim_.in_flight = true;
   const int64_t lease = lease_.id();
   client_->call(
-      "kv/txn", txn, guarded([lease](FleetAgent& self, absl::StatusOr<Json> reply) {
+      "kv/txn", etcdRequest(txn), guarded([lease](FleetAgent& self, absl::StatusOr<Json> reply) {
         self.claim_.in_flight = false;
         if (!reply.ok()) {
           self.own_.dirty = true;
@@ -205,7 +200,8 @@ void FleetAgent::putReport() {
   own_.put_in_flight = true;
   const int64_t lease = lease_.id();
   client_->call(
-      "kv/put", etcdPut(keys_.instance(fleet_.name), renderInstanceReport(own_.report), lease),
+      "kv/put",
+      etcdRequest(EtcdPut{keys_.instance(fleet_.name), renderInstanceReport(own_.report), lease}),
       guarded([lease](FleetAgent& self, absl::StatusOr<Json> reply) {
         self.own_.put_in_flight = false;
         if (!reply.ok()) {
@@ -223,7 +219,7 @@ void FleetAgent::putReport() {
 void FleetAgent::watchHead(absl::Time now) {
   if (watch_.state != WatchState::kIdle || now < watch_.not_before) return;
   watch_.state = WatchState::kReading;
-  client_->call("kv/range", etcdRange(keys_.head()),
+  client_->call("kv/range", etcdRequest(EtcdRange{keys_.head()}),
                 guarded([](FleetAgent& self, absl::StatusOr<Json> reply) {
                   auto retry = [&self](absl::string_view what, const absl::Status& status) {
                     self.watch_.state = WatchState::kIdle;
@@ -250,8 +246,7 @@ void FleetAgent::watchHead(absl::Time now) {
                     }
                   }
                   self.watch_.state = WatchState::kWatching;
-                  const Json create = {{"key", etcdBase64(self.keys_.head())},
-                                       {"start_revision", std::to_string(*revision + 1)}};
+                  const EtcdWatch create{EtcdRange{self.keys_.head()}, *revision + 1};
                   self.watch_.id = self.client_->watch(
                       create, self.guarded([](FleetAgent& self, absl::StatusOr<Json> message) {
                         if (!message.ok() || message->value("canceled", false)) {
@@ -289,7 +284,7 @@ void FleetAgent::noteHead(const FleetHead& head) {
 
 void FleetAgent::fetch(const FleetHead& head) {
   fetch_.in_flight = true;
-  client_->call("kv/range", etcdRange(keys_.version(head.version)),
+  client_->call("kv/range", etcdRequest(EtcdRange{keys_.version(head.version)}),
                 guarded([head](FleetAgent& self, absl::StatusOr<Json> reply) {
                   auto retry = [&self](absl::string_view what, const absl::Status& status) {
                     self.fetch_.in_flight = false;
@@ -311,7 +306,7 @@ void FleetAgent::fetch(const FleetHead& head) {
                     return retry(what, absl::DataLossError("its manifest names another push"));
                   }
                   self.client_->call(
-                      "kv/range", etcdPrefixRange(self.keys_.piecesOf(head.push_id)),
+                      "kv/range", etcdRequest(etcdPrefixRange(self.keys_.piecesOf(head.push_id))),
                       self.guarded([head, manifest = *std::move(manifest)](
                                        FleetAgent& self, absl::StatusOr<Json> reply) {
                         absl::StatusOr<std::vector<EtcdKeyValue>> pieces =
@@ -382,8 +377,7 @@ void FleetAgent::setSyncEndpoint(std::string endpoint) {
 
 void FleetAgent::leave(absl::Time deadline) {
   if (lease_.id() == 0) return;
-  client_->call("lease/revoke", {{"ID", std::to_string(lease_.id())}},
-                [](const absl::StatusOr<Json>&) {});
+  client_->call("lease/revoke", etcdRequest("ID", lease_.id()), [](const absl::StatusOr<Json>&) {});
   lease_.revoked();
   status_.registered = false;
   client_->runUntilIdle(deadline);

@@ -81,10 +81,10 @@ void FleetAgent::turnGenerations(absl::Time now) {
 void FleetAgent::viewFleet() {
   view_.in_flight = true;
   view_.not_before = now_ + kViewInterval;
-  const Json reads = Json::array({{{"request_range", etcdRange(generation_keys_.leader())}},
-                                  {{"request_range", etcdRange(generation_keys_.generation())}},
-                                  {{"request_range", etcdPrefixRange(keys_.instancesPrefix())}}});
-  client_->call("kv/txn", etcdTxn(Json::array(), reads),
+  const EtcdTxn reads(
+      {}, {EtcdRange{generation_keys_.leader()}, EtcdRange{generation_keys_.generation()},
+           etcdPrefixRange(keys_.instancesPrefix())});
+  client_->call("kv/txn", etcdRequest(reads),
                 guarded([](FleetAgent& self, absl::StatusOr<Json> reply) {
                   self.view_.in_flight = false;
                   if (!reply.ok()) return self.failed("reading the fleet", reply.status());
@@ -149,13 +149,9 @@ void FleetAgent::campaign() {
   const std::string key = generation_keys_.leader();
   leadership_.campaign_in_flight = true;
   const int64_t lease = lease_.id();
-  const Json txn = {
-      {"compare", Json::array({{{"key", etcdBase64(key)},
-                                {"target", "CREATE"},
-                                {"result", "EQUAL"},
-                                {"create_revision", "0"}}})},
-      {"success", Json::array({{{"request_put", etcdPut(key, fleet_.name, lease)}}})}};
-  client_->call("kv/txn", txn, guarded([lease](FleetAgent& self, absl::StatusOr<Json> reply) {
+  const EtcdTxn txn({{key, EtcdCompare::Target::kCreate, 0}}, {EtcdPut{key, fleet_.name, lease}});
+  client_->call("kv/txn", etcdRequest(txn),
+                guarded([lease](FleetAgent& self, absl::StatusOr<Json> reply) {
                   self.leadership_.campaign_in_flight = false;
                   if (!reply.ok()) return self.failed("standing for election", reply.status());
                   self.answered();
@@ -170,11 +166,8 @@ void FleetAgent::campaign() {
   status_.leader = "(election under way)";
 }
 
-Json FleetAgent::leaderCompare() const {
-  return {{"key", etcdBase64(generation_keys_.leader())},
-          {"target", "CREATE"},
-          {"result", "EQUAL"},
-          {"create_revision", std::to_string(leadership_.revision)}};
+EtcdCompare FleetAgent::leaderCompare() const {
+  return {generation_keys_.leader(), EtcdCompare::Target::kCreate, leadership_.revision};
 }
 
 // --- fetching the generation in force ----------------------------------------------------------
@@ -182,7 +175,7 @@ Json FleetAgent::leaderCompare() const {
 void FleetAgent::fetchGeneration(const GenerationManifest& manifest) {
   generations_.fetching = manifest.generation;
   // Only the tables this instance does not hold already: an unchanged table keeps its pieces.
-  Json reads = Json::array();
+  EtcdTxn reads;
   for (const GenerationService& service : manifest.services) {
     if (service.stored_in == 0) continue;
     const GenerationService* held =
@@ -191,12 +184,12 @@ void FleetAgent::fetchGeneration(const GenerationManifest& manifest) {
         generations_.current->tables.count(service.service) != 0) {
       continue;
     }
-    reads.push_back({{"request_range", etcdPrefixRange(generation_keys_.tablePiecesOf(
-                                           service.service, service.stored_in))}});
+    reads.success.push_back(
+        etcdPrefixRange(generation_keys_.tablePiecesOf(service.service, service.stored_in)));
   }
-  if (reads.empty()) return decodeGeneration(manifest, {});
-  const size_t ranges = reads.size();
-  client_->call("kv/txn", etcdTxn(Json::array(), reads),
+  if (reads.success.empty()) return decodeGeneration(manifest, {});
+  const size_t ranges = reads.success.size();
+  client_->call("kv/txn", etcdRequest(reads),
                 guarded([manifest, ranges](FleetAgent& self, absl::StatusOr<Json> reply) {
                   const std::string what =
                       absl::StrCat("fetching table generation ", manifest.generation);
@@ -350,11 +343,9 @@ void FleetAgent::stageNext(std::shared_ptr<const PlannedGeneration> planned,
                            std::vector<std::vector<std::pair<std::string, std::string>>> batches,
                            size_t next) {
   if (next == batches.size()) return commitGeneration(std::move(planned));
-  Json puts = Json::array();
-  for (const auto& [key, value] : batches[next]) {
-    puts.push_back({{"request_put", etcdPut(key, value)}});
-  }
-  client_->call("kv/txn", etcdTxn(Json::array({leaderCompare()}), std::move(puts)),
+  EtcdTxn puts({leaderCompare()}, {});
+  for (const auto& [key, value] : batches[next]) puts.success.push_back(EtcdPut{key, value});
+  client_->call("kv/txn", etcdRequest(puts),
                 guarded([planned, batches = std::move(batches), next](
                             FleetAgent& self, absl::StatusOr<Json> reply) mutable {
                   const uint64_t number = planned->generation.manifest.generation;
@@ -379,17 +370,12 @@ void FleetAgent::commitGeneration(std::shared_ptr<const PlannedGeneration> plann
   const GenerationManifest& manifest = planned->generation.manifest;
   const std::string key = generation_keys_.generation();
   // Numbers without a gap: the manifest replaces exactly the one it was planned from.
-  const Json compare =
-      Json::array({leaderCompare(),
-                   {{"key", etcdBase64(key)},
-                    {"target", "MOD"},
-                    {"result", "EQUAL"},
-                    {"mod_revision", std::to_string(stored_.manifest ? stored_.revision : 0)}}});
+  const EtcdTxn txn(
+      {leaderCompare(), {key, EtcdCompare::Target::kMod, stored_.manifest ? stored_.revision : 0}},
+      {EtcdPut{key, renderGenerationManifest(manifest)}});
   std::optional<GenerationManifest> previous = stored_.manifest;
   client_->call(
-      "kv/txn",
-      etcdTxn(compare,
-              Json::array({{{"request_put", etcdPut(key, renderGenerationManifest(manifest))}}})),
+      "kv/txn", etcdRequest(txn),
       guarded([planned, previous](FleetAgent& self, absl::StatusOr<Json> reply) {
         self.plan_.in_flight = false;
         const GenerationManifest& made = planned->generation.manifest;
@@ -435,10 +421,10 @@ void FleetAgent::commitGeneration(std::shared_ptr<const PlannedGeneration> plann
 
 void FleetAgent::dropUnneededTables(const GenerationManifest& committed,
                                     std::optional<GenerationManifest> previous) {
-  Json list = etcdPrefixRange(generation_keys_.tablesPrefix());
-  list["keys_only"] = true;
+  EtcdRange list = etcdPrefixRange(generation_keys_.tablesPrefix());
+  list.keys_only = true;
   client_->call(
-      "kv/range", list,
+      "kv/range", etcdRequest(list),
       guarded([committed, previous](FleetAgent& self, absl::StatusOr<Json> reply) {
         if (!reply.ok()) return;  // the next generation tries again
         absl::StatusOr<std::vector<EtcdKeyValue>> kvs = etcdKeyValues(*reply);
@@ -453,12 +439,11 @@ void FleetAgent::dropUnneededTables(const GenerationManifest& committed,
         const std::vector<std::string> prefixes = unneededTablePrefixes(
             self.generation_keys_, committed, previous ? &*previous : nullptr, stored);
         if (prefixes.empty()) return;
-        Json deletes = Json::array();
+        EtcdTxn deletes({self.leaderCompare()}, {});
         for (const std::string& prefix : prefixes) {
-          deletes.push_back({{"request_delete_range", etcdPrefixRange(prefix)}});
+          deletes.success.push_back(EtcdDeleteRange{etcdPrefixRange(prefix)});
         }
-        self.client_->call("kv/txn", etcdTxn(Json::array({self.leaderCompare()}), deletes),
-                           [](const absl::StatusOr<Json>&) {});
+        self.client_->call("kv/txn", etcdRequest(deletes), [](const absl::StatusOr<Json>&) {});
       }));
 }
 

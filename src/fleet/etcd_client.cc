@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "berth/util/json_writer.h"
 #include "berth/util/status_macros.h"
 
 namespace berth {
@@ -176,41 +177,37 @@ bool EtcdClient::retryElsewhere(Transfer& transfer) {
   return start(transfer);
 }
 
-void EtcdClient::call(absl::string_view method, const Json& request, Reply reply) {
+EtcdClient::Transfer& EtcdClient::newTransfer(absl::string_view method, std::string body) {
   auto transfer = std::make_unique<Transfer>();
   transfer->id = next_id_++;
   transfer->path = absl::StrCat("/v3/", method);
-  transfer->body = request.dump();
+  transfer->body = std::move(body);
   transfer->headers = curl_slist_append(nullptr, "Content-Type: application/json");
   transfer->endpoint = good_endpoint_;
   transfer->tried = 1;
-  transfer->reply = std::move(reply);
-  Transfer& started = *transfer;
-  transfers_.emplace(transfer->id, std::move(transfer));
-  if (!start(started)) {
+  Transfer& made = *transfer;
+  transfers_.emplace(made.id, std::move(transfer));
+  return made;
+}
+
+void EtcdClient::call(absl::string_view method, std::string request, Reply reply) {
+  Transfer& transfer = newTransfer(method, std::move(request));
+  transfer.reply = std::move(reply);
+  if (!start(transfer)) {
     // Reported on the next turn, like any other failure, never from inside call().
-    started.start_failure = absl::ResourceExhaustedError("libcurl refused the call");
-    started.canceled = true;
+    transfer.start_failure = absl::ResourceExhaustedError("libcurl refused the call");
+    transfer.canceled = true;
   }
 }
 
-uint64_t EtcdClient::watch(const Json& create_request, WatchMessage message) {
-  auto transfer = std::make_unique<Transfer>();
-  const uint64_t id = next_id_++;
-  transfer->id = id;
-  transfer->path = "/v3/watch";
-  transfer->body = Json{{"create_request", create_request}}.dump();
-  transfer->headers = curl_slist_append(nullptr, "Content-Type: application/json");
-  transfer->endpoint = good_endpoint_;
-  transfer->tried = 1;
-  transfer->message = std::move(message);
-  Transfer& started = *transfer;
-  transfers_.emplace(id, std::move(transfer));
-  if (!start(started)) {
-    started.arrived.push_back(absl::ResourceExhaustedError("libcurl refused the watch"));
-    started.canceled = true;
+uint64_t EtcdClient::watch(const EtcdWatch& request, WatchMessage message) {
+  Transfer& transfer = newTransfer("watch", etcdRequest(request));
+  transfer.message = std::move(message);
+  if (!start(transfer)) {
+    transfer.arrived.push_back(absl::ResourceExhaustedError("libcurl refused the watch"));
+    transfer.canceled = true;
   }
-  return id;
+  return transfer.id;
 }
 
 void EtcdClient::cancelWatch(uint64_t id) {
@@ -360,28 +357,99 @@ std::string etcdPrefixEnd(absl::string_view prefix) {
   return end;
 }
 
-EtcdClient::Json etcdRange(absl::string_view key, absl::string_view range_end) {
-  EtcdClient::Json request = {{"key", etcdBase64(key)}};
-  if (!range_end.empty()) request["range_end"] = etcdBase64(range_end);
-  return request;
+EtcdRange etcdPrefixRange(absl::string_view prefix) {
+  return EtcdRange{std::string(prefix), etcdPrefixEnd(prefix)};
 }
 
-EtcdClient::Json etcdPrefixRange(absl::string_view prefix) {
-  return etcdRange(prefix, etcdPrefixEnd(prefix));
+namespace {
+
+// The members of a range's message, inside its object.
+void writeRange(JsonWriter& json, const EtcdRange& range) {
+  json.key("key").value(etcdBase64(range.key));
+  if (!range.range_end.empty()) json.key("range_end").value(etcdBase64(range.range_end));
+  if (range.keys_only) json.key("keys_only").value(true);
+  if (range.greatest_key_only) {
+    json.key("sort_order").value("DESCEND").key("sort_target").value("KEY");
+    json.key("limit").value("1");
+  }
 }
 
-EtcdClient::Json etcdPut(absl::string_view key, absl::string_view value, int64_t lease) {
-  EtcdClient::Json request = {{"key", etcdBase64(key)}, {"value", etcdBase64(value)}};
-  if (lease != 0) request["lease"] = std::to_string(lease);
-  return request;
+void writePut(JsonWriter& json, const EtcdPut& put) {
+  json.key("key").value(etcdBase64(put.key)).key("value").value(etcdBase64(put.value));
+  if (put.lease != 0) json.key("lease").value(std::to_string(put.lease));
 }
 
-EtcdClient::Json etcdTxn(EtcdClient::Json compare, EtcdClient::Json success,
-                         EtcdClient::Json failure) {
-  EtcdClient::Json txn = {{"success", std::move(success)}};
-  if (!compare.empty()) txn["compare"] = std::move(compare);
-  if (!failure.empty()) txn["failure"] = std::move(failure);
-  return txn;
+void writeOps(JsonWriter& json, const std::vector<EtcdOp>& ops) {
+  json.beginArray();
+  for (const EtcdOp& op : ops) {
+    json.beginObject();
+    if (const auto* range = std::get_if<EtcdRange>(&op)) {
+      json.key("request_range").beginObject();
+      writeRange(json, *range);
+    } else if (const auto* put = std::get_if<EtcdPut>(&op)) {
+      json.key("request_put").beginObject();
+      writePut(json, *put);
+    } else {
+      json.key("request_delete_range").beginObject();
+      writeRange(json, std::get<EtcdDeleteRange>(op).range);
+    }
+    json.endObject().endObject();
+  }
+  json.endArray();
+}
+
+}  // namespace
+
+std::string etcdRequest(const EtcdRange& range) {
+  JsonWriter json;
+  json.beginObject();
+  writeRange(json, range);
+  return json.endObject().str();
+}
+
+std::string etcdRequest(const EtcdPut& put) {
+  JsonWriter json;
+  json.beginObject();
+  writePut(json, put);
+  return json.endObject().str();
+}
+
+std::string etcdRequest(const EtcdTxn& txn) {
+  JsonWriter json;
+  json.beginObject();
+  if (!txn.compare.empty()) {
+    json.key("compare").beginArray();
+    for (const EtcdCompare& compare : txn.compare) {
+      const bool create = compare.target == EtcdCompare::Target::kCreate;
+      json.beginObject().key("key").value(etcdBase64(compare.key));
+      json.key("target").value(create ? "CREATE" : "MOD").key("result").value("EQUAL");
+      json.key(create ? "create_revision" : "mod_revision").value(std::to_string(compare.revision));
+      json.endObject();
+    }
+    json.endArray();
+  }
+  json.key("success");
+  writeOps(json, txn.success);
+  if (!txn.failure.empty()) {
+    json.key("failure");
+    writeOps(json, txn.failure);
+  }
+  return json.endObject().str();
+}
+
+std::string etcdRequest(const EtcdWatch& watch) {
+  JsonWriter json;
+  json.beginObject().key("create_request").beginObject();
+  writeRange(json, watch.range);
+  if (watch.start_revision != 0) {
+    json.key("start_revision").value(std::to_string(watch.start_revision));
+  }
+  return json.endObject().endObject().str();
+}
+
+std::string etcdRequest(absl::string_view field, int64_t value) {
+  JsonWriter json;
+  return json.beginObject().key(field).value(std::to_string(value)).endObject().str();
 }
 
 absl::StatusOr<std::vector<EtcdKeyValue>> etcdTxnRange(const nlohmann::json& txn_reply, size_t n) {

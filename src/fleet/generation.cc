@@ -19,23 +19,14 @@
 namespace berth {
 namespace {
 
+using fleet_json::beginValue;
 using fleet_json::crcOf;
 using fleet_json::Json;
 using fleet_json::kFormat;
 using fleet_json::parseObject;
-
-absl::Status readNames(const Json& json, const char* field, absl::string_view what,
-                       std::vector<std::string>& out) {
-  const auto it = json.find(field);
-  if (it == json.end() || !it->is_array()) {
-    return absl::DataLossError(absl::StrCat(what, " has no list ", field));
-  }
-  for (const Json& name : *it) {
-    if (!name.is_string()) return absl::DataLossError(absl::StrCat(what, ": ", field));
-    out.push_back(name.get<std::string>());
-  }
-  return absl::OkStatus();
-}
+using fleet_json::readNames;
+using fleet_json::readPieces;
+using fleet_json::writePieces;
 
 std::string twentyDigits(uint64_t number) { return absl::StrFormat("%020u", number); }
 
@@ -115,15 +106,18 @@ std::string encodeStoredTable(const StoredTable& table) {
       if ((value >> bit) & 1U) packed[at / 8] = static_cast<char>(packed[at / 8] | (1 << (at % 8)));
     }
   }
-  Json backends = Json::array();
+  // The header's keys in the order every berth has written them, so that a table re-encoded
+  // for the cache is byte for byte what the elected instance stored and its CRC checks out.
+  JsonWriter json;
+  json.beginObject().key("backends").beginArray();
   for (const Backend& backend : table.backends) {
-    backends.push_back(Json::array({backend.name, backend.weight}));
+    json.beginArray().value(backend.name).value(backend.weight).endArray();
   }
-  std::string text =
-      Json{{"format", kFormat},    {"service", table.service}, {"table_size", table.entries.size()},
-           {"backends", backends}, {"failed", table.failed},   {"drained", table.drained},
-           {"bits", bits},         {"crc32c", crcOf(packed)}}
-          .dump();
+  json.endArray().key("bits").value(bits).key("crc32c").value(crcOf(packed));
+  json.key("drained").strings(table.drained).key("failed").strings(table.failed);
+  json.key("format").value(kFormat).key("service").value(table.service);
+  json.key("table_size").value(static_cast<uint64_t>(table.entries.size())).endObject();
+  std::string text = json.str();
   text.push_back('\n');
   text += packed;
   return text;
@@ -205,27 +199,19 @@ const GenerationService* GenerationManifest::find(absl::string_view service) con
 }
 
 std::string renderGenerationManifest(const GenerationManifest& manifest) {
-  Json services = Json::array();
+  JsonWriter json;
+  beginValue(json).key("generation").value(manifest.generation);
+  json.key("config_version").value(manifest.config_version);
+  json.key("made_by").value(manifest.made_by).key("made_at_ms").value(manifest.made_at_ms);
+  json.key("quorum").value(manifest.quorum);
+  json.key("services").beginArray();
   for (const GenerationService& service : manifest.services) {
-    Json pieces = Json::array();
-    for (const VersionPiece& piece : service.pieces) {
-      pieces.push_back(Json{{"key", piece.key}, {"bytes", piece.bytes}, {"crc32c", piece.crc32c}});
-    }
-    services.push_back(Json{{"service", service.service},
-                            {"down", service.down},
-                            {"stored_in", service.stored_in},
-                            {"pieces", pieces},
-                            {"bytes", service.bytes},
-                            {"crc32c", service.crc32c}});
+    json.beginObject().key("service").value(service.service).key("down").strings(service.down);
+    json.key("stored_in").value(service.stored_in);
+    writePieces(json, service.pieces, /*with_service=*/false);
+    json.key("bytes").value(service.bytes).key("crc32c").value(service.crc32c).endObject();
   }
-  return Json{{"format", kFormat},
-              {"generation", manifest.generation},
-              {"config_version", manifest.config_version},
-              {"made_by", manifest.made_by},
-              {"made_at_ms", manifest.made_at_ms},
-              {"quorum", manifest.quorum},
-              {"services", services}}
-      .dump();
+  return json.endArray().endObject().str();
 }
 
 absl::StatusOr<GenerationManifest> parseGenerationManifest(absl::string_view text) {
@@ -252,18 +238,9 @@ absl::StatusOr<GenerationManifest> parseGenerationManifest(absl::string_view tex
     if (absl::Status status = readNames(entry, "down", kWhat, service.down); !status.ok()) {
       return status;
     }
-    const auto pieces = entry.find("pieces");
-    if (pieces == entry.end() || !pieces->is_array()) {
-      return absl::DataLossError("the fleet's generation: a service without pieces");
-    }
-    for (const Json& piece_json : *pieces) {
-      if (!piece_json.is_object()) return absl::DataLossError("the fleet's generation: a piece");
-      VersionPiece piece;
-      piece.service = service.service;
-      BERTH_FIELD(piece.key, std::string, piece_json, "key", kWhat);
-      BERTH_FIELD(piece.bytes, uint64_t, piece_json, "bytes", kWhat);
-      BERTH_FIELD(piece.crc32c, uint32_t, piece_json, "crc32c", kWhat);
-      service.pieces.push_back(std::move(piece));
+    if (absl::Status status = readPieces(entry, kWhat, &service.service, service.pieces);
+        !status.ok()) {
+      return status;
     }
     manifest.services.push_back(std::move(service));
   }

@@ -1,19 +1,23 @@
 #pragma once
 
 // What the fleet's stored JSON values share (store.cc, generation.cc): the format every value
-// carries, and typed fields that never throw.
+// carries, typed fields that never throw, and the lists of names and pieces both kinds of
+// manifest hold. They are read with nlohmann and written with util/json_writer.h.
 
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "berth/fleet/store.h"
 #include "berth/net/crc32c.h"
+#include "berth/util/json_writer.h"
 
 namespace berth::fleet_json {
 
@@ -53,6 +57,22 @@ absl::StatusOr<T> required(const Json& json, const char* field, absl::string_vie
   }
   return absl::DataLossError(absl::StrCat(what, ": ", field, " has the wrong type"));
 }
+
+// Opens a stored value's object, with its format.
+inline JsonWriter& beginValue(JsonWriter& json) {
+  return json.beginObject().key("format").value(kFormat);
+}
+
+// The strings of the list `field`, appended to `out`; DataLoss naming `what` and the field
+// otherwise.
+absl::Status readNames(const Json& json, const char* field, absl::string_view what,
+                       std::vector<std::string>& out);
+
+// A manifest's pieces, at its "pieces". `service`: the service every piece belongs to (a
+// table's pieces), or null where each piece names its own (a version's).
+void writePieces(JsonWriter& json, const std::vector<VersionPiece>& pieces, bool with_service);
+absl::Status readPieces(const Json& json, absl::string_view what, const std::string* service,
+                        std::vector<VersionPiece>& out);
 
 }  // namespace berth::fleet_json
 

@@ -18,10 +18,14 @@
 namespace berth {
 namespace {
 
+using fleet_json::beginValue;
 using fleet_json::crcOf;
 using fleet_json::Json;
 using fleet_json::kFormat;
 using fleet_json::parseObject;
+using fleet_json::readNames;
+using fleet_json::readPieces;
+using fleet_json::writePieces;
 
 // The offset of the start of 1-based line `line` in `text`, or text.size() past the end.
 size_t lineStart(absl::string_view text, int line) {
@@ -66,7 +70,9 @@ std::string FleetKeys::pushOfPieceKey(absl::string_view key) const {
 }
 
 std::string renderHead(const FleetHead& head) {
-  return Json{{"format", kFormat}, {"version", head.version}, {"push", head.push_id}}.dump();
+  JsonWriter json;
+  beginValue(json).key("version").value(head.version).key("push").value(head.push_id);
+  return json.endObject().str();
 }
 
 absl::StatusOr<FleetHead> parseHead(absl::string_view text) {
@@ -79,24 +85,14 @@ absl::StatusOr<FleetHead> parseHead(absl::string_view text) {
 }
 
 std::string renderManifest(const VersionManifest& manifest) {
-  Json pieces = Json::array();
-  for (const VersionPiece& piece : manifest.pieces) {
-    pieces.push_back(Json{{"key", piece.key},
-                          {"service", piece.service},
-                          {"bytes", piece.bytes},
-                          {"crc32c", piece.crc32c}});
-  }
-  return Json{{"format", kFormat},
-              {"version", manifest.version},
-              {"push", manifest.push_id},
-              {"pushed_by", manifest.pushed_by},
-              {"pushed_at_ms", manifest.pushed_at_ms},
-              {"source", manifest.source},
-              {"bytes", manifest.bytes},
-              {"crc32c", manifest.crc32c},
-              {"services", manifest.services},
-              {"pieces", std::move(pieces)}}
-      .dump();
+  JsonWriter json;
+  beginValue(json).key("version").value(manifest.version).key("push").value(manifest.push_id);
+  json.key("pushed_by").value(manifest.pushed_by).key("pushed_at_ms").value(manifest.pushed_at_ms);
+  json.key("source").value(manifest.source);
+  json.key("bytes").value(manifest.bytes).key("crc32c").value(manifest.crc32c);
+  json.key("services").strings(manifest.services);
+  writePieces(json, manifest.pieces, /*with_service=*/true);
+  return json.endObject().str();
 }
 
 absl::StatusOr<VersionManifest> parseManifest(absl::string_view text) {
@@ -111,24 +107,11 @@ absl::StatusOr<VersionManifest> parseManifest(absl::string_view text) {
   BERTH_FIELD(manifest.source, std::string, *json, "source", kWhat);
   BERTH_FIELD(manifest.bytes, uint64_t, *json, "bytes", kWhat);
   BERTH_FIELD(manifest.crc32c, uint32_t, *json, "crc32c", kWhat);
-  const auto services = json->find("services");
-  const auto pieces = json->find("pieces");
-  if (services == json->end() || !services->is_array() || pieces == json->end() ||
-      !pieces->is_array()) {
-    return absl::DataLossError("a version manifest without its services and pieces");
+  if (absl::Status status = readNames(*json, "services", kWhat, manifest.services); !status.ok()) {
+    return status;
   }
-  for (const Json& service : *services) {
-    if (!service.is_string()) return absl::DataLossError("a version manifest's service name");
-    manifest.services.push_back(service.get<std::string>());
-  }
-  for (const Json& entry : *pieces) {
-    if (!entry.is_object()) return absl::DataLossError("a version manifest's piece");
-    VersionPiece piece;
-    BERTH_FIELD(piece.key, std::string, entry, "key", kWhat);
-    BERTH_FIELD(piece.service, std::string, entry, "service", kWhat);
-    BERTH_FIELD(piece.bytes, uint64_t, entry, "bytes", kWhat);
-    BERTH_FIELD(piece.crc32c, uint32_t, entry, "crc32c", kWhat);
-    manifest.pieces.push_back(std::move(piece));
+  if (absl::Status status = readPieces(*json, kWhat, nullptr, manifest.pieces); !status.ok()) {
+    return status;
   }
   return manifest;
 }
@@ -247,21 +230,27 @@ RetentionPlan planRetention(const FleetKeys& keys, uint64_t head, uint32_t keep,
 }
 
 std::string renderInstanceReport(const InstanceReport& report) {
-  return Json{{"format", kFormat},
-              {"name", report.name},
-              {"berth", report.berth_version},
-              {"version", report.version},
-              {"push", report.push_id},
-              {"applied_at_ms", report.applied_at_ms},
-              {"from_cache", report.from_cache},
-              {"fingerprints", report.fingerprints},
-              {"refused_version", report.refused_version},
-              {"refused_why", report.refused_why},
-              {"generation", report.generation},
-              {"health", report.health},
-              {"fail_safe", report.fail_safe},
-              {"sync", report.sync}}
-      .dump();
+  JsonWriter json;
+  beginValue(json).key("name").value(report.name).key("berth").value(report.berth_version);
+  json.key("version").value(report.version).key("push").value(report.push_id);
+  json.key("applied_at_ms").value(report.applied_at_ms).key("from_cache").value(report.from_cache);
+  json.key("fingerprints").beginObject();
+  for (const auto& [service, fingerprint] : report.fingerprints) {
+    json.key(service).value(fingerprint);
+  }
+  json.endObject();
+  json.key("refused_version").value(report.refused_version);
+  json.key("refused_why").value(report.refused_why);
+  json.key("generation").value(report.generation);
+  json.key("health").beginObject();
+  for (const auto& [service, backends] : report.health) {
+    json.key(service).beginObject();
+    for (const auto& [backend, up] : backends) json.key(backend).value(up);
+    json.endObject();
+  }
+  json.endObject();
+  json.key("fail_safe").strings(report.fail_safe).key("sync").value(report.sync);
+  return json.endObject().str();
 }
 
 absl::StatusOr<InstanceReport> parseInstanceReport(absl::string_view text) {
@@ -301,11 +290,10 @@ absl::StatusOr<InstanceReport> parseInstanceReport(absl::string_view text) {
       }
     }
   }
-  if (const auto fail_safe = json->find("fail_safe"); fail_safe != json->end()) {
-    if (!fail_safe->is_array()) return absl::DataLossError("an instance's fail-safe list");
-    for (const Json& entry : *fail_safe) {
-      if (!entry.is_string()) return absl::DataLossError("an instance's fail-safe list");
-      report.fail_safe.push_back(entry.get<std::string>());
+  if (json->contains("fail_safe")) {
+    if (absl::Status status = readNames(*json, "fail_safe", kWhat, report.fail_safe);
+        !status.ok()) {
+      return status;
     }
   }
   return report;

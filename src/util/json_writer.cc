@@ -45,6 +45,18 @@ JsonWriter& JsonWriter::endArray() {
   return *this;
 }
 
+JsonWriter& JsonWriter::raw(absl::string_view json) {
+  separate();
+  out_.append(json.data(), json.size());
+  return *this;
+}
+
+JsonWriter& JsonWriter::strings(const std::vector<std::string>& texts) {
+  beginArray();
+  for (const std::string& text : texts) value(text);
+  return endArray();
+}
+
 JsonWriter& JsonWriter::key(absl::string_view name) {
   value(name);
   out_ += ':';

@@ -39,9 +39,10 @@ using Json = EtcdClient::Json;
 std::string loopbackUrl(uint16_t port) { return absl::StrCat("http://127.0.0.1:", port); }
 
 absl::StatusOr<Json> callAndWait(EtcdClient& client, absl::string_view method,
-                                 const Json& request) {
+                                 std::string request) {
   std::optional<absl::StatusOr<Json>> reply;
-  client.call(method, request, [&](absl::StatusOr<Json> answer) { reply = std::move(answer); });
+  client.call(method, std::move(request),
+              [&](absl::StatusOr<Json> answer) { reply = std::move(answer); });
   client.runUntilIdle(absl::Now() + absl::Seconds(30));
   if (!reply) return absl::DeadlineExceededError("no reply in 30 s");
   return *reply;
@@ -67,7 +68,7 @@ class EtcdClientTest : public testing::Test {
 
   static std::string put(EtcdClient& client, absl::string_view key, absl::string_view value) {
     absl::StatusOr<Json> reply =
-        callAndWait(client, "kv/put", {{"key", etcdBase64(key)}, {"value", etcdBase64(value)}});
+        callAndWait(client, "kv/put", etcdRequest(EtcdPut(std::string(key), std::string(value))));
     EXPECT_TRUE(reply.ok()) << reply.status();
     return reply.ok() ? (*reply)["header"].value("revision", std::string()) : "";
   }
@@ -82,9 +83,8 @@ TEST_F(EtcdClientTest, PutsRangesAndTransactionsRoundTripBytes) {
   const std::string value("bytes \x00\xff\x80 and text", 19);
   put(*client, "/t/round/a", value);
   put(*client, "/t/round/b", "two");
-  absl::StatusOr<Json> range = callAndWait(
-      *client, "kv/range",
-      {{"key", etcdBase64("/t/round/")}, {"range_end", etcdBase64(etcdPrefixEnd("/t/round/"))}});
+  absl::StatusOr<Json> range =
+      callAndWait(*client, "kv/range", etcdRequest(etcdPrefixRange("/t/round/")));
   ASSERT_TRUE(range.ok()) << range.status();
   EXPECT_EQ(*etcdInteger(*range, "count"), 2);
   ASSERT_EQ((*range)["kvs"].size(), 2u);
@@ -94,13 +94,8 @@ TEST_F(EtcdClientTest, PutsRangesAndTransactionsRoundTripBytes) {
 
   // Create-if-absent: the first succeeds; the second fails its comparison, and says so by
   // leaving "succeeded" out.
-  const Json create = {
-      {"compare",
-       {{{"key", etcdBase64("/t/round/once")},
-         {"target", "CREATE"},
-         {"result", "EQUAL"},
-         {"create_revision", "0"}}}},
-      {"success", {{{"request_put", {{"key", etcdBase64("/t/round/once")}, {"value", "MQ=="}}}}}}};
+  const std::string create = etcdRequest(EtcdTxn(
+      {{"/t/round/once", EtcdCompare::Target::kCreate, 0}}, {EtcdPut("/t/round/once", "1")}));
   absl::StatusOr<Json> first = callAndWait(*client, "kv/txn", create);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_TRUE(first->value("succeeded", false));
@@ -112,7 +107,7 @@ TEST_F(EtcdClientTest, PutsRangesAndTransactionsRoundTripBytes) {
 
 TEST_F(EtcdClientTest, EtcdErrorsAreStatusesWithEtcdsMessage) {
   std::unique_ptr<EtcdClient> client = clientFor({member_->url()});
-  absl::StatusOr<Json> reply = callAndWait(*client, "kv/put", {{"value", "eA=="}});
+  absl::StatusOr<Json> reply = callAndWait(*client, "kv/put", etcdRequest(EtcdPut("", "x")));
   ASSERT_FALSE(reply.ok());
   EXPECT_EQ(reply.status().code(), absl::StatusCode::kInvalidArgument) << reply.status();
   EXPECT_EQ(reply.status().message(), "etcd: etcdserver: key is not provided");
@@ -124,7 +119,7 @@ TEST_F(EtcdClientTest, AnEndpointThatRefusesOrHangsPassesTheCallOn) {
       clientFor({loopbackUrl(closedPort()), loopbackUrl(hanging.port()), member_->url()},
                 absl::Milliseconds(500));
   std::optional<absl::StatusOr<Json>> reply;
-  client->call("kv/range", {{"key", etcdBase64("/t/none")}},
+  client->call("kv/range", etcdRequest(EtcdRange("/t/none")),
                [&](absl::StatusOr<Json> answer) { reply = std::move(answer); });
   int turns = 0;
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
@@ -137,14 +132,14 @@ TEST_F(EtcdClientTest, AnEndpointThatRefusesOrHangsPassesTheCallOn) {
   EXPECT_TRUE(reply->ok()) << reply->status();
   EXPECT_GT(turns, 10) << "turn() returned while the hanging endpoint held the call";
   // The endpoint that answered is where the next call starts.
-  absl::StatusOr<Json> next = callAndWait(*client, "kv/range", {{"key", etcdBase64("/t/none")}});
+  absl::StatusOr<Json> next = callAndWait(*client, "kv/range", etcdRequest(EtcdRange("/t/none")));
   EXPECT_TRUE(next.ok()) << next.status();
 }
 
 TEST_F(EtcdClientTest, WithEveryEndpointDownTheCallIsUnavailable) {
   std::unique_ptr<EtcdClient> client =
       clientFor({loopbackUrl(closedPort()), loopbackUrl(closedPort())});
-  absl::StatusOr<Json> reply = callAndWait(*client, "kv/range", {{"key", etcdBase64("/t")}});
+  absl::StatusOr<Json> reply = callAndWait(*client, "kv/range", etcdRequest(EtcdRange("/t")));
   ASSERT_FALSE(reply.ok());
   EXPECT_EQ(reply.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(reply.status().message().find("etcd at http://127.0.0.1:"), std::string::npos)
@@ -155,9 +150,8 @@ TEST_F(EtcdClientTest, AWatchDeliversChangesInOrderUntilCanceled) {
   std::unique_ptr<EtcdClient> client = clientFor({member_->url()});
   std::vector<std::string> seen;
   bool created = false;
-  const uint64_t id = client->watch(
-      {{"key", etcdBase64("/t/watch/")}, {"range_end", etcdBase64(etcdPrefixEnd("/t/watch/"))}},
-      [&](absl::StatusOr<Json> message) {
+  const uint64_t id =
+      client->watch(EtcdWatch{etcdPrefixRange("/t/watch/"), 0}, [&](absl::StatusOr<Json> message) {
         ASSERT_TRUE(message.ok()) << message.status();
         created |= message->value("created", false);
         for (const Json& event : message->value("events", Json::array())) {
@@ -194,15 +188,13 @@ TEST_F(EtcdClientTest, AWatchCanceledFromItsOwnCallbackHearsNothingMore) {
   int with_events = 0;
   bool created = false;
   uint64_t id = 0;
-  id = client->watch(
-      {{"key", etcdBase64("/t/self/")}, {"range_end", etcdBase64(etcdPrefixEnd("/t/self/"))}},
-      [&](absl::StatusOr<Json> message) {
-        ASSERT_TRUE(message.ok()) << message.status();
-        created |= message->value("created", false);
-        if (!message->contains("events")) return;
-        ++with_events;
-        client->cancelWatch(id);
-      });
+  id = client->watch(EtcdWatch{etcdPrefixRange("/t/self/"), 0}, [&](absl::StatusOr<Json> message) {
+    ASSERT_TRUE(message.ok()) << message.status();
+    created |= message->value("created", false);
+    if (!message->contains("events")) return;
+    ++with_events;
+    client->cancelWatch(id);
+  });
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (!created && absl::Now() < deadline) {
     client->turn();
@@ -224,19 +216,19 @@ TEST_F(EtcdClientTest, AWatchFromACompactedRevisionIsCanceledWithIt) {
   std::unique_ptr<EtcdClient> client = clientFor({member_->url()});
   put(*client, "/t/compact/a", "1");
   const std::string revision = put(*client, "/t/compact/a", "2");
-  ASSERT_TRUE(callAndWait(*client, "kv/compaction", {{"revision", revision}}).ok());
+  ASSERT_TRUE(
+      callAndWait(*client, "kv/compaction", etcdRequest("revision", std::stoll(revision))).ok());
   int64_t compact_revision = 0;
   bool ended = false;
-  client->watch({{"key", etcdBase64("/t/compact/a")}, {"start_revision", "1"}},
-                [&](absl::StatusOr<Json> message) {
-                  if (!message.ok()) {
-                    ended = true;
-                    return;
-                  }
-                  if (message->value("canceled", false)) {
-                    compact_revision = *etcdInteger(*message, "compact_revision");
-                  }
-                });
+  client->watch(EtcdWatch{EtcdRange("/t/compact/a"), 1}, [&](absl::StatusOr<Json> message) {
+    if (!message.ok()) {
+      ended = true;
+      return;
+    }
+    if (message->value("canceled", false)) {
+      compact_revision = *etcdInteger(*message, "compact_revision");
+    }
+  });
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (compact_revision == 0 && absl::Now() < deadline) {
     client->turn();

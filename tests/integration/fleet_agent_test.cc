@@ -93,9 +93,9 @@ class FleetAgentTest : public testing::Test {
 
   std::vector<std::string> keysUnder(const std::string& prefix) {
     std::vector<std::string> keys;
-    Json range = etcdPrefixRange(prefix);
-    range["keys_only"] = true;
-    admin_->call("kv/range", range, [&](absl::StatusOr<Json> reply) {
+    EtcdRange range = etcdPrefixRange(prefix);
+    range.keys_only = true;
+    admin_->call("kv/range", etcdRequest(range), [&](absl::StatusOr<Json> reply) {
       ASSERT_TRUE(reply.ok());
       absl::StatusOr<std::vector<EtcdKeyValue>> kvs = etcdKeyValues(*reply);
       ASSERT_TRUE(kvs.ok());

@@ -90,7 +90,7 @@ class EtcdMember {
     while (absl::Now() < deadline) {
       std::optional<bool> answered;
       (*client)->call(
-          "maintenance/status", EtcdClient::Json::object(),
+          "maintenance/status", "{}",
           [&](const absl::StatusOr<EtcdClient::Json>& reply) { answered = reply.ok(); });
       (*client)->runUntilIdle(absl::Now() + absl::Seconds(5));
       if (answered.value_or(false)) return true;

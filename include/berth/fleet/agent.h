@@ -168,7 +168,7 @@ class FleetAgent {
   void dropUnneededTables(const GenerationManifest& committed,
                           std::optional<GenerationManifest> previous);
   void generationFailed(absl::string_view what, const absl::Status& status);
-  EtcdClient::Json leaderCompare() const;
+  EtcdCompare leaderCompare() const;
 
   const FleetConfig fleet_;
   const FleetKeys keys_;

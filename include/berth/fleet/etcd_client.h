@@ -5,6 +5,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -35,6 +37,8 @@ struct EtcdSettings {
   absl::Duration call_timeout = absl::Seconds(5);  // per endpoint tried
 };
 
+struct EtcdWatch;  // below, with the other messages
+
 class EtcdClient {
  public:
   using Json = nlohmann::json;
@@ -51,13 +55,13 @@ class EtcdClient {
   EtcdClient(const EtcdClient&) = delete;
   EtcdClient& operator=(const EtcdClient&) = delete;
 
-  // POSTs `request` to /v3/`method` ("kv/range", "kv/txn", "lease/grant", ...). An endpoint that
-  // cannot be reached, times out or answers Unavailable passes the call on to the next one, each
-  // tried at most once per call, starting with the last one that answered.
-  void call(absl::string_view method, const Json& request, Reply reply);
-  // Opens a watch stream (`create_request` is etcd's WatchCreateRequest) on the first endpoint
-  // that takes it. Returns an id for cancelWatch().
-  uint64_t watch(const Json& create_request, WatchMessage message);
+  // POSTs `request` (written by etcdRequest()) to /v3/`method` ("kv/range", "kv/txn",
+  // "lease/grant", ...). An endpoint that cannot be reached, times out or answers Unavailable
+  // passes the call on to the next one, each tried at most once per call, starting with the last
+  // one that answered.
+  void call(absl::string_view method, std::string request, Reply reply);
+  // Opens a watch stream on the first endpoint that takes it. Returns an id for cancelWatch().
+  uint64_t watch(const EtcdWatch& request, WatchMessage message);
   // Ends a watch; its callback is not called again. Unknown or ended ids are ignored.
   void cancelWatch(uint64_t id);
 
@@ -74,6 +78,8 @@ class EtcdClient {
   explicit EtcdClient(EtcdSettings settings);
   // libcurl's write callback: a call's reply accumulates; a watch's lines become messages.
   static size_t receive(char* data, size_t size, size_t count, void* transfer);
+  // A transfer of `body` to /v3/`method`, on the endpoint that answered last, not yet started.
+  Transfer& newTransfer(absl::string_view method, std::string body);
   // Starts `transfer` on its current endpoint; false when libcurl refused it.
   bool start(Transfer& transfer);
   // After a failure on its current endpoint: true when the transfer moved on to another one.
@@ -96,17 +102,64 @@ absl::StatusOr<int64_t> etcdInteger(const nlohmann::json& object, const char* fi
 // The range_end that makes a range or watch cover every key starting with `prefix`.
 std::string etcdPrefixEnd(absl::string_view prefix);
 
-// The few messages berth sends, as the gateway takes them:
-// a RangeRequest (or DeleteRangeRequest) for `key`, or for [key, range_end);
-EtcdClient::Json etcdRange(absl::string_view key, absl::string_view range_end = "");
-// for every key starting with `prefix`;
-EtcdClient::Json etcdPrefixRange(absl::string_view prefix);
-// a PutRequest, attached to `lease` unless 0.
-EtcdClient::Json etcdPut(absl::string_view key, absl::string_view value, int64_t lease = 0);
+// The few messages berth sends. etcdRequest() writes each as the gateway takes it.
+//
+// A key, or the keys in [key, range_end): what a RangeRequest reads and a DeleteRangeRequest
+// deletes.
+struct EtcdRange {
+  explicit EtcdRange(std::string key, std::string range_end = "")
+      : key(std::move(key)), range_end(std::move(range_end)) {}
+  std::string key;
+  std::string range_end;           // empty: `key` alone
+  bool keys_only = false;          // the keys without their values
+  bool greatest_key_only = false;  // of the keys in range, the greatest alone
+};
+// Every key starting with `prefix`.
+EtcdRange etcdPrefixRange(absl::string_view prefix);
+// A PutRequest, attached to `lease` unless 0.
+struct EtcdPut {
+  EtcdPut(std::string key, std::string value, int64_t lease = 0)
+      : key(std::move(key)), value(std::move(value)), lease(lease) {}
+  std::string key;
+  std::string value;
+  int64_t lease = 0;
+};
+struct EtcdDeleteRange {
+  EtcdRange range;
+};
+// One request of a transaction: a read, a put or a delete.
+using EtcdOp = std::variant<EtcdRange, EtcdPut, EtcdDeleteRange>;
+// A transaction's comparison: `key` was created (kCreate), or last modified (kMod), at
+// `revision`; a create revision of 0 holds for a key that does not exist.
+struct EtcdCompare {
+  enum class Target { kCreate, kMod };
+  std::string key;
+  Target target = Target::kCreate;
+  int64_t revision = 0;
+};
+// A TxnRequest: `success` if every comparison of `compare` holds (none: always), else `failure`.
+struct EtcdTxn {
+  EtcdTxn() = default;
+  EtcdTxn(std::vector<EtcdCompare> compare, std::vector<EtcdOp> success,
+          std::vector<EtcdOp> failure = {})
+      : compare(std::move(compare)), success(std::move(success)), failure(std::move(failure)) {}
+  std::vector<EtcdCompare> compare;
+  std::vector<EtcdOp> success;
+  std::vector<EtcdOp> failure;
+};
+// A WatchCreateRequest: the keys of `range` from `start_revision` (0: from now).
+struct EtcdWatch {
+  EtcdRange range;
+  int64_t start_revision = 0;
+};
+std::string etcdRequest(const EtcdRange& range);
+std::string etcdRequest(const EtcdPut& put);
+std::string etcdRequest(const EtcdTxn& txn);
+std::string etcdRequest(const EtcdWatch& watch);
+// A request of one 64-bit field, as the lease calls ({"TTL": ..}, {"ID": ..}) and compaction
+// ({"revision": ..}) take.
+std::string etcdRequest(absl::string_view field, int64_t value);
 
-// a TxnRequest: `success` if every comparison of `compare` holds (none: always), else `failure`.
-EtcdClient::Json etcdTxn(EtcdClient::Json compare, EtcdClient::Json success,
-                         EtcdClient::Json failure = EtcdClient::Json::array());
 // One key of a RangeResponse, decoded.
 struct EtcdKeyValue {
   std::string key;

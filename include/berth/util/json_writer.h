@@ -13,7 +13,8 @@ namespace berth {
 void appendJsonEscaped(std::string& out, absl::string_view text);
 
 // Builds one JSON document into a string, inserting commas itself. For operator output
-// (berthctl, and later the stats endpoint); the caller keeps begin/end calls balanced.
+// (berthctl, the control socket, metrics) and for what the fleet stores in etcd; the caller
+// keeps begin/end calls balanced.
 class JsonWriter {
  public:
   JsonWriter& beginObject();
@@ -31,6 +32,10 @@ class JsonWriter {
   JsonWriter& value(double number);  // non-finite numbers are written as null
   JsonWriter& value(bool flag);
   JsonWriter& null();
+  // A value written already (by another JsonWriter, or stored), inserted as it stands.
+  JsonWriter& raw(absl::string_view json);
+  // An array of strings.
+  JsonWriter& strings(const std::vector<std::string>& texts);
 
   const std::string& str() const { return out_; }
 

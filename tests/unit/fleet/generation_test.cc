@@ -1,6 +1,8 @@
 // Table generations in the store (fleet/generation.h). Pinned:
 // - a stored table decodes to the same table, at the fewest bits an entry (7 for 100 backends,
 //   10 for 1,000), and restores to a Table equal in entries, flags and what failover does next;
+// - its header is the compact, key-sorted JSON every berth has written, so that a table an
+//   instance re-encodes for its cache is byte for byte what the elected one stored;
 // - a flipped byte, a cut or a wrong bit count is DataLoss naming it, and entries naming a
 //   backend the list lacks or giving slots to a failed one do not restore;
 // - the manifest renders and parses back, and a table over kMaxPieceBytes is stored in pieces
@@ -19,6 +21,8 @@
 #include "berth/fleet/generation.h"
 
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 
 #include <string>
 #include <vector>
@@ -97,6 +101,17 @@ TEST(StoredTableTest, DecodesToTheSameTableAtTheFewestBits) {
     EXPECT_TRUE(std::equal(restored->entries().begin(), restored->entries().end(),
                            table.entries().begin(), table.entries().end()));
   }
+}
+
+TEST(StoredTableTest, TheHeaderIsCompactWithItsKeysSorted) {
+  StoredTable stored = storedTableOf("web", built(service("web", 3)));
+  stored.failed = {"web-1"};
+  stored.drained = {"web-2"};
+  const std::string encoded = encodeStoredTable(stored);
+  const std::string header = encoded.substr(0, encoded.find('\n'));
+  // nlohmann's compact dump orders an object's keys: what berth wrote before JsonWriter did.
+  EXPECT_EQ(header, nlohmann::json::parse(header).dump());
+  EXPECT_EQ(header.substr(0, 12), R"({"backends":)");
 }
 
 TEST(StoredTableTest, ARestoredGenerationFailsOverAsTheOriginal) {

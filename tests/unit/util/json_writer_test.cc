@@ -40,5 +40,13 @@ TEST(JsonWriterTest, DoublesReadBackExactlyInTheirShortestForm) {
   EXPECT_EQ(json.str(), "[1.1428571428571428,0.1,100,1e-07]");
 }
 
+TEST(JsonWriterTest, RawValuesAndStringListsTakeTheirPlaceAmongTheOthers) {
+  JsonWriter inner;
+  inner.beginObject().key("n").value(1).endObject();
+  JsonWriter json;
+  json.beginArray().raw(inner.str()).strings({"a", "b"}).strings({}).raw("2").endArray();
+  EXPECT_EQ(json.str(), R"([{"n":1},["a","b"],[],2])");
+}
+
 }  // namespace
 }  // namespace berth

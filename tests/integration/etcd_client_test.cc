@@ -8,8 +8,9 @@
 // - with every endpoint down, the call fails as Unavailable, naming the endpoint;
 // - a watch delivers each change in order, a canceled one delivers nothing more, even when its
 //   own callback cancels it with more messages waiting, and a watch from a compacted revision
-//   is canceled with the compact revision;
-// - the JSON helpers: base64 bytes, 64-bit integers as strings, prefix range ends.
+//   is canceled with the compact revision.
+// The messages themselves, and the readers of replies, are pinned without etcd
+// (unit/fleet/etcd_messages_test.cc).
 
 #include "berth/fleet/etcd_client.h"
 
@@ -235,21 +236,6 @@ TEST_F(EtcdClientTest, AWatchFromACompactedRevisionIsCanceledWithIt) {
     absl::SleepFor(absl::Milliseconds(1));
   }
   EXPECT_EQ(absl::StrCat(compact_revision), revision);
-}
-
-TEST(EtcdJsonTest, HelpersReadWhatTheGatewayWrites) {
-  EXPECT_EQ(etcdPrefixEnd("/berth/"), "/berth0");
-  EXPECT_EQ(etcdPrefixEnd(std::string("a\xff", 2)), "b");
-  EXPECT_EQ(etcdPrefixEnd(std::string("\xff", 1)), std::string(1, '\0')) << "every key";
-  const Json object = {{"n", "9007199254740993"}, {"m", 7}, {"b", "eA=="}, {"bad", "!!"}};
-  EXPECT_EQ(*etcdInteger(object, "n"), 9007199254740993) << "past a double's precision";
-  EXPECT_EQ(*etcdInteger(object, "m"), 7);
-  EXPECT_EQ(*etcdInteger(object, "absent"), 0) << "a default the gateway left out";
-  EXPECT_FALSE(etcdInteger(object, "b").ok());
-  EXPECT_EQ(*etcdBytes(object, "b"), "x");
-  EXPECT_EQ(*etcdBytes(object, "absent"), "");
-  EXPECT_FALSE(etcdBytes(object, "bad").ok());
-  EXPECT_EQ(etcdBase64("/berth/head"), "L2JlcnRoL2hlYWQ=");
 }
 
 }  // namespace

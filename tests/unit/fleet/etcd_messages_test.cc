@@ -1,11 +1,13 @@
-// The messages berth sends to etcd's JSON gateway (fleet/etcd_client.h), as written. Pinned:
+// The messages berth sends to etcd's JSON gateway and reads back (fleet/etcd_messages.h). Pinned:
 // - keys, range ends and values go as base64 and 64-bit numbers as decimal strings, as the
 //   gateway's protobuf mapping takes them;
 // - a field at its default (no range end, no lease, no comparisons, no failure branch, a watch
 //   from now) is left out;
 // - a transaction's comparisons name the revision their target compares, and each request of a
 //   branch is wrapped as the kind it is (range, put, delete);
-// - a range can ask for keys alone, or for its greatest key alone.
+// - a range can ask for keys alone, or for its greatest key alone;
+// - the readers take 64-bit numbers past a double's precision, base64 bytes, and a field left out
+//   as its default, and refuse a field of the wrong kind.
 
 #include <gtest/gtest.h>
 
@@ -88,6 +90,21 @@ TEST(EtcdMessagesTest, WatchesAndNumberFieldsAreWhatTheGatewayTakes) {
       Json({{"create_request", {{"key", etcdBase64("/w/")}, {"range_end", etcdBase64("/w0")}}}}));
   EXPECT_EQ(written(etcdRequest("TTL", 10)), Json({{"TTL", "10"}}));
   EXPECT_EQ(written(etcdRequest("ID", -1)), Json({{"ID", "-1"}}));
+}
+
+TEST(EtcdMessagesTest, HelpersReadWhatTheGatewayWrites) {
+  EXPECT_EQ(etcdPrefixEnd("/berth/"), "/berth0");
+  EXPECT_EQ(etcdPrefixEnd(std::string("a\xff", 2)), "b");
+  EXPECT_EQ(etcdPrefixEnd(std::string("\xff", 1)), std::string(1, '\0')) << "every key";
+  const Json object = {{"n", "9007199254740993"}, {"m", 7}, {"b", "eA=="}, {"bad", "!!"}};
+  EXPECT_EQ(*etcdInteger(object, "n"), 9007199254740993) << "past a double's precision";
+  EXPECT_EQ(*etcdInteger(object, "m"), 7);
+  EXPECT_EQ(*etcdInteger(object, "absent"), 0) << "a default the gateway left out";
+  EXPECT_FALSE(etcdInteger(object, "b").ok());
+  EXPECT_EQ(*etcdBytes(object, "b"), "x");
+  EXPECT_EQ(*etcdBytes(object, "absent"), "");
+  EXPECT_FALSE(etcdBytes(object, "bad").ok());
+  EXPECT_EQ(etcdBase64("/berth/head"), "L2JlcnRoL2hlYWQ=");
 }
 
 }  // namespace

@@ -79,7 +79,7 @@ std::string ControlPlane::statsReplyJson(const CountersReport& report, const Rat
 
 std::shared_ptr<const RenderedText> ControlPlane::renderStats() {
   return renderOffLoop([report = countersReport(), rates = rates_.rates(),
-                        ports = datapath_.portStats(), port_rates = datapath_.portRates()] {
+                        ports = datapath_.ports().stats(), port_rates = datapath_.ports().rates()] {
     return statsReplyJson(report, rates, ports, port_rates);
   });
 }
@@ -228,7 +228,7 @@ std::string ControlPlane::announceReply(const ControlRequest& request) {
   if (datapath_.stalled()) {
     forwarding.stalled_for_ms = absl::ToInt64Milliseconds(kDatapathStallThreshold);
   }
-  forwarding.ports_down = datapath_.portsDown();
+  forwarding.ports_down = datapath_.ports().down();
   return announceReplyJson(decideAnnouncements(config_, tables_.states(), forwarding));
 }
 

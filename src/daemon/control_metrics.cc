@@ -121,8 +121,8 @@ TelemetryAnswer ControlPlane::telemetryAnswer(absl::string_view command,
     return statsTelemetry(summedCounters(), datapath_.connectionsTracked());
   }
   if (command == "/berth/ports") {
-    return portsTelemetry(datapath_.portStats().get(), datapath_.portRates(), params, absl::Now(),
-                          RTE_TEL_MAX_ARRAY_ENTRIES);
+    return portsTelemetry(datapath_.ports().stats().get(), datapath_.ports().rates(), params,
+                          absl::Now(), RTE_TEL_MAX_ARRAY_ENTRIES);
   }
   if (command == "/berth/services") return servicesTelemetry(currentServiceRows(), params);
   if (command == "/berth/backends") {
@@ -164,7 +164,7 @@ std::shared_ptr<const RenderedText> ControlPlane::renderMetrics() {
   }
   metrics.log_lines_dropped = logLinesDropped();
   metrics.probes_not_run = health_->probesNotRun();
-  if (const std::shared_ptr<const PortStatsReading> ports = datapath_.portStats()) {
+  if (const std::shared_ptr<const PortStatsReading> ports = datapath_.ports().stats()) {
     metrics.ports = ports->ports;
   }
   if (fleet_.active()) {

@@ -185,8 +185,8 @@ absl::StatusOr<std::unique_ptr<const Snapshot>> ControlPlane::snapshotFor(
   }
   // A next hop new to the cache gets its slot before the snapshot that resolves it.
   neighbors_.cache().track(nextHopsToResolve(dataplane, inputs), dataplane.ports, absl::Now());
-  return buildSnapshot(dataplane, inputs, datapath_.portMacs(), neighbors_.cache().table(),
-                       counter_ids_, generation, datapath_.portChecksumOffloads());
+  return buildSnapshot(dataplane, inputs, datapath_.ports().macs(), neighbors_.cache().table(),
+                       counter_ids_, generation, datapath_.ports().checksumOffloads());
 }
 
 absl::Status ControlPlane::publishSnapshot() {
@@ -226,7 +226,7 @@ void ControlPlane::addPeriodicJobs() {
             [this](absl::Time now) { rates_.sample(now, datapath_.workerMetrics()); });
   jobs_.add("bounded loads", absl::Milliseconds(kLoadPublishIntervalMs),
             [this](absl::Time) { datapath_.publishLoads(tables_.states(), counter_ids_); });
-  jobs_.add("links", kLinkCheckInterval, [this](absl::Time) { datapath_.watchLinks(); });
+  jobs_.add("links", kLinkCheckInterval, [this](absl::Time) { datapath_.ports().watchLinks(); });
   jobs_.add("probes not run", kNotRunLogInterval, [this](absl::Time) { reportProbesNotRun(); });
   jobs_.add("sync peers", kSyncPeersInterval, [this](absl::Time) { watchSyncPeers(); });
 }
@@ -276,7 +276,7 @@ void ControlPlane::run() {
                    [this](const ControlRequest& request) { return handleReadOnly(request); },
                    [this] { return renderMetrics(); });
     serveTelemetry();
-    datapath_.turnPortStats(absl::Now());
+    datapath_.ports().turnStats(absl::Now());
     jobs_.runDue(absl::Now(), [] { return absl::Now(); });
     watchWorkers();
     reportRollouts();

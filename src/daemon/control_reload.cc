@@ -69,7 +69,7 @@ absl::Status ControlPlane::applyReload(BuiltReload built) {
                                      "endpoint are set up at start, so this change needs a "
                                      "restart of berthd"));
   }
-  if (absl::Status status = datapath_.checkEgressQueues(next); !status.ok()) {
+  if (absl::Status status = datapath_.ports().checkEgressQueues(next); !status.ok()) {
     return refuseReload(status.message());
   }
   for (const std::string& warning : next.warnings) logLine(absl::StrCat("warning: ", warning));

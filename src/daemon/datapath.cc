@@ -16,17 +16,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "berth/control/load_publication.h"
-#include "berth/control/numa_check.h"
 #include "berth/runtime/unmap_guard.h"
 #include "berth/util/status_macros.h"
 
 namespace berth {
-namespace {
-
-// How often every device's statistics are read, off the loop.
-constexpr absl::Duration kPortStatsInterval = absl::Seconds(1);
-
-}  // namespace
 
 Datapath::Datapath(const Config& config, Log log) : config_(config), log_(std::move(log)) {}
 
@@ -59,160 +52,6 @@ void Datapath::stopLcores() {
   lcores_.clear();
 }
 
-namespace {
-
-const char* rssKeyText(RssKeyKind key) {
-  switch (key) {
-    case RssKeyKind::kRandom:
-      return "on (random Toeplitz key)";
-    case RssKeyKind::kSymmetric:
-      return "on (symmetric Toeplitz key)";
-    case RssKeyKind::kFixed:
-      return "on (the config's Toeplitz key)";
-  }
-  return "on";
-}
-
-// Which outer checksums the NIC fills in and which berth writes (docs/nics.md).
-std::string checksumOffloadText(uint8_t offloads, bool wanted) {
-  if (!wanted) return "in software (checksum_offload: false)";
-  if (offloads == 0) return "in software (the PMD offers no IPv4 or UDP checksum offload)";
-  return absl::StrCat(
-      "by the NIC: ",
-      (offloads & kChecksumOffloadIpv4Header) ? "IPv4 header" : "IPv4 header in software",
-      (offloads & kChecksumOffloadUdp) ? ", UDP (GUE over IPv6)" : ", UDP in software");
-}
-
-std::string vlanText(uint16_t vlan) {
-  return vlan == 0 ? std::string("untagged") : absl::StrCat("VLAN ", vlan);
-}
-
-}  // namespace
-
-absl::Status Datapath::openPorts() {
-  std::vector<std::string> warnings;
-  const std::vector<PortConfig>& configs = config_.dataplane.ports;
-  for (size_t p = 0; p < configs.size(); ++p) {
-    const PortConfig& port_config = configs[p];
-    // A VLAN port on a device an earlier port opened shares that port's device (docs/vlans.md).
-    if (const uint32_t first = deviceOf(static_cast<uint32_t>(p)); first < p) {
-      OpenedPort shared = ports_[first];
-      shared.name = port_config.name;
-      shared.owns_device = false;
-      log_(absl::StrFormat("port '%s': %s on the device of port '%s', MTU %u", port_config.name,
-                           vlanText(port_config.vlan), configs[first].name, port_config.mtu));
-      port_macs_.push_back(shared.mac);
-      port_checksum_offloads_.push_back(shared.checksum_offloads);
-      ports_.push_back(std::move(shared));
-      continue;
-    }
-    // The device takes the largest MTU of its ports; each port's own bounds its traffic.
-    PortConfig device_config = port_config;
-    for (const PortConfig& other : configs) {
-      if (other.device == port_config.device) {
-        device_config.mtu = std::max(device_config.mtu, other.mtu);
-      }
-    }
-    absl::StatusOr<OpenedPort> port =
-        openPort(device_config, static_cast<uint16_t>(lcores_.size()), warnings);
-    if (!port.ok()) return port.status();
-    log_(absl::StrFormat(
-        "port '%s': %s, DPDK port %u, MAC %s, %u queue pair(s) of %u RX and %u TX descriptors, "
-        "%u mbufs, RSS %s, MTU %u, NUMA socket %s, outer checksums %s%s",
-        port->name, port->driver, port->port_id, port->mac.toString(), port->queues,
-        port->rx_descriptors, port->tx_descriptors, port->pool_mbufs,
-        port->rss ? rssKeyText(port_config.rss_key) : "off", device_config.mtu,
-        port->socket >= 0 ? absl::StrCat(port->socket) : "unknown",
-        checksumOffloadText(port->checksum_offloads, port_config.checksum_offload),
-        port_config.vlan != 0 ? absl::StrCat(", ", vlanText(port_config.vlan)) : ""));
-    port_macs_.push_back(port->mac);
-    port_checksum_offloads_.push_back(port->checksum_offloads);
-    ports_.push_back(*std::move(port));
-  }
-  for (const std::string& warning : warnings) log_(absl::StrCat("warning: ", warning));
-  std::vector<OpenedPort> devices;
-  for (const OpenedPort& port : ports_) {
-    if (port.owns_device) devices.push_back(port);
-  }
-  port_stats_ = std::make_unique<PortStatsSampler>(
-      [devices = std::move(devices)] {
-        PortStatsReading reading;
-        for (const OpenedPort& device : devices) reading.ports.push_back(readPortStats(device));
-        return reading;
-      },
-      kPortStatsInterval);
-  BERTH_RETURN_IF_ERROR(checkNumaPlacement());
-  return checkEgressQueues(config_);
-}
-
-absl::Status Datapath::checkNumaPlacement() {
-  std::vector<PortOnSocket> ports;
-  for (const OpenedPort& port : ports_) {
-    if (port.owns_device) ports.push_back({port.name, port.socket, port.queues});
-  }
-  std::vector<WorkerOnSocket> workers;
-  for (unsigned lcore : lcores_) {
-    workers.push_back({lcore, static_cast<int>(rte_lcore_to_socket_id(lcore))});
-  }
-  const std::vector<std::string> lines = crossSocketPolling(ports, workers);
-  if (lines.empty()) return absl::OkStatus();
-  if (config_.dataplane.strict_numa) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("dataplane.strict_numa: ", absl::StrJoin(lines, "; ")));
-  }
-  for (const std::string& line : lines) log_(absl::StrCat("warning: ", line));
-  return absl::OkStatus();
-}
-
-absl::Status Datapath::checkEgressQueues(const Config& config) const {
-  const std::vector<PortConfig>& ports = config.dataplane.ports;
-  auto indexOf = [&](const std::string& name) {
-    return static_cast<uint32_t>(
-        absl::c_find_if(ports, [&](const PortConfig& port) { return port.name == name; }) -
-        ports.begin());
-  };
-  // Worker w sends what it received on queue w, so the egress device needs as many queues.
-  auto check = [&](uint32_t ingress, uint32_t egress, absl::string_view whose) -> absl::Status {
-    const uint16_t receiving = ports_[deviceOf(ingress)].queues;
-    const uint16_t sending = ports_[deviceOf(egress)].queues;
-    if (sending >= receiving) return absl::OkStatus();
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "port '%s', the egress of %s, has %u queue pair(s), fewer than the %u workers that "
-        "receive on port '%s' and send through it; give it as many `queues`",
-        ports[egress].name, whose, sending, receiving, ports[ingress].name));
-  };
-  for (uint32_t p = 0; p < ports.size(); ++p) {
-    if (ports[p].egress.empty()) continue;
-    BERTH_RETURN_IF_ERROR(
-        check(p, indexOf(ports[p].egress), absl::StrCat("port '", ports[p].name, "'")));
-  }
-  for (const ServiceConfig& service : config.services) {
-    if (service.egress.empty()) continue;
-    for (uint32_t p = 0; p < ports.size(); ++p) {
-      BERTH_RETURN_IF_ERROR(
-          check(p, indexOf(service.egress), absl::StrCat("service '", service.name, "'")));
-    }
-  }
-  return absl::OkStatus();
-}
-
-uint32_t Datapath::deviceOf(uint32_t port) const {
-  const std::vector<PortConfig>& configs = config_.dataplane.ports;
-  for (uint32_t first = 0; first < port; ++first) {
-    if (configs[first].device == configs[port].device) return first;
-  }
-  return port;
-}
-
-void Datapath::closePorts() {
-  // Waits for a reading under way, which must not meet a closed device.
-  port_stats_.reset();
-  for (OpenedPort& port : ports_) closePort(port);
-  ports_.clear();
-  port_macs_.clear();
-  port_checksum_offloads_.clear();
-}
-
 absl::Status Datapath::createWorkers(const CounterIds& counter_ids) {
   const bool exception_path = absl::c_any_of(
       config_.dataplane.ports, [](const PortConfig& port) { return port.exception.has_value(); });
@@ -240,10 +79,11 @@ absl::Status Datapath::createWorkers(const CounterIds& counter_ids) {
     setup.exception_path = exception_path;
     setup.idle = config_.dataplane.idle;
     // Worker w serves queue w of every device that has that many.
-    for (uint32_t p = 0; p < ports_.size(); ++p) {
-      setup.device_of_port.push_back(deviceOf(p));
-      if (w >= ports_[p].queues || !ports_[p].owns_device) continue;
-      setup.queues.push_back({ports_[p].port_id, w, p, ports_[p].poll_only_while_link_up});
+    for (uint32_t p = 0; p < ports_.ports().size(); ++p) {
+      setup.device_of_port.push_back(ports_.deviceOf(p));
+      if (w >= ports_.ports()[p].queues || !ports_.ports()[p].owns_device) continue;
+      setup.queues.push_back(
+          {ports_.ports()[p].port_id, w, p, ports_.ports()[p].poll_only_while_link_up});
     }
     BERTH_ASSIGN_OR_RETURN(WorkerPtr worker, Worker::create(setup));
     workers_.push_back(std::move(worker));
@@ -269,11 +109,12 @@ void Datapath::destroyWorkers() {
 
 absl::Status Datapath::startExceptionPath() {
   std::vector<ExceptionPath::Port> ports;
-  for (uint32_t p = 0; p < ports_.size(); ++p) {
+  for (uint32_t p = 0; p < ports_.ports().size(); ++p) {
     const PortConfig& config = config_.dataplane.ports[p];
     if (!config.exception) continue;
     // Worker 0 serves queue 0 of every port: it sends the kernel's frames.
-    ports.push_back({p, config, ports_[p].mac, ports_[p].pool, workers_.front().get()});
+    ports.push_back(
+        {p, config, ports_.ports()[p].mac, ports_.ports()[p].pool, workers_.front().get()});
   }
   if (ports.empty()) return absl::OkStatus();
   std::vector<Worker*> workers;
@@ -310,7 +151,7 @@ absl::Status Datapath::launchWorkers() {
 }
 
 bool Datapath::sendNeighborRequest(const NextHopToResolve& hop) {
-  const OpenedPort& port = ports_[hop.port];
+  const OpenedPort& port = ports_.ports()[hop.port];
   rte_mbuf* mbuf = rte_pktmbuf_alloc(port.pool);
   if (mbuf == nullptr) return false;
   const size_t length =
@@ -335,20 +176,6 @@ bool Datapath::sendNeighborRequest(const NextHopToResolve& hop) {
     return false;
   }
   return true;
-}
-
-void Datapath::watchLinks() {
-  link_up_.resize(ports_.size(), -1);
-  for (size_t p = 0; p < ports_.size(); ++p) {
-    rte_eth_link link{};
-    if (rte_eth_link_get_nowait(ports_[p].port_id, &link) != 0) continue;
-    const int up = link.link_status == RTE_ETH_LINK_UP ? 1 : 0;
-    if (up == link_up_[p]) continue;
-    link_up_[p] = up;
-    char text[RTE_ETH_LINK_MAX_STR_LEN];
-    rte_eth_link_to_str(text, sizeof(text), &link);
-    log_(absl::StrFormat("port '%s': %s", ports_[p].name, text));
-  }
 }
 
 void Datapath::stopWorkers() {
@@ -398,14 +225,6 @@ bool Datapath::watchStall(absl::Time now) {
          absl::c_all_of(workers_, [](const WorkerPtr& worker) { return worker->running(); });
 }
 
-std::vector<std::string> Datapath::portsDown() const {
-  std::vector<std::string> down;
-  for (size_t p = 0; p < ports_.size() && p < link_up_.size(); ++p) {
-    if (link_up_[p] == 0) down.push_back(ports_[p].name);
-  }
-  return down;
-}
-
 std::vector<WorkerMetrics> Datapath::workerMetrics() const {
   std::vector<WorkerMetrics> metrics;
   for (const WorkerPtr& worker : workers_) {
@@ -450,7 +269,9 @@ std::vector<std::pair<std::string, uint64_t>> Datapath::summedCounters() const {
   for (const WorkerPtr& worker : workers_) counters.push_back(&worker->counters);
   std::vector<std::pair<std::string, uint64_t>> sums = sumCounters(counters);
   // A PMD whose statistics take longer than a second to read (docs/nics.md).
-  if (port_stats_) sums.emplace_back("port_stats_readings_late", port_stats_->late());
+  if (ports_.readingStats()) {
+    sums.emplace_back("port_stats_readings_late", ports_.statsReadingsLate());
+  }
   if (exception_path_) {
     for (auto& sum : exception_path_->counters()) sums.push_back(std::move(sum));
   }

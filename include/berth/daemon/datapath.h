@@ -14,6 +14,7 @@
 #include "berth/config/config.h"
 #include "berth/control/reports.h"
 #include "berth/control/service_state.h"
+#include "berth/daemon/opened_ports.h"
 #include "berth/dataplane/counters.h"
 #include "berth/dataplane/explain.h"
 #include "berth/dataplane/neighbor_discovery.h"
@@ -51,8 +52,8 @@ class Datapath {
   // The start-up steps (control_plane.h lists them), each undone by its stop.
   absl::Status startLcores();
   void stopLcores();
-  absl::Status openPorts();
-  void closePorts();
+  absl::Status openPorts() { return ports_.open(lcores_); }
+  void closePorts() { ports_.close(); }
   // With a sync section, flow sync's records are named by `counter_ids` and `config`.
   absl::Status createWorkers(const CounterIds& counter_ids);
   void destroyWorkers();
@@ -62,11 +63,9 @@ class Datapath {
   // Stops the workers and flushes their TX.
   void stopWorkers();
 
-  // The first port on port `port`'s device: the one whose queues the workers poll.
-  uint32_t deviceOf(uint32_t port) const;
-  // That every worker that receives on a port has a queue on the device its traffic leaves
-  // through (two-arm, docs/two-arm.md): FailedPrecondition naming the ports otherwise.
-  absl::Status checkEgressQueues(const Config& config) const;
+  // The ports, their statistics and their links (daemon/opened_ports.h).
+  OpenedPorts& ports() { return ports_; }
+  const OpenedPorts& ports() const { return ports_; }
 
   // Snapshots (runtime/publisher.h): the token of a publish, and whether it is in force.
   uint64_t publish(std::unique_ptr<const Snapshot> snapshot) {
@@ -75,21 +74,12 @@ class Datapath {
   bool inForce(uint64_t token) const { return publisher_->inForce(token); }
   void reclaim() { publisher_->reclaim(); }
   const Snapshot& snapshot() const { return *publisher_->snapshot(); }
-  const std::vector<MacAddress>& portMacs() const { return port_macs_; }
-  const std::vector<uint8_t>& portChecksumOffloads() const { return port_checksum_offloads_; }
 
-  // The loop's turns: port statistics read off the loop, links logged as they go up or down,
-  // and the stall probe (kStallProbeInterval); true when a probe found every worker passed a
+  // The stall probe's turn (kStallProbeInterval): true when a probe found every worker passed a
   // quiescent state and every worker has run its loop since the launch: berthd forwards.
-  void turnPortStats(absl::Time now) {
-    if (port_stats_) port_stats_->turn(now);
-  }
-  void watchLinks();
   bool watchStall(absl::Time now);
   bool stalled() const { return stall_watch_.stalled(); }
   bool launched() const { return launched_; }
-  // The ports whose link was last seen down.
-  std::vector<std::string> portsDown() const;
 
   // Sends a neighbour request for `hop` through worker 0, which serves queue 0 of every port;
   // false when no mbuf or no room in the worker's control queue.
@@ -107,12 +97,6 @@ class Datapath {
   // Seconds from the first frame any worker received to the last: how long a replay took.
   double rxWindowSeconds() const;
   std::vector<std::pair<uint64_t, uint64_t>> workerPackets() const;
-  std::shared_ptr<const PortStatsReading> portStats() const {
-    return port_stats_ != nullptr ? port_stats_->latest() : nullptr;
-  }
-  PortRates portRates() const {
-    return port_stats_ != nullptr ? port_stats_->rates() : PortRates();
-  }
   // Each port's kernel interface, described (docs/exception-path.md).
   std::vector<std::string> exceptionInterfaces() const;
 
@@ -136,20 +120,11 @@ class Datapath {
                                                   std::string& note) const;
 
  private:
-  // Warns of each worker lcore that polls a port on another NUMA socket, or with
-  // dataplane.strict_numa refuses to start naming them (control/numa_check.h).
-  absl::Status checkNumaPlacement();
-
   const Config& config_;
   Log log_;
   std::vector<unsigned> lcores_;  // the worker lcores, one worker each
   std::unique_ptr<SnapshotPublisher> publisher_;
-  std::vector<OpenedPort> ports_;
-  std::vector<MacAddress> port_macs_;
-  std::vector<uint8_t> port_checksum_offloads_;  // by port, as port_macs_
-  // Reads every device's statistics once a second, off the loop; none before openPorts().
-  std::unique_ptr<PortStatsSampler> port_stats_;
-  std::vector<int> link_up_;  // per port: 1 up, 0 down, -1 not yet looked at
+  OpenedPorts ports_{config_, log_};
   std::unique_ptr<BackendLoads> backend_loads_ = std::make_unique<BackendLoads>();
   std::unique_ptr<FlowSync> flow_sync_;            // with a sync section
   std::vector<WorkerPtr> workers_;                 // each in memory on its lcore's socket

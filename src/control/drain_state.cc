@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "berth/util/json_writer.h"
 #include "berth/util/whole_file.h"
 
@@ -78,6 +80,34 @@ absl::StatusOr<DrainsByService> loadDrainState(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", drains.status().message()));
   }
   return drains;
+}
+
+DrainsByService DrainStateWriter::restore(
+    const std::vector<ServiceConfig>& services,
+    const std::function<void(const std::string&)>& log) const {
+  const std::string& path = file_.path();
+  absl::StatusOr<DrainsByService> drains = loadDrainState(path);
+  if (!drains.ok()) {
+    const std::string aside = path + ".unreadable";
+    const bool kept = std::rename(path.c_str(), aside.c_str()) == 0;
+    log(absl::StrCat("warning: drains not restored: ", drains.status().message(),
+                     kept ? absl::StrCat("; kept as ", aside) : std::string()));
+    return {};
+  }
+  std::vector<std::string> restored;
+  for (const ServiceConfig& service : services) {
+    const auto found = drains->find(service.name);
+    if (found == drains->end()) continue;
+    for (const BackendConfig& backend : service.backends) {
+      if (found->second.contains(backend.name)) {
+        restored.push_back(absl::StrCat(service.name, "/", backend.name));
+      }
+    }
+  }
+  if (!restored.empty()) {
+    log(absl::StrCat("drains restored from ", path, ": ", absl::StrJoin(restored, ", ")));
+  }
+  return *std::move(drains);
 }
 
 }  // namespace berth

@@ -3,26 +3,19 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
-#include <new>
 #include <random>
-#include <thread>
 
 #include "absl/algorithm/container.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "berth/control/descriptor_budget.h"
 #include "berth/control/load_publication.h"
-#include "berth/control/numa_check.h"
 #include "berth/dataplane/counters.h"
 #include "berth/runtime/unmap_guard.h"
-#include "berth/util/async_log.h"
-#include "berth/util/json_writer.h"
 #include "berth/util/status_macros.h"
 
 namespace berth {
@@ -47,41 +40,6 @@ constexpr absl::Duration kSyncPeersInterval = absl::Seconds(1);
 
 }  // namespace
 
-std::function<uint64_t()> healthClock() {
-  // Steady time: a wall-clock step (NTP) must not hold probes back or fire them all at once.
-  return [] {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                     std::chrono::steady_clock::now().time_since_epoch())
-                                     .count());
-  };
-}
-
-std::function<double()> healthJitter() {
-  auto random = std::make_shared<std::mt19937_64>(std::random_device{}());
-  return [random] { return std::uniform_real_distribution<double>(0.0, 1.0)(*random); };
-}
-
-namespace {
-
-// Set while the management loop may run: from the lcores' start to their stop.
-std::unique_ptr<AsyncLog>& asyncLog() {
-  static auto* log = new std::unique_ptr<AsyncLog>();
-  return *log;
-}
-
-}  // namespace
-
-uint64_t logLinesDropped() { return asyncLog() == nullptr ? 0 : asyncLog()->dropped(); }
-
-void logLine(absl::string_view line) {
-  std::string text = absl::StrCat("berthd: ", line, "\n");
-  if (asyncLog() != nullptr) {
-    asyncLog()->write(std::move(text));
-  } else {
-    std::fwrite(text.data(), 1, text.size(), stderr);
-  }
-}
-
 ControlPlane::ControlPlane(std::string config_path, std::string drain_state_path,
                            ControlSocketPaths sockets, Config config,
                            const ControlPlaneSignals& signals)
@@ -100,7 +58,7 @@ absl::Status ControlPlane::startLcores() {
   BERTH_RETURN_IF_ERROR(datapath_.startLcores());
   // Created on the main lcore, whose CPU the EAL has pinned this thread to: the log's writer
   // runs there too, never on a worker's CPU.
-  asyncLog() = std::make_unique<AsyncLog>(STDERR_FILENO, "berthd: ");
+  startLogThread();
   // Likewise the reload builder and the reply renderer, so that parsing a big config or
   // rendering a big reply never takes a worker's CPU.
   reloads_ = std::make_unique<ReloadQueue>(static_cast<ReloadTarget&>(*this),
@@ -112,13 +70,13 @@ absl::Status ControlPlane::startLcores() {
 void ControlPlane::stopLcores() {
   replies_.stopRenderer();
   reloads_.reset();
-  asyncLog().reset();
+  stopLogThread();
   datapath_.stopLcores();
 }
 
 absl::Status ControlPlane::startServices() {
   absl::StatusOr<std::unique_ptr<HealthMonitor>> monitor =
-      HealthMonitor::create(config_, healthClock(), healthJitter());
+      HealthMonitor::create(config_, HealthMonitor::steadyClock(), HealthMonitor::randomJitter());
   if (!monitor.ok()) {
     return absl::Status(monitor.status().code(),
                         absl::StrCat("health: ", monitor.status().message()));
@@ -135,35 +93,6 @@ absl::Status ControlPlane::startServices() {
         absl::StrFormat("health: %u check(s) for the configured backends", health_->checkCount()));
   }
   return absl::OkStatus();
-}
-
-DrainsByService ControlPlane::restoredDrains() {
-  if (!drain_state_) return {};
-  const std::string& path = drain_state_->path();
-  absl::StatusOr<DrainsByService> drains = loadDrainState(path);
-  if (!drains.ok()) {
-    // berthd starts all the same: refusing would take a whole balancer down for a lost drain.
-    // The file is kept aside for the operator; the next drain writes a new one.
-    const std::string aside = path + ".unreadable";
-    const bool kept = std::rename(path.c_str(), aside.c_str()) == 0;
-    logLine(absl::StrCat("warning: drains not restored: ", drains.status().message(),
-                         kept ? absl::StrCat("; kept as ", aside) : std::string()));
-    return {};
-  }
-  std::vector<std::string> restored;
-  for (const ServiceConfig& service : config_.services) {
-    const auto found = drains->find(service.name);
-    if (found == drains->end()) continue;
-    for (const BackendConfig& backend : service.backends) {
-      if (found->second.contains(backend.name)) {
-        restored.push_back(absl::StrCat(service.name, "/", backend.name));
-      }
-    }
-  }
-  if (!restored.empty()) {
-    logLine(absl::StrCat("drains restored from ", path, ": ", absl::StrJoin(restored, ", ")));
-  }
-  return *std::move(drains);
 }
 
 void ControlPlane::saveDrains() {

@@ -75,8 +75,8 @@ absl::Status ControlPlane::applyReload(BuiltReload built) {
   for (const std::string& warning : next.warnings) logLine(absl::StrCat("warning: ", warning));
   for (const std::string& note : next.notes) logLine(absl::StrCat("config: ", note));
 
-  absl::StatusOr<std::unique_ptr<HealthMonitor>> monitor =
-      HealthMonitor::create(next, healthClock(), healthJitter(), health_.get());
+  absl::StatusOr<std::unique_ptr<HealthMonitor>> monitor = HealthMonitor::create(
+      next, HealthMonitor::steadyClock(), HealthMonitor::randomJitter(), health_.get());
   if (!monitor.ok()) return refuseReload(absl::StrCat("health: ", monitor.status().message()));
   if (absl::Status descriptors = ensureDescriptorsFor((*monitor)->checkCount());
       !descriptors.ok()) {

@@ -1,8 +1,24 @@
 #include "berth/health/monitor.h"
 
+#include <chrono>
+#include <memory>
+#include <random>
 #include <tuple>
 
 namespace berth {
+
+std::function<uint64_t()> HealthMonitor::steadyClock() {
+  return [] {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     .count());
+  };
+}
+
+std::function<double()> HealthMonitor::randomJitter() {
+  auto random = std::make_shared<std::mt19937_64>(std::random_device{}());
+  return [random] { return std::uniform_real_distribution<double>(0.0, 1.0)(*random); };
+}
 
 HealthMonitor::HealthMonitor(std::unique_ptr<Prober> prober, std::function<uint64_t()> clock,
                              std::function<double()> jitter)

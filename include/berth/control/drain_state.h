@@ -1,7 +1,9 @@
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -35,6 +37,12 @@ class DrainStateWriter {
   explicit DrainStateWriter(std::string path) : file_(std::move(path), 0644) {}
 
   const std::string& path() const { return file_.path(); }
+  // The drains the last run kept, of the backends `services` still has, with a line to `log`
+  // naming them. An unreadable file is logged and kept aside as `<path>.unreadable`, and none
+  // are restored: a lost drain must not keep a whole balancer down, and the next drain writes a
+  // new file.
+  DrainsByService restore(const std::vector<ServiceConfig>& services,
+                          const std::function<void(const std::string&)>& log) const;
   // Queues `drains` to be written. Never waits.
   void save(const DrainsByService& drains) { file_.save(renderDrainState(drains)); }
   // The outcome of the last write that finished; OK before any write.

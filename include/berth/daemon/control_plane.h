@@ -33,6 +33,7 @@
 #include "berth/control/stop_withdrawal.h"
 #include "berth/control/systemd_notifier.h"
 #include "berth/daemon/datapath.h"
+#include "berth/daemon/log_line.h"
 #include "berth/dataplane/counters.h"
 #include "berth/dataplane/explain.h"
 #include "berth/dataplane/neighbor_discovery.h"
@@ -50,10 +51,6 @@
 #include "berth/util/latest_file_writer.h"
 
 namespace berth {
-
-// A line of berthd's log on stderr; while the lcores run, written by a thread of its own so that
-// the management loop never waits on stderr (util/async_log.h).
-void logLine(absl::string_view line);
 
 // What the signal handlers set, for the management loop to act on.
 struct ControlPlaneSignals {
@@ -175,9 +172,10 @@ class ControlPlane : private ReloadTarget {
   absl::Status refuseReload(absl::string_view why) override;
   // The control socket's commands (control_commands.cc): the reply to one request.
   std::unique_ptr<ReplyStream> handleControl(const ControlRequest& request);
-  // The drains kept by the last run (logged), or none; an unreadable file is logged and set
-  // aside, never fatal.
-  DrainsByService restoredDrains();
+  // The drains kept by the last run (control/drain_state.h), or none.
+  DrainsByService restoredDrains() const {
+    return drain_state_ ? drain_state_->restore(config_.services, logLine) : DrainsByService{};
+  }
   // Hands the drains in force to the drain state writer, which writes them off the loop.
   void saveDrains();
   // After tables changed on `event`, which began at `start`: the snapshot published (or why
@@ -288,11 +286,5 @@ class ControlPlane : private ReloadTarget {
   uint64_t probes_not_run_logged_ = 0;
   absl::Time started_ = absl::Now();
 };
-
-// Helpers the daemon's files share.
-uint64_t logLinesDropped();
-// Milliseconds of wall time, and uniform jitter in [0, 1), for the health monitor.
-std::function<uint64_t()> healthClock();
-std::function<double()> healthJitter();
 
 }  // namespace berth

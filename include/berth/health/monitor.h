@@ -30,6 +30,11 @@ struct BackendHealthChange {
 
 class HealthMonitor {
  public:
+  // What berthd's monitor runs on: steady milliseconds (a wall-clock step, NTP's, must neither
+  // hold probes back nor fire them all at once), and jitter from a seeded random source.
+  static std::function<uint64_t()> steadyClock();
+  static std::function<double()> randomJitter();
+
   // Every checked backend starts healthy (berthd starting must not stop traffic), its first
   // probe spread over one interval by `jitter` (uniform in [0, 1), from a random source in
   // berthd, fixed in tests). `clock` gives milliseconds.

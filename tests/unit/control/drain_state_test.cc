@@ -79,6 +79,36 @@ TEST_F(DrainStateTest, AMissingFileMeansNoDrainsAndABadOneNamesTheFile) {
   EXPECT_THAT(bad.status().message(), HasSubstr(path_ + ": version 9"));
 }
 
+// A restart restores what the last run kept and names the drains of backends the config still
+// has; an unreadable file is set aside, logged, and restores nothing.
+TEST_F(DrainStateTest, ARestartRestoresTheDrainsOrSetsABadFileAside) {
+  ServiceConfig web;
+  web.name = "web";
+  web.backends.resize(2);
+  web.backends[0].name = "web-1";
+  web.backends[1].name = "web-2";
+  std::vector<std::string> lines;
+  const auto log = [&lines](const std::string& line) { lines.push_back(line); };
+  DrainStateWriter writer(path_);
+  EXPECT_TRUE(writer.restore({web}, log).empty()) << "no file: no drains";
+  EXPECT_TRUE(lines.empty());
+
+  std::ofstream(path_) << renderDrainState({{"web", {"web-2", "gone"}}});
+  const DrainsByService restored = writer.restore({web}, log);
+  EXPECT_THAT(restored.at("web"), UnorderedElementsAre("web-2", "gone"));
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0], "drains restored from " + path_ + ": web/web-2");
+
+  std::ofstream(path_) << "{not json";
+  EXPECT_TRUE(writer.restore({web}, log).empty());
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_THAT(lines[1], HasSubstr("warning: drains not restored: " + path_));
+  EXPECT_THAT(lines[1], HasSubstr("; kept as " + path_ + ".unreadable"));
+  EXPECT_NE(access((path_ + ".unreadable").c_str(), F_OK), -1);
+  EXPECT_EQ(access(path_.c_str(), F_OK), -1) << "the next drain writes a new file";
+  unlink((path_ + ".unreadable").c_str());
+}
+
 // Saves return at once; the newest drains are what the file holds once the writer is gone, and
 // no temporary file is left beside it.
 TEST_F(DrainStateTest, TheWriterLeavesTheNewestDrainsWholeOnDisk) {

@@ -82,4 +82,12 @@ std::string announceReplyJson(const AnnounceDecision& decision) {
   return json.str();
 }
 
+bool announcesOverBgp(const Config& config) {
+  if (!config.bgp) return false;
+  for (const ServiceConfig& service : config.services) {
+    if (service.announce_bgp) return true;
+  }
+  return false;
+}
+
 }  // namespace berth

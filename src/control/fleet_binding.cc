@@ -2,6 +2,8 @@
 
 #include "berth/control/fleet_binding.h"
 
+#include <algorithm>
+
 #include <map>
 #include <string>
 #include <utility>
@@ -182,6 +184,29 @@ std::optional<FleetStatusRow> FleetBinding::statusRow(const Config& config,
   row.fail_safe_removed = failSafeRemovals(config, health);
   row.agreed = agent_->agreedHealth();
   return row;
+}
+
+std::vector<Endpoint> syncPeersOf(const std::vector<Endpoint>& configured,
+                                  const std::vector<InstanceReport>& reports,
+                                  absl::string_view own_name) {
+  std::vector<Endpoint> peers = configured;
+  for (const InstanceReport& report : reports) {
+    if (report.name == own_name || report.sync.empty()) continue;
+    if (absl::StatusOr<Endpoint> endpoint = Endpoint::parse(report.sync); endpoint.ok()) {
+      peers.push_back(*endpoint);
+    }
+  }
+  return peers;
+}
+
+std::vector<IpAddress> syncPeerAddresses(const std::vector<Endpoint>& peers) {
+  std::vector<IpAddress> addresses;
+  for (const Endpoint& peer : peers) {
+    if (std::find(addresses.begin(), addresses.end(), peer.address) == addresses.end()) {
+      addresses.push_back(peer.address);
+    }
+  }
+  return addresses;
 }
 
 }  // namespace berth

@@ -1,7 +1,7 @@
 // berthd's metrics for machines: DPDK telemetry commands under /berth/ and the Prometheus text
 // endpoint (metrics.listen). Both report the rows `berthctl services` and `backends` show and the
-// counters `berthctl stats` sums, from the same functions (control/reports.h), so they cannot
-// disagree; the Prometheus text itself is rendered by metrics/prometheus.h.
+// counters `berthctl stats` sums, gathered here from the same functions (control/reports.h), so
+// they cannot disagree; the Prometheus text itself is rendered by metrics/prometheus.h.
 
 #include <rte_telemetry.h>
 
@@ -14,7 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "berth/api/mailbox.h"
 #include "berth/daemon/control_plane.h"
+#include "berth/maglev/analysis.h"
 #include "berth/metrics/prometheus.h"
 #include "berth/metrics/telemetry.h"
 #include "berth/util/program_info.h"
@@ -124,9 +126,9 @@ TelemetryAnswer ControlPlane::telemetryAnswer(absl::string_view command,
     return portsTelemetry(datapath_.ports().stats().get(), datapath_.ports().rates(), params,
                           absl::Now(), RTE_TEL_MAX_ARRAY_ENTRIES);
   }
-  if (command == "/berth/services") return servicesTelemetry(currentServiceRows(), params);
+  if (command == "/berth/services") return servicesTelemetry(serviceRows(), params);
   if (command == "/berth/backends") {
-    return backendsTelemetry(currentBackendRows(), params, [this](absl::string_view name) {
+    return backendsTelemetry(backendRows(), params, [this](absl::string_view name) {
       return config_.findService(name) != nullptr;
     });
   }
@@ -142,8 +144,8 @@ std::shared_ptr<const RenderedText> ControlPlane::renderMetrics() {
   metrics.generation = rollouts_.generation();
   metrics.workers = datapath_.workerMetrics();
   metrics.sums = summedCounters();
-  metrics.services = currentServiceRows();
-  metrics.backends = currentBackendRows();
+  metrics.services = serviceRows();
+  metrics.backends = backendRows();
   for (const ServiceState& service : tables_.states()) {
     const TableChangeHistory* history = tables_.history(service.name());
     metrics.table_changes.push_back(
@@ -174,6 +176,98 @@ std::shared_ptr<const RenderedText> ControlPlane::renderMetrics() {
                                  fleet.versions_refused, fleet.etcd_errors};
   }
   return renderOffLoop([metrics = std::move(metrics)] { return berth::prometheusText(metrics); });
+}
+
+// --- the figures the loop gathers, for the commands, the metrics endpoint and telemetry -----
+
+std::vector<std::pair<std::string, uint64_t>> ControlPlane::summedCounters() const {
+  std::vector<std::pair<std::string, uint64_t>> sums = datapath_.summedCounters();
+  for (auto& sum : neighbors_.sums()) sums.push_back(std::move(sum));
+  return sums;
+}
+
+CountersReport ControlPlane::countersReport() const {
+  CountersReport report;
+  report.elapsed_s = absl::ToDoubleSeconds(absl::Now() - started_);
+  report.generation = rollouts_.generation();
+  report.rx_window_s = rxWindowSeconds();
+  for (const auto& [rx, tx] : datapath_.workerPackets()) report.workers.push_back({rx, tx});
+  report.sums = summedCounters();
+  const std::vector<std::string>& services = counter_ids_.serviceNames();
+  for (size_t id = 0; id < services.size(); ++id) {
+    report.services.emplace_back(services[id],
+                                 datapath_.trafficOf(static_cast<uint32_t>(id), false));
+  }
+  const std::vector<std::string>& backends = counter_ids_.backendNames();
+  for (size_t id = 0; id < backends.size(); ++id) {
+    report.backends.emplace_back(backends[id],
+                                 datapath_.trafficOf(static_cast<uint32_t>(id), true));
+  }
+  return report;
+}
+
+StatusReport ControlPlane::statusReport() const {
+  StatusReport report;
+  report.version = std::string(berthVersion());
+  report.uptime_s = absl::ToDoubleSeconds(absl::Now() - started_);
+  report.config_path = config_path_;
+  // The CRC32-C of the config in force tells two instances' configs apart. It is the text berthd
+  // last loaded, not the file on disk, which a refused reload leaves different.
+  report.config_crc32c = config_.source_crc32c;
+  report.snapshot_generation = rollouts_.generation();
+  report.workers = datapath_.workerCount();
+  report.services = config_.services.size();
+  for (const ServiceConfig& service : config_.services) report.backends += service.backends.size();
+  for (const ServiceState& service : tables_.states()) {
+    for (const std::string& backend : service.drainedBackends()) {
+      report.drained.push_back(absl::StrCat(service.name(), "/", backend));
+    }
+    const Table& table = service.liveTable();
+    TableStatusRow& row = report.tables.emplace_back();
+    row.service = service.name();
+    row.algorithm = table.algorithm();
+    row.table_size = table.size();
+    row.fingerprint = fingerprintText(service.liveFingerprint());
+    if (const TableChangeHistory* history = tables_.history(service.name());
+        history != nullptr && history->last) {
+      row.last_change = history->last;
+      row.last_change_seconds_ago = absl::ToDoubleSeconds(absl::Now() - history->last_at);
+    }
+  }
+  if (drain_state_) {
+    report.drain_state_path = drain_state_->path();
+    report.drain_state_written = drain_state_->lastWrite();
+  }
+  report.exception_interfaces = datapath_.exceptionInterfaces();
+  report.periodic_jobs = jobs_.figures();
+  report.fleet = fleet_.statusRow(config_, *health_);
+  return report;
+}
+
+std::vector<ServiceRow> ControlPlane::serviceRows() const {
+  return berth::serviceRows(tables_.states(), counter_ids_, [this](uint32_t id, bool backend) {
+    return datapath_.trafficOf(id, backend);
+  });
+}
+
+std::vector<BackendRow> ControlPlane::backendRows() const {
+  std::vector<BackendRow> rows = berth::backendRows(
+      tables_.states(), counter_ids_,
+      [this](uint32_t id, bool backend) { return datapath_.trafficOf(id, backend); });
+  // The rows follow the config's services and backends, as the health monitor does.
+  size_t row = 0;
+  const AgreedHealth* agreed = fleet_.agreedHealthIfActive();
+  for (size_t s = 0; s < config_.services.size(); ++s) {
+    for (size_t b = 0; b < config_.services[s].backends.size(); ++b) {
+      BackendRow& entry = rows[row++];
+      entry.check_stale = health_->stale(s, b);
+      if (agreed == nullptr) continue;
+      const auto dissent =
+          agreed->dissent.find({config_.services[s].name, config_.services[s].backends[b].name});
+      if (dissent != agreed->dissent.end()) entry.fleet_dissent = dissent->second;
+    }
+  }
+  return rows;
 }
 
 }  // namespace berth

@@ -54,7 +54,7 @@ ControlPlane::ControlPlane(std::string config_path, std::string drain_state_path
                  [](const std::string& line) { logLine(line); }) {}
 
 absl::Status ControlPlane::startLcores() {
-  BERTH_RETURN_IF_ERROR(checkCommandHandlers());
+  BERTH_RETURN_IF_ERROR(ControlCommands::checkHandlers());
   BERTH_RETURN_IF_ERROR(datapath_.startLcores());
   // Created on the main lcore, whose CPU the EAL has pinned this thread to: the log's writer
   // runs there too, never on a worker's CPU.
@@ -93,6 +93,36 @@ absl::Status ControlPlane::startServices() {
         absl::StrFormat("health: %u check(s) for the configured backends", health_->checkCount()));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<ServiceTables::DrainOutcome> ControlPlane::setDrained(const std::string& service,
+                                                                     const std::string& backend,
+                                                                     bool drain) {
+  absl::StatusOr<ServiceTables::DrainOutcome> outcome = tables_.setDrained(
+      service, backend, drain, [this] { return publishSnapshot(); }, absl::Now());
+  if (!outcome.ok() || outcome->changed.empty()) return outcome;
+  reloads_->drainChanged();
+  saveDrains();
+  logLine(absl::StrFormat("%s %s; snapshot %u published", drain ? "drained" : "undrained",
+                          absl::StrJoin(outcome->moved, ", "), rollouts_.generation()));
+  return outcome;
+}
+
+ForwardingState ControlPlane::forwardingState(std::optional<uint32_t> routes_announced) {
+  if (routes_announced == 0u && stop_withdrawal_ && !stop_withdrawal_->confirmed()) {
+    stop_withdrawal_->withdrawalConfirmed(absl::Now());
+    logLine(absl::StrFormat(
+        "stopping: berth-announcer has withdrawn the BGP routes from BIRD; forwarding %d ms more",
+        absl::ToInt64Milliseconds(stop_withdrawal_->forwardAfterWithdrawal())));
+  }
+  ForwardingState forwarding;
+  forwarding.workers_running = datapath_.launched();
+  forwarding.stopping = stop_withdrawal_.has_value();
+  if (datapath_.stalled()) {
+    forwarding.stalled_for_ms = absl::ToInt64Milliseconds(kDatapathStallThreshold);
+  }
+  forwarding.ports_down = datapath_.ports().down();
+  return forwarding;
 }
 
 void ControlPlane::saveDrains() {
@@ -176,7 +206,7 @@ void ControlPlane::run() {
       systemd_->turn(absl::Now());
     }
     if (signals_.stop.load(std::memory_order_relaxed) && !stop_withdrawal_) {
-      if (!announcesOverBgp()) break;
+      if (!datapath_.launched() || !announcesOverBgp(config_)) break;
       stop_withdrawal_.emplace(absl::Now(),
                                absl::Milliseconds(config_.bgp->forward_after_withdrawal_ms),
                                kWithdrawalConfirmationLimit);
@@ -201,9 +231,10 @@ void ControlPlane::run() {
     if (FlowSync* sync = datapath_.flowSync()) sync->turn(absl::Now());
     serveFleetGenerations();
     reloads_->serve([this] { return fleet_.takeVersion(); });
-    replies_.serve([this](const ControlRequest& request) { return handleControl(request); },
-                   [this](const ControlRequest& request) { return handleReadOnly(request); },
-                   [this] { return renderMetrics(); });
+    replies_.serve(
+        [this](const ControlRequest& request) { return commands_.handle(request); },
+        [this](const ControlRequest& request) { return commands_.handleReadOnly(request); },
+        [this] { return renderMetrics(); });
     serveTelemetry();
     datapath_.ports().turnStats(absl::Now());
     jobs_.runDue(absl::Now(), [] { return absl::Now(); });
@@ -232,19 +263,11 @@ void ControlPlane::holdForTesting() {
 void ControlPlane::watchSyncPeers() {
   FlowSync* sync = datapath_.flowSync();
   if (!fleet_.active() || sync == nullptr) return;
-  std::vector<Endpoint> peers = config_.sync->peers;
-  for (const InstanceReport& report : fleet_.instanceReports()) {
-    if (report.name == config_.fleet->name || report.sync.empty()) continue;
-    if (absl::StatusOr<Endpoint> endpoint = Endpoint::parse(report.sync); endpoint.ok()) {
-      peers.push_back(*endpoint);
-    }
-  }
+  const std::vector<Endpoint> peers =
+      syncPeersOf(config_.sync->peers, fleet_.instanceReports(), config_.fleet->name);
   const size_t before = sync->peerCount();
   sync->setPeers(peers);
-  std::vector<IpAddress> addresses;
-  for (const Endpoint& peer : peers) {
-    if (absl::c_find(addresses, peer.address) == addresses.end()) addresses.push_back(peer.address);
-  }
+  std::vector<IpAddress> addresses = syncPeerAddresses(peers);
   if (addresses == config_.dataplane.sync_peers) return;
   config_.dataplane.sync_peers = std::move(addresses);
   logLine(absl::StrCat("sync: ", sync->peerCount(), " peers (", before, " before)"));
@@ -252,14 +275,6 @@ void ControlPlane::watchSyncPeers() {
     logLine(absl::StrCat("sync: the exception path's sync class keeps its old peers: ",
                          status.message()));
   }
-}
-
-bool ControlPlane::announcesOverBgp() const {
-  if (!datapath_.launched() || !config_.bgp) return false;
-  for (const ServiceConfig& service : config_.services) {
-    if (service.announce_bgp) return true;
-  }
-  return false;
 }
 
 void ControlPlane::watchWorkers() {
@@ -316,32 +331,6 @@ void ControlPlane::reportProbesNotRun() {
       "backend, and a check without probes for long is shown as stale",
       not_run - probes_not_run_logged_, health_->lastNotRunReason()));
   probes_not_run_logged_ = not_run;
-}
-
-std::vector<std::pair<std::string, uint64_t>> ControlPlane::summedCounters() const {
-  std::vector<std::pair<std::string, uint64_t>> sums = datapath_.summedCounters();
-  for (auto& sum : neighbors_.sums()) sums.push_back(std::move(sum));
-  return sums;
-}
-
-CountersReport ControlPlane::countersReport() const {
-  CountersReport report;
-  report.elapsed_s = absl::ToDoubleSeconds(absl::Now() - started_);
-  report.generation = rollouts_.generation();
-  report.rx_window_s = rxWindowSeconds();
-  for (const auto& [rx, tx] : datapath_.workerPackets()) report.workers.push_back({rx, tx});
-  report.sums = summedCounters();
-  const std::vector<std::string>& services = counter_ids_.serviceNames();
-  for (size_t id = 0; id < services.size(); ++id) {
-    report.services.emplace_back(services[id],
-                                 datapath_.trafficOf(static_cast<uint32_t>(id), false));
-  }
-  const std::vector<std::string>& backends = counter_ids_.backendNames();
-  for (size_t id = 0; id < backends.size(); ++id) {
-    report.backends.emplace_back(backends[id],
-                                 datapath_.trafficOf(static_cast<uint32_t>(id), true));
-  }
-  return report;
 }
 
 std::string ControlPlane::countersText() const { return berth::countersText(countersReport()); }

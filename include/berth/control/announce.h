@@ -39,6 +39,10 @@ struct AnnounceDecision {
   std::vector<WithheldRoute> withheld;
 };
 
+// Whether any service announces its VIP over BGP (with a bgp section): routes that a stop must
+// withdraw, and wait for, before the workers stop.
+bool announcesOverBgp(const Config& config);
+
 // A route per `announce: bgp` service while this instance forwards and the service has a
 // healthy backend with a weight that is not drained. While it does not forward (workers not
 // running, stopping, stalled, or the bgp port down), nothing is announced. Without a bgp

@@ -112,4 +112,12 @@ class FleetBinding {
   std::unique_ptr<LatestFileWriter> generation_cache_;
 };
 
+// Flow sync's peers (docs/scale-out.md, "Flows that survive an instance"): the config's, and in a
+// fleet every other instance at the sync endpoint it reports; `own_name` is this instance's.
+std::vector<Endpoint> syncPeersOf(const std::vector<Endpoint>& configured,
+                                  const std::vector<InstanceReport>& reports,
+                                  absl::string_view own_name);
+// Their addresses, each once: the exception path's sync class.
+std::vector<IpAddress> syncPeerAddresses(const std::vector<Endpoint>& peers);
+
 }  // namespace berth

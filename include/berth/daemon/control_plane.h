@@ -2,19 +2,15 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "berth/api/control_socket.h"
-#include "berth/api/mailbox.h"
-#include "berth/api/metrics_server.h"
 #include "berth/api/telemetry_answer.h"
 #include "berth/config/config.h"
 #include "berth/control/drain_state.h"
@@ -25,30 +21,17 @@
 #include "berth/control/reload_builder.h"
 #include "berth/control/reload_queue.h"
 #include "berth/control/reply_channels.h"
-#include "berth/control/reports.h"
-#include "berth/control/service_state.h"
 #include "berth/control/service_tables.h"
 #include "berth/control/snapshot_rollouts.h"
 #include "berth/control/status_report.h"
 #include "berth/control/stop_withdrawal.h"
 #include "berth/control/systemd_notifier.h"
+#include "berth/daemon/control_commands.h"
 #include "berth/daemon/datapath.h"
 #include "berth/daemon/log_line.h"
-#include "berth/dataplane/counters.h"
-#include "berth/dataplane/explain.h"
-#include "berth/dataplane/neighbor_discovery.h"
 #include "berth/dataplane/snapshot.h"
-#include "berth/dataplane/stall_watch.h"
 #include "berth/fleet/agent.h"
 #include "berth/health/monitor.h"
-#include "berth/metrics/port_stats.h"
-#include "berth/runtime/exception_path.h"
-#include "berth/runtime/port.h"
-#include "berth/runtime/publisher.h"
-#include "berth/runtime/worker.h"
-#include "berth/sync/flow_sync.h"
-#include "berth/util/json_writer.h"
-#include "berth/util/latest_file_writer.h"
 
 namespace berth {
 
@@ -66,7 +49,7 @@ struct ControlPlaneSignals {
 // when a MAC or a table changes, and answers the control socket, metrics and telemetry. Its
 // policies are pure parts of their own (service_state.h, announce.h, reports.h, prometheus.h,
 // load_publication.h, explain_reply.h); this class gathers their inputs from the runtime.
-class ControlPlane : private ReloadTarget {
+class ControlPlane : private ReloadTarget, private CommandTarget {
  public:
   // `drain_state_path`: where drains made with berthctl are kept across restarts
   // (control/drain_state.h); empty for nowhere.
@@ -143,14 +126,12 @@ class ControlPlane : private ReloadTarget {
   // The neighbour cache's turn (control/neighbor_resolver.h): its requests sent through worker
   // 0, the snapshot published on a change.
   void resolveNeighbors();
-  // `neighbors`, and `neighbors flush`.
-  std::unique_ptr<ReplyStream> neighborsReply(const ControlRequest& request);
   // Logs each change, rebuilds the affected services' tables with min-disruption failover, and
   // publishes the snapshot.
   void applyHealthChanges(const std::vector<BackendHealthChange>& changes);
   // Reloads (control_reload.cc, control/reload_queue.h): a request's number, answered once a
   // build begun after it has been applied or refused; what a build reads, and its apply.
-  uint64_t requestReload();
+  uint64_t requestReload() override;
   ReloadSource fileSource() const override;
   ReloadSource versionSource(const FleetVersionText& version) const override;
   DrainsByService drains() const override;
@@ -170,8 +151,6 @@ class ControlPlane : private ReloadTarget {
   GenerationBase generationBase() const override { return fleet_.generationBase(tables_.states()); }
   absl::Status applyReload(BuiltReload built) override;
   absl::Status refuseReload(absl::string_view why) override;
-  // The control socket's commands (control_commands.cc): the reply to one request.
-  std::unique_ptr<ReplyStream> handleControl(const ControlRequest& request);
   // The drains kept by the last run (control/drain_state.h), or none.
   DrainsByService restoredDrains() const {
     return drain_state_ ? drain_state_->restore(config_.services, logLine) : DrainsByService{};
@@ -181,51 +160,25 @@ class ControlPlane : private ReloadTarget {
   // After tables changed on `event`, which began at `start`: the snapshot published (or why
   // not logged, the previous one serving on), and reported once in force on every worker.
   void publishTableChange(absl::Time start, absl::string_view event);
-  using CommandHandler = std::unique_ptr<ReplyStream> (*)(ControlPlane&, const ControlRequest&);
-  static const absl::flat_hash_map<std::string, CommandHandler>& commandHandlers();
-  // InternalError naming a command of the table that has no handler.
-  static absl::Status checkCommandHandlers();
-  // The read-only socket's commands: as handleControl, with `stats` rendered at most once every
-  // ReplyChannels::kReadOnlyStatsInterval.
-  std::unique_ptr<ReplyStream> handleReadOnly(const ControlRequest& request);
-  // `status` and /berth/status: the figures gathered on the loop (control/status_report.h).
-  StatusReport statusReport() const;
-  std::string statusReply() const { return statusReplyJson(statusReport()); }
-  // stats, services and backends gather their figures on the loop and render them on the
-  // renderer's thread (api/reply_renderer.h); so does the Prometheus text.
-  std::unique_ptr<ReplyStream> statsReply();
-  std::shared_ptr<const RenderedText> renderStats();
-  std::unique_ptr<ReplyStream> servicesReply();
-  std::unique_ptr<ReplyStream> backendsReply();
-  static std::string statsReplyJson(const CountersReport& report, const Rates& rates,
-                                    const std::shared_ptr<const PortStatsReading>& ports,
-                                    const PortRates& port_rates);
+  // What the control socket's commands ask of the loop (daemon/control_commands.h); the figures
+  // are gathered in control_metrics.cc, with the metrics endpoint's and telemetry's.
+  StatusReport statusReport() const override;
+  CountersReport countersReport() const override;
+  std::vector<ServiceRow> serviceRows() const override;
+  std::vector<BackendRow> backendRows() const override;
+  absl::StatusOr<ServiceTables::DrainOutcome> setDrained(const std::string& service,
+                                                         const std::string& backend,
+                                                         bool drain) override;
+  ForwardingState forwardingState(std::optional<uint32_t> routes_announced) override;
+  // The workers' counters summed (sumCounters()), then the neighbour cache's: what `stats`,
+  // the metrics endpoint and telemetry all show.
+  std::vector<std::pair<std::string, uint64_t>> summedCounters() const;
   // On the renderer's thread, or here before it starts.
   std::shared_ptr<const RenderedText> renderOffLoop(ReplyRenderer::Render render) {
     return replies_.renderOffLoop(std::move(render));
   }
   // Starts rendering the Prometheus text (control_metrics.cc).
   std::shared_ptr<const RenderedText> renderMetrics();
-  std::unique_ptr<ReplyStream> reloadReply();
-  // The rows of `services`, `backends`, telemetry and the metrics endpoint (control/reports.h),
-  // with the workers' traffic counters summed.
-  std::vector<ServiceRow> currentServiceRows() const;
-  std::vector<BackendRow> currentBackendRows() const;
-  // The summed counters, for `stats`, SIGUSR1 and the exit report.
-  CountersReport countersReport() const;
-  // The workers' counters summed (sumCounters()), then the neighbour cache's: what `stats`,
-  // the metrics endpoint and telemetry all show.
-  std::vector<std::pair<std::string, uint64_t>> summedCounters() const;
-  std::string drainReply(const ControlRequest& request, bool drain);
-  // `explain`: where a flow's next packet goes and why, with each worker's connection entry.
-  // The reply waits, on later turns of the loop, for the workers' answers.
-  std::unique_ptr<ReplyStream> explainReply(const ControlRequest& request);
-  // The explain reply for `flow`, with what the workers answered.
-  std::string explainAnswer(const FlowKey& flow, const std::optional<TrackedConnection>& tracked,
-                            const std::string& note) const;
-  // `table`: one service's live table, as `berthctl table --config` renders one from a file,
-  // in pieces.
-  std::unique_ptr<ReplyStream> tableReply(const ControlRequest& request) const;
 
   // Telemetry (control_metrics.cc): the /berth/... commands answer through a mailbox the management
   // loop serves.
@@ -242,8 +195,6 @@ class ControlPlane : private ReloadTarget {
   void watchWorkers();
   // While the testing hold file exists (setTestingHoldFile), waits.
   void holdForTesting();
-  // Whether this instance has BGP announcements to withdraw before it stops.
-  bool announcesOverBgp() const;
   // `announce`; with `announced` (berth-announcer's count of the routes in BIRD), a 0 while
   // stopping starts the last stretch of forwarding (control/stop_withdrawal.h).
   std::string announceReply(const ControlRequest& request);
@@ -285,6 +236,10 @@ class ControlPlane : private ReloadTarget {
   FleetBinding fleet_{[](const std::string& line) { logLine(line); }};
   uint64_t probes_not_run_logged_ = 0;
   absl::Time started_ = absl::Now();
+  // The control socket's commands, over the parts above.
+  ControlCommands commands_{CommandParts{config_, config_path_, tables_, datapath_, neighbors_,
+                                         rollouts_, replies_, rates_, reloads_},
+                            *this};
 };
 
 }  // namespace berth

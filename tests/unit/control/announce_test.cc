@@ -71,6 +71,17 @@ class AnnounceTest : public ::testing::Test {
   ForwardingState forwarding_;
 };
 
+// A stop waits for the routes' withdrawal only where some service announces over BGP.
+TEST_F(AnnounceTest, OnlyABgpSectionWithAnAnnouncingServiceHasRoutesToWithdraw) {
+  EXPECT_TRUE(announcesOverBgp(config_));
+  Config quiet = config_;
+  for (ServiceConfig& service : quiet.services) service.announce_bgp = false;
+  EXPECT_FALSE(announcesOverBgp(quiet));
+  Config no_bgp = config_;
+  no_bgp.bgp.reset();
+  EXPECT_FALSE(announcesOverBgp(no_bgp));
+}
+
 // Each `announce: bgp` service gets a host route with the bgp port's address of its family.
 TEST_F(AnnounceTest, AnnouncesEveryBgpServiceThatServes) {
   const AnnounceDecision decision = decide();

@@ -4,7 +4,9 @@
 // - started on a cached version and table generation, it serves them fail-safe until etcd
 //   answers: a build's base is the cached generation's table, and while etcd stays out of reach
 //   no change is reported and status says so;
-// - the local file's part and the version applied are kept for the builds that compose them.
+// - the local file's part and the version applied are kept for the builds that compose them;
+// - flow sync's peers are the config's and every other instance's reported endpoint (not this
+//   instance's own, not an unparsable one), their addresses each once.
 
 #include "berth/control/fleet_binding.h"
 
@@ -135,6 +137,27 @@ TEST_F(FleetBindingTest, StartedOnItsCachesItServesThemFailSafeWhileEtcdIsOutOfR
   fleet_.stop();
   EXPECT_FALSE(fleet_.active());
   std::filesystem::remove_all(directory);
+}
+
+TEST(SyncPeersTest, TheConfigsPeersAndEveryOtherInstancesEndpoint) {
+  const Endpoint configured = *Endpoint::parse("198.18.5.1:7400");
+  std::vector<InstanceReport> reports(4);
+  reports[0].name = "lb-1";
+  reports[0].sync = "198.18.5.1:7400";  // this instance's own
+  reports[1].name = "lb-2";
+  reports[1].sync = "198.18.5.2:7400";
+  reports[2].name = "lb-3";  // reports no sync endpoint
+  reports[3].name = "lb-4";
+  reports[3].sync = "not an endpoint";
+  const std::vector<Endpoint> peers = syncPeersOf({configured}, reports, "lb-1");
+  ASSERT_EQ(peers.size(), 2u);
+  EXPECT_EQ(peers[0].toString(), "198.18.5.1:7400");
+  EXPECT_EQ(peers[1].toString(), "198.18.5.2:7400");
+  std::vector<Endpoint> twice = peers;
+  twice.push_back(*Endpoint::parse("198.18.5.2:7401"));
+  const std::vector<IpAddress> addresses = syncPeerAddresses(twice);
+  ASSERT_EQ(addresses.size(), 2u);
+  EXPECT_EQ(addresses[1], IpAddress::v4(198, 18, 5, 2));
 }
 
 }  // namespace

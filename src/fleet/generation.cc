@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "berth/net/crc32c.h"
+#include "berth/util/status_macros.h"
 #include "fleet/json_fields.h"
 
 namespace berth {
@@ -92,16 +93,15 @@ std::string renderGenerationManifest(const GenerationManifest& manifest) {
 
 absl::StatusOr<GenerationManifest> parseGenerationManifest(absl::string_view text) {
   constexpr absl::string_view kWhat = "the fleet's generation";
-  absl::StatusOr<Json> json = parseObject(text, kWhat);
-  if (!json.ok()) return json.status();
+  BERTH_ASSIGN_OR_RETURN(const Json json, parseObject(text, kWhat));
   GenerationManifest manifest;
-  BERTH_FIELD(manifest.generation, uint64_t, *json, "generation", kWhat);
-  BERTH_FIELD(manifest.config_version, uint64_t, *json, "config_version", kWhat);
-  BERTH_FIELD(manifest.made_by, std::string, *json, "made_by", kWhat);
-  BERTH_FIELD(manifest.made_at_ms, int64_t, *json, "made_at_ms", kWhat);
-  BERTH_FIELD(manifest.quorum, uint32_t, *json, "quorum", kWhat);
-  const auto services = json->find("services");
-  if (services == json->end() || !services->is_array()) {
+  BERTH_FIELD(manifest.generation, uint64_t, json, "generation", kWhat);
+  BERTH_FIELD(manifest.config_version, uint64_t, json, "config_version", kWhat);
+  BERTH_FIELD(manifest.made_by, std::string, json, "made_by", kWhat);
+  BERTH_FIELD(manifest.made_at_ms, int64_t, json, "made_at_ms", kWhat);
+  BERTH_FIELD(manifest.quorum, uint32_t, json, "quorum", kWhat);
+  const auto services = json.find("services");
+  if (services == json.end() || !services->is_array()) {
     return absl::DataLossError("the fleet's generation has no services");
   }
   for (const Json& entry : *services) {
@@ -111,13 +111,8 @@ absl::StatusOr<GenerationManifest> parseGenerationManifest(absl::string_view tex
     BERTH_FIELD(service.stored_in, uint64_t, entry, "stored_in", kWhat);
     BERTH_FIELD(service.bytes, uint64_t, entry, "bytes", kWhat);
     BERTH_FIELD(service.crc32c, uint32_t, entry, "crc32c", kWhat);
-    if (absl::Status status = readNames(entry, "down", kWhat, service.down); !status.ok()) {
-      return status;
-    }
-    if (absl::Status status = readPieces(entry, kWhat, &service.service, service.pieces);
-        !status.ok()) {
-      return status;
-    }
+    BERTH_RETURN_IF_ERROR(readNames(entry, "down", kWhat, service.down));
+    BERTH_RETURN_IF_ERROR(readPieces(entry, kWhat, &service.service, service.pieces));
     manifest.services.push_back(std::move(service));
   }
   return manifest;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "berth/net/crc32c.h"
+#include "berth/util/status_macros.h"
 #include "fleet/json_fields.h"
 
 namespace berth {
@@ -76,11 +77,10 @@ std::string renderHead(const FleetHead& head) {
 }
 
 absl::StatusOr<FleetHead> parseHead(absl::string_view text) {
-  absl::StatusOr<Json> json = parseObject(text, "the fleet's head");
-  if (!json.ok()) return json.status();
+  BERTH_ASSIGN_OR_RETURN(const Json json, parseObject(text, "the fleet's head"));
   FleetHead head;
-  BERTH_FIELD(head.version, uint64_t, *json, "version", "the fleet's head");
-  BERTH_FIELD(head.push_id, std::string, *json, "push", "the fleet's head");
+  BERTH_FIELD(head.version, uint64_t, json, "version", "the fleet's head");
+  BERTH_FIELD(head.push_id, std::string, json, "push", "the fleet's head");
   return head;
 }
 
@@ -97,22 +97,17 @@ std::string renderManifest(const VersionManifest& manifest) {
 
 absl::StatusOr<VersionManifest> parseManifest(absl::string_view text) {
   constexpr absl::string_view kWhat = "a version manifest";
-  absl::StatusOr<Json> json = parseObject(text, kWhat);
-  if (!json.ok()) return json.status();
+  BERTH_ASSIGN_OR_RETURN(const Json json, parseObject(text, kWhat));
   VersionManifest manifest;
-  BERTH_FIELD(manifest.version, uint64_t, *json, "version", kWhat);
-  BERTH_FIELD(manifest.push_id, std::string, *json, "push", kWhat);
-  BERTH_FIELD(manifest.pushed_by, std::string, *json, "pushed_by", kWhat);
-  BERTH_FIELD(manifest.pushed_at_ms, int64_t, *json, "pushed_at_ms", kWhat);
-  BERTH_FIELD(manifest.source, std::string, *json, "source", kWhat);
-  BERTH_FIELD(manifest.bytes, uint64_t, *json, "bytes", kWhat);
-  BERTH_FIELD(manifest.crc32c, uint32_t, *json, "crc32c", kWhat);
-  if (absl::Status status = readNames(*json, "services", kWhat, manifest.services); !status.ok()) {
-    return status;
-  }
-  if (absl::Status status = readPieces(*json, kWhat, nullptr, manifest.pieces); !status.ok()) {
-    return status;
-  }
+  BERTH_FIELD(manifest.version, uint64_t, json, "version", kWhat);
+  BERTH_FIELD(manifest.push_id, std::string, json, "push", kWhat);
+  BERTH_FIELD(manifest.pushed_by, std::string, json, "pushed_by", kWhat);
+  BERTH_FIELD(manifest.pushed_at_ms, int64_t, json, "pushed_at_ms", kWhat);
+  BERTH_FIELD(manifest.source, std::string, json, "source", kWhat);
+  BERTH_FIELD(manifest.bytes, uint64_t, json, "bytes", kWhat);
+  BERTH_FIELD(manifest.crc32c, uint32_t, json, "crc32c", kWhat);
+  BERTH_RETURN_IF_ERROR(readNames(json, "services", kWhat, manifest.services));
+  BERTH_RETURN_IF_ERROR(readPieces(json, kWhat, nullptr, manifest.pieces));
   return manifest;
 }
 
@@ -255,19 +250,18 @@ std::string renderInstanceReport(const InstanceReport& report) {
 
 absl::StatusOr<InstanceReport> parseInstanceReport(absl::string_view text) {
   constexpr absl::string_view kWhat = "an instance's report";
-  absl::StatusOr<Json> json = parseObject(text, kWhat);
-  if (!json.ok()) return json.status();
+  BERTH_ASSIGN_OR_RETURN(const Json json, parseObject(text, kWhat));
   InstanceReport report;
-  BERTH_FIELD(report.name, std::string, *json, "name", kWhat);
-  BERTH_FIELD(report.berth_version, std::string, *json, "berth", kWhat);
-  BERTH_FIELD(report.version, uint64_t, *json, "version", kWhat);
-  BERTH_FIELD(report.push_id, std::string, *json, "push", kWhat);
-  BERTH_FIELD(report.applied_at_ms, int64_t, *json, "applied_at_ms", kWhat);
-  BERTH_FIELD(report.from_cache, bool, *json, "from_cache", kWhat);
-  BERTH_FIELD(report.refused_version, uint64_t, *json, "refused_version", kWhat);
-  BERTH_FIELD(report.refused_why, std::string, *json, "refused_why", kWhat);
-  const auto fingerprints = json->find("fingerprints");
-  if (fingerprints == json->end() || !fingerprints->is_object()) {
+  BERTH_FIELD(report.name, std::string, json, "name", kWhat);
+  BERTH_FIELD(report.berth_version, std::string, json, "berth", kWhat);
+  BERTH_FIELD(report.version, uint64_t, json, "version", kWhat);
+  BERTH_FIELD(report.push_id, std::string, json, "push", kWhat);
+  BERTH_FIELD(report.applied_at_ms, int64_t, json, "applied_at_ms", kWhat);
+  BERTH_FIELD(report.from_cache, bool, json, "from_cache", kWhat);
+  BERTH_FIELD(report.refused_version, uint64_t, json, "refused_version", kWhat);
+  BERTH_FIELD(report.refused_why, std::string, json, "refused_why", kWhat);
+  const auto fingerprints = json.find("fingerprints");
+  if (fingerprints == json.end() || !fingerprints->is_object()) {
     return absl::DataLossError("an instance's report without fingerprints");
   }
   for (const auto& [service, fingerprint] : fingerprints->items()) {
@@ -275,12 +269,12 @@ absl::StatusOr<InstanceReport> parseInstanceReport(absl::string_view text) {
     report.fingerprints[service] = fingerprint.get<std::string>();
   }
   // Flow sync came later: a report without it has none.
-  if (json->contains("sync")) BERTH_FIELD(report.sync, std::string, *json, "sync", kWhat);
+  if (json.contains("sync")) BERTH_FIELD(report.sync, std::string, json, "sync", kWhat);
   // The generation fields came later: a report without them serves no generation.
-  if (json->contains("generation")) {
-    BERTH_FIELD(report.generation, uint64_t, *json, "generation", kWhat);
+  if (json.contains("generation")) {
+    BERTH_FIELD(report.generation, uint64_t, json, "generation", kWhat);
   }
-  if (const auto health = json->find("health"); health != json->end()) {
+  if (const auto health = json.find("health"); health != json.end()) {
     if (!health->is_object()) return absl::DataLossError("an instance's verdicts");
     for (const auto& [service, backends] : health->items()) {
       if (!backends.is_object()) return absl::DataLossError("an instance's verdicts");
@@ -290,11 +284,8 @@ absl::StatusOr<InstanceReport> parseInstanceReport(absl::string_view text) {
       }
     }
   }
-  if (json->contains("fail_safe")) {
-    if (absl::Status status = readNames(*json, "fail_safe", kWhat, report.fail_safe);
-        !status.ok()) {
-      return status;
-    }
+  if (json.contains("fail_safe")) {
+    BERTH_RETURN_IF_ERROR(readNames(json, "fail_safe", kWhat, report.fail_safe));
   }
   return report;
 }

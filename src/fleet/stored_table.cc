@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "berth/net/crc32c.h"
+#include "berth/util/status_macros.h"
 #include "fleet/json_fields.h"
 
 namespace berth {
@@ -82,19 +83,18 @@ absl::StatusOr<StoredTable> decodeStoredTable(absl::string_view bytes) {
     return absl::DataLossError("a stored table without its header line");
   }
   constexpr absl::string_view kWhat = "a stored table";
-  absl::StatusOr<Json> json = parseObject(bytes.substr(0, newline), kWhat);
-  if (!json.ok()) return json.status();
+  BERTH_ASSIGN_OR_RETURN(const Json json, parseObject(bytes.substr(0, newline), kWhat));
   StoredTable table;
   uint32_t table_size = 0;
   uint32_t bits = 0;
   uint32_t crc = 0;
-  BERTH_FIELD(table.service, std::string, *json, "service", kWhat);
-  BERTH_FIELD(table_size, uint32_t, *json, "table_size", kWhat);
-  BERTH_FIELD(bits, uint32_t, *json, "bits", kWhat);
-  BERTH_FIELD(crc, uint32_t, *json, "crc32c", kWhat);
+  BERTH_FIELD(table.service, std::string, json, "service", kWhat);
+  BERTH_FIELD(table_size, uint32_t, json, "table_size", kWhat);
+  BERTH_FIELD(bits, uint32_t, json, "bits", kWhat);
+  BERTH_FIELD(crc, uint32_t, json, "crc32c", kWhat);
   const std::string what = absl::StrCat("the stored table of service '", table.service, "'");
-  const auto backends = json->find("backends");
-  if (backends == json->end() || !backends->is_array() || backends->size() > kMaxBackends) {
+  const auto backends = json.find("backends");
+  if (backends == json.end() || !backends->is_array() || backends->size() > kMaxBackends) {
     return absl::DataLossError(absl::StrCat(what, " has no valid backend list"));
   }
   for (const Json& backend : *backends) {
@@ -104,12 +104,8 @@ absl::StatusOr<StoredTable> decodeStoredTable(absl::string_view bytes) {
     }
     table.backends.push_back({backend[0].get<std::string>(), backend[1].get<int64_t>()});
   }
-  if (absl::Status status = readNames(*json, "failed", what, table.failed); !status.ok()) {
-    return status;
-  }
-  if (absl::Status status = readNames(*json, "drained", what, table.drained); !status.ok()) {
-    return status;
-  }
+  BERTH_RETURN_IF_ERROR(readNames(json, "failed", what, table.failed));
+  BERTH_RETURN_IF_ERROR(readNames(json, "drained", what, table.drained));
   const size_t count = table.backends.size();
   if (table_size == 0 || table_size > kMaxTableSize) {
     return absl::DataLossError(absl::StrCat(what, " has table_size ", table_size));

@@ -468,9 +468,7 @@ absl::StatusOr<Table> restoreGeneration(std::vector<Backend> backends,
   absl::StatusOr<Table::GenerationStart> start =
       Table::startGeneration(std::move(backends), table_size, failed, drained);
   if (!start.ok()) return start.status();
-  Table::Layout& layout = *start->layout;
-  const std::vector<bool>& healthy = start->healthy;
-  const size_t count = layout.backends.size();
+  const size_t count = start->layout->backends.size();
   std::vector<uint32_t> counts(count, 0);
   for (uint16_t entry : entries) {
     if (entry == kNoBackend) continue;
@@ -481,15 +479,15 @@ absl::StatusOr<Table> restoreGeneration(std::vector<Backend> backends,
     ++counts[entry];
   }
   for (size_t b = 0; b < count; ++b) {
-    if (counts[b] > 0 && (!healthy[b] || start->drained[b])) {
-      return absl::InvalidArgumentError(absl::StrCat("backend '", layout.backends[b].name,
+    if (counts[b] > 0 && (!start->healthy[b] || start->drained[b])) {
+      return absl::InvalidArgumentError(absl::StrCat("backend '", start->layout->backends[b].name,
                                                      "' is failed or drained but owns ", counts[b],
                                                      " slots"));
     }
   }
   auto shared_entries = std::make_shared<std::vector<uint16_t>>(std::move(entries));
-  layout.full_slot_counts = std::move(counts);
-  layout.full_entries = shared_entries;
+  start->layout->full_slot_counts = std::move(counts);
+  start->layout->full_entries = shared_entries;
   return Table(std::move(start->layout), std::move(shared_entries), std::move(start->healthy),
                std::move(start->drained), table_size);
 }

@@ -171,16 +171,15 @@ std::unique_ptr<ReplyStream> ControlCommands::handleReadOnly(const ControlReques
 
 std::string ControlCommands::announceReply(const ControlRequest& request) {
   // What berth-announcer hands to BIRD (control/announce.h).
-  std::optional<uint32_t> routes;
   if (const std::string& announced = request.field("announced"); !announced.empty()) {
-    uint32_t count = 0;
-    if (!absl::SimpleAtoi(announced, &count)) {
+    uint32_t routes = 0;
+    if (!absl::SimpleAtoi(announced, &routes)) {
       return errorReply(absl::StrCat("--announced takes a count of routes, not '", announced, "'"));
     }
-    routes = count;
+    target_.routesAnnounced(routes);
   }
   return announceReplyJson(
-      decideAnnouncements(parts_.config, parts_.tables.states(), target_.forwardingState(routes)));
+      decideAnnouncements(parts_.config, parts_.tables.states(), target_.forwardingState()));
 }
 
 std::unique_ptr<ReplyStream> ControlCommands::neighborsReply(const ControlRequest& request) {
@@ -206,7 +205,6 @@ std::unique_ptr<ReplyStream> ControlCommands::neighborsReply(const ControlReques
 std::string ControlCommands::drainReply(const ControlRequest& request, bool drain) {
   const std::string& backend_name = request.field("backend");
   const std::string& service_name = request.field("service");
-  if (backend_name.empty()) return errorReply("give the backend's name");
   absl::StatusOr<ServiceTables::DrainOutcome> outcome =
       target_.setDrained(service_name, backend_name, drain);
   if (!outcome.ok()) return errorReply(outcome.status().message());
@@ -299,7 +297,6 @@ std::unique_ptr<ReplyStream> ControlCommands::tableReply(const ControlRequest& r
             unhealthy.empty() ? "" : absl::StrCat(", unhealthy: ", absl::StrJoin(unhealthy, ", ")),
             "; live in snapshot ", parts_.rollouts.generation()));
   }
-  if (name.empty()) return wholeReply(errorReply("table needs --service NAME"));
   return wholeReply(errorReply(
       absl::StrCat("no service named '", name, "'; berthd has: ", absl::StrJoin(names, ", "))));
 }

@@ -8,7 +8,6 @@
 #include <memory>
 #include <random>
 
-#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -108,13 +107,15 @@ absl::StatusOr<ServiceTables::DrainOutcome> ControlPlane::setDrained(const std::
   return outcome;
 }
 
-ForwardingState ControlPlane::forwardingState(std::optional<uint32_t> routes_announced) {
-  if (routes_announced == 0u && stop_withdrawal_ && !stop_withdrawal_->confirmed()) {
-    stop_withdrawal_->withdrawalConfirmed(absl::Now());
-    logLine(absl::StrFormat(
-        "stopping: berth-announcer has withdrawn the BGP routes from BIRD; forwarding %d ms more",
-        absl::ToInt64Milliseconds(stop_withdrawal_->forwardAfterWithdrawal())));
-  }
+void ControlPlane::routesAnnounced(uint32_t routes) {
+  if (routes != 0 || !stop_withdrawal_ || stop_withdrawal_->confirmed()) return;
+  stop_withdrawal_->withdrawalConfirmed(absl::Now());
+  logLine(absl::StrFormat(
+      "stopping: berth-announcer has withdrawn the BGP routes from BIRD; forwarding %d ms more",
+      absl::ToInt64Milliseconds(stop_withdrawal_->forwardAfterWithdrawal())));
+}
+
+ForwardingState ControlPlane::forwardingState() const {
   ForwardingState forwarding;
   forwarding.workers_running = datapath_.launched();
   forwarding.stopping = stop_withdrawal_.has_value();

@@ -79,11 +79,11 @@ absl::Status Datapath::createWorkers(const CounterIds& counter_ids) {
     setup.exception_path = exception_path;
     setup.idle = config_.dataplane.idle;
     // Worker w serves queue w of every device that has that many.
-    for (uint32_t p = 0; p < ports_.ports().size(); ++p) {
+    const std::vector<OpenedPort>& opened = ports_.ports();
+    for (uint32_t p = 0; p < opened.size(); ++p) {
       setup.device_of_port.push_back(ports_.deviceOf(p));
-      if (w >= ports_.ports()[p].queues || !ports_.ports()[p].owns_device) continue;
-      setup.queues.push_back(
-          {ports_.ports()[p].port_id, w, p, ports_.ports()[p].poll_only_while_link_up});
+      if (w >= opened[p].queues || !opened[p].owns_device) continue;
+      setup.queues.push_back({opened[p].port_id, w, p, opened[p].poll_only_while_link_up});
     }
     BERTH_ASSIGN_OR_RETURN(WorkerPtr worker, Worker::create(setup));
     workers_.push_back(std::move(worker));
@@ -109,12 +109,12 @@ void Datapath::destroyWorkers() {
 
 absl::Status Datapath::startExceptionPath() {
   std::vector<ExceptionPath::Port> ports;
-  for (uint32_t p = 0; p < ports_.ports().size(); ++p) {
+  const std::vector<OpenedPort>& opened = ports_.ports();
+  for (uint32_t p = 0; p < opened.size(); ++p) {
     const PortConfig& config = config_.dataplane.ports[p];
     if (!config.exception) continue;
     // Worker 0 serves queue 0 of every port: it sends the kernel's frames.
-    ports.push_back(
-        {p, config, ports_.ports()[p].mac, ports_.ports()[p].pool, workers_.front().get()});
+    ports.push_back({p, config, opened[p].mac, opened[p].pool, workers_.front().get()});
   }
   if (ports.empty()) return absl::OkStatus();
   std::vector<Worker*> workers;

@@ -45,10 +45,11 @@ class CommandTarget {
   // A reload's number, answered once a build begun after it has been applied or refused
   // (control/reload_queue.h).
   virtual uint64_t requestReload() = 0;
-  // What the routes to announce depend on (control/announce.h), once berth-announcer's count of
-  // the routes in BIRD, when it gave one, is taken: a 0 while stopping starts the last stretch
-  // of forwarding.
-  virtual ForwardingState forwardingState(std::optional<uint32_t> routes_announced) = 0;
+  // berth-announcer's count of the routes in BIRD: a 0 while stopping starts the last stretch of
+  // forwarding (control/stop_withdrawal.h).
+  virtual void routesAnnounced(uint32_t routes) = 0;
+  // What the routes to announce depend on (control/announce.h).
+  virtual ForwardingState forwardingState() const = 0;
 };
 
 // The loop's parts the commands read. Each outlives the commands.

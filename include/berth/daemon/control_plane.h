@@ -169,7 +169,8 @@ class ControlPlane : private ReloadTarget, private CommandTarget {
   absl::StatusOr<ServiceTables::DrainOutcome> setDrained(const std::string& service,
                                                          const std::string& backend,
                                                          bool drain) override;
-  ForwardingState forwardingState(std::optional<uint32_t> routes_announced) override;
+  void routesAnnounced(uint32_t routes) override;
+  ForwardingState forwardingState() const override;
   // The workers' counters summed (sumCounters()), then the neighbour cache's: what `stats`,
   // the metrics endpoint and telemetry all show.
   std::vector<std::pair<std::string, uint64_t>> summedCounters() const;

@@ -5,8 +5,8 @@
 // - drain and undrain need a backend (the command table says so), go to the loop through setDrained
 // with the service and
 //   backend given, and reply with what changed and the snapshot in use, or with the loop's error;
-// - announce refuses a count that is not one and hands a count to the loop, which decides the
-//   routes' fate; without one, the loop is asked with none;
+// - announce refuses a count that is not one, hands a count to the loop, and answers with the
+//   routes the loop's forwarding state allows;
 // - status is the loop's report; table renders a service's live table and names the services
 //   when asked for another; services and backends render the loop's rows.
 
@@ -17,7 +17,6 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,12 +35,19 @@ constexpr char kConfig[] = R"(dataplane:
       device: net_null0
       ipv4: 198.18.0.1
       gateway: 198.18.0.254
+bgp:
+  asn: 65001
+  router_id: 198.18.0.1
+  port: uplink
+  neighbors:
+    - { address: 198.18.0.254, asn: 65000 }
 services:
   - name: web
     vip: 198.18.100.1
     port: 80
     protocol: tcp
     table_size: 251
+    announce: bgp
     backends:
       - { name: web-1, address: 198.18.1.2 }
       - { name: web-2, address: 198.18.1.3 }
@@ -82,8 +88,8 @@ class FakeLoop : public CommandTarget {
     return outcome;
   }
   uint64_t requestReload() override { return ++reloads; }
-  ForwardingState forwardingState(std::optional<uint32_t> routes_announced) override {
-    announced.push_back(routes_announced);
+  void routesAnnounced(uint32_t routes) override { announced.push_back(routes); }
+  ForwardingState forwardingState() const override {
     ForwardingState state;
     state.workers_running = true;
     return state;
@@ -92,7 +98,7 @@ class FakeLoop : public CommandTarget {
   std::vector<std::string> drains;
   absl::Status drain_error;
   uint64_t reloads = 0;
-  std::vector<std::optional<uint32_t>> announced;
+  std::vector<uint32_t> announced;
 
  private:
   const ServiceTables& tables_;
@@ -143,6 +149,7 @@ TEST_F(ControlCommandsTest, EveryCommandHasAHandlerAndOthersAreRefused) {
   EXPECT_THAT(unknown["error"].get<std::string>(), HasSubstr("drain"));
   const Json field = ask("status", {{"backend", "web-1"}});
   EXPECT_EQ(field["ok"], false);
+  EXPECT_EQ(field["error"], "status takes no arguments, not 'backend'");
 }
 
 TEST_F(ControlCommandsTest, DrainsGoToTheLoopAndReplyWithWhatChanged) {
@@ -162,9 +169,11 @@ TEST_F(ControlCommandsTest, AnnounceHandsTheAnnouncersCountToTheLoop) {
   EXPECT_THAT(ask("announce", {{"announced", "many"}})["error"].get<std::string>(),
               HasSubstr("--announced takes a count of routes, not 'many'"));
   EXPECT_TRUE(loop_.announced.empty());
-  EXPECT_EQ(ask("announce", {{"announced", "0"}})["ok"], true);
+  const Json routes = ask("announce", {{"announced", "0"}});
+  EXPECT_EQ(routes["ok"], true);
+  EXPECT_EQ(routes["routes"].size(), 1u) << routes.dump();
   EXPECT_EQ(ask("announce")["ok"], true);
-  EXPECT_THAT(loop_.announced, ElementsAre(std::optional<uint32_t>(0), std::nullopt));
+  EXPECT_THAT(loop_.announced, ElementsAre(0u)) << "no count: nothing to hand on";
 }
 
 TEST_F(ControlCommandsTest, StatusTableAndRowsComeFromTheLoopsParts) {

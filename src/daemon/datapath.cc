@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "berth/control/load_publication.h"
+#include "berth/control/numa_check.h"
 #include "berth/runtime/unmap_guard.h"
 #include "berth/util/status_macros.h"
 
@@ -42,9 +43,26 @@ absl::Status Datapath::startLcores() {
         "EAL: no worker lcore; give at least two, the first for management (-l 0-1, or "
         "--lcores 0@0,1@0 to share one CPU)");
   }
+  warnAboutSharedMainCpus();
   BERTH_ASSIGN_OR_RETURN(publisher_,
                          SnapshotPublisher::create(static_cast<uint16_t>(lcores_.size())));
   return absl::OkStatus();
+}
+
+void Datapath::warnAboutSharedMainCpus() const {
+  auto cpusOf = [](unsigned lcore) {
+    LcoreCpus placed{lcore, {}};
+    const rte_cpuset_t cpus = rte_lcore_cpuset(lcore);
+    for (unsigned cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &cpus)) placed.cpus.push_back(cpu);
+    }
+    return placed;
+  };
+  std::vector<LcoreCpus> workers;
+  for (const unsigned lcore : lcores_) workers.push_back(cpusOf(lcore));
+  for (const std::string& line : workersOnMainCpus(cpusOf(rte_get_main_lcore()), workers)) {
+    log_(absl::StrCat("warning: ", line));
+  }
 }
 
 void Datapath::stopLcores() {

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "berth/config/drivers.h"
 #include "berth/control/numa_check.h"
 #include "berth/dataplane/frame.h"
 #include "berth/util/status_macros.h"
@@ -40,6 +41,14 @@ std::string checksumOffloadText(uint8_t offloads, bool wanted) {
       "by the NIC: ",
       (offloads & kChecksumOffloadIpv4Header) ? "IPv4 header" : "IPv4 header in software",
       (offloads & kChecksumOffloadUdp) ? ", UDP (GUE over IPv6)" : ", UDP in software");
+}
+
+// Whether the descriptor counts are the driver's own or only what berth asked for.
+std::string descriptorsText(const OpenedPort& port) {
+  if (port.descriptors_reported) return "";
+  const DriverTraits traits = driverTraits(port.driver);
+  return absl::StrCat(" asked (", port.driver, " does not report the descriptors in use",
+                      traits.ring_note.empty() ? "" : "; ", traits.ring_note, ")");
 }
 
 std::string vlanText(uint16_t vlan) {
@@ -76,10 +85,10 @@ absl::Status OpenedPorts::open(const std::vector<unsigned>& worker_lcores) {
         openPort(device_config, static_cast<uint16_t>(worker_lcores.size()), warnings);
     if (!port.ok()) return port.status();
     log_(absl::StrFormat(
-        "port '%s': %s, DPDK port %u, MAC %s, %u queue pair(s) of %u RX and %u TX descriptors, "
+        "port '%s': %s, DPDK port %u, MAC %s, %u queue pair(s) of %u RX and %u TX descriptors%s, "
         "%u mbufs, RSS %s, MTU %u, NUMA socket %s, outer checksums %s%s",
         port->name, port->driver, port->port_id, port->mac.toString(), port->queues,
-        port->rx_descriptors, port->tx_descriptors, port->pool_mbufs,
+        port->rx_descriptors, port->tx_descriptors, descriptorsText(*port), port->pool_mbufs,
         port->rss ? rssKeyText(port_config.rss_key) : "off", device_config.mtu,
         port->socket >= 0 ? absl::StrCat(port->socket) : "unknown",
         checksumOffloadText(port->checksum_offloads, port_config.checksum_offload),

@@ -64,6 +64,7 @@ void writePortsJson(JsonWriter& json, const PortStatsReading& reading, const Por
   for (size_t p = 0; p < reading.ports.size(); ++p) {
     const PortStats& port = reading.ports[p];
     json.beginObject().key("port").value(port.port).key("driver").value(port.driver);
+    json.key("drops_reported").value(port.drops_reported);
     if (!port.error.empty()) json.key("error").value(port.error);
     json.key("link")
         .beginObject()
@@ -105,6 +106,11 @@ std::string portsText(const PortStatsReading& reading, const PortRates& rates, a
                           linkText(port.link));
     if (!port.error.empty()) absl::StrAppend(&text, "    not read: ", port.error, "\n");
     for (size_t t = 0; t < kPortTotalCount; ++t) {
+      if (t == kPortImissed && !port.drops_reported) {
+        absl::StrAppendFormat(&text, "    %-40s not reported: %s counts no frames it drops\n",
+                              kPortTotalNames[t], port.driver);
+        continue;
+      }
       const double rate = p < rates.per_port.size() ? rates.per_port[p][t] : 0.0;
       absl::StrAppendFormat(&text, "    %-40s %u (%.0f/s)\n", kPortTotalNames[t], port.totals[t],
                             rate);

@@ -219,10 +219,11 @@ void writeBackends(std::string& out, const MetricsSnapshot& metrics) {
 
 // Per device and queue, as its NIC reports it.
 void writePorts(std::string& out, const MetricsSnapshot& metrics) {
-  auto perPort = [&](const std::string& name, const char* type, const std::string& help,
-                     auto value) {
+  auto perPort = [&](const std::string& name, const char* type, const std::string& help, auto value,
+                     bool (*shown)(const PortStats&) = nullptr) {
     Family family(out, name, type, help);
     for (const PortStats& port : metrics.ports) {
+      if (shown != nullptr && !shown(port)) continue;
       family.sample(absl::StrCat("port=\"", prometheusLabel(port.port), "\""),
                     static_cast<uint64_t>(value(port)));
     }
@@ -233,6 +234,10 @@ void writePorts(std::string& out, const MetricsSnapshot& metrics) {
           [](const PortStats& p) { return p.link.speed_mbps; });
   perPort("berth_port_link_full_duplex", "gauge", "1 while the link is full-duplex",
           [](const PortStats& p) { return p.link.full_duplex ? 1 : 0; });
+  perPort("berth_port_drops_reported", "gauge",
+          "1 where the driver counts the frames it drops (imissed); 0 where it does not "
+          "(net_af_packet), which leaves berth_port_imissed_total out for the port",
+          [](const PortStats& p) { return p.drops_reported ? 1 : 0; });
   const char* total_help[kPortTotalCount] = {
       "Frames the port received (rte_eth_stats ipackets)",
       "Frames the port sent (opackets)",
@@ -244,8 +249,10 @@ void writePorts(std::string& out, const MetricsSnapshot& metrics) {
       "RX descriptors left empty because the mbuf pool was empty (rx_nombuf)",
   };
   for (size_t t = 0; t < kPortTotalCount; ++t) {
-    perPort(absl::StrCat("berth_port_", kPortTotalNames[t], "_total"), "counter", total_help[t],
-            [t](const PortStats& p) { return p.totals[t]; });
+    perPort(
+        absl::StrCat("berth_port_", kPortTotalNames[t], "_total"), "counter", total_help[t],
+        [t](const PortStats& p) { return p.totals[t]; },
+        t == kPortImissed ? +[](const PortStats& p) { return p.drops_reported; } : nullptr);
   }
   auto perQueue = [&](const char* name, const char* help, bool rx, auto value) {
     Family family(out, name, "counter", help);

@@ -145,6 +145,7 @@ TelemetryAnswer portsTelemetry(const PortStatsReading* reading, const PortRates&
     entries.emplace_back("link_speed_mbps", uint64_t{port.link.speed_mbps});
     entries.emplace_back("link_full_duplex", uint64_t{port.link.full_duplex});
     entries.emplace_back("link_autoneg", uint64_t{port.link.autoneg});
+    entries.emplace_back("drops_reported", uint64_t{port.drops_reported});
     for (size_t t = 0; t < kPortTotalCount; ++t) {
       entries.emplace_back(kPortTotalNames[t], port.totals[t]);
       entries.emplace_back(

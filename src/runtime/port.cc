@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "berth/config/drivers.h"
 #include "berth/runtime/worker.h"
 #include "berth/util/random_bytes.h"
 #include "berth/util/status_macros.h"
@@ -191,6 +192,27 @@ absl::Status setDescriptors(const PortConfig& config, OpenedPort& port,
   return absl::OkStatus();
 }
 
+// The descriptors the driver holds in use, where it reports them (rte_eth_rx_queue_info_get),
+// which may differ from what it accepted at queue set-up.
+void readBackDescriptors(const PortConfig& config, OpenedPort& port,
+                         std::vector<std::string>& warnings) {
+  rte_eth_rxq_info rx{};
+  rte_eth_txq_info tx{};
+  if (rte_eth_rx_queue_info_get(port.port_id, 0, &rx) != 0 ||
+      rte_eth_tx_queue_info_get(port.port_id, 0, &tx) != 0 || rx.nb_desc == 0 || tx.nb_desc == 0) {
+    port.descriptors_reported = false;
+    return;
+  }
+  port.descriptors_reported = true;
+  if (rx.nb_desc == port.rx_descriptors && tx.nb_desc == port.tx_descriptors) return;
+  warnings.push_back(absl::StrCat("port '", config.name, "' (line ", config.line.number, ", ",
+                                  port.driver, "): ", port.rx_descriptors, " RX and ",
+                                  port.tx_descriptors, " TX descriptors set up, ", rx.nb_desc,
+                                  " and ", tx.nb_desc, " in use as the driver reports them"));
+  port.rx_descriptors = rx.nb_desc;
+  port.tx_descriptors = tx.nb_desc;
+}
+
 // The port's mbuf pool on its socket, sized for its queues, the workers' caches and the exception
 // path.
 absl::Status createPool(const PortConfig& config, uint16_t workers, OpenedPort& port,
@@ -207,14 +229,20 @@ absl::Status createPool(const PortConfig& config, uint16_t workers, OpenedPort& 
   // class, towards the kernel, and the kernel's frames on their way out.
   const unsigned exception_frames =
       config.exception ? (workers * unsigned{kExceptionClassCount} + 1u) * kKernelQueueSize : 0u;
-  const unsigned needed = port.queues * (port.rx_descriptors + port.tx_descriptors + 2u * 32) +
-                          (workers + 1u) * kMempoolCache + 1024 + exception_frames;
+  const unsigned needed = mbufsNeeded({.driver = port.driver,
+                                       .queues = port.queues,
+                                       .rx_descriptors = port.rx_descriptors,
+                                       .tx_descriptors = port.tx_descriptors,
+                                       .workers = workers,
+                                       .cache_per_lcore = kMempoolCache,
+                                       .exception_frames = exception_frames});
   const unsigned mbufs = config.mbufs != 0 ? config.mbufs : needed;
   if (mbufs < needed) {
-    warnings.push_back(absl::StrCat("port '", config.name, "' (line ", config.line.number,
-                                    "): mbufs ", mbufs, ", below the ", needed,
-                                    " its queues, workers and exception path may hold; expect "
-                                    "rx_nombuf under load"));
+    warnings.push_back(absl::StrCat(
+        "port '", config.name, "' (line ", config.line.number, "): mbufs ", mbufs, ", below the ",
+        needed, " its queues, ", port.driver, ", workers and exception path may hold; expect ",
+        driverTraits(port.driver).rx_mbufs_besides_ring > 0 ? "the queue set-up to fail or " : "",
+        "rx_nombuf under load"));
   }
   const std::string pool_name = absl::StrCat("berth_pool_", port.port_id);
   port.pool_mbufs = mbufs;
@@ -296,6 +324,7 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
   BERTH_RETURN_IF_ERROR(setDescriptors(config, port, warnings));
   BERTH_RETURN_IF_ERROR(createPool(config, workers, port, warnings));
   BERTH_RETURN_IF_ERROR(startDevice(config, info, conf, port));
+  readBackDescriptors(config, port, warnings);
   if (port.rss) confirmRssKey(config, port, conf.rx_adv_conf.rss_conf, warnings);
   return port;
 }
@@ -304,6 +333,7 @@ PortStats readPortStats(const OpenedPort& port) {
   PortStats stats;
   stats.port = port.name;
   stats.driver = port.driver;
+  stats.drops_reported = driverTraits(port.driver).reports_drops;
   rte_eth_link link{};
   if (rte_eth_link_get_nowait(port.port_id, &link) == 0) {
     stats.link.up = link.link_status == RTE_ETH_LINK_UP;

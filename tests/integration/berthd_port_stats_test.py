@@ -8,8 +8,14 @@
   2. rx_nombuf: berthd polls a net_tap port whose pool (mbufs: 528) barely covers its 512 RX
      descriptors, which the tap PMD keeps filled. A flood from the tap's kernel side leaves the
      PMD without mbufs to refill them: rx_nombuf counts.
+  3. ports tell what they do not know: af_packet counts no drops, so `stats`, its JSON, Prometheus
+     and telemetry say imissed is not reported instead of showing 0; neither it nor af_xdp
+     reports the descriptors in use, which the start-up log says.
+  4. af_xdp starts with the smallest descriptor counts the config takes (64): its pool covers
+     the 2,048 mbufs the driver puts in its fill ring.
+  5. a worker lcore on the management lcore's CPU is warned about; one on its own CPU is not.
 DPDK 22.11's af_packet reads no drop count from the kernel (it never asks PACKET_STATISTICS), so
-af_xdp stands in for it. Needs root (veth, /dev/net/tun).
+af_xdp stands in for it in 1. Needs root (veth, /dev/net/tun).
 
 Usage: berthd_port_stats_test.py BERTHD BERTHCTL
 """
@@ -37,7 +43,7 @@ FLOOD = 20000
 FRAME = bytes.fromhex("ffffffffffff0200000000010800") + bytes(46)
 
 CONFIG = """dataplane:
-  eal: ["--no-huge", "-m", "256", "--no-pci", "--file-prefix", "{prefix}", "--lcores", "0@0,1@1",
+  eal: ["--no-huge", "-m", "256", "--no-pci", "--file-prefix", "{prefix}", "--lcores", "{lcores}",
         "--vdev", "{vdev}", "--log-level", "lib.eal:error"]
   ports:
     - {{ name: wan, device: {device}, ipv4: 198.18.0.10, gateway_mac: "02:00:00:00:00:fe",
@@ -72,13 +78,13 @@ def flood(interface, count):
 class Daemon:
     """berthd on one port, with its control socket, metrics endpoint and telemetry."""
 
-    def __init__(self, name, vdev, device, port_settings):
+    def __init__(self, name, vdev, device, port_settings, lcores="0@0,1@1"):
         self.prefix = "berth-port-stats-%s-%d" % (name, os.getpid())
         self.directory = tempfile.mkdtemp(prefix="berthd-port-stats-")
         self.metrics_port = free_port()
         config = os.path.join(self.directory, "berth.yaml")
         with open(config, "w") as out:
-            out.write(CONFIG.format(prefix=self.prefix, vdev=vdev, device=device,
+            out.write(CONFIG.format(prefix=self.prefix, vdev=vdev, device=device, lcores=lcores,
                                     port_settings=port_settings, metrics_port=self.metrics_port))
         self.control = os.path.join(self.directory, "berth.sock")
         self.process = subprocess.Popen(
@@ -217,6 +223,61 @@ class RxNombuf(unittest.TestCase):
         self.assertIn("528 mbufs", self.log)
         self.assertGreater(self.rx_nombuf, 0)
         self.assertGreater(metric(self.metrics, "berth_port_rx_nombuf_total"), 0)
+
+
+class VethPair:
+    """A veth pair, up, deleted on exit."""
+
+    def __enter__(self):
+        subprocess.run(["ip", "link", "add", VETH, "type", "veth", "peer", "name", PEER],
+                       check=True)
+        for link in (VETH, PEER):
+            subprocess.run(["ip", "link", "set", link, "up"], check=True)
+        return self
+
+    def __exit__(self, *exception):
+        subprocess.run(["ip", "link", "del", VETH], capture_output=True)
+
+
+class PortsSayWhatTheyDoNotKnow(unittest.TestCase):
+    def test_af_packet_reports_no_drops_and_stats_say_so(self):
+        with VethPair():
+            # The management lcore on the worker's CPU, which berthd warns about.
+            daemon = Daemon("packet", "net_af_packet0,iface=%s" % VETH, "net_af_packet0",
+                            "rx_descriptors: 64, tx_descriptors: 64", lcores="0@0,1@0")
+            try:
+                flood(PEER, 100)
+                stats = daemon.stats()
+                metrics = daemon.metrics()
+                port = daemon.telemetry("/berth/ports,wan")
+            finally:
+                returncode, log = daemon.stop()
+        self.assertEqual(returncode, 0, log)
+        self.assertFalse(stats["ports"][0]["drops_reported"])
+        self.assertRegex(stats["text"],
+                         r"imissed +not reported: net_af_packet counts no frames it drops")
+        self.assertNotIn('berth_port_imissed_total{port="wan"}', metrics)
+        self.assertEqual(metric(metrics, "berth_port_drops_reported"), 0)
+        self.assertEqual(port["drops_reported"], 0)
+        self.assertIn("of 64 RX and 64 TX descriptors asked (net_af_packet does not report the "
+                      "descriptors in use; its kernel ring holds framecnt frames", log)
+        self.assertIn("warning: worker lcore 1 shares CPU 0 with the management lcore 0", log)
+
+    def test_af_xdp_starts_with_64_descriptors_and_says_it_does_not_report_them(self):
+        with VethPair():
+            daemon = Daemon("xdp-small", "net_af_xdp0,iface=%s" % VETH, "net_af_xdp0",
+                            "rx_descriptors: 64, tx_descriptors: 64")
+            try:
+                stats = daemon.stats()
+                metrics = daemon.metrics()
+            finally:
+                returncode, log = daemon.stop()
+        self.assertEqual(returncode, 0, log)
+        self.assertIn("of 64 RX and 64 TX descriptors asked (net_af_xdp does not report the "
+                      "descriptors in use)", log)
+        self.assertTrue(stats["ports"][0]["drops_reported"])
+        self.assertEqual(metric(metrics, "berth_port_drops_reported"), 1)
+        self.assertNotIn("shares CPU", log)
 
 
 if __name__ == "__main__":

@@ -29,4 +29,16 @@ struct WorkerOnSocket {
 std::vector<std::string> crossSocketPolling(absl::Span<const PortOnSocket> ports,
                                             absl::Span<const WorkerOnSocket> workers);
 
+// Whether a worker lcore may run on a CPU of the management (main) lcore. The management loop and
+// the exception path's thread wake every millisecond; beside a busy-polling worker they delay
+// its packets, and the worker keeps that CPU's kernel work from running (docs/nics.md).
+struct LcoreCpus {
+  unsigned lcore = 0;
+  std::vector<unsigned> cpus;  // the CPUs the lcore's thread may run on
+};
+
+// One line per worker that shares a CPU with the main lcore, naming both and the CPUs.
+std::vector<std::string> workersOnMainCpus(const LcoreCpus& main,
+                                           absl::Span<const LcoreCpus> workers);
+
 }  // namespace berth

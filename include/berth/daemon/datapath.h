@@ -120,6 +120,9 @@ class Datapath {
                                                   std::string& note) const;
 
  private:
+  // Logs a warning for each worker lcore that may run on a CPU of the main lcore.
+  void warnAboutSharedMainCpus() const;
+
   const Config& config_;
   Log log_;
   std::vector<unsigned> lcores_;  // the worker lcores, one worker each

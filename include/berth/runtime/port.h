@@ -42,9 +42,11 @@ struct OpenedPort {
   MacAddress mac;
   rte_mempool* pool = nullptr;
   unsigned pool_mbufs = 0;  // the mbufs the pool was made with
-  // Descriptors per RX and per TX queue in use: the config's, as the driver adjusted them.
+  // Descriptors per RX and per TX queue in use: the config's, as the driver adjusted them, and
+  // as it reports them once the queues are set up where it does (descriptors_reported).
   uint16_t rx_descriptors = 0;
   uint16_t tx_descriptors = 0;
+  bool descriptors_reported = false;
   int socket = -1;  // the device's NUMA socket; -1 where the device does not say (vdevs)
   // The outer checksums the NIC fills in (kChecksumOffload*): those it offers, unless the config
   // says checksum_offload: false.

@@ -47,6 +47,9 @@ struct PortStats {
   std::string port;
   std::string driver;
   std::string error;  // why rte_eth_stats_get failed; the totals are then zero
+  // False where the driver never counts drops (DriverTraits::reports_drops): imissed is then
+  // shown as not reported rather than as 0.
+  bool drops_reported = true;
   PortLink link;
   std::array<uint64_t, kPortTotalCount> totals{};
   // Per queue in use (at most the 16 rte_eth_stats has room for); empty where the PMD fills no

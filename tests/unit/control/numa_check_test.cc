@@ -1,9 +1,11 @@
 // The NUMA placement check (control/numa_check.h) over made-up socket ids: a worker polling a
 // port on another socket is named with both sockets; ports that do not say where they are, and
-// workers that poll no queue of a port, are never a mismatch.
+// workers that poll no queue of a port, are never a mismatch. The main-lcore check: a worker
+// whose CPUs overlap the management lcore's is named with the CPUs.
 
 #include "berth/control/numa_check.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 namespace berth {
@@ -41,6 +43,32 @@ TEST(NumaCheckTest, AnUnknownSocketIsNeverAMismatch) {
   const PortOnSocket port[] = {{"p0", 0, 2}};
   const WorkerOnSocket unknown[] = {{1, -1}, {2, -1}};
   EXPECT_TRUE(crossSocketPolling(port, unknown).empty());
+}
+
+TEST(MainCpuCheckTest, AWorkerOnTheMainLcoresCpuIsNamedWithTheCpu) {
+  // --lcores 0@0,1@0,2@1: worker 1 shares CPU 0, worker 2 has CPU 1 to itself.
+  const LcoreCpus main{0, {0}};
+  const LcoreCpus workers[] = {{1, {0}}, {2, {1}}};
+  const std::vector<std::string> lines = workersOnMainCpus(main, workers);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0],
+              ::testing::StartsWith("worker lcore 1 shares CPU 0 with the management lcore 0"));
+  EXPECT_THAT(lines[0], ::testing::HasSubstr("docs/nics.md"));
+}
+
+TEST(MainCpuCheckTest, CpuSetsThatOverlapInPartCount) {
+  // --lcores '0@(0-1),1@1': the main lcore may run on CPU 1, where the worker is.
+  const LcoreCpus main{0, {0, 1}};
+  const LcoreCpus workers[] = {{1, {1, 2}}};
+  const std::vector<std::string> lines = workersOnMainCpus(main, workers);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], ::testing::StartsWith("worker lcore 1 shares CPU 1 with"));
+}
+
+TEST(MainCpuCheckTest, SeparateCpusAreFine) {
+  const LcoreCpus main{0, {0}};
+  const LcoreCpus workers[] = {{1, {1}}, {2, {2}}};
+  EXPECT_TRUE(workersOnMainCpus(main, workers).empty());
 }
 
 }  // namespace

@@ -75,6 +75,7 @@ TEST(PortStatsReportTest, JsonHasLinkTotalsRatesQueuesAndEveryXstat) {
   json.endObject();
   EXPECT_EQ(json.str(),
             "{\"ports_read_s_ago\":1,\"ports\":[{\"port\":\"wan\",\"driver\":\"net_test\","
+            "\"drops_reported\":true,"
             "\"link\":{\"up\":true,\"speed_mbps\":100000,\"full_duplex\":true,\"autoneg\":false},"
             "\"totals\":{\"ipackets\":3000,\"opackets\":0,\"ibytes\":0,\"obytes\":0,"
             "\"imissed\":110,\"ierrors\":0,\"oerrors\":0,\"rx_nombuf\":0},"
@@ -113,6 +114,22 @@ TEST(PortStatsReportTest, AFailedReadingSaysWhy) {
   const std::string text = portsText(reading, portRates(nullptr, reading), reading.at);
   EXPECT_THAT(text, HasSubstr("link down"));
   EXPECT_THAT(text, HasSubstr("not read: rte_eth_stats_get: Operation not supported"));
+}
+
+TEST(PortStatsReportTest, ADriverThatCountsNoDropsShowsImissedAsNotReported) {
+  PortStats port = portWith("lan", 500, 0);
+  port.driver = "net_af_packet";
+  port.drops_reported = false;
+  const PortStatsReading reading = readingAt(absl::FromUnixSeconds(1000), {port});
+  const std::string text = portsText(reading, portRates(nullptr, reading), reading.at);
+  EXPECT_THAT(text, HasSubstr("imissed                                  not reported: "
+                              "net_af_packet counts no frames it drops\n"));
+  EXPECT_THAT(text, Not(HasSubstr("imissed                                  0")));
+  JsonWriter json;
+  json.beginObject();
+  writePortsJson(json, reading, portRates(nullptr, reading), reading.at);
+  json.endObject();
+  EXPECT_THAT(json.str(), HasSubstr("\"drops_reported\":false"));
 }
 
 // Turns until `done` or a deadline; readings run on the sampler's thread.

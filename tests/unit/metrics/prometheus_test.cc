@@ -122,6 +122,24 @@ TEST(PrometheusTest, PortsShowTheirLinkTotalsQueuesAndXstats) {
   EXPECT_THAT(text, HasSubstr("berth_port_xstat_total{port=\"wan\",name=\"rx_crc_errors\"} 3\n"));
 }
 
+TEST(PrometheusTest, APortWhoseDriverCountsNoDropsHasNoImissedSeries) {
+  MetricsSnapshot metrics = sample();
+  PortStats counted;
+  counted.port = "wan";
+  counted.driver = "net_ice";
+  PortStats uncounted;
+  uncounted.port = "lan";
+  uncounted.driver = "net_af_packet";
+  uncounted.drops_reported = false;
+  metrics.ports = {counted, uncounted};
+  const std::string text = prometheusText(metrics);
+  EXPECT_THAT(text, HasSubstr("berth_port_imissed_total{port=\"wan\"} 0\n"));
+  EXPECT_THAT(text, Not(HasSubstr("berth_port_imissed_total{port=\"lan\"}")));
+  EXPECT_THAT(text, HasSubstr("berth_port_drops_reported{port=\"wan\"} 1\n"
+                              "berth_port_drops_reported{port=\"lan\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("berth_port_rx_nombuf_total{port=\"lan\"} 0\n"));
+}
+
 // Without a fleet section no fleet family appears; with one, the applied version and the agent's
 // state do.
 TEST(PrometheusTest, FlowSyncShowsItsEventsAndSizesWhereConfigured) {

@@ -16,6 +16,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -27,6 +28,9 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/types/span.h"
+#include "berth/config/eal_options.h"
 #include "berth/config/loader.h"
 #include "berth/daemon/control_plane.h"
 #include "berth/fleet/generation.h"
@@ -185,17 +189,49 @@ FleetStart startFromCache(berth::Config& config) {
   return start;
 }
 
+// The merged EAL arguments, as berthd gives them to rte_eal_init.
+std::string ealArgsText(const std::vector<std::string>& eal_args) {
+  return absl::StrJoin(eal_args.begin() + 1, eal_args.end(), " ");
+}
+
+// Why the EAL did not start, with the arguments it was given and the likely causes on this host.
+absl::Status ealFailure(int error, const std::vector<std::string>& eal_args) {
+  berth::EalFailure failure;
+  failure.error = error;
+  failure.args = eal_args;
+  failure.euid = geteuid();
+  std::error_code ignored;
+  for (const auto& size :
+       std::filesystem::directory_iterator("/sys/kernel/mm/hugepages", ignored)) {
+    std::ifstream count(size.path() / "nr_hugepages");
+    uint64_t pages = 0;
+    if (count >> pages) failure.hugepages_reserved += pages;
+  }
+  std::ifstream mounts("/proc/mounts");
+  for (std::string line; std::getline(mounts, line);) {
+    if (line.find(" hugetlbfs ") != std::string::npos) failure.hugetlbfs_mounted = true;
+  }
+  std::string message =
+      absl::StrCat(rte_strerror(error), "; the EAL was given: ", ealArgsText(eal_args),
+                   " (berthd's command line, then "
+                   "dataplane.eal)");
+  for (const std::string& advice : berth::ealFailureAdvice(failure)) {
+    absl::StrAppend(&message, "\n  likely: ", advice);
+  }
+  return absl::InvalidArgumentError(message);
+}
+
 // The start-up table: each step's start in this order, and on a failure, or at the end, the
 // stops of the steps that started, in reverse. The control plane's steps are documented at
 // ControlPlane (daemon/control_plane.h).
 std::vector<berth::StartStep> startUpSteps(berth::ControlPlane& control,
+                                           const std::vector<std::string>& eal_args,
                                            std::vector<char*>& eal_argv, bool& eal_up) {
   return {
       {"EAL",
        [&]() -> absl::Status {
          if (rte_eal_init(static_cast<int>(eal_argv.size()), eal_argv.data()) < 0) {
-           return absl::InvalidArgumentError(
-               absl::StrCat(rte_strerror(rte_errno), " (check the EAL options)"));
+           return ealFailure(rte_errno, eal_args);
          }
          eal_up = true;
          return absl::OkStatus();
@@ -259,6 +295,14 @@ int main(int argc, char** argv) {
   berth::retainFreedHeapMemory();
 
   for (const std::string& arg : config->dataplane.eal) eal_args.push_back(arg);
+  // The config's own were checked with it; together with the command line's, before the EAL
+  // answers a mistake with its whole usage text.
+  if (const std::vector<std::string> problems =
+          berth::ealArgumentProblems(absl::MakeConstSpan(eal_args).subspan(1));
+      !problems.empty()) {
+    return fail(absl::StrCat("EAL arguments (berthd's command line, then dataplane.eal): ",
+                             ealArgsText(eal_args), "\n  ", absl::StrJoin(problems, "\n  ")));
+  }
   std::vector<char*> eal_argv = berth::argvOf(eal_args);
 
   absl::StatusOr<berth::ControlSocketPaths> sockets = controlSocketPaths();
@@ -273,7 +317,7 @@ int main(int argc, char** argv) {
                           std::move(fleet_start.cached_generation));
   }
   bool eal_up = false;
-  berth::StartSequence start_up(startUpSteps(control, eal_argv, eal_up));
+  berth::StartSequence start_up(startUpSteps(control, eal_args, eal_argv, eal_up));
   if (absl::Status status = start_up.start(); !status.ok()) return fail(status.message());
 
   int exit_code = 0;

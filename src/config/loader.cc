@@ -23,6 +23,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "berth/config/drivers.h"
+#include "berth/config/eal_options.h"
 #include "berth/maglev/consistent_hash.h"
 #include "berth/net/crc32c.h"
 #include "berth/util/status_macros.h"
@@ -123,20 +125,22 @@ absl::StatusOr<HealthCheckConfig> parseHealth(absl::string_view source, const st
 absl::StatusOr<BackendConfig> parseBackend(absl::string_view source, const std::string& path,
                                            const YAML::Node& node, const ServiceConfig& service,
                                            const DataplaneConfig* dataplane) {
+  ErrorList errors;
   BERTH_ASSIGN_OR_RETURN(
       const Fields fields,
-      Fields::read(source, path, node, {"name", "address", "weight", "mac", "health"}));
+      Fields::read(source, path, node, {"name", "address", "weight", "mac", "health"}, errors));
   BackendConfig backend;
   backend.line.number = fields.self().line();
-  BERTH_ASSIGN_OR_RETURN(backend.name, fields.requiredString("name"));
-  BERTH_ASSIGN_OR_RETURN(backend.address, fields.address("address"));
-  BERTH_ASSIGN_OR_RETURN(backend.weight, fields.integer("weight", 0, kMaxWeight, 1));
-  BERTH_ASSIGN_OR_RETURN(backend.mac, fields.optionalMac("mac"));
+  errors.assign(backend.name, fields.requiredString("name"));
+  errors.assign(backend.address, fields.address("address"));
+  errors.assign(backend.weight, fields.integer("weight", 0, kMaxWeight, 1));
+  errors.assign(backend.mac, fields.optionalMac("mac"));
   backend.health = service.health;
   if (const YAML::Node* health = fields.find("health"); health != nullptr && !health->IsNull()) {
-    BERTH_ASSIGN_OR_RETURN(backend.health, parseHealth(source, fields.pathOf("health"), *health,
-                                                       service.health, dataplane));
+    errors.assign(backend.health,
+                  parseHealth(source, fields.pathOf("health"), *health, service.health, dataplane));
   }
+  if (!errors.empty()) return errors.status();
   if (!backend.health.address) backend.health.address = backend.address;
   if (!backend.health.port) backend.health.port = service.port;
   return backend;
@@ -225,6 +229,7 @@ absl::Status parseForwardingFields(const Fields& fields, const DataplaneConfig* 
 // The service's backends: unique names and addresses, of the IP version the mode needs.
 absl::Status parseBackends(absl::string_view source, const Fields& fields,
                            const DataplaneConfig* dataplane, ServiceConfig& service) {
+  ErrorList errors;
   const YAML::Node* backends = fields.find("backends");
   if (backends == nullptr) return fields.self().error("missing required key 'backends'");
   if (!backends->IsSequence() && !backends->IsNull()) {
@@ -235,33 +240,39 @@ absl::Status parseBackends(absl::string_view source, const Fields& fields,
   for (size_t i = 0; i < backends->size(); ++i) {
     const std::string backend_path = absl::StrCat(fields.pathOf("backends"), "[", i, "]");
     const YAML::Node backend_node = (*backends)[i];
-    BERTH_ASSIGN_OR_RETURN(BackendConfig backend,
-                           parseBackend(source, backend_path, backend_node, service, dataplane));
+    absl::StatusOr<BackendConfig> parsed =
+        parseBackend(source, backend_path, backend_node, service, dataplane);
+    if (!errors.record(parsed.status())) continue;
+    BackendConfig& backend = *parsed;
     const ErrorSite site(source, backend_path, backend_node.Mark());
     if (!names.insert(backend.name).second) {
-      return site.error(absl::StrCat("duplicate backend name '", backend.name, "' in service '",
-                                     service.name, "'"));
+      errors.record(site.error(absl::StrCat("duplicate backend name '", backend.name,
+                                            "' in service '", service.name, "'")));
+      continue;
     }
     // IPIP carries the client's packet whole, and L2 DSR hands it over unchanged: either way
     // the backend must speak the VIP's IP version.
     const bool same_family_needed =
         service.forwarding == Forwarding::kIpip || service.forwarding == Forwarding::kL2Dsr;
     if (same_family_needed && backend.address.family != service.vip.family) {
-      return site.error(absl::StrCat("backend address ", backend.address.toString(),
-                                     " is not of the VIP's IP version, which forwarding: ",
-                                     toString(service.forwarding), " needs"));
+      errors.record(site.error(absl::StrCat("backend address ", backend.address.toString(),
+                                            " is not of the VIP's IP version, which forwarding: ",
+                                            toString(service.forwarding), " needs")));
+      continue;
     }
     if (backend.mac && service.forwarding != Forwarding::kL2Dsr) {
-      return site.error("a backend mac only applies with forwarding: l2dsr");
+      errors.record(site.error("a backend mac only applies with forwarding: l2dsr"));
+      continue;
     }
     if (!addresses.insert(backend.address).second) {
-      return site.error(absl::StrCat("backend address ", backend.address.toString(),
-                                     " is already used by another backend of service '",
-                                     service.name, "'"));
+      errors.record(site.error(absl::StrCat("backend address ", backend.address.toString(),
+                                            " is already used by another backend of service '",
+                                            service.name, "'")));
+      continue;
     }
     service.backends.push_back(std::move(backend));
   }
-  return absl::OkStatus();
+  return errors.status();
 }
 
 // The table's size (auto: 100 slots a backend, prime), checked against the backends, with a
@@ -305,31 +316,59 @@ absl::Status sizeTable(const Fields& fields, ServiceConfig& service,
   return absl::OkStatus();
 }
 
+// A service that can send no new flow anywhere is legal (backends to come, all drained on
+// purpose) but seldom meant: its VIP takes packets and drops them.
+void warnIfServingNothing(const Fields& fields, const ServiceConfig& service,
+                          std::vector<std::string>& warnings) {
+  const std::string listener =
+      absl::StrCat(toString(service.protocol), " ", service.vip.toString(), ":", service.port);
+  if (service.backends.empty()) {
+    warnings.push_back(
+        fields.site("backends")
+            .warning(absl::StrCat("service '", service.name, "' has no backends: every packet to ",
+                                  listener, " is dropped and counted as no_backend")));
+  } else if (absl::c_all_of(service.backends,
+                            [](const BackendConfig& backend) { return backend.weight == 0; })) {
+    warnings.push_back(
+        fields.site("backends")
+            .warning(absl::StrCat("every backend of service '", service.name,
+                                  "' has weight 0 (drained): no new flow to ", listener,
+                                  " is served, each is dropped and counted as no_backend; give one "
+                                  "a weight to serve")));
+  }
+}
+
 absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::string& path,
                                            const YAML::Node& node, const DataplaneConfig* dataplane,
                                            std::vector<std::string>& warnings,
                                            std::vector<std::string>& notes) {
+  ErrorList errors;
   BERTH_ASSIGN_OR_RETURN(
       const Fields fields,
       Fields::read(source, path, node,
                    {"name", "vip", "port", "protocol", "table_size", "algorithm", "replicas",
                     "bounded_load", "hash_fields", "forwarding", "gue_port", "announce", "drain",
-                    "health", "backends", "egress"}));
+                    "health", "backends", "egress"},
+                   errors));
   ServiceConfig service;
   service.line.number = fields.self().line();
-  BERTH_ASSIGN_OR_RETURN(service.name, fields.requiredString("name"));
-  BERTH_ASSIGN_OR_RETURN(service.vip, fields.address("vip"));
-  BERTH_ASSIGN_OR_RETURN(service.port, fields.integer("port", 1, 65535, std::nullopt));
+  errors.assign(service.name, fields.requiredString("name"));
+  const bool vip_parsed = errors.assign(service.vip, fields.address("vip"));
+  errors.assign(service.port, fields.integer("port", 1, 65535, std::nullopt));
 
-  BERTH_RETURN_IF_ERROR(parseTableFields(fields, service));
-  BERTH_RETURN_IF_ERROR(parseForwardingFields(fields, dataplane, service));
+  errors.record(parseTableFields(fields, service));
+  const bool forwarding_parsed = errors.record(parseForwardingFields(fields, dataplane, service));
   if (const YAML::Node* health = fields.find("health"); health != nullptr && !health->IsNull()) {
-    BERTH_ASSIGN_OR_RETURN(service.health, parseHealth(source, fields.pathOf("health"), *health,
-                                                       HealthCheckConfig{}, dataplane));
+    errors.assign(service.health, parseHealth(source, fields.pathOf("health"), *health,
+                                              HealthCheckConfig{}, dataplane));
   }
-
-  BERTH_RETURN_IF_ERROR(parseBackends(source, fields, dataplane, service));
+  // The backends' checks against the VIP's version and the mode need both.
+  if (vip_parsed && forwarding_parsed) {
+    errors.record(parseBackends(source, fields, dataplane, service));
+  }
+  if (!errors.empty()) return errors.status();
   BERTH_RETURN_IF_ERROR(sizeTable(fields, service, warnings, notes));
+  warnIfServingNothing(fields, service, warnings);
   return service;
 }
 
@@ -391,60 +430,87 @@ absl::StatusOr<ExceptionConfig> parseException(absl::string_view source, const s
   return exception;
 }
 
+// Whether an EAL --vdev in `eal` creates the device `device` names.
+bool createdByEal(const std::vector<std::string>& eal, absl::string_view device) {
+  const absl::string_view name = device.substr(0, device.find(','));
+  for (size_t i = 0; i < eal.size(); ++i) {
+    absl::string_view created;
+    if (eal[i] == "--vdev" && i + 1 < eal.size()) {
+      created = eal[i + 1];
+    } else if (absl::StartsWith(eal[i], "--vdev=")) {
+      created = absl::string_view(eal[i]).substr(7);
+    }
+    if (!created.empty() && created.substr(0, created.find(',')) == name) return true;
+  }
+  return false;
+}
+
+// A port; `eal` is the config's EAL arguments, whose --vdev may create its device.
 absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string& path,
-                                     const YAML::Node& node) {
+                                     const YAML::Node& node, const std::vector<std::string>& eal) {
+  ErrorList errors;
   BERTH_ASSIGN_OR_RETURN(
       const Fields fields,
       Fields::read(source, path, node,
                    {"name", "device", "vlan", "ipv4", "ipv6", "gateway", "gateway_mac", "mtu",
                     "queues", "rx_descriptors", "tx_descriptors", "mbufs", "checksum_offload",
-                    "rss_key", "learn_announcements", "exception", "egress"}));
+                    "rss_key", "learn_announcements", "exception", "egress"},
+                   errors));
   PortConfig port;
   port.line.number = fields.self().line();
-  BERTH_ASSIGN_OR_RETURN(port.name, fields.requiredString("name"));
-  BERTH_ASSIGN_OR_RETURN(port.device, fields.requiredString("device"));
+  errors.assign(port.name, fields.requiredString("name"));
+  if (errors.assign(port.device, fields.requiredString("device"))) {
+    if (const std::string problem =
+            deviceStringProblem(port.device, createdByEal(eal, port.device));
+        !problem.empty()) {
+      errors.record(fields.site("device").error(problem));
+    }
+  }
   // 0 and 4095 are reserved by 802.1Q; a port without `vlan` takes untagged frames.
-  BERTH_ASSIGN_OR_RETURN(port.vlan, fields.integer("vlan", 1, 4094, 0));
-  if (fields.has("egress")) {
-    BERTH_ASSIGN_OR_RETURN(port.egress, fields.requiredString("egress"));
+  errors.assign(port.vlan, fields.integer("vlan", 1, 4094, 0));
+  if (fields.has("egress")) errors.assign(port.egress, fields.requiredString("egress"));
+  const bool ipv4_parsed =
+      errors.assign(port.ipv4, fields.optionalAddress("ipv4", IpFamily::kIpv4));
+  const bool ipv6_parsed =
+      errors.assign(port.ipv6, fields.optionalAddress("ipv6", IpFamily::kIpv6));
+  const bool addresses_parsed = ipv4_parsed && ipv6_parsed;
+  if (addresses_parsed && !port.ipv4 && !port.ipv6) {
+    errors.record(fields.self().error("a port needs an ipv4 or an ipv6 address, or both"));
   }
-  BERTH_ASSIGN_OR_RETURN(port.ipv4, fields.optionalAddress("ipv4", IpFamily::kIpv4));
-  BERTH_ASSIGN_OR_RETURN(port.ipv6, fields.optionalAddress("ipv6", IpFamily::kIpv6));
-  if (!port.ipv4 && !port.ipv6) {
-    return fields.self().error("a port needs an ipv4 or an ipv6 address, or both");
+  const bool next_hop_parsed =
+      errors.assign(port.gateway, fields.optionalAddress("gateway", std::nullopt)) &&
+      errors.assign(port.gateway_mac, fields.optionalMac("gateway_mac"));
+  errors.assign(port.learn_announcements, fields.boolean("learn_announcements", false));
+  if (next_hop_parsed && port.gateway && port.gateway_mac) {
+    errors.record(fields.site("gateway_mac")
+                      .error("give gateway (resolved by ARP/ND) or gateway_mac, not both"));
   }
-  BERTH_ASSIGN_OR_RETURN(port.gateway, fields.optionalAddress("gateway", std::nullopt));
-  BERTH_ASSIGN_OR_RETURN(port.gateway_mac, fields.optionalMac("gateway_mac"));
-  BERTH_ASSIGN_OR_RETURN(port.learn_announcements, fields.boolean("learn_announcements", false));
-  if (port.gateway && port.gateway_mac) {
-    return fields.site("gateway_mac")
-        .error("give gateway (resolved by ARP/ND) or gateway_mac, not both");
-  }
-  if (port.gateway && !(port.gateway->isV4() ? port.ipv4 : port.ipv6)) {
-    return fields.site("gateway").error(
+  if (next_hop_parsed && addresses_parsed && port.gateway &&
+      !(port.gateway->isV4() ? port.ipv4 : port.ipv6)) {
+    errors.record(fields.site("gateway").error(
         absl::StrCat("the port has no IPv", port.gateway->isV4() ? 4 : 6, " address to reach ",
-                     port.gateway->toString(), " from"));
+                     port.gateway->toString(), " from")));
   }
   // 68 is the least MTU IPv4 allows; 9600 covers the jumbo frames of common NICs.
-  BERTH_ASSIGN_OR_RETURN(port.mtu, fields.integer("mtu", 68, 9600, 1500));
-  if (port.ipv6 && port.mtu < 1280) {
-    return fields.site("mtu").error(
-        absl::StrCat(port.mtu, " is below 1280, the least MTU IPv6 allows"));
+  if (errors.assign(port.mtu, fields.integer("mtu", 68, 9600, 1500)) && port.ipv6 &&
+      port.mtu < 1280) {
+    errors.record(fields.site("mtu").error(
+        absl::StrCat(port.mtu, " is below 1280, the least MTU IPv6 allows")));
   }
   // RTE_MAX_QUEUES_PER_PORT in DPDK's default build.
-  BERTH_ASSIGN_OR_RETURN(port.queues, fields.integer("queues", 1, 1024, 0));
+  errors.assign(port.queues, fields.integer("queues", 1, 1024, 0));
   // 64 is below what any PMD takes; 32768 is the most of any common NIC (ice, mlx5).
-  BERTH_ASSIGN_OR_RETURN(port.rx_descriptors, fields.integer("rx_descriptors", 64, 32768, 1024));
-  BERTH_ASSIGN_OR_RETURN(port.tx_descriptors, fields.integer("tx_descriptors", 64, 32768, 1024));
+  errors.assign(port.rx_descriptors, fields.integer("rx_descriptors", 64, 32768, 1024));
+  errors.assign(port.tx_descriptors, fields.integer("tx_descriptors", 64, 32768, 1024));
   // 2^24: 32 GiB of 2 KiB mbufs, beyond any one port's need.
-  BERTH_ASSIGN_OR_RETURN(port.mbufs, fields.integer("mbufs", 64, 1u << 24, 0));
-  BERTH_ASSIGN_OR_RETURN(port.checksum_offload, fields.boolean("checksum_offload", true));
-  BERTH_RETURN_IF_ERROR(parseRssKey(fields, port));
+  errors.assign(port.mbufs, fields.integer("mbufs", 64, 1u << 24, 0));
+  errors.assign(port.checksum_offload, fields.boolean("checksum_offload", true));
+  errors.record(parseRssKey(fields, port));
   if (const YAML::Node* exception = fields.find("exception");
       exception != nullptr && !exception->IsNull()) {
-    BERTH_ASSIGN_OR_RETURN(port.exception,
-                           parseException(source, fields.pathOf("exception"), *exception));
+    errors.assign(port.exception, parseException(source, fields.pathOf("exception"), *exception));
   }
+  if (!errors.empty()) return errors.status();
   return port;
 }
 
@@ -561,31 +627,42 @@ absl::StatusOr<NeighborConfig> parseNeighbors(absl::string_view source, const YA
 }
 
 absl::StatusOr<DataplaneConfig> parseDataplane(absl::string_view source, const YAML::Node& node) {
+  ErrorList errors;
   BERTH_ASSIGN_OR_RETURN(const Fields fields, Fields::read(source, "dataplane", node,
                                                            {"eal", "ports", "conntrack", "icmp",
-                                                            "neighbors", "strict_numa", "idle"}));
+                                                            "neighbors", "strict_numa", "idle"},
+                                                           errors));
   DataplaneConfig dataplane;
-  BERTH_ASSIGN_OR_RETURN(dataplane.eal, fields.stringList("eal"));
-  BERTH_ASSIGN_OR_RETURN(dataplane.strict_numa, fields.boolean("strict_numa", false));
+  if (errors.assign(dataplane.eal, fields.stringList("eal"))) {
+    for (const std::string& problem : ealArgumentProblems(dataplane.eal)) {
+      errors.record(fields.site("eal").error(problem));
+    }
+  }
+  errors.assign(dataplane.strict_numa, fields.boolean("strict_numa", false));
   if (const YAML::Node* conntrack = fields.find("conntrack");
       conntrack != nullptr && !conntrack->IsNull()) {
-    BERTH_ASSIGN_OR_RETURN(dataplane.conntrack, parseConntrack(source, *conntrack));
+    errors.assign(dataplane.conntrack, parseConntrack(source, *conntrack));
   }
   if (const YAML::Node* idle = fields.find("idle"); idle != nullptr) {
     // `idle:` alone turns it on with the defaults.
-    BERTH_ASSIGN_OR_RETURN(dataplane.idle,
-                           idle->IsNull() ? IdleConfig{} : parseIdle(source, *idle));
+    errors.assign(dataplane.idle, idle->IsNull() ? IdleConfig{} : parseIdle(source, *idle));
   }
   if (const YAML::Node* icmp = fields.find("icmp"); icmp != nullptr && !icmp->IsNull()) {
-    BERTH_ASSIGN_OR_RETURN(dataplane.icmp, parseIcmp(source, *icmp));
+    errors.assign(dataplane.icmp, parseIcmp(source, *icmp));
   }
   if (const YAML::Node* neighbors = fields.find("neighbors");
       neighbors != nullptr && !neighbors->IsNull()) {
-    BERTH_ASSIGN_OR_RETURN(dataplane.neighbors, parseNeighbors(source, *neighbors));
+    errors.assign(dataplane.neighbors, parseNeighbors(source, *neighbors));
   }
   const YAML::Node* ports = fields.find("ports");
-  if (ports == nullptr || ports->IsNull()) return dataplane;
-  if (!ports->IsSequence()) return fields.site("ports").error("expected a list of ports");
+  if (ports == nullptr || ports->IsNull()) {
+    if (!errors.empty()) return errors.status();
+    return dataplane;
+  }
+  if (!ports->IsSequence()) {
+    errors.record(fields.site("ports").error("expected a list of ports"));
+    return errors.status();
+  }
   absl::flat_hash_set<std::string> names;
   // The first port on each device, which the device's other ports (VLANs) must agree with.
   absl::flat_hash_map<std::string, size_t> first_on_device;
@@ -593,28 +670,38 @@ absl::StatusOr<DataplaneConfig> parseDataplane(absl::string_view source, const Y
   for (size_t i = 0; i < ports->size(); ++i) {
     const std::string path = absl::StrCat("dataplane.ports[", i, "]");
     const YAML::Node port_node = (*ports)[i];
-    BERTH_ASSIGN_OR_RETURN(PortConfig port, parsePort(source, path, port_node));
+    absl::StatusOr<PortConfig> parsed = parsePort(source, path, port_node, dataplane.eal);
+    if (!errors.record(parsed.status())) continue;
+    PortConfig& port = *parsed;
     const ErrorSite site(source, path, port_node.Mark());
     if (!names.insert(port.name).second) {
-      return site.error(absl::StrCat("duplicate port name '", port.name, "'"));
+      errors.record(site.error(absl::StrCat("duplicate port name '", port.name, "'")));
+      continue;
     }
-    if (auto [first, inserted] = first_on_device.try_emplace(port.device, i); !inserted) {
-      BERTH_RETURN_IF_ERROR(checkSharedDevice(site, dataplane.ports, first->second, port));
+    if (auto first = first_on_device.find(port.device);
+        first != first_on_device.end() &&
+        !errors.record(checkSharedDevice(site, dataplane.ports, first->second, port))) {
+      continue;
     }
     if (port.exception && !interfaces.insert(port.exception->name).second) {
-      return site.error(absl::StrCat("exception interface '", port.exception->name,
-                                     "' is already another port's"));
+      errors.record(site.error(absl::StrCat("exception interface '", port.exception->name,
+                                            "' is already another port's")));
+      continue;
     }
+    first_on_device.try_emplace(port.device, dataplane.ports.size());
     dataplane.ports.push_back(std::move(port));
   }
-  // An egress may name a port further down the list.
+  // An egress may name a port further down the list; a port that did not parse is no error
+  // twice.
+  if (!errors.empty()) return errors.status();
   for (size_t i = 0; i < dataplane.ports.size(); ++i) {
     const std::string& egress = dataplane.ports[i].egress;
     if (egress.empty() || names.contains(egress)) continue;
-    return ErrorSite(source, absl::StrCat("dataplane.ports[", i, "].egress"),
-                     (*ports)[i]["egress"].Mark())
-        .error(absl::StrCat("no port named '", egress, "'"));
+    errors.record(ErrorSite(source, absl::StrCat("dataplane.ports[", i, "].egress"),
+                            (*ports)[i]["egress"].Mark())
+                      .error(absl::StrCat("no port named '", egress, "'")));
   }
+  if (!errors.empty()) return errors.status();
   return dataplane;
 }
 
@@ -880,31 +967,37 @@ absl::StatusOr<SyncConfig> parseSync(absl::string_view source, const YAML::Node&
 }
 
 // The per-instance sections of `fields` into `config`: dataplane, metrics, bgp, fleet and sync.
+// Each section's errors are recorded and the next section read all the same; bgp, which checks
+// its addresses against the ports, only once the dataplane parsed.
 absl::Status parseLocalSections(absl::string_view source_name, const Fields& fields,
                                 Config& config) {
+  ErrorList errors;
+  bool dataplane_parsed = true;
   if (const YAML::Node* dataplane = fields.find("dataplane"); dataplane != nullptr) {
-    BERTH_ASSIGN_OR_RETURN(config.dataplane, parseDataplane(source_name, *dataplane));
+    dataplane_parsed = errors.assign(config.dataplane, parseDataplane(source_name, *dataplane));
   }
   if (const YAML::Node* metrics = fields.find("metrics"); metrics != nullptr) {
-    BERTH_ASSIGN_OR_RETURN(config.metrics, parseMetrics(source_name, *metrics, config.warnings));
+    errors.assign(config.metrics, parseMetrics(source_name, *metrics, config.warnings));
   }
-  if (const YAML::Node* bgp = fields.find("bgp"); bgp != nullptr) {
-    BERTH_ASSIGN_OR_RETURN(config.bgp, parseBgp(source_name, *bgp, config.dataplane));
-    for (const BgpNeighbor& neighbor : config.bgp->neighbors) {
-      config.dataplane.bgp_peers.push_back(neighbor.address);
+  if (const YAML::Node* bgp = fields.find("bgp"); bgp != nullptr && dataplane_parsed) {
+    if (errors.assign(config.bgp, parseBgp(source_name, *bgp, config.dataplane))) {
+      for (const BgpNeighbor& neighbor : config.bgp->neighbors) {
+        config.dataplane.bgp_peers.push_back(neighbor.address);
+      }
     }
   }
   if (const YAML::Node* fleet = fields.find("fleet"); fleet != nullptr) {
-    BERTH_ASSIGN_OR_RETURN(config.fleet, parseFleet(source_name, *fleet));
+    errors.assign(config.fleet, parseFleet(source_name, *fleet));
   }
   if (const YAML::Node* sync = fields.find("sync"); sync != nullptr) {
-    BERTH_ASSIGN_OR_RETURN(config.sync, parseSync(source_name, *sync, config.fleet.has_value()));
-    config.dataplane.sync_port = config.sync->listen.port;
-    for (const Endpoint& peer : config.sync->peers) {
-      config.dataplane.sync_peers.push_back(peer.address);
+    if (errors.assign(config.sync, parseSync(source_name, *sync, config.fleet.has_value()))) {
+      config.dataplane.sync_port = config.sync->listen.port;
+      for (const Endpoint& peer : config.sync->peers) {
+        config.dataplane.sync_peers.push_back(peer.address);
+      }
     }
   }
-  return absl::OkStatus();
+  return errors.status();
 }
 
 // `services` (a list, or null for none) into config.services: names and listeners, and with
@@ -917,28 +1010,34 @@ absl::Status parseServices(absl::string_view source_name, const Fields& fields, 
   if (!services->IsSequence() && !services->IsNull()) {
     return fields.site("services").error("expected a list of services");
   }
+  ErrorList errors;
   absl::flat_hash_set<std::string> names;
   absl::flat_hash_map<std::tuple<IpAddress, uint16_t, Protocol>, std::string> listeners;
   for (size_t i = 0; i < services->size(); ++i) {
     const std::string path = absl::StrCat("services[", i, "]");
     const YAML::Node node = (*services)[i];
-    BERTH_ASSIGN_OR_RETURN(
-        ServiceConfig service,
+    absl::StatusOr<ServiceConfig> parsed =
         parseService(source_name, path, node, local_known ? &config.dataplane : nullptr,
-                     config.warnings, config.notes));
+                     config.warnings, config.notes);
+    if (!errors.record(parsed.status())) continue;
+    ServiceConfig& service = *parsed;
     const ErrorSite site(source_name, path, node.Mark());
     if (!names.insert(service.name).second) {
-      return site.error(absl::StrCat("duplicate service name '", service.name, "'"));
+      errors.record(site.error(absl::StrCat("duplicate service name '", service.name, "'")));
+      continue;
     }
     auto [it, inserted] =
         listeners.emplace(std::tuple(service.vip, service.port, service.protocol), service.name);
     if (!inserted) {
-      return site.error(absl::StrCat(toString(service.protocol), " ", service.vip.toString(), ":",
-                                     service.port, " is already served by service '", it->second,
-                                     "'"));
+      errors.record(site.error(absl::StrCat(toString(service.protocol), " ", service.vip.toString(),
+                                            ":", service.port, " is already served by service '",
+                                            it->second, "'")));
+      continue;
     }
     config.services.push_back(std::move(service));
   }
+  // What follows matches services to their list entries by position.
+  if (!errors.empty()) return errors.status();
   if (!local_known) return absl::OkStatus();
   BERTH_RETURN_IF_ERROR(checkServicesReachable(source_name, config, *services));
   return checkBgpAnnouncements(source_name, config, *services);
@@ -981,20 +1080,24 @@ absl::StatusOr<Config> parseConfig(absl::string_view yaml_text, absl::string_vie
   Config config;
   config.source_crc32c = crc32cPortable(0, yaml_text.data(), yaml_text.size());
   try {
-    BERTH_ASSIGN_OR_RETURN(const Fields fields, Fields::read(source_name, "", root, kTopLevelKeys));
-    BERTH_RETURN_IF_ERROR(parseLocalSections(source_name, fields, config));
+    ErrorList errors;
+    BERTH_ASSIGN_OR_RETURN(const Fields fields,
+                           Fields::read(source_name, "", root, kTopLevelKeys, errors));
+    // The services are checked against the per-instance sections where those parsed, and on
+    // their own otherwise, so that one pass finds the errors of both.
+    const bool local_parsed = errors.record(parseLocalSections(source_name, fields, config));
     if (config.fleet) {
       // One source of truth for what decides the tables: the fleet's versions.
       if (fields.has("services")) {
-        return fields.site("services")
-            .error(
-                "comes from the fleet when the config has a fleet section: push services with "
-                "`berthctl fleet push FILE`, and keep dataplane, metrics, bgp, fleet and sync "
-                "here");
+        errors.record(fields.site("services")
+                          .error("comes from the fleet when the config has a fleet section: push "
+                                 "services with `berthctl fleet push FILE`, and keep dataplane, "
+                                 "metrics, bgp, fleet and sync here"));
       }
     } else {
-      BERTH_RETURN_IF_ERROR(parseServices(source_name, fields, true, config));
+      errors.record(parseServices(source_name, fields, local_parsed, config));
     }
+    if (!errors.empty()) return errors.status();
   } catch (const YAML::Exception& e) {
     // yaml-cpp throws on some malformed trees while they are walked; report, never escape.
     return ErrorSite(source_name, "yaml", e.mark).error(e.msg);

@@ -50,6 +50,36 @@ class ErrorSite {
   YAML::Mark mark_;
 };
 
+// The loader's errors, gathered so that one pass reports every one: a part that fails is
+// recorded and the parse goes on with the next (each field, port, service and backend). A check
+// that depends on fields runs only while they parsed, so that one mistake is reported once.
+class ErrorList {
+ public:
+  // Records `status` unless it is OK; true when it was OK.
+  bool record(const absl::Status& status) {
+    if (status.ok()) return true;
+    messages_.emplace_back(status.message());
+    return false;
+  }
+  // Moves the value into `target`, or records the error and leaves `target` as it was.
+  template <typename T, typename U>
+  bool assign(T& target, absl::StatusOr<U> result) {
+    if (!result.ok()) return record(result.status());
+    target = *std::move(result);
+    return true;
+  }
+  bool empty() const { return messages_.empty(); }
+  size_t size() const { return messages_.size(); }
+  // OK, or one InvalidArgument error with every message, a line each, in the order found.
+  absl::Status status() const {
+    if (messages_.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrJoin(messages_, "\n"));
+  }
+
+ private:
+  std::vector<std::string> messages_;
+};
+
 // A YAML map whose keys have been checked against the allowed set, with each value's position.
 class Fields {
  public:
@@ -61,6 +91,17 @@ class Fields {
   static absl::StatusOr<Fields> read(absl::string_view source, const std::string& path,
                                      const YAML::Node& node,
                                      std::initializer_list<absl::string_view> allowed) {
+    ErrorList errors;
+    absl::StatusOr<Fields> fields = read(source, path, node, allowed, errors);
+    if (!errors.empty()) return errors.status();
+    return fields;
+  }
+  // As above, but an unknown key or one that appears twice is recorded in `errors` and left
+  // out, so that the map's other fields are still read; only a node that is no map fails.
+  static absl::StatusOr<Fields> read(absl::string_view source, const std::string& path,
+                                     const YAML::Node& node,
+                                     std::initializer_list<absl::string_view> allowed,
+                                     ErrorList& errors) {
     if (!node.IsMap()) {
       return ErrorSite(source, path, node.Mark()).error("expected a map of keys to values");
     }
@@ -70,11 +111,10 @@ class Fields {
       const ErrorSite site(source, path.empty() ? key : absl::StrCat(path, ".", key),
                            it->first.Mark());
       if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
-        return site.error(
-            absl::StrCat("unknown key; expected one of: ", absl::StrJoin(allowed, ", ")));
-      }
-      if (!fields.fields_.emplace(key, Field{it->second, it->first.Mark()}).second) {
-        return site.error("key appears twice");
+        errors.record(site.error(
+            absl::StrCat("unknown key; expected one of: ", absl::StrJoin(allowed, ", "))));
+      } else if (!fields.fields_.emplace(key, Field{it->second, it->first.Mark()}).second) {
+        errors.record(site.error("key appears twice"));
       }
     }
     return fields;

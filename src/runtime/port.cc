@@ -286,7 +286,16 @@ absl::Status startDevice(const PortConfig& config, const rte_eth_dev_info& info,
   rte_eth_allmulticast_enable(port.port_id);
   if (const int result = rte_eth_dev_start(port.port_id); result != 0) {
     closePort(port);
-    return portError(config, "rte_eth_dev_start", result);
+    absl::Status status = portError(config, "rte_eth_dev_start", result);
+    if (port.driver != "net_memif") return status;
+    // memif's client connects at start and answers a missing server with EPERM.
+    return absl::Status(
+        status.code(),
+        absl::StrCat(status.message(),
+                     "; a memif client connects to its server's socket when it starts: is the "
+                     "server running, with the same socket= and socket-abstract= (default "
+                     "/run/memif.sock, abstract)? A --vdev the EAL could not create (its message "
+                     "is above) leaves berthd a memif with the defaults"));
   }
   return absl::OkStatus();
 }

@@ -51,10 +51,12 @@ namespace {
 constexpr char kUsageHead[] = R"(berthctl COMMAND [flags]
 
 Commands that read a config file:
-  check   --config FILE
-          what berthd checks before it starts: the file (an error names its field and line),
-          each service's table and flow sync's key files; exit status 0 when berthd would
-          start with it. A fleet TLS file it cannot read is a warning
+  check   --config FILE [--json]
+          what berthd checks before it starts, every error in one pass: the file (each error
+          names its field and line; EAL options and device strings too), each service's table
+          and flow sync's key files; exit status 0 when berthd would start with it. Warnings:
+          a service that can serve nothing, a fleet TLS file it cannot read, a port's kernel
+          interface missing here. Ends with what it did not check (docs/troubleshooting.md)
   table   --config FILE --service NAME [--fail A,B] [--json]
           the backend of every slot of one service's Maglev table, and slots per backend
           (without --config: berthd's live table, below)
@@ -169,6 +171,12 @@ int main(int argc, char** argv) {
 
   const std::string config_path = absl::GetFlag(FLAGS_config);
   if (config_path.empty()) return fail("--config FILE is required");
+  if (command == "check") {
+    const berth::CheckOutcome outcome = berth::checkFile(config_path, absl::GetFlag(FLAGS_json));
+    std::fputs(outcome.out.c_str(), stdout);
+    std::fputs(outcome.err.c_str(), stderr);
+    return outcome.exit_code;
+  }
   absl::StatusOr<berth::Config> config = berth::loadConfigFile(config_path);
   if (!config.ok()) return fail(config.status().message());
 
@@ -179,9 +187,7 @@ int main(int argc, char** argv) {
   options.max_failures = static_cast<size_t>(absl::GetFlag(FLAGS_max_failures));
 
   absl::StatusOr<std::string> report;
-  if (command == "check") {
-    report = berth::checkReport(*config, config_path);
-  } else if (command == "bird-config") {
+  if (command == "bird-config") {
     report = berth::birdConfig(*config, config_path, absl::GetFlag(FLAGS_routes_dir));
   } else if (command == "table") {
     if (absl::GetFlag(FLAGS_service).empty()) return fail("table needs --service NAME");

@@ -9,7 +9,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "berth/net/crc32c.h"
 
 namespace berth {
@@ -1008,188 +1010,105 @@ TEST(ConfigLoaderTest, SameVipAndPortWithDifferentProtocolsIsAllowed) {
   EXPECT_TRUE(config.ok()) << config.status();
 }
 
-}  // namespace
-TEST(ConfigLoaderTest, SyncTakesPeersKeysAndLimits) {
-  absl::StatusOr<Config> config = parseConfig(R"(services: []
-sync:
-  listen: "198.18.0.10:7410"
-  peers: ["198.18.0.11:7410", "198.18.0.12:7411"]
-  keys:
-    - { id: 2, file: /etc/berth/sync-2.key }
-    - { id: 1, file: /etc/berth/sync-1.key }
-  max_records: 5000
-)",
-                                              "sync.yaml");
-  ASSERT_TRUE(config.ok()) << config.status();
-  ASSERT_TRUE(config->sync);
-  EXPECT_EQ(config->sync->listen.toString(), "198.18.0.10:7410");
-  ASSERT_EQ(config->sync->peers.size(), 2u);
-  EXPECT_EQ(config->sync->peers[1].port, 7411);
-  ASSERT_EQ(config->sync->keys.size(), 2u);
-  EXPECT_EQ(config->sync->keys[0].id, 2) << "the first signs";
-  EXPECT_EQ(config->sync->keys[1].file, "/etc/berth/sync-1.key");
-  EXPECT_EQ(config->sync->keys[1].line.number, 7);
-  EXPECT_EQ(config->sync->max_records, 5000u);
-  EXPECT_EQ(config->sync->max_changes_per_second, 100'000u) << "the default";
-  // Set up once, at start: a change needs a restart.
-  Config changed = *config;
-  changed.sync->peers.pop_back();
-  EXPECT_THAT(sectionsNeedingRestart(*config, changed), testing::ElementsAre("sync"));
-
-  // In a fleet, the instances are the peers: none need be listed.
-  absl::StatusOr<Config> in_fleet = parseConfig(R"(fleet: { endpoints: ["http://etcd:2379"] }
-sync:
-  listen: "198.18.0.10:7410"
-  keys: [ { id: 1, file: /etc/berth/sync-1.key } ]
-)",
-                                                "fleet.yaml");
-  ASSERT_TRUE(in_fleet.ok()) << in_fleet.status();
-  EXPECT_TRUE(in_fleet->sync->peers.empty());
-}
-
-// A fleet's instance: its own ports, metrics and etcd, and no services of its own.
-constexpr absl::string_view kFleetLocal = R"(dataplane:
+// One pass reports every error, each with its line, in the file's order: fields of a port, of
+// a service and of its backends, and the sections, each read on after an error.
+TEST(ConfigErrorsTest, EveryErrorIsReportedInOnePass) {
+  constexpr char kYaml[] = R"(dataplane:
+  eal: ["--in-memroy", "--no-pci"]
   ports:
-    - { name: uplink, device: net_null0, ipv4: 198.18.0.10, gateway_mac: "02:00:00:00:00:fe",
-        exception: { name: berth0 } }
-fleet:
-  endpoints: ["http://127.0.0.1:23791", "http://127.0.0.1:23792"]
-  prefix: /lb/eu
-  name: lb-1
-  keep_versions: 5
-  cache: /tmp/fleet.yaml
-)";
-
-constexpr absl::string_view kFleetVersion = R"(services:
+    - { name: wan, device: eth0, ipv4: 198.18.0.10, mtu: 10, gateway_mac: "02:00:00:00:00:fe" }
+metrics: { listen: nowhere }
+services:
   - name: web
     vip: 198.18.100.1
     port: 80
-    protocol: tcp
-    egress: uplink
-    health: { type: tcp, via: uplink }
+    protocol: tcpx
     backends:
-      - { name: web-1, address: 198.18.1.2 }
+      - { name: a, address: 198.18.1.2, weight: -1 }
+      - { name: b, address: 198.18.1.3, weigth: 0 }
+  - name: other
+    vip: 198.18.100.
+    port: 80
+    protocol: tcp
+    backends: []
 )";
-
-TEST(FleetConfigTest, TheLocalFileHoldsTheFleetSectionAndNoServices) {
-  absl::StatusOr<Config> local = parseConfig(kFleetLocal, "local.yaml");
-  ASSERT_TRUE(local.ok()) << local.status();
-  ASSERT_TRUE(local->fleet);
-  EXPECT_THAT(local->fleet->endpoints,
-              testing::ElementsAre("http://127.0.0.1:23791", "http://127.0.0.1:23792"));
-  EXPECT_EQ(local->fleet->prefix, "/lb/eu");
-  EXPECT_EQ(local->fleet->name, "lb-1");
-  EXPECT_EQ(local->fleet->keep_versions, 5u);
-  EXPECT_EQ(local->fleet->cache, "/tmp/fleet.yaml");
-  EXPECT_EQ(local->fleet->lease_ttl_s, 10u) << "the default";
-  EXPECT_TRUE(local->services.empty()) << "they come from the fleet";
-
-  absl::StatusOr<Config> defaults =
-      parseConfig("fleet: { endpoints: [\"http://etcd:2379\"] }\n", "local.yaml");
-  ASSERT_TRUE(defaults.ok()) << defaults.status();
-  EXPECT_EQ(defaults->fleet->prefix, "/berth");
-  EXPECT_FALSE(defaults->fleet->name.empty()) << "the host name";
-  EXPECT_EQ(defaults->fleet->keep_versions, 10u);
-  EXPECT_EQ(defaults->fleet->cache, "/var/lib/berth/fleet-version.yaml");
-
-  absl::StatusOr<Config> with_services =
-      parseConfig(absl::StrCat(kFleetLocal, "services: []\n"), "local.yaml");
-  ASSERT_FALSE(with_services.ok());
-  EXPECT_THAT(std::string(with_services.status().message()),
-              testing::StartsWith("local.yaml:11:11: services: comes from the fleet"));
+  absl::StatusOr<Config> config = parseConfig(kYaml, "bad.yaml");
+  ASSERT_FALSE(config.ok());
+  const std::vector<std::string> lines = absl::StrSplit(config.status().message(), '\n');
+  ASSERT_EQ(lines.size(), 8u) << config.status().message();
+  EXPECT_THAT(lines[0], HasSubstr("bad.yaml:2:8: dataplane.eal: '--in-memroy' is not an EAL "
+                                  "option; did you mean '--in-memory'?"));
+  EXPECT_THAT(lines[1], HasSubstr("bad.yaml:4:28: dataplane.ports[0].device: 'eth0' is neither a "
+                                  "PCI address"));
+  EXPECT_THAT(lines[2], HasSubstr("dataplane.ports[0].mtu: must be an integer from 68"));
+  EXPECT_THAT(lines[3], HasSubstr("bad.yaml:5:"));
+  EXPECT_THAT(lines[3], HasSubstr("metrics"));
+  EXPECT_THAT(lines[4], HasSubstr("bad.yaml:10:15: services[0].protocol: must be tcp or udp"));
+  EXPECT_THAT(lines[5], HasSubstr("services[0].backends[0].weight: must be an integer"));
+  EXPECT_THAT(lines[6], HasSubstr("services[0].backends[1].weigth: unknown key"));
+  EXPECT_THAT(lines[7], HasSubstr("bad.yaml:15:10: services[1].vip:"));
 }
 
-TEST(FleetConfigTest, AVersionIsCheckedWithoutPortsAndComposedWithThem) {
-  absl::StatusOr<Config> version = parseFleetVersion(kFleetVersion, "fleet version 3");
-  ASSERT_TRUE(version.ok()) << version.status() << ": port names wait for an instance";
-  ASSERT_EQ(version->services.size(), 1u);
-  EXPECT_EQ(version->services[0].egress, "uplink");
-
-  absl::StatusOr<Config> local = parseConfig(kFleetLocal, "local.yaml");
-  ASSERT_TRUE(local.ok()) << local.status();
-  absl::StatusOr<Config> composed = composeFleetConfig(*local, kFleetVersion, "fleet version 3");
-  ASSERT_TRUE(composed.ok()) << composed.status();
-  EXPECT_EQ(composed->dataplane, local->dataplane) << "the instance's own";
-  EXPECT_EQ(composed->fleet, local->fleet);
-  ASSERT_EQ(composed->services.size(), 1u);
-  EXPECT_EQ(composed->services[0].backends[0].health.interface, "berth0") << "via, resolved here";
-  EXPECT_NE(composed->source_crc32c, local->source_crc32c) << "the text in force is both";
-
-  // Another instance whose ports lack the one the version names refuses it, with the line.
-  absl::StatusOr<Config> other = parseConfig(
-      "dataplane:\n  ports: [ { name: p0, device: net_null0, ipv4: 198.18.0.11 } ]\n"
-      "fleet: { endpoints: [\"http://127.0.0.1:23791\"] }\n",
-      "other.yaml");
-  ASSERT_TRUE(other.ok()) << other.status();
-  absl::StatusOr<Config> refused = composeFleetConfig(*other, kFleetVersion, "fleet version 3");
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(std::string(refused.status().message()),
-            "fleet version 3:6:13: services[0].egress: no port named 'uplink'");
-  EXPECT_FALSE(composeFleetConfig(Config{}, kFleetVersion, "v").ok()) << "only with a fleet";
+TEST(ConfigErrorsTest, ADependentCheckWaitsForTheFieldsItNeeds) {
+  // A port whose only address does not parse: one error, not also "needs an address".
+  absl::StatusOr<Config> config = parseConfig(
+      "dataplane:\n  ports: [ { name: p0, device: net_null0, ipv4: nope } ]\nservices: []\n",
+      "port.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(std::string(config.status().message()).find('\n'), std::string::npos)
+      << config.status().message();
+  EXPECT_THAT(config.status().message(), HasSubstr("dataplane.ports[0].ipv4:"));
 }
 
-TEST(FleetConfigTest, AVersionCarriesServicesAlone) {
-  for (const char* section : {"dataplane", "metrics", "bgp", "fleet"}) {
-    absl::StatusOr<Config> version =
-        parseFleetVersion(absl::StrCat("services: []\n", section, ": {}\n"), "push.yaml");
-    ASSERT_FALSE(version.ok()) << section;
-    EXPECT_EQ(std::string(version.status().message()),
-              absl::StrCat("push.yaml:2:1: ", section,
-                           ": is per instance, set in each instance's own file: a fleet version "
-                           "carries services alone"));
-  }
-  absl::StatusOr<Config> unknown = parseFleetVersion("services: []\nextra: 1\n", "push.yaml");
-  ASSERT_FALSE(unknown.ok());
-  EXPECT_THAT(std::string(unknown.status().message()),
-              testing::StartsWith("push.yaml:2:1: extra: unknown key"));
-  absl::StatusOr<Config> bad = parseFleetVersion(
-      "services:\n  - { name: web, vip: 198.18.100.1, port: 80, protocol: tcp,\n"
-      "      backends: [ { name: a, address: 198.18.1.2, weight: heavy } ] }\n",
-      "push.yaml");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_THAT(std::string(bad.status().message()),
-              testing::StartsWith("push.yaml:3:59: services[0].backends[0].weight"));
-  EXPECT_FALSE(parseFleetVersion("", "push.yaml").ok());
+TEST(ConfigErrorsTest, AServiceThatCanServeNothingIsWarnedAbout) {
+  absl::StatusOr<Config> config = parseConfig(R"(services:
+  - name: drained
+    vip: 198.18.100.1
+    port: 80
+    protocol: tcp
+    backends:
+      - { name: a, address: 198.18.1.2, weight: 0 }
+      - { name: b, address: 198.18.1.3, weight: 0 }
+  - name: empty
+    vip: 198.18.100.2
+    port: 53
+    protocol: udp
+    backends: []
+  - name: serving
+    vip: 198.18.100.3
+    port: 80
+    protocol: tcp
+    backends: [ { name: c, address: 198.18.1.4, weight: 0 }, { name: d, address: 198.18.1.5 } ]
+)",
+                                              "idle.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->warnings.size(), 2u) << absl::StrJoin(config->warnings, "\n");
+  EXPECT_THAT(config->warnings[0],
+              HasSubstr("idle.yaml:7: services[0].backends: every backend of service 'drained' "
+                        "has weight 0 (drained): no new flow to tcp 198.18.100.1:80 is served"));
+  EXPECT_THAT(config->warnings[1],
+              HasSubstr("idle.yaml:13: services[1].backends: service 'empty' has no backends: "
+                        "every packet to udp 198.18.100.2:53 is dropped"));
 }
 
-TEST(FleetConfigTest, BadFleetSectionsNameTheField) {
-  struct Case {
-    const char* yaml;
-    const char* message;
+TEST(ConfigErrorsTest, DeviceStringsAreCheckedAgainstWhatCanOpenThem) {
+  auto deviceError = [](const std::string& device, const std::string& eal = "[]") {
+    absl::StatusOr<Config> config =
+        parseConfig(absl::StrCat("dataplane:\n  eal: ", eal, "\n  ports: [ { name: p0, device: \"",
+                                 device, "\", ipv4: 198.18.0.10 } ]\nservices: []\n"),
+                    "dev.yaml");
+    return config.ok() ? std::string() : std::string(config.status().message());
   };
-  for (const Case& bad : {
-           Case{"fleet: {}\n", "local.yaml:1:8: fleet: needs at least one etcd endpoint"},
-           Case{"fleet: { endpoints: [\"etcd:2379\"] }\n",
-                "local.yaml:1:22: fleet.endpoints[0]: 'etcd:2379' is not an http:// or https:// "
-                "URL"},
-           Case{"fleet: { endpoints: [\"http://etcd\"] }\n",
-                "local.yaml:1:22: fleet.endpoints[0]: 'http://etcd' needs a host and a port"},
-           Case{"fleet: { endpoints: [\"https://a:2379\", \"http://b:2379\"] }\n",
-                "local.yaml:1:40: fleet.endpoints[1]: mixes http:// and https://"},
-           Case{"fleet: { endpoints: [\"http://a:2379\"], ca: /etc/ca.pem }\n",
-                "local.yaml:1:44: fleet.ca: applies only with https:// endpoints"},
-           Case{"fleet: { endpoints: [\"https://a:2379\"], cert: /etc/c.pem }\n",
-                "local.yaml:1:47: fleet.cert: cert and key go together"},
-           Case{"fleet: { endpoints: [\"http://a:2379\"], prefix: berth }\n",
-                "local.yaml:1:48: fleet.prefix: must start with '/'"},
-           Case{"fleet: { endpoints: [\"http://a:2379\"], name: \"lb 1\" }\n",
-                "local.yaml:1:46: fleet.name: instance name 'lb 1' must be"},
-           Case{"fleet: { endpoints: [\"http://a:2379\"], keep_versions: 0 }\n",
-                "local.yaml:1:55: fleet.keep_versions: must be an integer from 1 to 1000"},
-       }) {
-    absl::StatusOr<Config> config = parseConfig(bad.yaml, "local.yaml");
-    ASSERT_FALSE(config.ok()) << bad.yaml;
-    EXPECT_THAT(std::string(config.status().message()), testing::StartsWith(bad.message))
-        << bad.yaml;
-  }
+  EXPECT_EQ(deviceError("0000:3b:00.0"), "");
+  EXPECT_EQ(deviceError("3b:00.1,rxq_cqe_comp_en=0"), "");
+  EXPECT_EQ(deviceError("net_af_xdp0,iface=eth1"), "");
+  EXPECT_EQ(deviceError("net_memif0"), "") << "may come from berthd's command line";
+  EXPECT_EQ(deviceError("net_af_packet0", "[\"--vdev\", \"net_af_packet0,iface=eth1\"]"), "");
+  EXPECT_THAT(deviceError("eth0"), HasSubstr("'eth0' is neither a PCI address"));
+  EXPECT_THAT(deviceError("net_bogus0"), HasSubstr("no driver net_bogus"));
+  EXPECT_THAT(deviceError("net_af_xdp0,queue=0"),
+              HasSubstr("net_af_xdp needs iface= (for example net_af_xdp0,iface=...)"));
 }
 
-TEST(FleetConfigTest, ChangingTheFleetSectionNeedsARestart) {
-  absl::StatusOr<Config> one = parseConfig(kFleetLocal, "local.yaml");
-  absl::StatusOr<Config> two =
-      parseConfig(absl::StrReplaceAll(kFleetLocal, {{"lb-1", "lb-2"}}), "local.yaml");
-  ASSERT_TRUE(one.ok() && two.ok());
-  EXPECT_THAT(sectionsNeedingRestart(*one, *two), testing::ElementsAre("fleet"));
-}
-
+}  // namespace
 }  // namespace berth

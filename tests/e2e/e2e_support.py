@@ -118,12 +118,13 @@ def add_host(namespace, peer, bridge, address_cidr, mac=None, interface="e0"):
     run("ip", "netns", "exec", namespace, "ethtool", "-K", interface, "tx", "off")
 
 
+BACKEND_SETUP = os.path.join(HERE, "..", "..", "tools", "backend-setup.sh")
+
+
 def make_dsr_backend(namespace, vip):
-    """A backend for L2 direct server return: the VIP on its loopback, ARP for it ignored."""
-    run("ip", "-n", namespace, "addr", "add", vip + "/32", "dev", "lo")
-    for key in ("all.arp_ignore=1", "all.arp_announce=2", "all.rp_filter=0", "e0.rp_filter=0",
-                "default.rp_filter=0"):
-        run("ip", "netns", "exec", namespace, "sysctl", "-qw", "net.ipv4.conf." + key)
+    """A backend for L2 direct server return, set up as docs/quickstart.md says, by
+    tools/backend-setup.sh: the VIP on its loopback, ARP for it ignored."""
+    run("ip", "netns", "exec", namespace, "/bin/bash", BACKEND_SETUP, "l2dsr", vip)
 
 
 def add_dsr_backend(servers, name, namespace, peer, bridge, address_cidr, mac, vip,

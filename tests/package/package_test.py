@@ -159,6 +159,9 @@ class Package(unittest.TestCase):
                      "usr/share/man/man1/berthgen.1.gz", "usr/share/man/man8/berth-announcer.8.gz",
                      "usr/share/man/man5/berth.yaml.5.gz"):
             self.assertTrue(os.path.exists(os.path.join(self.extracted, path)), path)
+        # The backends' set-up script docs/quickstart.md has operators copy, executable.
+        self.assertTrue(os.access(os.path.join(self.extracted, "usr/share/berth/backend-setup.sh"),
+                                  os.X_OK))
         control = os.path.join(self.directory, "control")
         run("dpkg-deb", "-e", self.deb, control)
         self.assertIn("/etc/berth/berth.yaml", open(os.path.join(control, "conffiles")).read())

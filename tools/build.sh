@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Configures (once) and builds berth into ./build, or with --sanitize an AddressSanitizer +
-# UBSan build into ./build-asan holding what the unit and integration suites run (build the rest
-# with `ninja -C build-asan`). Assumes tools/install-deps.sh has run.
+# Configures (once) and builds berth into ./build; with --sanitize an AddressSanitizer + UBSan
+# build into ./build-asan holding what the unit and integration suites run (build the rest
+# with `ninja -C build-asan`); with --demo berthd, berthctl and berthgen alone into
+# ./build-demo, without the tests. Assumes tools/install-deps.sh has run (with --demo for the
+# last).
 #
 # Meson compiles through ccache when it is installed (install-deps.sh installs it). The cache
 # is keyed on paths relative to this checkout, so a fresh clone elsewhere on the same machine
@@ -19,6 +21,14 @@ if [[ ${1:-} == --sanitize ]]; then
   fi
   mapfile -t targets < <(/usr/bin/python3 tools/suite-targets.py build-asan unit integration)
   ninja -C build-asan "${targets[@]}"
+  exit
+fi
+if [[ ${1:-} == --demo ]]; then
+  # The programs alone, without the tests and benchmarks, in a build folder of their own.
+  if [[ ! -f build-demo/build.ninja ]]; then
+    meson setup build-demo --buildtype=release -Dtests=false
+  fi
+  ninja -C build-demo src/berthd tools/berthctl tools/berthgen
   exit
 fi
 if [[ ! -f build/build.ninja ]]; then

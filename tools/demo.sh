@@ -9,13 +9,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 config=${1:-config/demo.yaml}
 
-bash tools/install-deps.sh >/dev/null
-bash tools/build.sh >/dev/null
+bash tools/install-deps.sh --demo >/dev/null
+bash tools/build.sh --demo >/dev/null
 
 # The EAL's runtime directories for the demo's file prefixes, which DPDK leaves behind.
 trap 'rm -rf /var/run/dpdk/berth-demo /var/run/dpdk/berth-demo-gen' EXIT
-python3 tools/memif_demo.py --berthd build/src/berthd --berthctl build/tools/berthctl \
-  --berthgen build/tools/berthgen --config "$config"
+python3 tools/memif_demo.py --berthd build-demo/src/berthd --berthctl build-demo/tools/berthctl \
+  --berthgen build-demo/tools/berthgen --config "$config"
 echo
 echo "berthctl analyze --config $config shows the tables' balance and failover disruption;"
 echo "tools/pcap_demo.py replays a capture through berthd on net_pcap instead."

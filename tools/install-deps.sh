@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package that berth's build, tests, benchmarks and demo need.
+# Installs every Debian 12 package that berth's build, tests, benchmarks and demo need, or with
+# --demo only what building the programs and running tools/demo.sh need.
 # Idempotent: packages already present are left alone, so README, .ci/run and the
 # Dockerfile can all call it unconditionally.
 set -euo pipefail
 
+# The programs' build and the demo: berthd, berthctl, berthgen and berth-announcer.
 packages=(
-  build-essential pkg-config meson ninja-build
+  build-essential pkg-config meson ninja-build ccache python3
   dpdk dpdk-dev libdpdk-dev
   libabsl-dev libyaml-cpp-dev libboost-math-dev libpcap-dev libnl-route-3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev clang clang-format
-  python3 python3-scapy
-  iproute2 ethtool tcpdump iputils-ping curl
-  bird2
-  etcd-server etcd-client libcurl4-openssl-dev nlohmann-json3-dev libssl-dev
-  libsystemd-dev debhelper lintian debootstrap
-  valgrind ccache
+  libcurl4-openssl-dev nlohmann-json3-dev libssl-dev libsystemd-dev
 )
+if [[ ${1:-} != --demo ]]; then
+  # Tests, benchmarks, fuzzing, formatting, packaging and the test networks' peers.
+  packages+=(
+    libgtest-dev libgmock-dev libbenchmark-dev clang clang-format
+    python3-scapy
+    iproute2 ethtool tcpdump iputils-ping curl
+    bird2
+    etcd-server etcd-client
+    debhelper lintian debootstrap
+    valgrind
+  )
+fi
 
 missing=()
 for p in "${packages[@]}"; do

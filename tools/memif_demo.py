@@ -35,9 +35,11 @@ RATE = 1_000_000
 SECONDS = 4
 RING_SLOTS = 4096
 FAILED = "web-3"
-# Each process wholly on its own CPU, DPDK's control threads included: left to EAL, they go to
-# the CPU its lcores do not use, the other process's busy-polling one, and a process exiting with
-# a thread starved there can take minutes to reap.
+# berthd's worker alone on CPU 0 (config/demo.yaml puts its management lcore on CPU 1, off the
+# worker's CPU, as docs/nics.md says), berthgen wholly on CPU 1. The pins keep DPDK's control
+# threads with their process's lcores: left to EAL, they go to the CPUs its lcores do not use,
+# and a process exiting with a thread starved on another's busy-polling CPU can take minutes to
+# reap. berthd's control threads follow its main lcore to CPU 1.
 PIN_BERTHD = ["taskset", "-c", "0"]
 PIN_BERTHGEN = ["taskset", "-c", "1"]
 

@@ -21,8 +21,8 @@ import xml.etree.ElementTree as ET
 # Skips the README's install explains: (pattern matched against the reason, why it is allowed).
 EXPLAINED_SKIPS = [
     (re.compile(r"/dev/vhost-net"),
-     "the kernel has no vhost-net, as on a VM or container without the module (README, Quick "
-     "start; docs/testing.md)"),
+     "the kernel has no vhost-net, as on a VM or container without the module (README, Test; "
+     "docs/testing.md)"),
 ]
 SLOWEST = 10
 # unittest prints the reason as repr() does: in double quotes when it holds a single one.

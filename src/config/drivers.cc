@@ -64,6 +64,33 @@ bool isPciAddress(absl::string_view name) {
 
 }  // namespace
 
+std::string vdevArgument(absl::string_view device, absl::string_view key) {
+  std::vector<absl::string_view> parts = absl::StrSplit(device, ',');
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const size_t equals = parts[i].find('=');
+    if (equals != absl::string_view::npos && parts[i].substr(0, equals) == key) {
+      return std::string(parts[i].substr(equals + 1));
+    }
+  }
+  return "";
+}
+
+std::string ealVdevCreating(absl::Span<const std::string> eal, absl::string_view device) {
+  const absl::string_view name = device.substr(0, device.find(','));
+  for (size_t i = 0; i < eal.size(); ++i) {
+    absl::string_view created;
+    if (eal[i] == "--vdev" && i + 1 < eal.size()) {
+      created = eal[i + 1];
+    } else if (absl::StartsWith(eal[i], "--vdev=")) {
+      created = absl::string_view(eal[i]).substr(7);
+    }
+    if (!created.empty() && created.substr(0, created.find(',')) == name) {
+      return std::string(created);
+    }
+  }
+  return "";
+}
+
 std::string deviceStringProblem(absl::string_view device, bool created_by_eal) {
   const size_t comma = device.find(',');
   const absl::string_view name = device.substr(0, comma);

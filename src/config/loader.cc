@@ -430,21 +430,6 @@ absl::StatusOr<ExceptionConfig> parseException(absl::string_view source, const s
   return exception;
 }
 
-// Whether an EAL --vdev in `eal` creates the device `device` names.
-bool createdByEal(const std::vector<std::string>& eal, absl::string_view device) {
-  const absl::string_view name = device.substr(0, device.find(','));
-  for (size_t i = 0; i < eal.size(); ++i) {
-    absl::string_view created;
-    if (eal[i] == "--vdev" && i + 1 < eal.size()) {
-      created = eal[i + 1];
-    } else if (absl::StartsWith(eal[i], "--vdev=")) {
-      created = absl::string_view(eal[i]).substr(7);
-    }
-    if (!created.empty() && created.substr(0, created.find(',')) == name) return true;
-  }
-  return false;
-}
-
 // A port; `eal` is the config's EAL arguments, whose --vdev may create its device.
 absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string& path,
                                      const YAML::Node& node, const std::vector<std::string>& eal) {
@@ -461,7 +446,7 @@ absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string
   errors.assign(port.name, fields.requiredString("name"));
   if (errors.assign(port.device, fields.requiredString("device"))) {
     if (const std::string problem =
-            deviceStringProblem(port.device, createdByEal(eal, port.device));
+            deviceStringProblem(port.device, !ealVdevCreating(eal, port.device).empty());
         !problem.empty()) {
       errors.record(fields.site("device").error(problem));
     }

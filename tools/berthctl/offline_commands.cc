@@ -140,32 +140,6 @@ absl::StatusOr<std::string> tableReport(const Config& config, const std::string&
 
 namespace {
 
-// The value of `key=` among a vdev string's arguments ("net_af_xdp0,iface=eth1"); empty if none.
-std::string vdevArgument(absl::string_view device, absl::string_view key) {
-  std::vector<absl::string_view> parts = absl::StrSplit(device, ',');
-  for (size_t i = 1; i < parts.size(); ++i) {
-    const size_t equals = parts[i].find('=');
-    if (equals != absl::string_view::npos && parts[i].substr(0, equals) == key) {
-      return std::string(parts[i].substr(equals + 1));
-    }
-  }
-  return "";
-}
-
-// The vdev string that creates a port's device: its own, or an EAL --vdev's of the same name.
-std::string creatingVdev(const std::vector<std::string>& eal, const std::string& device) {
-  const absl::string_view name = absl::string_view(device).substr(0, device.find(','));
-  for (size_t i = 0; i < eal.size(); ++i) {
-    std::string created;
-    if (eal[i] == "--vdev" && i + 1 < eal.size()) created = eal[i + 1];
-    if (absl::StartsWith(eal[i], "--vdev=")) created = eal[i].substr(7);
-    if (!created.empty() && absl::string_view(created).substr(0, created.find(',')) == name) {
-      return created;
-    }
-  }
-  return device.find(',') == std::string::npos ? "" : device;
-}
-
 // What berthd checks beyond the file, and what this host says of the ports' kernel interfaces.
 void checkBeyondTheFile(const Config& config, std::vector<std::string>& errors,
                         std::vector<std::string>& warnings, std::vector<std::string>& not_checked) {
@@ -198,7 +172,9 @@ void checkBeyondTheFile(const Config& config, std::vector<std::string>& errors,
   }
   bool pci = false;
   for (const PortConfig& port : config.dataplane.ports) {
-    const std::string vdev = creatingVdev(config.dataplane.eal, port.device);
+    // The vdev string that creates the port's device: an EAL --vdev's, or its own arguments.
+    std::string vdev = ealVdevCreating(config.dataplane.eal, port.device);
+    if (vdev.empty() && port.device.find(',') != std::string::npos) vdev = port.device;
     const std::string driver = vdevDriver(port.device);
     if (driver.empty()) {
       pci = true;

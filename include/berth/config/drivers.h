@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace berth {
 
@@ -31,6 +32,14 @@ DriverTraits driverTraits(absl::string_view driver);
 // The driver a device string names: "net_af_xdp" for "net_af_xdp0,iface=eth1"; empty for a PCI
 // address, whose driver only the bus knows.
 std::string vdevDriver(absl::string_view device);
+
+// The argument `key` of a vdev string ("eth1" for "iface" in "net_af_xdp0,iface=eth1"); empty
+// where it has none.
+std::string vdevArgument(absl::string_view device, absl::string_view key);
+
+// The EAL --vdev among `eal` (the EAL's arguments) that creates the device `device` names, with
+// its arguments ("net_af_xdp0,iface=eth1" for "net_af_xdp0"); empty where none does.
+std::string ealVdevCreating(absl::Span<const std::string> eal, absl::string_view device);
 
 // Why no DPDK 22.11 bus could open `device` (a port's `device:`), or empty where one may: a
 // PCI address ("0000:3b:00.0", devargs after a comma allowed), an auxiliary device

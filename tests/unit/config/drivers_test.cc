@@ -60,5 +60,17 @@ TEST(VdevDriverTest, NamesTheDriverOfAVdevStringAndNothingForPci) {
   EXPECT_EQ(vdevDriver("eth0"), "");
 }
 
+TEST(VdevStringTest, ArgumentsAndTheEalVdevThatCreatesADevice) {
+  EXPECT_EQ(vdevArgument("net_af_xdp0,iface=eth1,queue=0", "iface"), "eth1");
+  EXPECT_EQ(vdevArgument("net_af_xdp0,queue=0", "iface"), "");
+  EXPECT_EQ(vdevArgument("net_af_xdp0", "iface"), "");
+  const std::vector<std::string> eal = {"--no-pci", "--vdev", "net_memif0,role=server",
+                                        "--vdev=net_af_packet1,iface=eth2"};
+  EXPECT_EQ(ealVdevCreating(eal, "net_memif0"), "net_memif0,role=server");
+  EXPECT_EQ(ealVdevCreating(eal, "net_af_packet1"), "net_af_packet1,iface=eth2");
+  EXPECT_EQ(ealVdevCreating(eal, "net_memif1"), "");
+  EXPECT_EQ(ealVdevCreating(eal, "net_memif"), "") << "names match whole";
+}
+
 }  // namespace
 }  // namespace berth

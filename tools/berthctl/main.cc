@@ -15,6 +15,7 @@
 #include "berth/config/loader.h"
 #include "berth/util/heap.h"
 #include "berth/util/program_info.h"
+#include "check_command.h"
 #include "fleet_commands.h"
 #include "live_commands.h"
 #include "offline_commands.h"

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace berth {
@@ -119,6 +120,34 @@ std::string deviceStringProblem(absl::string_view device, bool created_by_eal) {
   }
   return absl::StrCat("'", device, "': ", driver, " needs ", known->required_argument,
                       "= (for example ", name, ",", known->required_argument, "=...)");
+}
+
+std::string pciBindingAdvice(absl::string_view address, const PciBinding& binding) {
+  if (!binding.present) {
+    return absl::StrCat("no PCI device ", address, " on this host (lspci -D lists them)");
+  }
+  const std::string bind = absl::StrCat("dpdk-devbind.py -b vfio-pci ", address);
+  if (binding.driver.empty()) {
+    return absl::StrCat(address, " is bound to no driver: ", bind, " (docs/nics.md)");
+  }
+  if (binding.driver == "vfio-pci" || binding.driver == "uio_pci_generic" ||
+      binding.driver == "igb_uio") {
+    return "";
+  }
+  if (binding.driver == "mlx5_core" || binding.driver == "mlx4_core") {
+    return absl::StrCat(address, " is on ", binding.driver,
+                        ", where it stays: DPDK reaches it through rdma-core (libibverbs, "
+                        "libmlx5) and the mlx5 PMD (docs/nics.md section 8)");
+  }
+  return absl::StrCat(address, " is bound to the kernel's ", binding.driver,
+                      " driver, which DPDK cannot share: take its interface down, then ", bind,
+                      " (docs/nics.md)");
+}
+
+std::string sysfsPciAddress(absl::string_view device) {
+  const absl::string_view name = device.substr(0, device.find(','));
+  return std::count(name.begin(), name.end(), ':') == 1 ? absl::StrCat("0000:", name)
+                                                        : std::string(name);
 }
 
 unsigned mbufsNeeded(const PoolDemand& demand) {

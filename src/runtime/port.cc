@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -35,7 +37,19 @@ absl::StatusOr<uint16_t> findOrAttach(const PortConfig& config) {
   uint16_t port_id;
   if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) == 0) return port_id;
   if (const int result = rte_dev_probe(config.device.c_str()); result < 0) {
-    return portError(config, "attaching the device (rte_dev_probe)", result);
+    absl::Status status = portError(config, "attaching the device (rte_dev_probe)", result);
+    if (!vdevDriver(config.device).empty()) return status;
+    // A PCI device: what the host says of its binding, the commonest cause.
+    const std::string address = sysfsPciAddress(config.device);
+    const std::string sysfs = absl::StrCat("/sys/bus/pci/devices/", address);
+    PciBinding binding;
+    std::error_code error;
+    binding.present = std::filesystem::exists(sysfs, error);
+    const std::filesystem::path driver = std::filesystem::read_symlink(sysfs + "/driver", error);
+    if (!error) binding.driver = driver.filename().string();
+    const std::string advice = pciBindingAdvice(address, binding);
+    if (advice.empty()) return status;
+    return absl::Status(status.code(), absl::StrCat(status.message(), "; ", advice));
   }
   if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) != 0) {
     return absl::NotFoundError(absl::StrCat("port '", config.name, "': device '", name,

@@ -3,7 +3,8 @@
 name every error of a file in one pass, each with its line; both warn of a service that can
 serve nothing; an EAL option berthd's command line adds is checked with the config's before the
 EAL runs; when the EAL fails, berthd prints the arguments it was given and the likely cause;
-and a memif client whose server is not there is told so.
+a memif client whose server is not there is told so, and a PCI port that cannot be opened
+is named with what the host says of the device.
 `check --json` carries the same errors, warnings and what it did not check. berthd runs on
 net_null without hugepages where it starts.
 
@@ -191,6 +192,16 @@ class ConfigCheck(unittest.TestCase):
         self.assertIn("rte_eth_dev_start failed: Operation not permitted; a memif client "
                       "connects to its server's socket when it starts: is the server running",
                       berthd.stderr)
+
+    def test_a_pci_port_that_cannot_be_opened_says_what_the_host_has(self):
+        # No such device here; a bound one would be named with its kernel driver and the
+        # dpdk-devbind.py line (the unit tests pin those answers).
+        path = self.write(MEMIF_CLIENT.replace("device: net_memif0", 'device: "0000:3b:00.0"'))
+        berthd = self.berthd(path)
+        self.assertNotEqual(berthd.returncode, 0)
+        self.assertIn("port 'wan' (0000:3b:00.0): attaching the device (rte_dev_probe) failed",
+                      berthd.stderr)
+        self.assertIn("no PCI device 0000:3b:00.0 on this host", berthd.stderr)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,20 @@ std::string ealVdevCreating(absl::Span<const std::string> eal, absl::string_view
 // `created_by_eal` is whether an EAL --vdev of the config creates the device, arguments and all.
 std::string deviceStringProblem(absl::string_view device, bool created_by_eal);
 
+// Why DPDK could not open the PCI device at `address` ("0000:3b:00.0"), from what the host's
+// sysfs says of it: whether it is there at all, and the driver it is bound to (empty: none).
+// Empty where its binding is one DPDK takes (vfio-pci, uio_pci_generic, igb_uio), so the cause
+// lies elsewhere.
+struct PciBinding {
+  bool present = false;
+  std::string driver;
+};
+std::string pciBindingAdvice(absl::string_view address, const PciBinding& binding);
+
+// The PCI address in the domain-first form sysfs names devices by: "0000:3b:00.0" for
+// "3b:00.0"; the devargs after a comma dropped.
+std::string sysfsPciAddress(absl::string_view device);
+
 // What one port's mbuf pool must hold at once, so that the pool never runs dry: each queue's
 // RX and TX rings and what the driver keeps besides them, each worker's TX buffer and receive
 // burst, the per-lcore caches (workers and the management lcore), the exception path's frames,

@@ -72,5 +72,21 @@ TEST(VdevStringTest, ArgumentsAndTheEalVdevThatCreatesADevice) {
   EXPECT_EQ(ealVdevCreating(eal, "net_memif"), "") << "names match whole";
 }
 
+TEST(PciBindingTest, AKernelDriverIsNamedWithHowToBindTheDevice) {
+  EXPECT_EQ(sysfsPciAddress("3b:00.0,rxq_cqe_comp_en=0"), "0000:3b:00.0");
+  EXPECT_EQ(sysfsPciAddress("0000:3b:00.1"), "0000:3b:00.1");
+  EXPECT_EQ(pciBindingAdvice("0000:3b:00.0", {true, "ice"}),
+            "0000:3b:00.0 is bound to the kernel's ice driver, which DPDK cannot share: take its "
+            "interface down, then dpdk-devbind.py -b vfio-pci 0000:3b:00.0 (docs/nics.md)");
+  EXPECT_NE(pciBindingAdvice("0000:3b:00.0", {true, ""}).find("bound to no driver"),
+            std::string::npos);
+  EXPECT_NE(pciBindingAdvice("0000:3b:00.0", {false, ""}).find("no PCI device 0000:3b:00.0"),
+            std::string::npos);
+  EXPECT_NE(pciBindingAdvice("0000:3b:00.0", {true, "mlx5_core"}).find("where it stays"),
+            std::string::npos);
+  EXPECT_EQ(pciBindingAdvice("0000:3b:00.0", {true, "vfio-pci"}), "")
+      << "bound as DPDK needs: the cause is elsewhere";
+}
+
 }  // namespace
 }  // namespace berth

@@ -213,11 +213,20 @@ class ExceptionPath(unittest.TestCase):
                       "  got+=chunk\n"
                       "sys.stdout.buffer.write(got)\n")
             started = time.monotonic()
+            before = self.counters()
             echoed = subprocess.run(
                 ["ip", "netns", "exec", CLIENT, "/usr/bin/python3", "-c", script, PORT_ADDRESS,
                  str(ECHO_PORT)], input=data, capture_output=True, timeout=60)
             took = time.monotonic() - started
-            self.assertEqual(echoed.returncode, 0, echoed.stderr)
+            # A stalled echo says where its frames went: the exception path's counters that
+            # moved meanwhile (policed, queue full, passed), and the client's TCP view.
+            moved = {name: value - before.get(name, 0)
+                     for name, value in self.counters().items()
+                     if ("kernel" in name or "exception" in name) and value != before.get(name, 0)}
+            self.assertEqual(echoed.returncode, 0, "%s\nexception path counters that moved: %s\n"
+                             "client: %s" % (echoed.stderr, moved,
+                                             in_client("nstat", "-az", "TcpRetransSegs",
+                                                       "TcpExtTCPTimeouts").stdout))
             self.assertEqual(len(echoed.stdout), len(data))
             self.assertEqual(hashlib.sha256(echoed.stdout).hexdigest(),
                              hashlib.sha256(data).hexdigest(), "echoed byte for byte")

@@ -112,6 +112,8 @@ class BerthdOnMemif(unittest.TestCase):
             self.assertLess(time.monotonic(), deadline, "".join(self.lines))
             self.assertIsNone(self.berthd.poll(), "".join(self.lines))
             time.sleep(0.05)
+        # The main lcore off the workers' CPU: berthd has nothing to warn about.
+        self.assertFalse([l for l in list(self.lines) if "shares CPU" in l], "".join(self.lines))
 
     def tearDown(self):
         # For tests/integration/memif_loop.py: whether berthd ended by itself, how often its

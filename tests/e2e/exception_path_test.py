@@ -202,16 +202,25 @@ class ExceptionPath(unittest.TestCase):
         loop.start()
         try:
             data = os.urandom(1 << 20)
-            script = ("import socket,sys\n"
+            # The client reads the echo while it sends. Reading only after sending all of it
+            # deadlocked now and then: the echo server blocks on a full send buffer once the
+            # client's receive buffer is full, stops reading, and the client's send stalls; the
+            # buffers between them, small on this path whose class is policed to 500 frames a
+            # second, held less than 1 MiB (sendall timed out after 20 s in one CI run).
+            script = ("import socket,sys,threading\n"
                       "s=socket.create_connection((sys.argv[1],int(sys.argv[2])),timeout=20)\n"
                       "data=sys.stdin.buffer.read()\n"
+                      "got=[]\n"
+                      "def read():\n"
+                      "  while True:\n"
+                      "    chunk=s.recv(65536)\n"
+                      "    if not chunk: break\n"
+                      "    got.append(chunk)\n"
+                      "reader=threading.Thread(target=read)\n"
+                      "reader.start()\n"
                       "s.sendall(data);s.shutdown(socket.SHUT_WR)\n"
-                      "got=b''\n"
-                      "while True:\n"
-                      "  chunk=s.recv(65536)\n"
-                      "  if not chunk: break\n"
-                      "  got+=chunk\n"
-                      "sys.stdout.buffer.write(got)\n")
+                      "reader.join()\n"
+                      "sys.stdout.buffer.write(b''.join(got))\n")
             started = time.monotonic()
             before = self.counters()
             echoed = subprocess.run(

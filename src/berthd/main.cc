@@ -8,6 +8,7 @@
 // steps); a failed step is named, and teardown runs the table backwards. SIGINT and SIGTERM stop it
 // cleanly; SIGUSR1 prints the counters; SIGHUP reloads the config.
 
+#include <fcntl.h>
 #include <grp.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -194,6 +195,21 @@ std::string ealArgsText(const std::vector<std::string>& eal_args) {
   return absl::StrJoin(eal_args.begin() + 1, eal_args.end(), " ");
 }
 
+// Whether another process holds the write lock the EAL takes on the prefix's config file (root's
+// runtime directory, /var/run/dpdk).
+bool filePrefixHeld(const std::string& prefix) {
+  if (prefix.empty()) return false;
+  const std::string path = absl::StrCat("/var/run/dpdk/", prefix, "/config");
+  const int descriptor = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (descriptor < 0) return false;
+  struct flock lock {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  const bool held = fcntl(descriptor, F_GETLK, &lock) == 0 && lock.l_type != F_UNLCK;
+  close(descriptor);
+  return held;
+}
+
 // Why the EAL did not start, with the arguments it was given and the likely causes on this host.
 absl::Status ealFailure(int error, const std::vector<std::string>& eal_args) {
   berth::EalFailure failure;
@@ -211,10 +227,12 @@ absl::Status ealFailure(int error, const std::vector<std::string>& eal_args) {
   for (std::string line; std::getline(mounts, line);) {
     if (line.find(" hugetlbfs ") != std::string::npos) failure.hugetlbfs_mounted = true;
   }
-  std::string message =
-      absl::StrCat(rte_strerror(error), "; the EAL was given: ", ealArgsText(eal_args),
-                   " (berthd's command line, then "
-                   "dataplane.eal)");
+  failure.file_prefix_held = filePrefixHeld(berth::ealFilePrefix(eal_args));
+  // Some failures leave rte_errno at 0; the EAL's own message, above, then says what failed.
+  std::string message = absl::StrCat(
+      error != 0 ? rte_strerror(error) : "initialisation failed (the EAL's message is above)",
+      "; the EAL was given: ", ealArgsText(eal_args),
+      " (berthd's command line, then dataplane.eal)");
   for (const std::string& advice : berth::ealFailureAdvice(failure)) {
     absl::StrAppend(&message, "\n  likely: ", advice);
   }

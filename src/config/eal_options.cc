@@ -1,7 +1,5 @@
 #include "berth/config/eal_options.h"
 
-#include <cerrno>
-
 #include <algorithm>
 #include <optional>
 
@@ -195,12 +193,23 @@ std::vector<std::string> ealFailureAdvice(const EalFailure& failure) {
         "no hugetlbfs is mounted: mount -t hugetlbfs nodev /dev/hugepages, or give the EAL "
         "'--in-memory'");
   }
-  if (failure.error == EAGAIN || failure.error == EALREADY) {
-    advice.push_back(
-        "another DPDK process holds this file prefix (or the EAL already ran here): give each "
-        "process its own '--file-prefix NAME', or '--in-memory'");
+  if (failure.file_prefix_held) {
+    advice.push_back(absl::StrCat("another DPDK process holds the file prefix '",
+                                  ealFilePrefix(failure.args),
+                                  "': give each process its own '--file-prefix NAME', or "
+                                  "'--in-memory'"));
   }
   return advice;
+}
+
+std::string ealFilePrefix(absl::Span<const std::string> args) {
+  std::string prefix = "rte";
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--in-memory") return "";
+    if (args[i] == "--file-prefix" && i + 1 < args.size()) prefix = args[i + 1];
+    if (absl::StartsWith(args[i], "--file-prefix=")) prefix = args[i].substr(14);
+  }
+  return prefix;
 }
 
 }  // namespace berth

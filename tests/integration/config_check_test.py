@@ -2,7 +2,8 @@
 """The config mistakes an operator makes first, through `berthctl check` and berthd alike: both
 name every error of a file in one pass, each with its line; both warn of a service that can
 serve nothing; an EAL option berthd's command line adds is checked with the config's before the
-EAL runs; when the EAL fails, berthd prints the arguments it was given and the likely cause;
+EAL runs; when the EAL fails, berthd prints the arguments it was given and the likely cause
+(no hugepages here, a file prefix another berthd holds);
 a memif client whose server is not there is told so, and a PCI port that cannot be opened
 is named with what the host says of the device.
 `check --json` carries the same errors, warnings and what it did not check. berthd runs on
@@ -192,6 +193,25 @@ class ConfigCheck(unittest.TestCase):
         self.assertIn("rte_eth_dev_start failed: Operation not permitted; a memif client "
                       "connects to its server's socket when it starts: is the server running",
                       berthd.stderr)
+
+    def test_a_file_prefix_another_berthd_holds_is_named(self):
+        path = self.write(SERVES_NOTHING)
+        first = subprocess.Popen(
+            [BERTHD, "--", "--config", path, "--control_socket",
+             os.path.join(self.directory, "first.sock"), "--drain_state", "off"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            for line in first.stdout:
+                if "forwarding:" in line:
+                    break
+            second = self.berthd(path)
+        finally:
+            first.send_signal(2)
+            first.communicate(timeout=30)
+        self.assertNotEqual(second.returncode, 0)
+        self.assertIn("EAL: initialisation failed (the EAL's message is above)", second.stderr)
+        self.assertIn("likely: another DPDK process holds the file prefix '%s'" % PREFIX,
+                      second.stderr)
 
     def test_a_pci_port_that_cannot_be_opened_says_what_the_host_has(self):
         # No such device here; a bound one would be named with its kernel driver and the

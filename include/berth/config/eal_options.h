@@ -24,7 +24,14 @@ struct EalFailure {
   uint64_t hugepages_reserved = 0;  // over /sys/kernel/mm/hugepages/*/nr_hugepages
   bool hugetlbfs_mounted = false;   // a hugetlbfs in /proc/mounts
   unsigned euid = 0;
+  // Another process holds the lock on the file prefix's config file (ealFilePrefix), which the
+  // EAL answers with "Cannot init config" and no errno.
+  bool file_prefix_held = false;
 };
+
+// The file prefix the EAL's runtime files take ("rte" unless --file-prefix gives one); empty
+// with --in-memory, which keeps none.
+std::string ealFilePrefix(absl::Span<const std::string> args);
 
 // The likely causes of `failure`, each with its fix, most likely first; empty where none of the
 // common ones fits (the EAL's own message, printed above berthd's, is then all there is).

@@ -7,8 +7,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cerrno>
-
 namespace berth {
 namespace {
 
@@ -74,10 +72,21 @@ TEST(EalFailureTest, AnUnmountedHugetlbfsMattersOnlyWithoutInMemory) {
 }
 
 TEST(EalFailureTest, ANonRootUserAndAHeldFilePrefixAreNamed) {
-  EalFailure failure{.error = EAGAIN, .args = {"berthd", "--no-huge"}, .euid = 1000};
+  // The EAL leaves rte_errno at 0 when the prefix's lock is taken.
+  EalFailure failure{.error = 0,
+                     .args = {"berthd", "--no-huge", "--file-prefix", "lb"},
+                     .euid = 1000,
+                     .file_prefix_held = true};
   EXPECT_THAT(ealFailureAdvice(failure),
               ElementsAre(HasSubstr("berthd runs as uid 1000"),
-                          HasSubstr("another DPDK process holds this file prefix")));
+                          HasSubstr("another DPDK process holds the file prefix 'lb'")));
+}
+
+TEST(EalFailureTest, TheFilePrefixIsTheEalsDefaultUnlessGivenAndNoneInMemory) {
+  EXPECT_EQ(ealFilePrefix(std::vector<std::string>{"berthd", "--no-huge"}), "rte");
+  EXPECT_EQ(ealFilePrefix(std::vector<std::string>{"--file-prefix", "lb"}), "lb");
+  EXPECT_EQ(ealFilePrefix(std::vector<std::string>{"--file-prefix=lb2"}), "lb2");
+  EXPECT_EQ(ealFilePrefix(std::vector<std::string>{"--in-memory", "--file-prefix", "x"}), "");
 }
 
 }  // namespace

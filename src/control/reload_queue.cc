@@ -55,6 +55,13 @@ void ReloadQueue::finish(absl::StatusOr<BuiltReload> built) {
   std::string why = built.ok() ? "" : std::string(built.status().message());
   const absl::Status status =
       built.ok() ? target_.applyReload(*std::move(built)) : target_.refuseReload(why);
+  const absl::Time now = absl::Now();
+  ++(status.ok() ? history_.applied : history_.refused);
+  history_.last_at = now;
+  history_.last_what = build_.what;
+  // The refusal's reason, without the log line's preamble where the build itself failed.
+  history_.last_status = status.ok() || why.empty() ? status : absl::Status(status.code(), why);
+  if (status.ok()) history_.last_success_at = now;
   if (building_version_) {
     FleetVersionText version = *std::move(building_version_);
     building_version_.reset();

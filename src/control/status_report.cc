@@ -175,6 +175,46 @@ void writeJobs(const std::vector<PeriodicJobs::JobFigures>& jobs, JsonWriter& js
   json.endArray();
 }
 
+// How reloads ended: the last one's result and reason, and since when the config in force
+// serves. A reload SIGHUP asked for has no one to tell but this and the metrics.
+std::string writeReloads(const ReloadHistory& reloads, absl::Time now, JsonWriter& json) {
+  const auto unix_seconds = [](absl::Time at) {
+    return at == absl::InfinitePast() ? 0.0 : absl::ToDoubleSeconds(at - absl::UnixEpoch());
+  };
+  json.key("reloads")
+      .beginObject()
+      .key("applied")
+      .value(reloads.applied)
+      .key("refused")
+      .value(reloads.refused)
+      .key("last_successful")
+      .value(reloads.lastSucceeded())
+      .key("last_at")
+      .value(unix_seconds(reloads.last_at))
+      .key("last_what")
+      .value(reloads.last_what)
+      .key("last_error")
+      .value(reloads.lastSucceeded() ? "" : reloads.last_status.message())
+      .key("in_force_since")
+      .value(unix_seconds(reloads.last_success_at))
+      .endObject();
+  const double in_force_s = absl::ToDoubleSeconds(now - reloads.last_success_at);
+  if (!reloads.anyEnded()) {
+    return absl::StrFormat("reloads: none since start; config in force for %.0f s\n", in_force_s);
+  }
+  const std::string counts =
+      absl::StrFormat("%u applied, %u refused", reloads.applied, reloads.refused);
+  const double ago_s = absl::ToDoubleSeconds(now - reloads.last_at);
+  if (reloads.lastSucceeded()) {
+    return absl::StrFormat("last reload: applied %.0f s ago (%s); %s\n", ago_s, reloads.last_what,
+                           counts);
+  }
+  return absl::StrFormat(
+      "last reload: REFUSED %.0f s ago (%s): %s\n  the config in force has served for %.0f s; "
+      "%s\n",
+      ago_s, reloads.last_what, reloads.last_status.message(), in_force_s, counts);
+}
+
 }  // namespace
 
 std::string writeFleetStatus(const FleetStatusRow& fleet, JsonWriter& json) {
@@ -229,11 +269,13 @@ std::string statusReplyJson(const StatusReport& report) {
   const std::string tables_text = writeTables(report.tables, json);
   writeJobs(report.periodic_jobs, json);
   const std::string fleet_text = report.fleet ? writeFleetStatus(*report.fleet, json) : "";
+  const std::string reloads_text = writeReloads(report.reloads, report.taken_at, json);
   json.key("text").value(absl::StrFormat(
-      "berthd %s, up %.0f s\nconfig %s (crc32c %08x)\n%ssnapshot %u, %u worker(s), %u service(s), "
+      "berthd %s, up %.0f s\nconfig %s (crc32c %08x)\n%s%ssnapshot %u, %u worker(s), %u "
+      "service(s), "
       "%u backend(s)\ndrained: %s\n%s%s%s",
-      report.version, report.uptime_s, report.config_path, report.config_crc32c, fleet_text,
-      report.snapshot_generation, report.workers, report.services, report.backends,
+      report.version, report.uptime_s, report.config_path, report.config_crc32c, reloads_text,
+      fleet_text, report.snapshot_generation, report.workers, report.services, report.backends,
       report.drained.empty() ? "none" : absl::StrJoin(report.drained, ", "), drain_state_text,
       exception_text, tables_text));
   json.endObject();

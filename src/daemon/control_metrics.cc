@@ -166,6 +166,7 @@ std::shared_ptr<const RenderedText> ControlPlane::renderMetrics() {
   }
   metrics.log_lines_dropped = logLinesDropped();
   metrics.probes_not_run = health_->probesNotRun();
+  if (reloads_) metrics.reloads = reloads_->history();
   if (const std::shared_ptr<const PortStatsReading> ports = datapath_.ports().stats()) {
     metrics.ports = ports->ports;
   }
@@ -241,6 +242,8 @@ StatusReport ControlPlane::statusReport() const {
   report.exception_interfaces = datapath_.exceptionInterfaces();
   report.periodic_jobs = jobs_.figures();
   report.fleet = fleet_.statusRow(config_, *health_);
+  if (reloads_) report.reloads = reloads_->history();
+  report.taken_at = absl::Now();
   return report;
 }
 

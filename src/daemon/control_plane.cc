@@ -62,6 +62,7 @@ absl::Status ControlPlane::startLcores() {
   // rendering a big reply never takes a worker's CPU.
   reloads_ = std::make_unique<ReloadQueue>(static_cast<ReloadTarget&>(*this),
                                            [](const std::string& line) { logLine(line); });
+  reloads_->startedAt(started_);
   replies_.startRenderer();
   return absl::OkStatus();
 }

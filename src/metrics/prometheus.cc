@@ -43,6 +43,12 @@ class Family {
     }
     absl::StrAppendFormat(&out_, "%s%s %.6g\n", name_, braced, value);
   }
+  // Seconds since the epoch, to the millisecond: %.6g would round them to 100 s or so.
+  void timestamp(absl::string_view labels, absl::Time at) {
+    absl::StrAppendFormat(&out_, "%s%s %.3f\n", name_,
+                          labels.empty() ? "" : absl::StrCat("{", labels, "}"),
+                          absl::ToDoubleSeconds(at - absl::UnixEpoch()));
+  }
 
  private:
   std::string& out_;
@@ -304,6 +310,20 @@ void writeOwn(std::string& out, const MetricsSnapshot& metrics) {
           absl::StrCat("endpoint=\"", endpoint.endpoint, "\",outcome=\"", outcome, "\""), value);
     }
   }
+  // As Prometheus and HAProxy name them, so that one alert rule reads them all alike.
+  const ReloadHistory& reloads = metrics.reloads;
+  Family(out, "berth_config_last_reload_successful", "gauge",
+         "1 when the last config reload applied (or none has ended since start), 0 when refused")
+      .sample("", uint64_t{reloads.lastSucceeded()});
+  if (reloads.last_success_at != absl::InfinitePast()) {
+    Family(out, "berth_config_last_reload_success_timestamp_seconds", "gauge",
+           "When the config in force went into force: berthd's start or the last applied reload")
+        .timestamp("", reloads.last_success_at);
+  }
+  Family reload_results(out, "berth_config_reloads_total", "counter",
+                        "Config reloads that ended, file and fleet version, by result");
+  reload_results.sample("result=\"applied\"", reloads.applied);
+  reload_results.sample("result=\"refused\"", reloads.refused);
   Family(out, "berth_log_lines_dropped_total", "counter",
          "Log lines dropped because stderr was not read fast enough")
       .sample("", metrics.log_lines_dropped);

@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "berth/control/reload_builder.h"
+#include "berth/control/reload_history.h"
 #include "berth/fleet/agent.h"
 
 namespace berth {
@@ -72,6 +73,10 @@ class ReloadQueue {
   const Build& building() const { return build_; }
   static constexpr size_t kOutcomesKept = 16;
 
+  const ReloadHistory& history() const { return history_; }
+  // The config berthd started with went into force at `at`.
+  void startedAt(absl::Time at) { history_.last_success_at = at; }
+
  private:
   bool underWay() const { return building_request_ != 0 || building_version_.has_value(); }
   void startFileBuild();
@@ -94,6 +99,7 @@ class ReloadQueue {
     uint64_t generation;
   };
   std::deque<Outcome> outcomes_;
+  ReloadHistory history_;
 };
 
 }  // namespace berth

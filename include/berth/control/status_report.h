@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "berth/control/periodic_jobs.h"
+#include "berth/control/reload_history.h"
 #include "berth/control/service_state.h"
 #include "berth/fleet/agent.h"
 #include "berth/util/json_writer.h"
@@ -55,6 +56,8 @@ struct StatusReport {
   std::vector<TableStatusRow> tables;
   std::vector<PeriodicJobs::JobFigures> periodic_jobs;
   std::optional<FleetStatusRow> fleet;
+  ReloadHistory reloads;
+  absl::Time taken_at = absl::UnixEpoch();  // when the loop gathered this report
 };
 
 // The `status` reply: a JSON object with the figures and a "text" member for people. Pure.

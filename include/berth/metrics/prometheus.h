@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "berth/control/reload_history.h"
 #include "berth/control/reports.h"
 #include "berth/metrics/port_stats.h"
 
@@ -58,6 +59,7 @@ struct MetricsSnapshot {
   uint64_t probes_not_run = 0;        // HealthMonitor::probesNotRun
   std::vector<PortStats> ports;       // the latest reading; none before the first
   std::optional<FleetMetrics> fleet;  // with a fleet section
+  ReloadHistory reloads;
 };
 
 // Label values escaped as the exposition format asks: backslash, double quote and newline.

@@ -4,7 +4,9 @@
 // - a file that does not parse is refused with its reason, and the request says so;
 // - between reloads the fleet's version is built, and its outcome goes to the fleet with the
 //   refusal's reason alone; a reload asked for first is built first;
-// - a drain during a build has it built again before it applies, so that no drain is lost.
+// - a drain during a build has it built again before it applies, so that no drain is lost;
+// - the history counts what applied and what was refused, and keeps the last refusal's reason
+//   (the file's own, without the log's preamble) until a later reload applies.
 
 #include "berth/control/reload_queue.h"
 
@@ -156,6 +158,37 @@ TEST_F(ReloadQueueTest, FleetVersionsAreBuiltBetweenReloadsAndTheirOutcomeGoesTo
   EXPECT_THAT(loop_.versions[1], HasSubstr("3 refused: fleet version 3 (fleet.yaml)"));
   EXPECT_THAT(loop_.versions[1], Not(HasSubstr("refused: refused")));
   EXPECT_EQ(loop_.applied.size(), 2u);
+}
+
+TEST_F(ReloadQueueTest, TheHistoryKeepsTheLastRefusalUntilAReloadApplies) {
+  const absl::Time start = absl::Now();
+  queue_.startedAt(start);
+  EXPECT_FALSE(queue_.history().anyEnded());
+  EXPECT_TRUE(queue_.history().lastSucceeded());
+  EXPECT_EQ(queue_.history().last_success_at, start);
+
+  write("services:\n  - name: web\n    vip: not-an-address\n");
+  uint64_t request = queue_.request();
+  ASSERT_TRUE(serveUntil([&] { return queue_.outcome(request, nullptr).has_value(); }));
+  const ReloadHistory refused = queue_.history();
+  EXPECT_EQ(refused.refused, 1u);
+  EXPECT_EQ(refused.applied, 0u);
+  EXPECT_FALSE(refused.lastSucceeded());
+  EXPECT_THAT(refused.last_status.message(), HasSubstr("berth.yaml:3"));
+  EXPECT_THAT(refused.last_status.message(), Not(HasSubstr("refused: ")));
+  EXPECT_EQ(refused.last_what, loop_.path);
+  EXPECT_EQ(refused.last_success_at, start);
+  EXPECT_GE(refused.last_at, start);
+
+  write(kConfig);
+  request = queue_.request();
+  ASSERT_TRUE(serveUntil([&] { return queue_.outcome(request, nullptr).has_value(); }));
+  const ReloadHistory applied = queue_.history();
+  EXPECT_EQ(applied.applied, 1u);
+  EXPECT_EQ(applied.refused, 1u);
+  EXPECT_TRUE(applied.lastSucceeded());
+  EXPECT_EQ(applied.last_success_at, applied.last_at);
+  EXPECT_GE(applied.last_at, refused.last_at);
 }
 
 TEST_F(ReloadQueueTest, ADrainDuringABuildHasItBuiltAgain) {

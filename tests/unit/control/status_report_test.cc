@@ -1,7 +1,7 @@
 // The `status` reply rendered from its rows (control/status_report.h). Pinned: the figures'
 // members and the text's lines, the drain state's path and last write, each table's fingerprint
-// and last change, the periodic jobs, and the fleet's lines, with the fleet's word on a backend
-// some instances dissent on.
+// and last change, the periodic jobs, the last reload's result and reason, and the fleet's lines,
+// with the fleet's word on a backend some instances dissent on.
 
 #include "berth/control/status_report.h"
 
@@ -34,6 +34,8 @@ StatusReport report() {
   table.fingerprint = "00112233";
   report.tables.push_back(table);
   report.periodic_jobs.push_back({"rates", absl::Seconds(1), 5, absl::Milliseconds(2)});
+  report.taken_at = absl::FromUnixSeconds(1'800'000'000);
+  report.reloads.last_success_at = report.taken_at - absl::Seconds(61);
   return report;
 }
 
@@ -52,12 +54,45 @@ TEST(StatusReportTest, FiguresAndTextAgree) {
   const std::string text = reply["text"];
   EXPECT_THAT(text,
               HasSubstr("berthd 1.2.3, up 61 s\nconfig /etc/berth/berth.yaml (crc32c 000000ab)\n"
+                        "reloads: none since start; config in force for 61 s\n"
                         "snapshot 7, 2 worker(s), 1 service(s), 3 backend(s)\n"
                         "drained: web/web-2\n"));
   EXPECT_THAT(text, HasSubstr("drain state: /var/lib/berth/drains.json (last write failed: "
                               "read-only file system)\n"));
   EXPECT_THAT(text, HasSubstr("kernel interface: berth0 (port 'outside')\n"));
   EXPECT_THAT(text, HasSubstr("table web: maglev, M=65537, fingerprint 00112233\n"));
+}
+
+TEST(StatusReportTest, ARefusedReloadIsShownWithItsReasonUntilOneApplies) {
+  StatusReport refused = report();
+  ReloadHistory& reloads = refused.reloads;
+  reloads.applied = 2;
+  reloads.refused = 1;
+  reloads.last_success_at = refused.taken_at - absl::Seconds(300);
+  reloads.last_at = refused.taken_at - absl::Seconds(12);
+  reloads.last_what = "/etc/berth/berth.yaml";
+  reloads.last_status = absl::FailedPreconditionError("berth.yaml:9:5: services[0].port: bad");
+  nlohmann::json reply = nlohmann::json::parse(statusReplyJson(refused));
+  EXPECT_EQ(reply["reloads"]["last_successful"], false);
+  EXPECT_EQ(reply["reloads"]["last_error"], "berth.yaml:9:5: services[0].port: bad");
+  EXPECT_EQ(reply["reloads"]["applied"], 2);
+  EXPECT_EQ(reply["reloads"]["refused"], 1);
+  EXPECT_EQ(reply["reloads"]["last_at"], 1'800'000'000 - 12);
+  EXPECT_EQ(reply["reloads"]["in_force_since"], 1'800'000'000 - 300);
+  EXPECT_THAT(std::string(reply["text"]),
+              HasSubstr("last reload: REFUSED 12 s ago (/etc/berth/berth.yaml): berth.yaml:9:5: "
+                        "services[0].port: bad\n  the config in force has served for 300 s; 2 "
+                        "applied, 1 refused\n"));
+
+  reloads.applied = 3;
+  reloads.last_status = absl::OkStatus();
+  reloads.last_success_at = reloads.last_at;
+  reply = nlohmann::json::parse(statusReplyJson(refused));
+  EXPECT_EQ(reply["reloads"]["last_successful"], true);
+  EXPECT_EQ(reply["reloads"]["last_error"], "");
+  EXPECT_THAT(std::string(reply["text"]),
+              HasSubstr("last reload: applied 12 s ago (/etc/berth/berth.yaml); 3 applied, 1 "
+                        "refused\n"));
 }
 
 TEST(StatusReportTest, WithoutADrainStateFileItSaysSo) {

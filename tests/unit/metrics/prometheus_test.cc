@@ -172,5 +172,24 @@ TEST(PrometheusTest, TheFleetShowsTheAppliedVersion) {
   EXPECT_THAT(text, HasSubstr("berth_fleet_etcd_errors_total 2\n"));
 }
 
+TEST(PrometheusTest, TheLastReloadsResultIsNamedAsPrometheusNamesItsOwn) {
+  MetricsSnapshot metrics = sample();
+  metrics.reloads.applied = 2;
+  metrics.reloads.refused = 1;
+  metrics.reloads.last_success_at = absl::FromUnixMillis(1'800'000'000'123);
+  metrics.reloads.last_status = absl::InvalidArgumentError("berth.yaml:3:1: bad");
+  std::string text = prometheusText(metrics);
+  EXPECT_THAT(text, HasSubstr("# TYPE berth_config_last_reload_successful gauge\n"
+                              "berth_config_last_reload_successful 0\n"));
+  // To the millisecond, not rounded as %g would.
+  EXPECT_THAT(text, HasSubstr("berth_config_last_reload_success_timestamp_seconds "
+                              "1800000000.123\n"));
+  EXPECT_THAT(text, HasSubstr("berth_config_reloads_total{result=\"applied\"} 2\n"
+                              "berth_config_reloads_total{result=\"refused\"} 1\n"));
+  metrics.reloads.last_status = absl::OkStatus();
+  text = prometheusText(metrics);
+  EXPECT_THAT(text, HasSubstr("berth_config_last_reload_successful 1\n"));
+}
+
 }  // namespace
 }  // namespace berth

@@ -61,7 +61,8 @@ std::string padded(const std::string& text, int width) {
 // connections where none are given.
 template <typename Row>
 std::string tableReply(const char* array, const std::vector<Column<Row>>& columns,
-                       const std::vector<Row>& rows, std::optional<uint64_t> connections_tracked) {
+                       const std::vector<Row>& rows, std::optional<uint64_t> connections_tracked,
+                       const std::string& footer = "") {
   JsonWriter json;
   json.beginObject().key("ok").value(true);
   if (connections_tracked) json.key("conntrack_entries").value(*connections_tracked);
@@ -91,6 +92,7 @@ std::string tableReply(const char* array, const std::vector<Column<Row>>& column
   if (connections_tracked) {
     absl::StrAppendFormat(&text, "connections tracked: %u\n", *connections_tracked);
   }
+  text += footer;
   json.key("text").value(text).endObject();
   return json.str();
 }
@@ -104,7 +106,22 @@ std::vector<Column<Row>> trafficColumns() {
   };
 }
 
+std::string lastCheckText(const BackendRow& row) {
+  if (!row.last_check) return row.health_check == "none" ? "-" : "not yet";
+  const BackendRow::LastCheck& last = *row.last_check;
+  return absl::StrCat(last.ok ? "ok " : "FAILED ", last.detail, ", ", last.latency_ms, " ms, ",
+                      shortDuration(last.s_ago), " ago");
+}
+
 }  // namespace
+
+std::string shortDuration(double seconds) {
+  const uint64_t s = seconds > 0 ? static_cast<uint64_t>(seconds) : 0;
+  if (s < 60) return absl::StrCat(s, "s");
+  if (s < 3600) return absl::StrFormat("%um%02us", s / 60, s % 60);
+  if (s < 86400) return absl::StrFormat("%uh%02um", s / 3600, s % 3600 / 60);
+  return absl::StrFormat("%ud%02uh", s / 86400, s % 86400 / 3600);
+}
 
 std::vector<ServiceRow> serviceRows(absl::Span<const ServiceState> services,
                                     const CounterIds& counter_ids, const TrafficSource& traffic) {
@@ -180,12 +197,43 @@ std::string backendsReplyJson(const std::vector<BackendRow>& rows, uint64_t conn
        [](const R& r) { return r.stateText(); }},
       {"health_check", nullptr, 0, [](const R& r) { return Cell(r.health_check); }},
       {"check_stale", nullptr, 0, [](const R& r) { return Cell(r.check_stale); }},
+      {"health_reason", nullptr, 0, [](const R& r) { return Cell(r.health_reason); }},
+      {"health_since_s", "since", 7, [](const R& r) { return Cell(r.health_since_s); },
+       [](const R& r) { return shortDuration(r.health_since_s); }},
+      {"last_check_ok", nullptr, 0,
+       [](const R& r) { return r.last_check ? Cell(r.last_check->ok) : Cell(std::monostate()); }},
+      {"last_check_detail", nullptr, 0,
+       [](const R& r) {
+         return r.last_check ? Cell(r.last_check->detail) : Cell(std::monostate());
+       }},
+      {"last_check_latency_ms", nullptr, 0,
+       [](const R& r) {
+         return r.last_check ? Cell(r.last_check->latency_ms) : Cell(std::monostate());
+       }},
+      {"last_check_s_ago", nullptr, 0,
+       [](const R& r) {
+         return r.last_check ? Cell(r.last_check->s_ago) : Cell(std::monostate());
+       }},
       {"fleet_dissent", nullptr, 0,
        [](const R& r) { return Cell(absl::StrJoin(r.fleet_dissent, ",")); }},
       {"slots", "slots", 7, [](const R& r) { return Cell(r.slots); }},
   };
   for (Column<R>& column : trafficColumns<R>()) columns.push_back(std::move(column));
-  return tableReply("backends", columns, rows, connections_tracked);
+  // Last, since it is the widest: a failing probe's error can be long.
+  columns.push_back(
+      {nullptr, "  last check", 0, [](const R& r) { return Cell(lastCheckText(r)); }});
+  // Each backend that is out of service says why, under the table.
+  std::string why;
+  for (const R& row : rows) {
+    if (row.healthy && !row.check_stale) continue;
+    absl::StrAppend(&why, row.service, "/", row.name, " ", row.healthText(), " for ",
+                    shortDuration(row.health_since_s), ": ", row.health_reason,
+                    row.check_stale ? "; stale: no probe has run to a result for longer than "
+                                      "the check tolerates (local errors)"
+                                    : "",
+                    "\n");
+  }
+  return tableReply("backends", columns, rows, connections_tracked, why);
 }
 
 std::string neighborsReplyJson(const std::vector<NeighborRow>& rows,

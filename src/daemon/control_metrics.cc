@@ -264,6 +264,14 @@ std::vector<BackendRow> ControlPlane::backendRows() const {
     for (size_t b = 0; b < config_.services[s].backends.size(); ++b) {
       BackendRow& entry = rows[row++];
       entry.check_stale = health_->stale(s, b);
+      BackendHealthDetail detail = health_->detail(s, b);
+      entry.health_reason = std::move(detail.reason);
+      entry.health_since_s = detail.since_s;
+      if (detail.last_probe) {
+        entry.last_check =
+            BackendRow::LastCheck{detail.last_probe->success, std::move(detail.last_probe->detail),
+                                  detail.last_probe->latency_ms, detail.last_probe_s_ago};
+      }
       if (agreed == nullptr) continue;
       const auto dissent =
           agreed->dissent.find({config_.services[s].name, config_.services[s].backends[b].name});

@@ -10,12 +10,17 @@ absl::string_view toString(Health health) {
   return health == Health::kHealthy ? "healthy" : "unhealthy";
 }
 
-HealthCheck::HealthCheck(const HealthCheckConfig& config, Health initial, uint64_t first_probe_ms)
+HealthCheck::HealthCheck(const HealthCheckConfig& config, Health initial, uint64_t first_probe_ms,
+                         uint64_t now_ms)
     : config_(config),
       health_(initial),
       settled_(initial == Health::kHealthy),
       next_probe_ms_(first_probe_ms),
-      last_verdict_ms_(first_probe_ms) {}
+      last_verdict_ms_(first_probe_ms),
+      reason_(initial == Health::kHealthy ? "healthy at start until probes say otherwise"
+                                          : absl::StrCat("new: unhealthy until ", config.rise,
+                                                         " probe(s) in a row succeed")),
+      since_ms_(now_ms) {}
 
 void HealthCheck::scheduleNext(uint64_t now_ms, double jitter_unit) {
   in_flight_ = false;
@@ -35,6 +40,7 @@ bool HealthCheck::stale(uint64_t now_ms) const {
 
 void HealthCheck::started(uint64_t now_ms) {
   in_flight_ = true;
+  probe_started_ms_ = now_ms;
   deadline_ms_ = now_ms + config_.timeout_ms;
 }
 
@@ -42,7 +48,17 @@ std::optional<HealthTransition> HealthCheck::finished(bool success, absl::string
                                                       uint64_t now_ms, double jitter_unit) {
   scheduleNext(now_ms, jitter_unit);
   last_verdict_ms_ = now_ms;
+  last_probe_ = ProbeOutcome{success, std::string(reason),
+                             now_ms > probe_started_ms_ ? now_ms - probe_started_ms_ : 0, now_ms};
+  std::optional<HealthTransition> transition = verdict(success, reason);
+  if (transition) {
+    reason_ = transition->reason;
+    since_ms_ = now_ms;
+  }
+  return transition;
+}
 
+std::optional<HealthTransition> HealthCheck::verdict(bool success, absl::string_view reason) {
   if (success) {
     failures_ = 0;
     ++successes_;

@@ -42,6 +42,7 @@ absl::StatusOr<std::unique_ptr<HealthMonitor>> HealthMonitor::create(
   monitor->healthy_.resize(config.services.size());
   monitor->check_of_backend_.resize(config.services.size());
   if (previous != nullptr) monitor->probes_not_run_ = previous->probes_not_run_;
+  monitor->started_ms_ = previous != nullptr ? previous->started_ms_ : now;
   for (size_t s = 0; s < config.services.size(); ++s) {
     const ServiceConfig& service = config.services[s];
     monitor->healthy_[s].assign(service.backends.size(), true);
@@ -62,7 +63,7 @@ absl::StatusOr<std::unique_ptr<HealthMonitor>> HealthMonitor::create(
           const auto first = now + static_cast<uint64_t>(monitor->jitter_() * settings.interval_ms);
           const Health initial = previous != nullptr ? Health::kUnhealthy : Health::kHealthy;
           monitor->checks_.push_back(
-              Check{key, target, HealthCheck(settings, initial, first), {}, 0});
+              Check{key, target, HealthCheck(settings, initial, first, now), {}, 0});
         }
       }
       monitor->checks_[it->second].backends.emplace_back(s, b);
@@ -76,6 +77,29 @@ absl::StatusOr<std::unique_ptr<HealthMonitor>> HealthMonitor::create(
 bool HealthMonitor::stale(size_t service, size_t backend) const {
   const size_t check = check_of_backend_[service][backend];
   return check != kNoCheck && checks_[check].state.stale(clock_());
+}
+
+BackendHealthDetail HealthMonitor::detail(size_t service, size_t backend) const {
+  BackendHealthDetail detail;
+  const uint64_t now = clock_();
+  const auto seconds_since = [now](uint64_t at_ms) {
+    return static_cast<double>(now > at_ms ? now - at_ms : 0) / 1000.0;
+  };
+  const size_t check = check_of_backend_[service][backend];
+  if (check == kNoCheck) {
+    detail.reason = "no health check (type: none): always healthy";
+    detail.since_s = seconds_since(started_ms_);
+    return detail;
+  }
+  const HealthCheck& state = checks_[check].state;
+  detail.checked = true;
+  detail.reason = state.reason();
+  detail.since_s = seconds_since(state.sinceMs());
+  if (const std::optional<ProbeOutcome>& last = state.lastProbe()) {
+    detail.last_probe = *last;
+    detail.last_probe_s_ago = seconds_since(last->at_ms);
+  }
+  return detail;
 }
 
 bool HealthMonitor::settled(size_t service, size_t backend) const {

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """berthd's health checks against real servers on loopback: Python's http.server (200), a server
 that answers 500, and a socket that accepts and closes. Each backend's state changes, and the
-reasons berthd logs, are checked; stopping and restarting http.server takes its backend down and
+reasons berthd logs, are checked, and `backends` shows each reason, its age and the last probe;
+stopping and restarting http.server takes its backend down and
 back up. berthd runs on a net_null vdev.
 
 Usage: berthd_health_test.py BERTHD
@@ -17,6 +18,9 @@ import tempfile
 import threading
 import time
 import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from control_load import ask  # noqa: E402
 
 BERTHD = sys.argv.pop(1)
 PREFIX = "berth-health-%d" % os.getpid()
@@ -94,8 +98,9 @@ services:
         path = os.path.join(cls.directory, "berth.yaml")
         with open(path, "w") as out:
             out.write(config)
+        cls.socket = os.path.join(cls.directory, "berth.sock")
         cls.berthd = subprocess.Popen([BERTHD, "--", "--config", path, "--control_socket",
-                                       os.path.join(cls.directory, "berth.sock")],
+                                       cls.socket],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         cls.lines = []
         threading.Thread(target=lambda: cls.lines.extend(cls.berthd.stderr), daemon=True).start()
@@ -132,6 +137,21 @@ services:
         time.sleep(0.5)
         self.assertIsNone(self.change_of("a", "unhealthy", timeout=0), "http.server answers 200")
         self.assertIsNone(self.change_of("c", "unhealthy", timeout=0), "the connect succeeds")
+        # `backends` gives each verdict's reason, its age and the last probe, not only the log.
+        reply = ask(self.socket, "backends")
+        rows = {row["name"]: row for row in reply["backends"]}
+        self.assertEqual(rows["b"]["health"], "unhealthy")
+        self.assertIn("HTTP status 500", rows["b"]["health_reason"])
+        self.assertFalse(rows["b"]["last_check_ok"])
+        self.assertIn("HTTP status 500", rows["b"]["last_check_detail"])
+        self.assertGreaterEqual(rows["b"]["last_check_latency_ms"], 0)
+        self.assertLess(rows["b"]["last_check_s_ago"], 2)
+        self.assertLess(rows["b"]["health_since_s"], 12)
+        self.assertTrue(rows["a"]["last_check_ok"])
+        self.assertEqual(rows["a"]["health_reason"], "healthy at start until probes say otherwise")
+        self.assertRegex(reply["text"], r"\nweb/b unhealthy for \d+s: 2 probe\(s\) in a row "
+                                        r"failed, the last: HTTP status 500")
+        self.assertRegex(reply["text"], r"FAILED HTTP status 500")
 
     def test_2_a_stopped_server_goes_down_and_comes_back(self):
         after = len(self.lines)

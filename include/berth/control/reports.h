@@ -65,6 +65,17 @@ struct BackendRow {
   bool check_stale = false;
   uint64_t slots = 0;  // in the live table
   TrafficTotals traffic;
+  // Why the health is what it is and for how long (HealthMonitor::detail), and the check's last
+  // probe: none for a backend without a check or before its first probe ran.
+  std::string health_reason;
+  double health_since_s = 0;
+  struct LastCheck {
+    bool ok = false;
+    std::string detail;
+    uint64_t latency_ms = 0;
+    double s_ago = 0;
+  };
+  std::optional<LastCheck> last_check;
   // In a fleet with table generations: the live instances whose probes disagree with the
   // fleet's verdict (`healthy`), by name.
   std::vector<std::string> fleet_dissent;
@@ -81,6 +92,9 @@ struct BackendRow {
     return text;
   }
 };
+
+// "45s", "4m05s", "3h07m", "2d04h": how long, as the tables show it.
+std::string shortDuration(double seconds);
 
 // One row per service, or per backend of each service, in config order.
 std::vector<ServiceRow> serviceRows(absl::Span<const ServiceState> services,

@@ -27,14 +27,29 @@ struct HealthTransition {
 // backends configured alike do not all go out together.
 inline constexpr double kProbeJitterFraction = 0.1;
 
+// The last probe that ran to a result, as `berthctl backends` shows it.
+struct ProbeOutcome {
+  bool success = false;
+  std::string detail;       // "connected", "HTTP 200", "connect: Connection refused", ...
+  uint64_t latency_ms = 0;  // from sending to the result, to the management loop's tick
+  uint64_t at_ms = 0;
+};
+
 class HealthCheck {
  public:
   // Starts in `initial`: healthy for the backends berthd starts with (a restart must not stop
   // traffic until every backend has passed `rise` probes), unhealthy for backends a reload adds.
   // The first probe is due at `first_probe_ms`.
-  HealthCheck(const HealthCheckConfig& config, Health initial, uint64_t first_probe_ms);
+  // `now_ms` is when it starts: since then it is in `initial`.
+  HealthCheck(const HealthCheckConfig& config, Health initial, uint64_t first_probe_ms,
+              uint64_t now_ms = 0);
 
   Health health() const { return health_; }
+  // Why health() is what it is, and since when: the transition that made it so, or how the
+  // check started.
+  const std::string& reason() const { return reason_; }
+  uint64_t sinceMs() const { return since_ms_; }
+  const std::optional<ProbeOutcome>& lastProbe() const { return last_probe_; }
   // Whether health() is a verdict: true from the start for a check that starts healthy; for one
   // that starts unhealthy (a reload added it), once `rise` probes in a row succeeded or `fall`
   // in a row failed. What a fleet counts (fleet/agreed_health.h).
@@ -76,10 +91,16 @@ class HealthCheck {
   bool settled_;
   bool in_flight_ = false;
   void scheduleNext(uint64_t now_ms, double jitter_unit);
+  // The rise/fall count after a probe's result, and the change it makes.
+  std::optional<HealthTransition> verdict(bool success, absl::string_view reason);
 
   uint64_t next_probe_ms_;
   uint64_t deadline_ms_ = 0;
+  uint64_t probe_started_ms_ = 0;
   uint64_t last_verdict_ms_;  // the last probe that ran, or the first probe's time
+  std::string reason_;
+  uint64_t since_ms_;
+  std::optional<ProbeOutcome> last_probe_;
 };
 
 }  // namespace berth

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -26,6 +27,16 @@ struct BackendHealthChange {
   size_t backend = 0;
   HealthTransition transition;
   std::string target;  // ProbeTarget::toString()
+};
+
+// What `berthctl backends` shows of a backend's health: why it is in its state, for how long,
+// and its check's last probe.
+struct BackendHealthDetail {
+  bool checked = false;  // false for `type: none`
+  std::string reason;
+  double since_s = 0;  // in this state, or since berthd started for a backend without a check
+  std::optional<ProbeOutcome> last_probe;  // none before the first probe that ran
+  double last_probe_s_ago = 0;
 };
 
 class HealthMonitor {
@@ -57,6 +68,7 @@ class HealthMonitor {
   // (HealthCheck::stale): its health is what it was when probes last ran. False for a backend
   // without a check.
   bool stale(size_t service, size_t backend) const;
+  BackendHealthDetail detail(size_t service, size_t backend) const;
   // Whether the backend's health is a verdict (HealthCheck::settled); true without a check.
   bool settled(size_t service, size_t backend) const;
   // Checks that became settled in this monitor so far: a change says new verdicts to report.
@@ -91,6 +103,7 @@ class HealthMonitor {
   std::vector<std::vector<size_t>> check_of_backend_;
   uint64_t probes_not_run_ = 0;
   std::string last_not_run_reason_;
+  uint64_t started_ms_ = 0;  // the first monitor's creation: berthd's start
 };
 
 }  // namespace berth

@@ -91,19 +91,57 @@ TEST_F(ReportsTest, BackendsReplyShowsDrainsAndStaleChecksInTextAndEachInJson) {
   const std::string reply = backendsReplyJson(rows, 0);
   EXPECT_THAT(reply, HasSubstr(R"("name":"web-2","address":"198.18.1.2","weight":0,)"
                                R"("drained":true,"health":"healthy","health_check":"none",)"
-                               R"("check_stale":false,"fleet_dissent":"","slots":0,)"));
+                               R"("check_stale":false,)"));
+  EXPECT_THAT(reply, HasSubstr(R"("fleet_dissent":"","slots":0,)"));
   EXPECT_THAT(reply, HasSubstr(R"("name":"web-1","address":"198.18.1.1","weight":2,)"
                                R"("drained":false,"health":"healthy","health_check":"none",)"
                                R"("check_stale":true,)"));
   EXPECT_THAT(reply, HasSubstr("web              web-1            198.18.1.1                 2 "
-                               "healthy (stale)      1009"));
+                               "healthy (stale)        0s    1009"));
   // In a fleet, the instances whose probes disagree with the fleet's verdict.
   rows[0].fleet_dissent = {"lb-2"};
   EXPECT_THAT(backendsReplyJson(rows, 0),
-              HasSubstr(R"("check_stale":true,"fleet_dissent":"lb-2",)"));
+              HasSubstr(R"("last_check_s_ago":null,"fleet_dissent":"lb-2",)"));
   EXPECT_THAT(backendsReplyJson(rows, 0), HasSubstr("healthy (stale) (lb-2 disagree)"));
   EXPECT_THAT(reply, HasSubstr("web              web-2            198.18.1.2                 0 "
-                               "drained                 0"));
+                               "drained                0s       0"));
+}
+
+// Each backend's health says why and for how long, with its check's last probe; one out of
+// service is named under the table with its reason, which before was only in the log.
+TEST_F(ReportsTest, BackendsReplyGivesEachVerdictsReasonAgeAndLastProbe) {
+  std::vector<BackendRow> rows = backendRows(services_, ids_, traffic_);
+  rows[0].health_check = "tcp";
+  rows[0].healthy = false;
+  rows[0].health_reason = "3 probe(s) in a row failed, the last: connect: Connection refused";
+  rows[0].health_since_s = 245;
+  rows[0].last_check = BackendRow::LastCheck{false, "connect: Connection refused", 1, 2.5};
+  rows[1].health_check = "http";
+  rows[1].health_reason = "healthy at start until probes say otherwise";
+  rows[1].health_since_s = 3 * 3600 + 7 * 60;
+  const std::string reply = backendsReplyJson(rows, 0);
+  EXPECT_THAT(reply, HasSubstr(R"("health_reason":"3 probe(s) in a row failed, the last: )"
+                               R"(connect: Connection refused","health_since_s":245,)"
+                               R"("last_check_ok":false,"last_check_detail":"connect: )"
+                               R"(Connection refused","last_check_latency_ms":1,)"
+                               R"("last_check_s_ago":2.5,)"));
+  EXPECT_THAT(reply, HasSubstr(R"("last_check_ok":null,)"));
+  EXPECT_THAT(reply, HasSubstr("unhealthy           4m05s     505"));
+  EXPECT_THAT(reply, HasSubstr("FAILED connect: Connection refused, 1 ms, 2s ago\\n"));
+  EXPECT_THAT(reply, HasSubstr("healthy             3h07m     504"));
+  EXPECT_THAT(reply, HasSubstr("not yet\\n"));
+  EXPECT_THAT(reply, HasSubstr("\\nweb/web-1 unhealthy for 4m05s: 3 probe(s) in a row failed, "
+                               "the last: connect: Connection refused\\n"));
+  EXPECT_THAT(reply, Not(HasSubstr("web/web-2 healthy for")));
+}
+
+TEST(ShortDurationTest, SecondsMinutesHoursDays) {
+  EXPECT_EQ(shortDuration(-1), "0s");
+  EXPECT_EQ(shortDuration(59.9), "59s");
+  EXPECT_EQ(shortDuration(60), "1m00s");
+  EXPECT_EQ(shortDuration(3599), "59m59s");
+  EXPECT_EQ(shortDuration(3600 * 5 + 60), "5h01m");
+  EXPECT_EQ(shortDuration(86400 * 2 + 3600 * 4), "2d04h");
 }
 
 TEST_F(ReportsTest, CountersTextAndJsonFromOneReport) {

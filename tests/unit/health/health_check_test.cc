@@ -43,6 +43,29 @@ TEST(HealthCheckTest, RiseConsecutiveSuccessesBringItBack) {
   EXPECT_EQ(change->reason, "2 probe(s) in a row succeeded");
 }
 
+// What `backends` shows: the reason for the state and since when (the start, then each change),
+// and the last probe's result with its latency, whether or not it changed the state.
+TEST(HealthCheckTest, KeepsTheReasonSinceWhenAndTheLastProbe) {
+  HealthCheck check(settings(2, 2), Health::kHealthy, 500, 100);
+  EXPECT_EQ(check.reason(), "healthy at start until probes say otherwise");
+  EXPECT_EQ(check.sinceMs(), 100u);
+  EXPECT_FALSE(check.lastProbe().has_value());
+  check.started(1000);
+  check.finished(false, "connect: Connection refused", 1007, 0.5);
+  ASSERT_TRUE(check.lastProbe().has_value());
+  EXPECT_FALSE(check.lastProbe()->success);
+  EXPECT_EQ(check.lastProbe()->detail, "connect: Connection refused");
+  EXPECT_EQ(check.lastProbe()->latency_ms, 7u);
+  EXPECT_EQ(check.lastProbe()->at_ms, 1007u);
+  EXPECT_EQ(check.sinceMs(), 100u) << "one failure of two changes nothing";
+  ASSERT_TRUE(probe(check, false, 2000).has_value());
+  EXPECT_EQ(check.reason(), "2 probe(s) in a row failed, the last: connection refused");
+  EXPECT_EQ(check.sinceMs(), 2001u);
+  EXPECT_EQ(check.lastProbe()->latency_ms, 1u);
+  EXPECT_EQ(HealthCheck(settings(3, 2), Health::kUnhealthy, 0, 0).reason(),
+            "new: unhealthy until 3 probe(s) in a row succeed");
+}
+
 // A check that starts unhealthy (a reload added it) has no verdict until `rise` successes or
 // `fall` failures in a row; one that starts healthy has one from the start.
 TEST(HealthCheckTest, ANewCheckSettlesOnARiseOrAFall) {

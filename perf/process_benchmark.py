@@ -80,8 +80,8 @@ def run_testpmd(vdev, prefix, stop_when):
 
 
 def run_berthd(berthd, vdev, stop_when, counters_path):
-    process = subprocess.Popen([berthd] + MEMORY + ["--vdev", vdev, "--", "--config", CONFIG, "--counters_json",
-                                counters_path, "--control_socket", counters_path + ".sock"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen([berthd] + MEMORY + ["--vdev", vdev, "--", "--config", CONFIG, "--counters-json",
+                                counters_path, "--control-socket", counters_path + ".sock"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = []
     threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True).start()
     try:

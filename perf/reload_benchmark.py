@@ -49,7 +49,7 @@ services:
 class Berthd:
     def __init__(self, path):
         self.process = subprocess.Popen([sys.argv[1], "--", "--config", path,
-                                         "--control_socket", path + ".sock"], stdout=subprocess.DEVNULL,
+                                         "--control-socket", path + ".sock"], stdout=subprocess.DEVNULL,
                                         stderr=subprocess.PIPE, text=True)
         self.lines = []
         threading.Thread(target=lambda: self.lines.extend(self.process.stderr), daemon=True).start()

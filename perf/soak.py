@@ -72,7 +72,7 @@ class Soak:
                                                                                BERTHD_MAC)
         self.berthd = subprocess.Popen(
             PIN_BERTHD + [self.berthd_path, "--vdev", vdev, "--", "--config", self.config,
-                          "--control_socket", self.control],
+                          "--control-socket", self.control],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
         while self.berthctl("status").returncode != 0:

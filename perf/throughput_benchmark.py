@@ -118,7 +118,7 @@ class Forwarder:
                 "--nb-cores=%d" % workers, "--total-num-mbufs=32768"]
         else:
             command = pinned(cpus) + [berthd] + eal(self.prefix, cpus, vdev) + [
-                "--", "--config", config_path, "--control_socket", config_path + ".sock"]
+                "--", "--config", config_path, "--control-socket", config_path + ".sock"]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, text=True)
         self.lines = []

@@ -120,7 +120,7 @@ class Demo:
             self.memif, BERTHD_MAC, RING_SLOTS.bit_length() - 1)
         self.berthd = subprocess.Popen(
             PIN_BERTHD + [self.args.berthd, "--vdev", vdev, "--", "--config", self.args.config,
-             "--control_socket", self.control],
+             "--control-socket", self.control],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         threading.Thread(target=lambda: self.lines.extend(self.berthd.stderr), daemon=True).start()
         deadline = time.monotonic() + 30

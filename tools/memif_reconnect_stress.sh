@@ -29,7 +29,7 @@ sed "s/\"--file-prefix\", \"berth-demo\"/\"--file-prefix\", \"$prefix\"/" \
 # Each process wholly on its own CPU (tools/memif_demo.py says why).
 taskset -c 0 "$build/src/berthd" \
   --vdev "net_memif0,role=server,socket=$work/memif.sock,$memif_options,mac=$berthd_mac" \
-  -- --config "$work/berth.yaml" --control_socket "$work/berth.sock" > "$work/berthd.log" 2>&1 &
+  -- --config "$work/berth.yaml" --control-socket "$work/berth.sock" > "$work/berthd.log" 2>&1 &
 berthd_pid=$!
 for _ in $(seq 1 300); do
   grep -q "berthd: forwarding:" "$work/berthd.log" && break

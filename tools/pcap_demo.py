@@ -179,7 +179,7 @@ def main():
         parser.error("--flows must be positive and --packets at least --flows")
 
     names = json.loads(subprocess.run([options.berthctl, "analyze", "--config", options.config,
-                                       "--json", "--max_failures", "1"],
+                                       "--json", "--max-failures", "1"],
                                       check=True, capture_output=True, text=True).stdout)
     services = []
     for entry in names["services"]:
@@ -230,8 +230,8 @@ def main():
         print("== berthd --vdev net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap -- --config %s" % options.config)
         returncode, stderr = run_berthd(
             [options.berthd, "--vdev", "net_pcap0,rx_pcap=%s,tx_pcap=%s" % (input_path, output_path),
-             "--", "--config", options.config, "--counters_json", counters_path,
-             "--control_socket", os.path.join(directory, "berth.sock")],
+             "--", "--config", options.config, "--counters-json", counters_path,
+             "--control-socket", os.path.join(directory, "berth.sock")],
             len(frames), options.timeout)
         for line in stderr.splitlines():
             if line.startswith("berthd:"):

@@ -1,7 +1,7 @@
 // berthd: the berth load balancer daemon.
 //
-//   berthd [EAL options] -- --config FILE [--control_socket PATH] [--read_only_socket PATH]
-//          [--read_only_group NAME] [--drain_state FILE] [--counters_json FILE]
+//   berthd [EAL options] -- --config FILE [--control-socket PATH] [--read-only-socket PATH]
+//          [--read-only-group NAME] [--drain-state FILE] [--counters-json FILE]
 //
 // EAL options may also come from the config (dataplane.eal); the command line's come first. The
 // start-up order is one table below (the config first, then the EAL and the control plane's
@@ -47,13 +47,13 @@ ABSL_FLAG(std::string, control_socket, "/run/berth/berth.sock",
           "the Unix socket berthctl talks to berthd over (mode 0600)");
 ABSL_FLAG(std::string, read_only_socket, "",
           "a second Unix socket that serves only status, stats and announce, for berth-announcer "
-          "and monitoring (mode 0666, or 0660 with --read_only_group); default: beside "
-          "--control_socket, berth.sock giving berth-ro.sock; 'off' for none");
+          "and monitoring (mode 0666, or 0660 with --read-only-group); default: beside "
+          "--control-socket, berth.sock giving berth-ro.sock; 'off' for none");
 ABSL_FLAG(std::string, read_only_group, "",
           "the group of the read-only socket, which is then mode 0660");
 ABSL_FLAG(std::string, drain_state, "",
           "the file that keeps drains made with berthctl across restarts; default: beside "
-          "--control_socket, berth.sock giving berth-drains.json; 'off' for none");
+          "--control-socket, berth.sock giving berth-drains.json; 'off' for none");
 ABSL_FLAG(std::string, counters_json, "",
           "on exit, also write the final counters as JSON to this file");
 ABSL_FLAG(std::string, testing_hold_file, "",
@@ -96,7 +96,7 @@ absl::StatusOr<berth::ControlSocketPaths> controlSocketPaths() {
   if (paths.read_only.empty()) paths.read_only = berth::defaultReadOnlySocketPath(paths.control);
   if (paths.read_only == "off") paths.read_only.clear();
   if (paths.read_only == paths.control) {
-    return absl::InvalidArgumentError("--read_only_socket must differ from --control_socket");
+    return absl::InvalidArgumentError("--read-only-socket must differ from --control-socket");
   }
   if (const std::string name = absl::GetFlag(FLAGS_read_only_group); !name.empty()) {
     std::vector<char> buffer(16384);
@@ -105,7 +105,7 @@ absl::StatusOr<berth::ControlSocketPaths> controlSocketPaths() {
     if (getgrnam_r(name.c_str(), &entry, buffer.data(), buffer.size(), &found) != 0 ||
         found == nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--read_only_group: no group named '", name, "'"));
+          absl::StrCat("--read-only-group: no group named '", name, "'"));
     }
     paths.read_only_group = found->gr_gid;
   }
@@ -275,8 +275,8 @@ std::vector<berth::StartStep> startUpSteps(berth::ControlPlane& control,
 
 constexpr char kUsage[] =
     "berth's load balancer daemon.\n\n"
-    "  berthd [EAL options] -- --config FILE [--control_socket PATH] [--read_only_socket PATH]\n"
-    "         [--read_only_group NAME] [--drain_state FILE] [--counters_json FILE]\n\n"
+    "  berthd [EAL options] -- --config FILE [--control-socket PATH] [--read-only-socket PATH]\n"
+    "         [--read-only-group NAME] [--drain-state FILE] [--counters-json FILE]\n\n"
     "EAL options may also be given in the config as dataplane.eal; those on the command line "
     "come first. SIGINT/SIGTERM stop it; SIGUSR1 prints the counters; SIGHUP reloads the "
     "config file.";
@@ -295,7 +295,7 @@ int main(int argc, char** argv) {
   std::vector<std::string>& eal_args = command_line.eal;
   absl::SetProgramUsageMessage(kUsage);
   const std::vector<char*> positional =
-      absl::ParseCommandLine(static_cast<int>(own_args.size()), own_args.data());
+      berth::parseProgramFlags(static_cast<int>(own_args.size()), own_args.data(), "berthd");
   if (positional.size() > 1) {
     return fail(absl::StrCat("unexpected argument '", positional[1], "'; see --help"));
   }
@@ -345,7 +345,7 @@ int main(int argc, char** argv) {
   if (const std::string path = absl::GetFlag(FLAGS_counters_json); !path.empty()) {
     std::ofstream out(path);
     out << control.countersJson();
-    if (!out) exit_code = fail(absl::StrCat("--counters_json: could not write ", path));
+    if (!out) exit_code = fail(absl::StrCat("--counters-json: could not write ", path));
   }
   start_up.stop();
   return exit_code;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "berth/util/did_you_mean.h"
 
 namespace berth {
 namespace {
@@ -61,22 +62,6 @@ constexpr Option kLongOptions[] = {
 };
 constexpr absl::string_view kShortWithValue = "abcsdlSmnr";
 constexpr absl::string_view kShortAlone = "hv";
-
-// The Levenshtein distance, for "did you mean".
-size_t editDistance(absl::string_view a, absl::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
 
 std::string suggestion(absl::string_view name) {
   const Option* best = nullptr;

@@ -247,7 +247,7 @@ std::string statusReplyJson(const StatusReport& report) {
       .beginArray();
   for (const std::string& drained : report.drained) json.value(drained);
   json.endArray();
-  std::string drain_state_text = "drain state: not kept (--drain_state off)\n";
+  std::string drain_state_text = "drain state: not kept (--drain-state off)\n";
   json.key("drain_state").beginObject();
   if (report.drain_state_path) {
     const absl::Status& written = report.drain_state_written;

@@ -13,6 +13,7 @@
 #include "berth/control/explain_reply.h"
 #include "berth/control/table_report.h"
 #include "berth/net/packet_parser.h"
+#include "berth/util/did_you_mean.h"
 #include "berth/util/json_writer.h"
 
 namespace berth {
@@ -153,8 +154,13 @@ absl::Status ControlCommands::checkHandlers() {
 std::unique_ptr<ReplyStream> ControlCommands::handle(const ControlRequest& request) {
   const CommandSpec* command = findControlCommand(request.command);
   if (command == nullptr) {
-    return wholeReply(errorReply(absl::StrCat("unknown command '", request.command,
-                                              "'; commands: ", controlCommandNames())));
+    std::vector<std::string> names;
+    for (const CommandSpec& spec : controlCommands()) names.emplace_back(spec.name);
+    const std::optional<std::string> nearest = nearestName(request.command, names);
+    return wholeReply(
+        errorReply(absl::StrCat("unknown command '", request.command, "'",
+                                nearest ? absl::StrCat("; did you mean '", *nearest, "'?") : "",
+                                " (commands: ", controlCommandNames(), ")")));
   }
   if (absl::Status status = checkCommandFields(*command, request.fields); !status.ok()) {
     return wholeReply(errorReply(status.message()));

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "absl/flags/commandlineflag.h"
+#include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "berth/util/flag_spelling.h"
 
 namespace berth {
 
@@ -33,7 +36,7 @@ std::string helpText(std::string_view usage, bool list_flags) {
             });
   for (const absl::CommandLineFlag* flag : own) {
     const std::string default_value = flag->DefaultValue();
-    absl::StrAppend(&text, "  --", flag->Name(),
+    absl::StrAppend(&text, "  --", flagSpelling(std::string(flag->Name())),
                     default_value.empty() ? "" : absl::StrCat(" (default ", default_value, ")"),
                     "\n      ", flag->Help(), "\n");
   }
@@ -61,6 +64,27 @@ bool answerHelpOrVersion(int argc, const char* const* argv, std::string_view pro
   }
   std::fflush(stdout);
   return help || version;
+}
+
+std::vector<char*> parseProgramFlags(int argc, char** argv, std::string_view program) {
+  // absl keeps pointers into the arguments it is given, for as long as the program runs.
+  static std::vector<std::string>* respelled = new std::vector<std::string>;
+  static std::vector<char*>* pointers = new std::vector<char*>;
+  absl::StatusOr<RespelledFlags> flags =
+      respellFlags(std::vector<std::string>(argv, argv + argc), registeredFlags());
+  const int program_size = static_cast<int>(program.size());
+  if (!flags.ok()) {
+    std::fprintf(stderr, "%.*s: %s\n", program_size, program.data(),
+                 std::string(flags.status().message()).c_str());
+    std::exit(1);
+  }
+  for (const std::string& note : flags->notes) {
+    std::fprintf(stderr, "%.*s: %s\n", program_size, program.data(), note.c_str());
+  }
+  *respelled = std::move(flags->arguments);
+  for (std::string& argument : *respelled) pointers->push_back(argument.data());
+  pointers->push_back(nullptr);
+  return absl::ParseCommandLine(static_cast<int>(respelled->size()), pointers->data());
 }
 
 }  // namespace berth

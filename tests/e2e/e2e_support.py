@@ -207,7 +207,7 @@ class Berthd:
 
     def start(self, timeout=30):
         self.lines = []
-        command = [self.berthd, "--", "--config", self.config, "--control_socket", self.control]
+        command = [self.berthd, "--", "--config", self.config, "--control-socket", self.control]
         if self.netns:
             command = ["ip", "netns", "exec", self.netns] + command
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE,

@@ -331,7 +331,7 @@ class Instance:
                                          instance_namespace(number))
         self.bird_socket = os.path.join(self.directory, "bird.ctl")
         bird_config = os.path.join(self.directory, "bird.conf")
-        generated = run(BERTHCTL, "bird-config", "--config", self.config, "--routes_dir",
+        generated = run(BERTHCTL, "bird-config", "--config", self.config, "--routes-dir",
                         self.directory)
         with open(bird_config, "w") as out:
             out.write(generated.stdout)
@@ -342,9 +342,9 @@ class Instance:
         self.announcer_log = os.path.join(self.directory, "announcer.log")
         with open(self.announcer_log, "w") as log:
             self.announcer = subprocess.Popen(
-                [ANNOUNCER, "--socket", self.berthd.read_only, "--bird_socket", self.bird_socket,
-                 "--routes_dir", self.directory, "--interval_ms", "200",
-                 "--berthd_timeout_ms", "1000"],
+                [ANNOUNCER, "--socket", self.berthd.read_only, "--bird-socket", self.bird_socket,
+                 "--routes-dir", self.directory, "--interval-ms", "200",
+                 "--berthd-timeout-ms", "1000"],
                 stdout=log, stderr=subprocess.STDOUT)
         atexit.register(self.stop)
 

@@ -77,7 +77,7 @@ class Live:
             device = "net_null0"
         with open(cls.config, "w") as out:
             out.write(CONFIG.format(prefix=cls.prefix, device=device))
-        cls.process = subprocess.Popen([BERTHD, "--", "--config", cls.config, "--control_socket", cls.socket],
+        cls.process = subprocess.Popen([BERTHD, "--", "--config", cls.config, "--control-socket", cls.socket],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         cls.lines = []
         threading.Thread(target=lambda: cls.lines.extend(cls.process.stderr), daemon=True).start()

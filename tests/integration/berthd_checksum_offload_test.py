@@ -85,8 +85,8 @@ def run_berthd(offload):
                                 gue_backend=GUE_BACKEND, ipip_vip=IPIP_VIP,
                                 ipip_backend=IPIP_BACKEND))
     control = os.path.join(directory, "berth.sock")
-    process = subprocess.Popen([BERTHD, "--", "--config", config, "--control_socket", control,
-                                "--drain_state", "off"],
+    process = subprocess.Popen([BERTHD, "--", "--config", config, "--control-socket", control,
+                                "--drain-state", "off"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)

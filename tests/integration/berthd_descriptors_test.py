@@ -104,7 +104,7 @@ class BerthdDescriptors(unittest.TestCase):
 
     def command(self, limit):
         return ["prlimit", "--nofile=%s" % limit, BERTHD, "--", "--config", self.path,
-                "--control_socket", self.control]
+                "--control-socket", self.control]
 
     def ask(self, command, client=None):
         if client is None:

@@ -64,7 +64,7 @@ class BerthdDrainState(unittest.TestCase):
 
     def start(self):
         # The drain state's default place: beside the control socket.
-        self.process = subprocess.Popen([BERTHD, "--", "--config", self.path, "--control_socket",
+        self.process = subprocess.Popen([BERTHD, "--", "--config", self.path, "--control-socket",
                                          self.socket], stdout=subprocess.DEVNULL,
                                         stderr=subprocess.PIPE, text=True)
         self.lines = []

@@ -92,8 +92,8 @@ class BerthdExceptionPcap(unittest.TestCase):
         return json.loads(reply.stdout)["stats"]["counters"]
 
     def test_frames_reach_the_kernel_in_their_classes_and_its_own_leave_by_the_port(self):
-        process = subprocess.Popen([BERTHD, "--", "--config", self.config, "--control_socket",
-                                    self.socket, "--drain_state", "off"],
+        process = subprocess.Popen([BERTHD, "--", "--config", self.config, "--control-socket",
+                                    self.socket, "--drain-state", "off"],
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         lines = []
         reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)

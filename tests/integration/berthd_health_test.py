@@ -99,7 +99,7 @@ services:
         with open(path, "w") as out:
             out.write(config)
         cls.socket = os.path.join(cls.directory, "berth.sock")
-        cls.berthd = subprocess.Popen([BERTHD, "--", "--config", path, "--control_socket",
+        cls.berthd = subprocess.Popen([BERTHD, "--", "--config", path, "--control-socket",
                                        cls.socket],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         cls.lines = []

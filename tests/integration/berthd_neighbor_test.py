@@ -117,7 +117,7 @@ class Berthd:
             config.write(CONFIG.format(prefix=self.prefix, host_if=segment.host_if,
                                        learn="true" if learn_announcements else "false"))
         self.process = subprocess.Popen([BERTHD, "--", "--config", config_path,
-                                         "--control_socket", self.socket],
+                                         "--control-socket", self.socket],
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines = []  # (monotonic time, line)
         threading.Thread(target=self._read, daemon=True).start()

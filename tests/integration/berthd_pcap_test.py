@@ -311,8 +311,8 @@ class BerthdOnPcap(unittest.TestCase):
                 writer.write(frame)
 
         counters_path = os.path.join(cls.directory, "counters.json")
-        process = subprocess.Popen([BERTHD, "--", "--config", config_path, "--counters_json", counters_path,
-                                    "--control_socket", os.path.join(cls.directory, "berth.sock")],
+        process = subprocess.Popen([BERTHD, "--", "--config", config_path, "--counters-json", counters_path,
+                                    "--control-socket", os.path.join(cls.directory, "berth.sock")],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         lines = []
         reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)

@@ -88,8 +88,8 @@ class Daemon:
                                     port_settings=port_settings, metrics_port=self.metrics_port))
         self.control = os.path.join(self.directory, "berth.sock")
         self.process = subprocess.Popen(
-            [BERTHD, "--", "--config", config, "--control_socket", self.control,
-             "--drain_state", "off"],
+            [BERTHD, "--", "--config", config, "--control-socket", self.control,
+             "--drain-state", "off"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines = []
         self.reader = threading.Thread(target=lambda: self.lines.extend(self.process.stdout),

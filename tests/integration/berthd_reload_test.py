@@ -55,7 +55,7 @@ class BerthdReload(unittest.TestCase):
         cls.path = os.path.join(cls.directory, "berth.yaml")
         cls.write(config([("web-1", 1), ("web-2", 1)]))
         cls.socket = os.path.join(cls.directory, "berth.sock")
-        cls.process = subprocess.Popen([BERTHD, "--", "--config", cls.path, "--control_socket",
+        cls.process = subprocess.Popen([BERTHD, "--", "--config", cls.path, "--control-socket",
                                         cls.socket], stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE, text=True)
         cls.lines = []

@@ -5,7 +5,7 @@ with WatchdogSec.
   1. READY=1 comes once, after the workers forward: at that moment every worker has already
      received frames (net_null gives them as fast as they are polled);
   2. WATCHDOG=1 comes from the management loop every half of WATCHDOG_USEC, never faster;
-  3. while a test hook holds the management loop (berthd --testing_hold_file), the pings stop,
+  3. while a test hook holds the management loop (berthd --testing-hold-file), the pings stop,
      and they resume when it lets go;
   4. SIGTERM brings STOPPING=1, and berthd exits 0.
 Without NOTIFY_SOCKET, berthd sends nothing and runs as before (every other test).
@@ -112,8 +112,8 @@ class BerthdSystemd(unittest.TestCase):
         cls.log = open(os.path.join(cls.directory, "berthd.log"), "w+")
         cls.started = time.monotonic()
         cls.process = subprocess.Popen(
-            [BERTHD, "--", "--config", cls.config, "--control_socket", cls.control,
-             "--testing_hold_file", cls.hold], stdout=cls.log, stderr=subprocess.STDOUT, env=env)
+            [BERTHD, "--", "--config", cls.config, "--control-socket", cls.control,
+             "--testing-hold-file", cls.hold], stdout=cls.log, stderr=subprocess.STDOUT, env=env)
 
     @classmethod
     def tearDownClass(cls):

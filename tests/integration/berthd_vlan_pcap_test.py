@@ -95,8 +95,8 @@ class BerthdVlanPcap(unittest.TestCase):
             out.write(CONFIG.format(prefix=PREFIX, input=input_path, output=output_path, tap=TAP,
                                     vip=VIP, backend=BACKEND))
         socket = os.path.join(cls.directory, "berth.sock")
-        process = subprocess.Popen([BERTHD, "--", "--config", config, "--control_socket", socket,
-                                    "--drain_state", "off"],
+        process = subprocess.Popen([BERTHD, "--", "--config", config, "--control-socket", socket,
+                                    "--drain-state", "off"],
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         lines = []
         reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)

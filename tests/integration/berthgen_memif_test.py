@@ -103,7 +103,7 @@ class BerthdOnMemif(unittest.TestCase):
                                     conntrack=self.CONNTRACK))
         self.control = os.path.join(self.directory, "berth.sock")
         self.berthd = subprocess.Popen(["taskset", "-c", "0", BERTHD, "--", "--config", self.config,
-                                        "--control_socket", self.control],
+                                        "--control-socket", self.control],
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines = []
         threading.Thread(target=lambda: self.lines.extend(self.berthd.stdout), daemon=True).start()
@@ -506,7 +506,7 @@ class BerthdQueueErrors(unittest.TestCase):
        queues: 2}
 services: []
 """ % PID)
-            result = subprocess.run([BERTHD, "--", "--config", config, "--control_socket",
+            result = subprocess.run([BERTHD, "--", "--config", config, "--control-socket",
                                      os.path.join(directory, "berth.sock")],
                                     capture_output=True, text=True, timeout=60)
         shutil.rmtree("/var/run/dpdk/berth-queues-%d" % PID, ignore_errors=True)

@@ -109,9 +109,9 @@ class ConfigCheck(unittest.TestCase):
 
     def berthd(self, path, eal=(), stop_after_start=False):
         """berthd on the file; with stop_after_start, stopped once it forwards."""
-        command = [BERTHD] + list(eal) + ["--", "--config", path, "--control_socket",
+        command = [BERTHD] + list(eal) + ["--", "--config", path, "--control-socket",
                                           os.path.join(self.directory, "berth.sock"),
-                                          "--drain_state", "off"]
+                                          "--drain-state", "off"]
         if not stop_after_start:
             return subprocess.run(command, capture_output=True, text=True, timeout=60)
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -197,8 +197,8 @@ class ConfigCheck(unittest.TestCase):
     def test_a_file_prefix_another_berthd_holds_is_named(self):
         path = self.write(SERVES_NOTHING)
         first = subprocess.Popen(
-            [BERTHD, "--", "--config", path, "--control_socket",
-             os.path.join(self.directory, "first.sock"), "--drain_state", "off"],
+            [BERTHD, "--", "--config", path, "--control-socket",
+             os.path.join(self.directory, "first.sock"), "--drain-state", "off"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             for line in first.stdout:

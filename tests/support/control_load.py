@@ -112,7 +112,7 @@ class Berthd:
         self.write_config(CONFIG % (prefix, BIG_TABLE))
         self.control = os.path.join(self.directory, "berth.sock")
         self.read_only = os.path.join(self.directory, "berth-ro.sock")
-        self.process = subprocess.Popen([berthd, "--", "--config", self.path, "--control_socket",
+        self.process = subprocess.Popen([berthd, "--", "--config", self.path, "--control-socket",
                                          self.control], stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True)
         self.lines = []

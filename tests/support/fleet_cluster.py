@@ -154,7 +154,7 @@ class FleetCluster:
         config = self.write_config("lb-%d" % i, index=i)
         netns = ["ip", "netns", "exec", self.namespaces[i]] if self.namespaces else []
         process = subprocess.Popen([*netns, self.berthd, "--", "--config", config,
-                                    "--control_socket", self.socket(i), "--drain_state", "off"],
+                                    "--control-socket", self.socket(i), "--drain-state", "off"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         lines = []
         threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True).start()

@@ -8,7 +8,7 @@ its `hang` file says):
      within berthd_timeout plus two birdc deadlines although the first birdc hangs;
   3. a birdc that hangs for three calls in a row is killed each time, and BIRD is told in the end;
   4. SIGTERM withdraws and exits within 2 s, even while birdc hangs;
-  5. a --routes_dir holding a quote is refused.
+  5. a --routes-dir holding a quote is refused.
 
 Usage: berth_announcer_test.py BERTH_ANNOUNCER
 """
@@ -96,10 +96,10 @@ class BerthAnnouncer(unittest.TestCase):
     @classmethod
     def start(cls):
         return subprocess.Popen(
-            [ANNOUNCER, "--socket", cls.socket, "--birdc", cls.birdc, "--bird_socket",
-             os.path.join(cls.directory, "bird.ctl"), "--routes_dir", cls.routes,
-             "--interval_ms", str(INTERVAL_MS), "--berthd_timeout_ms", str(BERTHD_TIMEOUT_MS),
-             "--birdc_timeout_ms", str(BIRDC_TIMEOUT_MS)], stdout=cls.log, stderr=subprocess.STDOUT)
+            [ANNOUNCER, "--socket", cls.socket, "--birdc", cls.birdc, "--bird-socket",
+             os.path.join(cls.directory, "bird.ctl"), "--routes-dir", cls.routes,
+             "--interval-ms", str(INTERVAL_MS), "--berthd-timeout-ms", str(BERTHD_TIMEOUT_MS),
+             "--birdc-timeout-ms", str(BIRDC_TIMEOUT_MS)], stdout=cls.log, stderr=subprocess.STDOUT)
 
     @classmethod
     def tearDownClass(cls):
@@ -194,10 +194,10 @@ class BerthAnnouncer(unittest.TestCase):
         self.assertEqual(self.told()[-1][1], "", "the last word to BIRD was the withdrawal")
 
     def test_5_a_routes_dir_with_a_quote_is_refused(self):
-        result = subprocess.run([ANNOUNCER, "--routes_dir", '/tmp/a"b'], capture_output=True,
+        result = subprocess.run([ANNOUNCER, "--routes-dir", '/tmp/a"b'], capture_output=True,
                                 text=True, timeout=10)
         self.assertEqual(result.returncode, 1)
-        self.assertIn("--routes_dir must not hold a quote", result.stderr)
+        self.assertIn("--routes-dir must not hold a quote", result.stderr)
 
 
 if __name__ == "__main__":

@@ -93,14 +93,14 @@ class AnalyzeCommand(unittest.TestCase):
 
     def test_max_failures_samples_evenly_and_says_so(self):
         report = json.loads(berthctl("analyze", "--config", DEMO, "--json",
-                                     "--max_failures", "3").stdout)
+                                     "--max-failures", "3").stdout)
         web = next(s for s in report["services"] if s["name"] == "web")
         self.assertEqual([f["backend"] for f in web["single_failures"]],
                          ["web-1", "web-3", "web-6"])
-        out = berthctl("analyze", "--config", DEMO, "--max_failures", "3").stdout
-        self.assertIn("one backend fails (3 of 8, evenly spaced; --max_failures=0 for all)", out)
-        self.assertIn("--max_failures must be 0 or more",
-                      berthctl("analyze", "--config", DEMO, "--max_failures=-1", check=False).stderr)
+        out = berthctl("analyze", "--config", DEMO, "--max-failures", "3").stdout
+        self.assertIn("one backend fails (3 of 8, evenly spaced; --max-failures=0 for all)", out)
+        self.assertIn("--max-failures must be 0 or more",
+                      berthctl("analyze", "--config", DEMO, "--max-failures=-1", check=False).stderr)
 
     def test_text_report_names_each_service_and_its_figures(self):
         out = berthctl("analyze", "--config", DEMO).stdout
@@ -290,7 +290,7 @@ class AlgorithmComparison(unittest.TestCase):
 
     def compare(self, config, algorithms, *extra):
         out = berthctl("analyze", "--config", config, "--algorithms", algorithms, "--json",
-                       "--notiming", *extra).stdout
+                       "--no-timing", *extra).stdout
         return json.loads(out)
 
     def test_modulo_on_seven_slots_matches_the_hand_count(self):
@@ -411,7 +411,7 @@ class BirdConfigCommand(unittest.TestCase):
                          "neighbors: [ { address: 198.18.0.1, asn: 64600 } ] }\n"
                          "services: []\n")
         try:
-            out = berthctl("bird-config", "--config", config.name, "--routes_dir",
+            out = berthctl("bird-config", "--config", config.name, "--routes-dir",
                            "/tmp/routes").stdout
         finally:
             os.unlink(config.name)

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """The GNU conventions every berth program keeps, which scripts and package checks rely on:
 `--help` and `--version` print to stdout, nothing to stderr, and exit 0, wherever they stand on
-the command line (after berthd's and berthgen's "--" too), without starting an EAL.
+the command line (after berthd's and berthgen's "--" too), without starting an EAL. One flag
+style across the four programs (words joined by hyphens; berthd's, berthctl's and
+berth-announcer's old underscore spellings still taken, with a note), and "did you mean" for a
+mistyped flag or berthctl command instead of pages of usage.
 
 Also the manual pages and berthctl's bash completion the build writes from those --help texts
 (tools/man/manpage.py): every page renders without a groff warning, berthctl(8) lists every
@@ -41,15 +44,55 @@ class Conventions(unittest.TestCase):
                     self.assertIn("--help", result.stdout)
                     self.assertIn("--version", result.stdout)
 
+    def test_flags_are_spelled_with_hyphens_and_a_typo_gets_the_nearest(self):
+        berthd, berthctl = PROGRAMS["berthd"], PROGRAMS["berthctl"]
+        announcer, berthgen = PROGRAMS["berth-announcer"], PROGRAMS["berthgen"]
+        for program in PROGRAMS.values():
+            with self.subTest(program=program):
+                flags = re.findall(r"^  --([\w-]+)", run(program, "--help").stdout, re.M)
+                self.assertTrue(flags)
+                self.assertEqual([f for f in flags if "_" in f], [], "no underscore spellings")
+        # A typo: one line naming the nearest flag, exit 1, no usage.
+        cases = [
+            ([berthd, "--control-sockt", "x"], "berthd: unknown flag --control-sockt; did you mean "
+                                               "--control-socket?\n"),
+            ([berthctl, "--control-socket", "x", "status"],
+             "berthctl: unknown flag --control-socket; did you mean --socket?\n"),
+            ([announcer, "--routes_dri", "x"],
+             "berth-announcer: unknown flag --routes_dri; did you mean --routes-dir?\n"),
+            ([berthgen, "--no-huge", "--", "--tx_dev", "x"],
+             "berthgen: unknown option '--tx_dev'; did you mean --tx-dev?\n"),
+        ]
+        for argv, expected in cases:
+            with self.subTest(argv=argv):
+                result = run(*argv)
+                self.assertEqual(result.returncode, 1)
+                self.assertEqual(result.stderr, expected)
+        # The old spelling still works, with a note.
+        result = run(berthctl, "--max_failures", "3", "--socket", "/nonexistent.sock", "status")
+        self.assertIn("berthctl: --max_failures is now spelled --max-failures; the old spelling "
+                      "will go in a later release\n", result.stderr)
+        self.assertIn("no control socket at /nonexistent.sock", result.stderr)
+
+    def test_a_mistyped_command_gets_did_you_mean_not_the_usage(self):
+        result = run(PROGRAMS["berthctl"], "statsu")
+        self.assertEqual(result.returncode, 1)
+        self.assertEqual(result.stderr, "berthctl: unknown command 'statsu'; did you mean 'stats'? "
+                                        "(berthctl --help lists every command)\n")
+        result = run(PROGRAMS["berthctl"])
+        self.assertEqual(result.returncode, 1)
+        self.assertEqual(len(result.stderr.splitlines()), 1, result.stderr)
+        self.assertIn("expected a command: check, table, analyze", result.stderr)
+
     def test_help_lists_each_programs_own_flags_with_their_help(self):
         berthd = run(PROGRAMS["berthd"], "--help").stdout
         self.assertIn("  --config\n      path of the YAML config (required)\n", berthd)
-        self.assertIn("  --control_socket (default /run/berth/berth.sock)", berthd)
+        self.assertIn("  --control-socket (default /run/berth/berth.sock)", berthd)
         self.assertNotIn("--flagfile", berthd, "absl's own flags are not berthd's")
         berthctl = run(PROGRAMS["berthctl"], "--help").stdout
         self.assertIn("check   --config FILE", berthctl)
         self.assertIn("  --socket (default /run/berth/berth.sock)", berthctl)
-        self.assertIn("  --routes_dir", run(PROGRAMS["berth-announcer"], "--help").stdout)
+        self.assertIn("  --routes-dir", run(PROGRAMS["berth-announcer"], "--help").stdout)
         self.assertIn("--tx-dev DEVICE", run(PROGRAMS["berthgen"], "--help").stdout)
 
     def test_version_prints_name_and_version_and_exits_0(self):

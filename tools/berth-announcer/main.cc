@@ -39,7 +39,7 @@
 #include "berth/util/whole_file.h"
 
 ABSL_FLAG(std::string, socket, "/run/berth/berth-ro.sock",
-          "berthd's read-only socket (berthd --read_only_socket), or its control socket");
+          "berthd's read-only socket (berthd --read-only-socket), or its control socket");
 ABSL_FLAG(std::string, bird_socket, "/run/bird/bird.ctl", "BIRD's control socket (birdc -s)");
 ABSL_FLAG(std::string, birdc, "birdc", "the birdc program");
 ABSL_FLAG(std::string, routes_dir, "/run/berth-announcer",
@@ -167,28 +167,28 @@ std::string describe(const std::vector<berth::VipRoute>& routes) {
 
 int main(int argc, char** argv) {
   constexpr char kUsage[] =
-      "berth-announcer [--socket PATH] [--bird_socket PATH] [--routes_dir DIR]: keeps BIRD "
+      "berth-announcer [--socket PATH] [--bird-socket PATH] [--routes-dir DIR]: keeps BIRD "
       "announcing the VIPs berthd serves (docs/scale-out.md)";
   if (berth::answerHelpOrVersion(argc, argv, "berth-announcer", kUsage, true)) return 0;
   absl::SetProgramUsageMessage(kUsage);
-  absl::ParseCommandLine(argc, argv);
+  berth::parseProgramFlags(argc, argv, "berth-announcer");
   const absl::Duration interval = absl::Milliseconds(absl::GetFlag(FLAGS_interval_ms));
   const absl::Duration berthd_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_berthd_timeout_ms));
   if (interval <= absl::ZeroDuration() || berthd_timeout < interval) {
     std::fprintf(stderr,
-                 "berth-announcer: --interval_ms must be positive and --berthd_timeout_ms at "
+                 "berth-announcer: --interval-ms must be positive and --berthd-timeout-ms at "
                  "least as long\n");
     return 1;
   }
   if (absl::GetFlag(FLAGS_birdc_timeout_ms) <= 0) {
-    std::fprintf(stderr, "berth-announcer: --birdc_timeout_ms must be positive\n");
+    std::fprintf(stderr, "berth-announcer: --birdc-timeout-ms must be positive\n");
     return 1;
   }
   // BIRD's config includes the route files by their path in double quotes.
   if (const std::string directory = absl::GetFlag(FLAGS_routes_dir);
       directory.find_first_of("\"\n\r\\") != std::string::npos) {
     std::fprintf(stderr,
-                 "berth-announcer: --routes_dir must not hold a quote, a backslash or a line "
+                 "berth-announcer: --routes-dir must not hold a quote, a backslash or a line "
                  "break: BIRD's config names the route files in quotes\n");
     return 1;
   }

@@ -1,6 +1,7 @@
 // berthctl: the operator's command line for berth.
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,9 +11,11 @@
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "berth/api/commands.h"
 #include "berth/client/announcer.h"
 #include "berth/config/loader.h"
+#include "berth/util/did_you_mean.h"
 #include "berth/util/heap.h"
 #include "berth/util/program_info.h"
 #include "check_command.h"
@@ -61,7 +64,7 @@ Commands that read a config file:
   table   --config FILE --service NAME [--fail A,B] [--json]
           the backend of every slot of one service's Maglev table, and slots per backend
           (without --config: berthd's live table, below)
-  analyze --config FILE [--service NAME] [--fail A,B] [--max_failures N] [--json]
+  analyze --config FILE [--service NAME] [--fail A,B] [--max-failures N] [--json]
           per service: balance, and how many slots each single backend failure moves with
           min-disruption failover and with a full rebuild, against the ideal; with --fail,
           the same figures with those backends unhealthy
@@ -73,13 +76,13 @@ Commands that read a config file:
           per service, what a reload from OLD to NEW would move in its table against the
           least that had to move, and why (added, removed, weight or reload), as berthd logs it
   analyze --config FILE --algorithms maglev,ring,rendezvous,jump,modulo [--service NAME]
-          [--plot FILE.svg] [--max_failures N] [--notiming] [--json]
+          [--plot FILE.svg] [--max-failures N] [--no-timing] [--json]
           per service, each algorithm on its backends: build time, lookup cost, memory,
           balance (max/ideal, min/ideal, coefficient of variation), weighted error, and the
           slots moved when a backend joins, when each one leaves, and when a tenth leave;
           --plot draws slots per backend and movement against backends removed
 
-  bird-config --config FILE [--routes_dir DIR]
+  bird-config --config FILE [--routes-dir DIR]
           the BIRD 2 config that announces this instance's VIPs over BGP (the config's bgp
           section), with the route files berth-announcer keeps up to date
 
@@ -103,6 +106,22 @@ int fail(absl::string_view message) {
 const std::string& usage() {
   static const std::string text = absl::StrCat(kUsageHead, berth::controlCommandsUsage());
   return text;
+}
+
+// Every command berthctl takes: the config file's, the fleet's and berthd's.
+std::vector<std::string> commandNames() {
+  std::vector<std::string> names = {"check", "table", "analyze", "bird-config", "fleet"};
+  for (const berth::CommandSpec& command : berth::controlCommands()) {
+    if (command.name != "table") names.emplace_back(command.name);
+  }
+  return names;
+}
+
+std::string unknownCommand(const std::string& command) {
+  const std::optional<std::string> nearest = berth::nearestName(command, commandNames());
+  return absl::StrCat("unknown command '", command, "'",
+                      nearest ? absl::StrCat("; did you mean '", *nearest, "'?") : "",
+                      " (berthctl --help lists every command)");
 }
 
 // A command to berthd: its words and flags become the request's fields, as the command table
@@ -155,8 +174,11 @@ int main(int argc, char** argv) {
   if (berth::answerHelpOrVersion(argc, argv, "berthctl", usage(), true)) return 0;
   berth::retainFreedHeapMemory();
   absl::SetProgramUsageMessage(usage());
-  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  if (positional.size() < 2) return fail(absl::StrCat("expected a command\n\nusage: ", usage()));
+  const std::vector<char*> positional = berth::parseProgramFlags(argc, argv, "berthctl");
+  if (positional.size() < 2) {
+    return fail(absl::StrCat("expected a command: ", absl::StrJoin(commandNames(), ", "),
+                             " (berthctl --help says what each does)"));
+  }
   const std::string command = positional[1];
   // `table` with --config reads a file; without, it asks berthd for the live table.
   const berth::CommandSpec* live = berth::findControlCommand(command);
@@ -164,10 +186,13 @@ int main(int argc, char** argv) {
     return runLive(*live, positional);
   }
   if (command == "fleet") return runFleet(positional);
-  if (positional.size() != 2) return fail(absl::StrCat("expected one command\n\nusage: ", usage()));
   if (command != "table" && command != "analyze" && command != "bird-config" &&
       command != "check") {
-    return fail(absl::StrCat("unknown command '", command, "'\n\nusage: ", usage()));
+    return fail(unknownCommand(command));
+  }
+  if (positional.size() != 2) {
+    return fail(absl::StrCat("unexpected argument '", positional[2], "' after ", command,
+                             " (berthctl --help)"));
   }
 
   const std::string config_path = absl::GetFlag(FLAGS_config);
@@ -184,7 +209,7 @@ int main(int argc, char** argv) {
   berth::OfflineOptions options;
   options.json = absl::GetFlag(FLAGS_json);
   options.fail = absl::GetFlag(FLAGS_fail);
-  if (absl::GetFlag(FLAGS_max_failures) < 0) return fail("--max_failures must be 0 or more");
+  if (absl::GetFlag(FLAGS_max_failures) < 0) return fail("--max-failures must be 0 or more");
   options.max_failures = static_cast<size_t>(absl::GetFlag(FLAGS_max_failures));
 
   absl::StatusOr<std::string> report;

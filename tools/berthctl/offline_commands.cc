@@ -174,7 +174,7 @@ void reportSingleFailures(const Table& full, const std::vector<FailureImpact>& i
                           impacts.size() == owners
                               ? absl::StrCat("each of ", owners, " in turn")
                               : absl::StrCat(impacts.size(), " of ", owners,
-                                             ", evenly spaced; --max_failures=0 for all"),
+                                             ", evenly spaced; --max-failures=0 for all"),
                           failover_mean, failover_worst, rebuild_mean, rebuild_worst);
     absl::StrAppendFormat(&out, "    %-24s %8s %10s %10s %10s %14s\n", "backend", "slots", "ideal",
                           "failover", "rebuild", "failover bal.");

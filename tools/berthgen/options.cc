@@ -4,9 +4,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
+#include "berth/util/did_you_mean.h"
 #include "berth/util/status_macros.h"
 
 namespace berth {
@@ -137,12 +143,27 @@ absl::Status real(const char* option, const char* text, double low, double high,
   return absl::OkStatus();
 }
 
-// getopt_long's complaint about `given`: a value missing, or an option unknown.
+// getopt_long's complaint about `given`: a value missing, or an option unknown, with the
+// nearest option berthgen has (berthd's underscore spellings included: --tx_dev finds --tx-dev).
 absl::Status optionError(const char* given) {
+  if (optopt != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("option '", given, "' needs a value; see berthgen -- --help"));
+  }
+  absl::string_view name = given;
+  while (absl::ConsumePrefix(&name, "-")) {
+  }
+  name = name.substr(0, name.find('='));
+  std::vector<std::string> names;
+  for (const option* known = kLongOptions; known->name != nullptr; ++known) {
+    names.emplace_back(known->name);
+  }
+  const std::optional<std::string> nearest =
+      nearestName(absl::StrReplaceAll(name, {{"_", "-"}}), names);
   return absl::InvalidArgumentError(
-      absl::StrCat(optopt != 0 ? absl::StrCat("option '", given, "' needs a value")
-                               : absl::StrCat("unknown option '", given, "'"),
-                   "; see berthgen -- --help"));
+      absl::StrCat("unknown option '", given, "'",
+                   nearest ? absl::StrCat("; did you mean --", *nearest, "?")
+                           : std::string("; see berthgen -- --help")));
 }
 
 // One option of getopt_long's, `code`, with its value in optarg, into `options`.

@@ -70,11 +70,11 @@ PROGRAMS = {
     "berth-announcer": {
         "summary": "keeps BIRD announcing the VIPs berthd serves",
         "description": [
-            "berth-announcer asks berthd every --interval_ms which VIP routes it wants "
-            "announced, writes them to BIRD's static route files under --routes_dir and runs "
+            "berth-announcer asks berthd every --interval-ms which VIP routes it wants "
+            "announced, writes them to BIRD's static route files under --routes-dir and runs "
             "`birdc configure`. A route is announced only while berthd forwards and its "
             "service has a healthy backend; every route is withdrawn when berthd stops "
-            "answering for --berthd_timeout_ms, and on SIGTERM or SIGINT.",
+            "answering for --berthd-timeout-ms, and on SIGTERM or SIGINT.",
         ],
         "files": [
             ("/run/berth-announcer/bird-routes4.conf, /run/berth-announcer/bird-routes6.conf",
@@ -277,7 +277,7 @@ def completion(berthctl):
 _berthctl() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
     case $prev in
-        --config|--against|--pcap|--plot|--socket|--routes_dir)
+        --config|--against|--pcap|--plot|--socket|--routes-dir)
             COMPREPLY=($(compgen -f -- "$cur"))
             return ;;
     esac

@@ -49,7 +49,7 @@ struct StatusReport {
   uint64_t services = 0;
   uint64_t backends = 0;
   std::vector<std::string> drained;  // "service/backend"
-  // Where drains are kept across a restart (none without --drain_state), and the last write.
+  // Where drains are kept across a restart (none without --drain-state), and the last write.
   std::optional<std::string> drain_state_path;
   absl::Status drain_state_written;
   std::vector<std::string> exception_interfaces;

@@ -2,6 +2,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace berth {
 
@@ -19,5 +20,11 @@ const char* berthVersion();
 // true when one was given and answered: the program then exits 0.
 bool answerHelpOrVersion(int argc, const char* const* argv, std::string_view program,
                          std::string_view usage, bool list_flags);
+
+// absl::ParseCommandLine over `argc`/`argv` respelled to berth's one flag style
+// (util/flag_spelling.h): the old underscore spellings print a note "PROGRAM: --x_y is now
+// spelled --x-y; ...", and an unknown flag prints "PROGRAM: unknown flag --z; did you mean
+// --y?" and exits 1. Returns the positional arguments, argv[0] first.
+std::vector<char*> parseProgramFlags(int argc, char** argv, std::string_view program);
 
 }  // namespace berth

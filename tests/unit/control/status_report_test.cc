@@ -100,7 +100,7 @@ TEST(StatusReportTest, WithoutADrainStateFileItSaysSo) {
   without.drain_state_path.reset();
   const nlohmann::json reply = nlohmann::json::parse(statusReplyJson(without));
   EXPECT_TRUE(reply["drain_state"].empty());
-  EXPECT_THAT(std::string(reply["text"]), HasSubstr("drain state: not kept (--drain_state off)"));
+  EXPECT_THAT(std::string(reply["text"]), HasSubstr("drain state: not kept (--drain-state off)"));
 }
 
 TEST(StatusReportTest, TheFleetsPartNamesItsStateAndDissent) {

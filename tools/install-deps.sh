@@ -16,7 +16,8 @@ if [[ ${1:-} != --demo ]]; then
   # Tests, benchmarks, fuzzing, formatting, packaging and the test networks' peers.
   packages+=(
     libgtest-dev libgmock-dev libbenchmark-dev clang clang-format
-    python3-scapy
+    python3-scapy python3-yaml
+    prometheus
     iproute2 ethtool tcpdump iputils-ping curl
     bird2
     etcd-server etcd-client

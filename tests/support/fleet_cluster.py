@@ -33,9 +33,11 @@ def version_text(backends, extra="", weight_of=None):
 
 class FleetCluster:
     def __init__(self, berthd, berthctl, tls=True, members=3, lease_ttl_s=4, host="127.0.0.1",
-                 namespaces=None, extra_fleet=""):
+                 namespaces=None, extra_fleet="", extra_local=""):
         """`host`: the address etcd listens on; `namespaces`: per berthd, the network namespace
-        it runs in (none: this one); `extra_fleet`: more lines for every fleet section."""
+        it runs in (none: this one); `extra_fleet`: more lines for every fleet section;
+        `extra_local`: more top-level sections for every instance's own file."""
+        self.extra_local = extra_local
         self.host = host
         self.namespaces = namespaces
         self.extra_fleet = extra_fleet
@@ -140,6 +142,7 @@ class FleetCluster:
                      "  ports:\n"
                      "    - { name: p0, device: net_null0, ipv4: 198.18.0.%d, "
                      "gateway_mac: \"02:00:00:00:00:fe\" }\n") % (self.prefix, index, 10 + index)
+            text += self.extra_local
         text += "fleet:\n  endpoints: [%s]\n  name: %s\n" % (", ".join(self.endpoints), name)
         if self.tls:
             text += "  ca: %s\n  cert: %s\n  key: %s\n" % (self.ca, self.cert, self.key)

@@ -65,8 +65,8 @@ absl::StatusOr<RespelledFlags> respellFlags(std::vector<std::string> arguments,
     }
     const size_t dashes = argument[1] == '-' ? 2 : 1;
     const size_t equals = argument.find('=');
-    const std::string written = argument.substr(
-        dashes, equals == std::string::npos ? std::string::npos : equals - dashes);
+    const std::string written =
+        argument.substr(dashes, equals == std::string::npos ? std::string::npos : equals - dashes);
     const std::optional<Resolved> resolved = resolve(known, written);
     if (!resolved) {
       std::vector<std::string> spellings;
@@ -79,8 +79,7 @@ absl::StatusOr<RespelledFlags> respellFlags(std::vector<std::string> arguments,
                                : std::string("; --help lists the flags")));
     }
     if (resolved->old_spelling) {
-      out.notes.push_back(absl::StrCat("--", written, " is now spelled --",
-                                       resolved->new_spelling,
+      out.notes.push_back(absl::StrCat("--", written, " is now spelled --", resolved->new_spelling,
                                        "; the old spelling will go in a later release"));
     }
     argument = absl::StrCat("--", resolved->absl_name,

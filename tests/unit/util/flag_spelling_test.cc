@@ -44,19 +44,22 @@ TEST(FlagSpellingTest, OldSpellingsStillWorkWithANote) {
 }
 
 TEST(FlagSpellingTest, ANegatedBooleanIsNoHyphenAndOnlyForBooleans) {
-  EXPECT_THAT(respell({"berthctl", "--no-timing"}).arguments, ElementsAre("berthctl", "--notiming"));
+  EXPECT_THAT(respell({"berthctl", "--no-timing"}).arguments,
+              ElementsAre("berthctl", "--notiming"));
   EXPECT_FALSE(respellFlags({"berthctl", "--no-config"}, kKnown).ok());
 }
 
 TEST(FlagSpellingTest, AValueThatLooksLikeAFlagIsTheFlagsValue) {
-  EXPECT_THAT(respell({"berthctl", "--max-failures", "-1", "--config", "--odd-name.yaml"}).arguments,
-              ElementsAre("berthctl", "--max_failures", "-1", "--config", "--odd-name.yaml"));
+  EXPECT_THAT(
+      respell({"berthctl", "--max-failures", "-1", "--config", "--odd-name.yaml"}).arguments,
+      ElementsAre("berthctl", "--max_failures", "-1", "--config", "--odd-name.yaml"));
 }
 
 TEST(FlagSpellingTest, AnUnknownFlagIsRefusedWithTheNearest) {
   absl::StatusOr<RespelledFlags> typo = respellFlags({"berthd", "--control-sockt", "x"}, kKnown);
   ASSERT_FALSE(typo.ok());
-  EXPECT_EQ(typo.status().message(), "unknown flag --control-sockt; did you mean --control-socket?");
+  EXPECT_EQ(typo.status().message(),
+            "unknown flag --control-sockt; did you mean --control-socket?");
   absl::StatusOr<RespelledFlags> far = respellFlags({"berthd", "--frobnicate"}, kKnown);
   ASSERT_FALSE(far.ok());
   EXPECT_THAT(far.status().message(), HasSubstr("--help lists the flags"));

@@ -34,7 +34,19 @@ if [[ ${1:-} == --demo ]]; then
   ninja -C build-demo src/berthd tools/berthctl tools/berthgen
   exit
 fi
+# Debian's hardening flags (dpkg-buildflags with hardening=+all on bookworm; PIE is the
+# compiler's default there), so that the build every test and benchmark runs is the one the
+# package ships. docs/performance.md gives what they cost the pipeline.
+hardening=(
+  -Dcpp_args="-fstack-protector-strong -D_FORTIFY_SOURCE=2 -Wformat -Werror=format-security"
+  -Dc_args="-fstack-protector-strong -D_FORTIFY_SOURCE=2 -Wformat -Werror=format-security"
+  -Dcpp_link_args="-Wl,-z,relro -Wl,-z,now"
+  -Dc_link_args="-Wl,-z,relro -Wl,-z,now"
+)
 if [[ ! -f build/build.ninja ]]; then
-  meson setup build --buildtype=release --prefix=/usr --sysconfdir=/etc
+  meson setup build --buildtype=release --prefix=/usr --sysconfdir=/etc "${hardening[@]}"
+else
+  # A build folder configured before the flags: given them once (a full rebuild).
+  meson configure build "${hardening[@]}" >/dev/null
 fi
 ninja -C build

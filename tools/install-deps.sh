@@ -22,7 +22,7 @@ if [[ ${1:-} != --demo ]]; then
     bird2
     etcd-server etcd-client
     debhelper lintian debootstrap
-    valgrind
+    valgrind strace
   )
 fi
 

@@ -1,22 +1,31 @@
 #!/usr/bin/python3
 """berth's Debian package, built as an operator would build it and installed where nothing else
 is:
-  1. tools/package.sh builds berth_VERSION_amd64.deb, and lintian reports no error;
+  1. tools/package.sh builds berth_VERSION_amd64.deb, and lintian reports no error and no
+     hardening tag (stack protector, FORTIFY_SOURCE, BIND_NOW: tools/build.sh's flags);
   2. the package holds the programs, the units, the config as a conffile, and depends on the
      DPDK drivers berthd loads at run time, which dh_shlibdeps cannot see; its maintainer scripts
-     never start or restart berthd, and stop it only on removal;
+     never start or restart berthd, and stop it only on removal; it holds the Grafana dashboard
+     and the alert rules;
   3. installed by apt into a fresh Debian 12 root (debootstrap, minbase) and entered with chroot:
      every program answers --help and --version, `berthctl check` and `berthctl analyze` take
      /etc/berth/berth.yaml, the berth user exists, the route files are there;
-  4. `systemd-analyze verify` passes on the units in that root, man pages included;
-  5. PID 1 here is not systemd, so berthd.service is run by hand as systemd would run it: its
+  4. `systemd-analyze verify` passes on the units in that root, man pages included, and
+     `systemd-analyze security --offline=true` rates berthd.service at most 4.0;
+  5. an upgrade, with a stand-in for systemd (/run/systemd/system and a systemctl that records
+     its calls), reloads systemd's units and starts nothing;
+  6. without bird2, berth-announcer.service's condition keeps it from starting, rather than
+     its SupplementaryGroups=bird failing it;
+  7. PID 1 here is not systemd, so berthd.service is run by hand as systemd would run it: its
      ExecStartPre, then its ExecStart under the unit's environment, capability bounding set,
      limits and runtime directory, with a notify socket the test reads; READY=1 comes, berthd
      holds exactly the unit's capabilities and forwards on af_packet with a tap exception
      interface, ExecReload reloads it, SIGTERM brings STOPPING=1 and exit 0;
-  6. ExecStartPre refuses a bad config before berthd starts, naming its line;
-  7. with a capability taken from the set (CAP_NET_ADMIN), berthd refuses to start and names
-     the port it could not start.
+  8. ExecStartPre refuses a bad config before berthd starts, naming its line;
+  9. with a capability taken from the set (CAP_NET_ADMIN), berthd refuses to start and names
+     the port it could not start;
+ 10. berth-hugepages.service, run by hand, reserves its pages and gives back what it reserved
+     when it stops.
 The unit's LimitMEMLOCK and LimitNOFILE are applied as far as this machine lets root raise a
 hard limit.
 
@@ -147,6 +156,8 @@ class Package(unittest.TestCase):
     def test_1_the_package_builds_and_lintian_shows_no_error(self):
         self.assertRegex(os.path.basename(self.deb), r"^berth_[0-9][^_]*_amd64\.deb$")
         self.assertNotRegex(self.package_log, r"(?m)^E: ")
+        # package.sh runs lintian -I: the hardening tags are information tags.
+        self.assertNotRegex(self.package_log, r"(?m)^[EWI]: berth: hardening-")
 
     def test_2_it_holds_the_programs_units_and_a_conffile_and_names_the_drivers(self):
         for path in ("usr/sbin/berthd", "usr/bin/berthctl", "usr/bin/berthgen",
@@ -167,10 +178,17 @@ class Package(unittest.TestCase):
         self.assertIn("/etc/berth/berth.yaml", open(os.path.join(control, "conffiles")).read())
         # Installing or upgrading never starts, stops or restarts berthd; removing stops it.
         with open(os.path.join(control, "postinst")) as f:
-            self.assertNotRegex(f.read(), r"deb-systemd-invoke|systemctl .*(start|restart)")
+            postinst = f.read()
+        self.assertNotRegex(postinst, r"deb-systemd-invoke|systemctl .*(start|restart)")
+        self.assertIn("systemctl --system daemon-reload", postinst)
         with open(os.path.join(control, "prerm")) as f:
             self.assertRegex(f.read(), r'"\$1" = remove .*\n\s*deb-systemd-invoke stop '
-                                       r'berth-announcer.service berthd.service')
+                                       r'berth-announcer.service berthd.service[^\n]*\n\s*'
+                                       r'deb-systemd-invoke stop berth-hugepages.service')
+        # The monitoring that ships (docs/monitoring.md).
+        for name in ("berth-dashboard.json", "berth-alerts.yaml"):
+            self.assertTrue(os.path.exists(os.path.join(
+                self.extracted, "usr/share/berth/monitoring", name)), name)
         depends = run("dpkg-deb", "-f", self.deb, "Depends").stdout
         for driver in ("librte-mempool-ring23", "librte-bus-vdev23", "librte-net-af-packet23",
                        "librte-net-memif23", "librte-net-tap23", "librte-net-virtio23"):
@@ -196,6 +214,42 @@ class Package(unittest.TestCase):
             "/lib/systemd/system/berth-hugepages.service", check=False)
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
         self.assertEqual(result.stderr.strip(), "")
+        security = self.in_fresh("systemd-analyze security --offline=true --no-pager "
+                                 "/lib/systemd/system/berthd.service")
+        exposure = re.search(r"Overall exposure level for berthd.service: ([\d.]+)",
+                             security.stdout)
+        self.assertIsNotNone(exposure, security.stdout + security.stderr)
+        self.assertLessEqual(float(exposure.group(1)), 4.0, security.stdout)
+
+    def test_5_an_upgrade_reloads_the_units_and_starts_nothing(self):
+        # A stand-in for systemd as PID 1: the directory maintainer scripts look for, and a
+        # systemctl that records what it is asked.
+        calls = "/tmp/systemctl-calls"
+        self.in_fresh(
+            "mkdir -p /run/systemd/system && mv /usr/bin/systemctl /usr/bin/systemctl.real && "
+            "printf '#!/bin/sh\\necho \"$*\" >> %s\\n' > /usr/bin/systemctl && "
+            "chmod +x /usr/bin/systemctl" % calls)
+        try:
+            self.in_fresh("dpkg -i /tmp/%s" % os.path.basename(self.deb))
+            recorded = self.in_fresh("cat %s" % calls, check=False).stdout
+        finally:
+            self.in_fresh("mv /usr/bin/systemctl.real /usr/bin/systemctl && "
+                          "rm -rf /run/systemd/system %s" % calls, check=False)
+        self.assertIn("--system daemon-reload", recorded)
+        self.assertNotRegex(recorded, r"\b(start|restart|try-restart)\b")
+
+    def test_6_without_bird2_the_announcer_is_skipped_not_failed(self):
+        self.assertNotEqual(self.in_fresh("getent group bird", check=False).returncode, 0,
+                            "the fresh root has no bird2")
+        unit = unit_settings(os.path.join(self.fresh_root(),
+                                          "lib/systemd/system/berth-announcer.service"))
+        self.assertIn("bird", unit["SupplementaryGroups"])
+        # systemd checks conditions before it resolves the groups: a condition that does not
+        # hold here skips the start.
+        conditions = unit.get("ConditionPathExists", [])
+        self.assertTrue(conditions, "no condition: the start would fail with 216/GROUP")
+        for path in conditions:
+            self.assertFalse(os.path.exists(os.path.join(self.fresh_root(), path.lstrip("/"))))
 
 
 class UnitByHand(unittest.TestCase):
@@ -367,6 +421,29 @@ class UnitByHand(unittest.TestCase):
         self.assertIsNone(self.receive("READY", 60))
         self.assertNotEqual(self.process.wait(timeout=60), 0)
         self.assertRegex(self.log_text(), r"port 'p0'.*Operation not permitted", self.log_text())
+
+    def test_4_the_hugepages_unit_gives_back_what_it_reserved(self):
+        unit = unit_settings(os.path.join(self.root, "lib/systemd/system/berth-hugepages.service"))
+        pages = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+        with open(pages) as f:
+            before = int(f.read())
+        runtime = os.path.join(self.directory, "run-berth-hugepages")
+        os.makedirs(runtime, exist_ok=True)
+        environment = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "RUNTIME_DIRECTORY": runtime,
+                       "BERTH_HUGEPAGES": str(before + 4)}
+        try:
+            run(*expand(unit["ExecStart"][0], environment), env=environment)
+            with open(pages) as f:
+                reserved = int(f.read())
+            run(*expand(unit["ExecStop"][0], environment), env=environment)
+            with open(pages) as f:
+                after = int(f.read())
+        finally:
+            with open(pages, "w") as f:
+                f.write(str(before))
+        # The kernel may find fewer free 2 MiB pages than asked; what it found counts.
+        self.assertGreater(reserved, before, "this machine could not reserve 4 hugepages")
+        self.assertEqual(after, before)
 
 
 if __name__ == "__main__":

@@ -16,9 +16,10 @@ const std::vector<CommandSpec>& commandTable() {
        "version, uptime, config file and its CRC32-C, snapshot generation, workers, drains,\n"
        "and each service's table fingerprint (instances that agree send flows alike)"},
       {"stats",
-       {},
-       "the workers' counters summed: packets, drops by reason, connection tracking, per\n"
-       "service and per backend, with rates over the last second"},
+       {{"all", ""}},
+       "the workers' counters summed and grouped (drops by reason, malformed frames, the\n"
+       "connection table, ...), with units and the rates over the last second; the ports'\n"
+       "own counters. Only counters that are not zero; --all: every one, and per backend"},
       {"services",
        {},
        "per service: listener, forwarding mode, backends, healthy ones, packets, bytes"},
@@ -38,8 +39,10 @@ const std::vector<CommandSpec>& commandTable() {
        "the flow's service, hash, slot and the table's backend, the connection-table entry of\n"
        "the worker holding it, and where its next packet goes and why"},
       {"table",
-       {{"service", "NAME", false, true}},
-       "the live table: slots per backend and the backend of every slot"},
+       {{"service", "NAME", false, true}, {"summary", ""}},
+       "the live table: slots per backend and the backend of every slot; --summary: the\n"
+       "balance and slots per backend only (with many backends, the most over and under\n"
+       "their weight's share)"},
       {"neighbors",
        {{"action", "flush", true}},
        "each next hop resolved by ARP or ND (gateways, l2dsr backends): port, address, MAC,\n"
@@ -57,8 +60,9 @@ const std::vector<CommandSpec>& commandTable() {
 }
 
 std::string argumentText(const CommandArgument& argument) {
-  return argument.positional ? std::string(argument.value)
-                             : absl::StrCat("--", argument.field, " ", argument.value);
+  if (argument.positional) return std::string(argument.value);
+  return argument.value.empty() ? absl::StrCat("--", argument.field)
+                                : absl::StrCat("--", argument.field, " ", argument.value);
 }
 
 }  // namespace

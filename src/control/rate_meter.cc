@@ -32,4 +32,27 @@ Rates RateMeter::rates() const {
   return rates;
 }
 
+void TrafficRateMeter::sample(absl::Time now, std::vector<TrafficTotals> services,
+                              std::vector<TrafficTotals> backends) {
+  previous_ = std::move(latest_);
+  latest_ = Sample{now, std::move(services), std::move(backends)};
+}
+
+std::optional<TrafficRate> TrafficRateMeter::rate(uint32_t id, bool backend) const {
+  const double seconds = absl::ToDoubleSeconds(latest_.at - previous_.at);
+  if (previous_.at == absl::InfinitePast() || seconds <= 0) return std::nullopt;
+  const std::vector<TrafficTotals>& earlier = backend ? previous_.backends : previous_.services;
+  const std::vector<TrafficTotals>& later = backend ? latest_.backends : latest_.services;
+  if (id >= earlier.size() || id >= later.size()) return std::nullopt;
+  // A counter that went down (its worker was replaced) counts as no traffic, not as 2^64.
+  const auto per_second = [seconds](uint64_t after, uint64_t before) {
+    return after >= before ? static_cast<double>(after - before) / seconds : 0.0;
+  };
+  TrafficRate rate;
+  rate.packets_per_s = per_second(later[id].packets, earlier[id].packets);
+  rate.bits_per_s = 8.0 * per_second(later[id].bytes, earlier[id].bytes);
+  rate.new_connections_per_s = per_second(later[id].opened, earlier[id].opened);
+  return rate;
+}
+
 }  // namespace berth

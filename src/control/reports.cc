@@ -1,8 +1,10 @@
 #include "berth/control/reports.h"
 
+#include <algorithm>
 #include <optional>
 #include <variant>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -97,12 +99,33 @@ std::string tableReply(const char* array, const std::vector<Column<Row>>& column
   return json.str();
 }
 
+// The totals in JSON; the text shows what is happening now, as `ipvsadm -Ln --rate` does:
+// connections tracked, and packets, bits and new connections per second ("-" until the rate
+// meter has two samples).
 template <typename Row>
 std::vector<Column<Row>> trafficColumns() {
+  const auto rateCell = [](const Row& r, double TrafficRate::*member) {
+    return r.rate ? Cell(r.rate.value().*member) : Cell(std::monostate());
+  };
+  const auto rateText = [](const Row& r, double TrafficRate::*member, const char* unit) {
+    return r.rate ? siUnits(r.rate.value().*member, unit) : std::string("-");
+  };
   return {
-      {"packets", "packets", 14, [](const Row& r) { return Cell(r.traffic.packets); }},
-      {"bytes", "bytes", 16, [](const Row& r) { return Cell(r.traffic.bytes); }},
-      {"connections", "connections", 11, [](const Row& r) { return Cell(r.traffic.connections); }},
+      {"packets", nullptr, 0, [](const Row& r) { return Cell(r.traffic.packets); }},
+      {"bytes", nullptr, 0, [](const Row& r) { return Cell(r.traffic.bytes); }},
+      {"connections", "conns", 9, [](const Row& r) { return Cell(r.traffic.connections); }},
+      {"connections_opened", nullptr, 0, [](const Row& r) { return Cell(r.traffic.opened); }},
+      {"packets_per_s", "packets/s", 12,
+       [=](const Row& r) { return rateCell(r, &TrafficRate::packets_per_s); },
+       [=](const Row& r) { return rateText(r, &TrafficRate::packets_per_s, "pps"); }},
+      {"bits_per_s", "bits/s", 14,
+       [=](const Row& r) { return rateCell(r, &TrafficRate::bits_per_s); },
+       [=](const Row& r) { return rateText(r, &TrafficRate::bits_per_s, "bit/s"); }},
+      {"new_connections_per_s", "new conns/s", 11,
+       [=](const Row& r) { return rateCell(r, &TrafficRate::new_connections_per_s); },
+       [=](const Row& r) {
+         return r.rate ? absl::StrFormat("%.1f", r.rate->new_connections_per_s) : std::string("-");
+       }},
   };
 }
 
@@ -124,7 +147,8 @@ std::string shortDuration(double seconds) {
 }
 
 std::vector<ServiceRow> serviceRows(absl::Span<const ServiceState> services,
-                                    const CounterIds& counter_ids, const TrafficSource& traffic) {
+                                    const CounterIds& counter_ids, const TrafficSource& traffic,
+                                    const RateSource& rates) {
   std::vector<ServiceRow> rows;
   for (const ServiceState& state : services) {
     const ServiceConfig& service = state.config();
@@ -137,6 +161,7 @@ std::vector<ServiceRow> serviceRows(absl::Span<const ServiceState> services,
     row.healthy = state.healthyCount();
     if (const std::optional<uint32_t> id = counter_ids.findService(service.name)) {
       row.traffic = traffic(*id, false);
+      if (rates) row.rate = rates(*id, false);
     }
     rows.push_back(std::move(row));
   }
@@ -144,7 +169,8 @@ std::vector<ServiceRow> serviceRows(absl::Span<const ServiceState> services,
 }
 
 std::vector<BackendRow> backendRows(absl::Span<const ServiceState> services,
-                                    const CounterIds& counter_ids, const TrafficSource& traffic) {
+                                    const CounterIds& counter_ids, const TrafficSource& traffic,
+                                    const RateSource& rates) {
   std::vector<BackendRow> rows;
   for (const ServiceState& state : services) {
     const ServiceConfig& service = state.config();
@@ -156,14 +182,17 @@ std::vector<BackendRow> backendRows(absl::Span<const ServiceState> services,
       row.service = service.name;
       row.name = backend.name;
       row.address = backend.address.toString();
-      row.weight = backend.weight;
+      // configured() holds the backends in the same order, with the weights a drain keeps.
+      row.weight = state.configured().backends[b].weight;
       row.healthy = state.healthy()[b];
-      row.drained = state.drained(backend.name);
+      row.drained = state.drained(backend.name) || row.weight == 0;
+      row.effective_weight = row.healthy && !row.drained ? row.weight : 0;
       row.health_check = std::string(toString(backend.health.type));
       const absl::StatusOr<uint16_t> index = table.indexOf(backend.name);
       row.slots = index.ok() ? slots[*index] : 0;
       if (const std::optional<uint32_t> id = counter_ids.findBackend(service.name, backend.name)) {
         row.traffic = traffic(*id, true);
+        if (rates) row.rate = rates(*id, true);
       }
       rows.push_back(std::move(row));
     }
@@ -192,6 +221,7 @@ std::string backendsReplyJson(const std::vector<BackendRow>& rows, uint64_t conn
       {"name", "backend", -16, [](const R& r) { return Cell(r.name); }},
       {"address", "address", -20, [](const R& r) { return Cell(r.address); }},
       {"weight", "weight", 7, [](const R& r) { return Cell(r.weight); }},
+      {"effective_weight", "in use", 6, [](const R& r) { return Cell(r.effective_weight); }},
       {"drained", nullptr, 0, [](const R& r) { return Cell(r.drained); }},
       {"health", "health", -17, [](const R& r) { return Cell(std::string(r.healthText())); },
        [](const R& r) { return r.stateText(); }},
@@ -291,6 +321,149 @@ std::string countersText(const CountersReport& report) {
   };
   traffic("service", report.services);
   traffic("backend", report.backends);
+  return text;
+}
+
+std::string withThousands(uint64_t value) {
+  const std::string digits = absl::StrCat(value);
+  std::string out;
+  out.reserve(digits.size() + digits.size() / 3);
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
+}
+
+std::string siUnits(double value, absl::string_view unit) {
+  static constexpr std::pair<double, const char*> kPrefixes[] = {
+      {1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}};
+  for (const auto& [scale, prefix] : kPrefixes) {
+    if (value >= scale) return absl::StrFormat("%.2f %s%s", value / scale, prefix, unit);
+  }
+  return absl::StrFormat("%.0f %s", value, unit);
+}
+
+namespace {
+
+// The groups `stats` shows, by counter name prefix, in order; the first that matches takes a
+// counter. `unit` follows each group's total.
+struct CounterGroup {
+  const char* title;
+  std::vector<const char*> prefixes;
+  const char* unit;  // nullptr: no total (the members count different things)
+};
+const std::vector<CounterGroup>& counterGroups() {
+  static const std::vector<CounterGroup> groups = {
+      {"drops", {"drop_"}, "frames"},
+      {"malformed frames", {"parse_"}, "frames"},
+      {"connection table", {"conntrack_"}, nullptr},
+      {"neighbors (ARP and ND)", {"neighbor_"}, nullptr},
+      {"kernel interfaces (exception path)", {"to_kernel_", "kernel_", "from_kernel"}, nullptr},
+      {"flow sync", {"sync_"}, nullptr},
+      {"replies berthd built", {"arp_nd_replies", "icmp_too_big_replies"}, "frames"},
+      {"idle workers", {"idle_"}, nullptr},
+      {"other", {""}, nullptr},
+  };
+  return groups;
+}
+
+// One member of a group: its name without the group's prefix, and its value with its unit.
+std::string memberLine(absl::string_view name, absl::string_view prefix, uint64_t value) {
+  absl::string_view shown = name;
+  if (!prefix.empty() && absl::StartsWith(shown, prefix) && shown.size() > prefix.size()) {
+    shown.remove_prefix(prefix.size());
+  }
+  std::string value_text = withThousands(value);
+  if (name == "idle_sleep_us") {
+    value_text = absl::StrFormat("%.3f s", static_cast<double>(value) / 1e6);
+  } else if (absl::EndsWith(name, "_bytes")) {
+    absl::StrAppend(&value_text, " (", siUnits(static_cast<double>(value), "B"), ")");
+  }
+  return absl::StrFormat("  %-36s %16s\n", shown, value_text);
+}
+
+}  // namespace
+
+std::string statsText(const CountersReport& report, bool all) {
+  std::string text =
+      absl::StrFormat("berthd up %s, %u worker(s), snapshot %u\n", shortDuration(report.elapsed_s),
+                      report.workers.size(), report.generation);
+  absl::StrAppendFormat(&text, "traffic: rx %s packets (%s), tx %s packets (%s)\n",
+                        withThousands(report.sum("rx_packets")),
+                        siUnits(static_cast<double>(report.sum("rx_bytes")), "B"),
+                        withThousands(report.sum("tx_packets")),
+                        siUnits(static_cast<double>(report.sum("tx_bytes")), "B"));
+  const auto traffic_counter = [](absl::string_view name) {
+    return name == "rx_packets" || name == "rx_bytes" || name == "tx_packets" || name == "tx_bytes";
+  };
+  // Each counter in the first group whose prefix it has.
+  const std::vector<CounterGroup>& groups = counterGroups();
+  std::vector<std::vector<std::pair<std::string, uint64_t>>> members(groups.size());
+  size_t zero = 0;
+  std::vector<std::vector<std::string>> prefixes(groups.size());
+  for (const auto& [name, value] : report.sums) {
+    if (traffic_counter(name)) continue;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const auto matched = std::find_if(
+          groups[g].prefixes.begin(), groups[g].prefixes.end(),
+          [&name = name](const char* prefix) { return absl::StartsWith(name, prefix); });
+      if (matched == groups[g].prefixes.end()) continue;
+      if (value == 0 && !all) {
+        ++zero;
+      } else {
+        members[g].emplace_back(name, value);
+        prefixes[g].emplace_back(*matched);
+      }
+      break;
+    }
+  }
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (members[g].empty()) continue;
+    uint64_t total = 0;
+    for (const auto& member : members[g]) total += member.second;
+    absl::StrAppend(&text, groups[g].title,
+                    groups[g].unit == nullptr
+                        ? std::string(":")
+                        : absl::StrCat(": ", withThousands(total), " ", groups[g].unit),
+                    "\n");
+    for (size_t m = 0; m < members[g].size(); ++m) {
+      absl::StrAppend(&text, memberLine(members[g][m].first, prefixes[g][m], members[g][m].second));
+    }
+  }
+  if (all && report.rx_window_s > 0) {
+    absl::StrAppendFormat(
+        &text, "average rx from the first frame to the last: %s over %.3f s\n",
+        siUnits(static_cast<double>(report.sum("rx_packets")) / report.rx_window_s, "pps"),
+        report.rx_window_s);
+  }
+  if (report.workers.size() > 1) {
+    text += "per worker:\n";
+    for (size_t w = 0; w < report.workers.size(); ++w) {
+      absl::StrAppendFormat(&text, "  %-36u rx %s tx %s\n", w,
+                            withThousands(report.workers[w].rx_packets),
+                            withThousands(report.workers[w].tx_packets));
+    }
+  }
+  const auto traffic = [&](const char* title, const auto& named) {
+    bool any = false;
+    for (const auto& [name, totals] : named) {
+      if (!all && totals.packets == 0 && totals.connections == 0) continue;
+      if (!any) absl::StrAppend(&text, title, ":\n");
+      any = true;
+      absl::StrAppendFormat(
+          &text, "  %-36s %s packets (%s), %s connections\n", name, withThousands(totals.packets),
+          siUnits(static_cast<double>(totals.bytes), "B"), withThousands(totals.connections));
+    }
+  };
+  traffic("services", report.services);
+  if (all) traffic("backends", report.backends);
+  if (!all) {
+    absl::StrAppendFormat(&text,
+                          "(%u counters at zero not shown; `berthctl stats --all` shows every "
+                          "counter, and `berthctl backends` each backend's traffic)\n",
+                          zero);
+  }
   return text;
 }
 

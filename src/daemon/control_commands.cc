@@ -34,7 +34,7 @@ std::string okReply(absl::string_view text) {
 
 std::string ControlCommands::statsReplyJson(const CountersReport& report, const Rates& now,
                                             const std::shared_ptr<const PortStatsReading>& ports,
-                                            const PortRates& port_rates) {
+                                            const PortRates& port_rates, bool all) {
   std::string counters = berth::countersJson(report);
   if (!counters.empty() && counters.back() == '\n') counters.pop_back();
   JsonWriter rates;
@@ -56,12 +56,12 @@ std::string ControlCommands::statsReplyJson(const CountersReport& report, const 
   const PortStatsReading none;
   const PortStatsReading& reading = ports != nullptr ? *ports : none;
   JsonWriter text;
-  text.value(absl::StrCat(
-      absl::StrFormat("rates over the last %.1f s: rx %.0f pps (%.0f bit/s), tx %.0f pps (%.0f "
-                      "bit/s), drops %.0f/s\n",
-                      now.interval_s, now.rx_pps, now.rx_bps, now.tx_pps, now.tx_bps,
-                      now.drops_per_s),
-      berth::countersText(report), portsText(reading, port_rates, at)));
+  text.value(
+      absl::StrCat(absl::StrFormat("rates over the last %.1f s: rx %s (%s), tx %s (%s), drops %s\n",
+                                   now.interval_s, siUnits(now.rx_pps, "pps"),
+                                   siUnits(now.rx_bps, "bit/s"), siUnits(now.tx_pps, "pps"),
+                                   siUnits(now.tx_bps, "bit/s"), siUnits(now.drops_per_s, "/s")),
+                   berth::statsText(report, all), portsText(reading, port_rates, at)));
   JsonWriter port_json;
   port_json.beginObject();
   writePortsJson(port_json, reading, port_rates, at);
@@ -73,15 +73,16 @@ std::string ControlCommands::statsReplyJson(const CountersReport& report, const 
                       absl::string_view(port_members).substr(1, port_members.size() - 2), "}");
 }
 
-std::shared_ptr<const RenderedText> ControlCommands::renderStats() {
+std::shared_ptr<const RenderedText> ControlCommands::renderStats(bool all) {
   return renderOffLoop([report = target_.countersReport(), rates = parts_.rates.rates(),
                         ports = parts_.datapath.ports().stats(),
-                        port_rates = parts_.datapath.ports().rates()] {
-    return statsReplyJson(report, rates, ports, port_rates);
-  });
+                        port_rates = parts_.datapath.ports().rates(),
+                        all] { return statsReplyJson(report, rates, ports, port_rates, all); });
 }
 
-std::unique_ptr<ReplyStream> ControlCommands::statsReply() { return renderedReply(renderStats()); }
+std::unique_ptr<ReplyStream> ControlCommands::statsReply(const ControlRequest& request) {
+  return renderedReply(renderStats(request.field("all") == "true"));
+}
 
 std::unique_ptr<ReplyStream> ControlCommands::servicesReply() {
   return renderedReply(
@@ -123,7 +124,7 @@ const absl::flat_hash_map<std::string, ControlCommands::Handler>& ControlCommand
        [](ControlCommands& d, const ControlRequest&) {
          return wholeReply(statusReplyJson(d.target_.statusReport()));
        }},
-      {"stats", [](ControlCommands& d, const ControlRequest&) { return d.statsReply(); }},
+      {"stats", [](ControlCommands& d, const ControlRequest& r) { return d.statsReply(r); }},
       {"services", [](ControlCommands& d, const ControlRequest&) { return d.servicesReply(); }},
       {"backends", [](ControlCommands& d, const ControlRequest&) { return d.backendsReply(); }},
       {"reload", [](ControlCommands& d, const ControlRequest&) { return d.reloadReply(); }},
@@ -172,7 +173,8 @@ std::unique_ptr<ReplyStream> ControlCommands::handleReadOnly(const ControlReques
   // Anyone may ask for stats here, and with tens of thousands of backends a stats reply takes
   // a tenth of a second or more to render: one rendering a second serves every such request.
   if (request.command != "stats" || !request.fields.empty()) return handle(request);
-  return renderedReply(parts_.replies.sharedStats(absl::Now(), [this] { return renderStats(); }));
+  return renderedReply(
+      parts_.replies.sharedStats(absl::Now(), [this] { return renderStats(false); }));
 }
 
 std::string ControlCommands::announceReply(const ControlRequest& request) {
@@ -298,10 +300,11 @@ std::unique_ptr<ReplyStream> ControlCommands::tableReply(const ControlRequest& r
       if (!table.healthy()[b]) unhealthy.push_back(table.backends()[b].name);
     }
     return tableReplyStream(
-        state.config(), table, parts_.rollouts.generation(),
+        state.configured(), table, parts_.rollouts.generation(),
         absl::StrCat(
             unhealthy.empty() ? "" : absl::StrCat(", unhealthy: ", absl::StrJoin(unhealthy, ", ")),
-            "; live in snapshot ", parts_.rollouts.generation()));
+            "; live in snapshot ", parts_.rollouts.generation()),
+        request.field("summary") == "true");
   }
   return wholeReply(errorReply(
       absl::StrCat("no service named '", name, "'; berthd has: ", absl::StrJoin(names, ", "))));

@@ -248,15 +248,17 @@ StatusReport ControlPlane::statusReport() const {
 }
 
 std::vector<ServiceRow> ControlPlane::serviceRows() const {
-  return berth::serviceRows(tables_.states(), counter_ids_, [this](uint32_t id, bool backend) {
-    return datapath_.trafficOf(id, backend);
-  });
+  return berth::serviceRows(
+      tables_.states(), counter_ids_,
+      [this](uint32_t id, bool backend) { return datapath_.trafficOf(id, backend); },
+      [this](uint32_t id, bool backend) { return traffic_rates_.rate(id, backend); });
 }
 
 std::vector<BackendRow> ControlPlane::backendRows() const {
   std::vector<BackendRow> rows = berth::backendRows(
       tables_.states(), counter_ids_,
-      [this](uint32_t id, bool backend) { return datapath_.trafficOf(id, backend); });
+      [this](uint32_t id, bool backend) { return datapath_.trafficOf(id, backend); },
+      [this](uint32_t id, bool backend) { return traffic_rates_.rate(id, backend); });
   // The rows follow the config's services and backends, as the health monitor does.
   size_t row = 0;
   const AgreedHealth* agreed = fleet_.agreedHealthIfActive();

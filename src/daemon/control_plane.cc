@@ -183,8 +183,11 @@ void ControlPlane::resolveNeighbors() {
 }
 
 void ControlPlane::addPeriodicJobs() {
-  jobs_.add("rates", kRateInterval,
-            [this](absl::Time now) { rates_.sample(now, datapath_.workerMetrics()); });
+  jobs_.add("rates", kRateInterval, [this](absl::Time now) {
+    rates_.sample(now, datapath_.workerMetrics());
+    traffic_rates_.sample(now, datapath_.trafficOfAll(counter_ids_.serviceNames().size(), false),
+                          datapath_.trafficOfAll(counter_ids_.backendNames().size(), true));
+  });
   jobs_.add("bounded loads", absl::Milliseconds(kLoadPublishIntervalMs),
             [this](absl::Time) { datapath_.publishLoads(tables_.states(), counter_ids_); });
   jobs_.add("links", kLinkCheckInterval, [this](absl::Time) { datapath_.ports().watchLinks(); });

@@ -278,8 +278,24 @@ TrafficTotals Datapath::trafficOf(uint32_t id, bool backend) const {
     totals.packets += array[id].packets.read();
     totals.bytes += array[id].bytes.read();
     totals.connections += array[id].connections.read();
+    totals.opened += array[id].opened.read();
   }
   return totals;
+}
+
+std::vector<TrafficTotals> Datapath::trafficOfAll(size_t count, bool backend) const {
+  std::vector<TrafficTotals> all(count);
+  for (const WorkerPtr& worker : workers_) {
+    const TrafficCounter* array =
+        backend ? worker->state.traffic.backends : worker->state.traffic.services;
+    for (size_t id = 0; id < count; ++id) {
+      all[id].packets += array[id].packets.read();
+      all[id].bytes += array[id].bytes.read();
+      all[id].connections += array[id].connections.read();
+      all[id].opened += array[id].opened.read();
+    }
+  }
+  return all;
 }
 
 std::vector<std::pair<std::string, uint64_t>> Datapath::summedCounters() const {

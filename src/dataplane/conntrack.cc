@@ -122,6 +122,8 @@ void ConnectionTable::gauge(const Connection& connection, int delta) {
   if (delta > 0) {
     traffic_.services[connection.service].connections.add(1);
     traffic_.backends[connection.backend].connections.add(1);
+    traffic_.services[connection.service].opened.add(1);
+    traffic_.backends[connection.backend].opened.add(1);
   } else {
     traffic_.services[connection.service].connections.subtract(1);
     traffic_.backends[connection.backend].connections.subtract(1);

@@ -209,8 +209,9 @@ absl::StatusOr<Table> rebuildWithout(const Table& full, const std::vector<bool>&
   return buildWithPermutations(std::move(backends), std::move(permutations), full.size());
 }
 
-absl::StatusOr<std::vector<FailureImpact>> singleFailureImpacts(const Table& full,
-                                                                size_t max_backends) {
+absl::StatusOr<std::vector<FailureImpact>> singleFailureImpacts(
+    const Table& full, size_t max_backends,
+    const std::function<void(size_t done, size_t total)>& progress) {
   if (std::find(full.healthy().begin(), full.healthy().end(), false) != full.healthy().end()) {
     return absl::FailedPreconditionError("failure impact needs the all-healthy table");
   }
@@ -226,6 +227,7 @@ absl::StatusOr<std::vector<FailureImpact>> singleFailureImpacts(const Table& ful
     owners = std::move(sample);
   }
   const auto table_size = static_cast<double>(full.size());
+  const absl::flat_hash_map<absl::string_view, double> shares = servingShares(full);
   std::vector<FailureImpact> impacts;
   for (size_t i : owners) {
     std::vector<bool> flags(full.backends().size(), false);
@@ -237,11 +239,14 @@ absl::StatusOr<std::vector<FailureImpact>> singleFailureImpacts(const Table& ful
     FailureImpact impact;
     impact.backend = full.backends()[i].name;
     impact.owned_slots = counts[i];
-    impact.ideal_share = counts[i] / table_size;
+    impact.owned_share = counts[i] / table_size;
+    const auto weighted = shares.find(impact.backend);
+    impact.ideal_share = weighted == shares.end() ? 0.0 : weighted->second;
     impact.failover_share = slotsChanged(full, failover) / table_size;
     impact.rebuild_share = slotsChanged(full, rebuilt) / table_size;
     impact.failover_balance = balanceOf(failover);
     impacts.push_back(std::move(impact));
+    if (progress) progress(impacts.size(), owners.size());
   }
   return impacts;
 }

@@ -163,6 +163,9 @@ void writeServices(std::string& out, const MetricsSnapshot& metrics) {
              [](const ServiceRow& r) { return r.traffic.bytes; });
   perService("berth_service_connections", "gauge", "Connections tracked for the service",
              [](const ServiceRow& r) { return r.traffic.connections; });
+  perService("berth_service_connections_opened_total", "counter",
+             "Connections recorded for the service: its new-connection rate",
+             [](const ServiceRow& r) { return r.traffic.opened; });
   perService("berth_service_backends_healthy", "gauge", "Healthy backends",
              [](const ServiceRow& r) { return r.healthy; });
   {
@@ -206,12 +209,19 @@ void writeBackends(std::string& out, const MetricsSnapshot& metrics) {
              [](const BackendRow& r) { return r.traffic.bytes; });
   perBackend("berth_backend_connections", "gauge", "Connections tracked to the backend",
              [](const BackendRow& r) { return r.traffic.connections; });
+  perBackend("berth_backend_connections_opened_total", "counter",
+             "Connections recorded to the backend: its new-connection rate",
+             [](const BackendRow& r) { return r.traffic.opened; });
   perBackend("berth_backend_healthy", "gauge", "1 while health checks pass",
              [](const BackendRow& r) { return r.healthy ? 1 : 0; });
   perBackend("berth_backend_drained", "gauge", "1 while drained (berthctl drain)",
              [](const BackendRow& r) { return r.drained ? 1 : 0; });
-  perBackend("berth_backend_weight", "gauge", "Weight in the table (0 while drained)",
+  perBackend("berth_backend_weight", "gauge",
+             "Weight as configured; a drain keeps it for the undrain (0: drained by the config)",
              [](const BackendRow& r) { return r.weight; });
+  perBackend("berth_backend_effective_weight", "gauge",
+             "Weight in use: the configured weight, 0 while drained or unhealthy",
+             [](const BackendRow& r) { return r.effective_weight; });
   perBackend("berth_backend_slots", "gauge", "Slots the backend owns in the live table",
              [](const BackendRow& r) { return r.slots; });
   perBackend("berth_backend_health_check_stale", "gauge",

@@ -135,7 +135,7 @@ class Live:
         self.assertIn("drop_other_ethertype", counters)
         self.assertIn("conntrack_hits", counters)
         self.assertIn("web/web-2", reply["stats"]["backends"])
-        self.assertIn("rx_packets", self.berthctl("stats").stdout)
+        self.assertIn("traffic: rx ", self.berthctl("stats").stdout)
 
     def test_services_and_backends(self):
         services = json.loads(self.berthctl("services", "--json").stdout)["services"]
@@ -308,6 +308,14 @@ class Live:
                                  capture_output=True, text=True, timeout=60, check=True).stdout
         self.assertIn("live in snapshot", live.splitlines()[0])
         self.assertEqual(live.splitlines()[1:], offline.splitlines()[1:])
+        # --summary, live and offline alike: the balance and the backends, no slots.
+        summary = self.berthctl("table", "--service", "api", "--summary").stdout
+        offline_summary = subprocess.run(
+            [BERTHCTL, "table", "--config", self.config, "--service", "api", "--summary"],
+            capture_output=True, text=True, timeout=60, check=True).stdout
+        self.assertEqual(summary.splitlines()[1:], offline_summary.splitlines()[1:])
+        self.assertLess(len(summary.splitlines()), 10)
+        self.assertIn("serving; slots per backend", summary)
         missing = self.berthctl("table", "--service", "nope", check=False)
         self.assertEqual(missing.returncode, 1)
         self.assertIn("no service named 'nope'; berthd has: web, api", missing.stderr)
@@ -403,6 +411,34 @@ class Live:
         else:
             self.assertEqual(rates["rx_pps"], 0, "the replay is over")
         self.assertIn("rates over the last", self.berthctl("stats").stdout)
+        # Per service and backend too: none moves once the replay is over, or on net_null.
+        for row in (json.loads(self.berthctl("services", "--json").stdout)["services"] +
+                    json.loads(self.berthctl("backends", "--json").stdout)["backends"]):
+            self.assertEqual(row["packets_per_s"], 0, row["name"])
+            self.assertEqual(row["new_connections_per_s"], 0, row["name"])
+        if self.VDEV == "pcap":
+            services = json.loads(self.berthctl("services", "--json").stdout)["services"]
+            self.assertEqual([s["connections_opened"] for s in services], [FLOWS, FLOWS])
+
+    def test_stats_shows_what_is_not_zero_and_all_shows_everything(self):
+        short = self.berthctl("stats").stdout
+        everything = self.berthctl("stats", "--all").stdout
+        self.assertIn("counters at zero not shown", short)
+        self.assertLess(len(short.splitlines()), len(everything.splitlines()))
+        self.assertNotIn("counters at zero not shown", everything)
+        self.assertIn("connection table:", everything)
+        # One receive rate in the short form: the last second's.
+        self.assertIn("rates over the last", short)
+        self.assertNotIn("average rx", short)
+        self.assertIn("average rx from the first frame to the last", everything)
+
+    def test_watch_asks_again_and_again(self):
+        result = self.berthctl("services", "--watch", "0.2", "--watch-count", "3")
+        self.assertEqual(result.stdout.count("every 200ms: berthctl services"), 3)
+        self.assertEqual(result.stdout.count("service          listener"), 3)
+        refused = self.berthctl("reload", "--watch", "1", check=False)
+        self.assertEqual(refused.returncode, 1)
+        self.assertIn("--watch repeats what only reads; not reload", refused.stderr)
 
 
 # A strict reader of the Prometheus text format (0.0.4): every sample belongs to a family whose

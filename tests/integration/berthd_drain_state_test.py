@@ -111,7 +111,8 @@ class BerthdDrainState(unittest.TestCase):
         self.assertEqual(self.drained(), ["web/web-2"])
         web2 = [l.split() for l in self.berthctl("table", "--service", "web").splitlines()
                 if l.strip().startswith("web-2 ")][0]
-        self.assertEqual((web2[1], web2[-1]), ("0", "(drained)"))
+        # Slots none, the configured weight kept for the undrain, none in use.
+        self.assertEqual((web2[1], " ".join(web2[-6:])), ("0", "weight 1, in use 0 (drained)"))
 
         after = len(self.lines)
         self.write(config(["web-1", "web-3"]))

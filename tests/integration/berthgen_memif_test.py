@@ -174,6 +174,28 @@ class BerthdOnMemif(unittest.TestCase):
 
 
 class BerthgenOverMemif(BerthdOnMemif):
+    def test_services_and_backends_show_the_rates_of_the_moment(self):
+        # Every packet a new flow for the whole run: packets and new connections per second.
+        results = os.path.join(self.directory, "rates.json")
+        sender = subprocess.Popen(self.berthgen_command(results) + [
+            "--flows", "200000", "--rate", "20000", "--duration", "4"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(2.6)  # two samples a second apart while it sends
+            services = self.berthctl("services")["services"]
+            backends = self.berthctl("backends")["backends"]
+        finally:
+            _, errors = sender.communicate(timeout=120)
+        self.assertEqual(sender.returncode, 0, errors)
+        service_pps = sum(s["packets_per_s"] for s in services)
+        self.assertGreater(service_pps, 20000 * 0.7)
+        self.assertLess(service_pps, 20000 * 1.3)
+        self.assertGreater(sum(s["new_connections_per_s"] for s in services), 0)
+        self.assertGreater(sum(s["bits_per_s"] for s in services), 8 * 64 * service_pps * 0.9)
+        # Each packet counts for its service and its backend alike, in the same samples.
+        self.assertAlmostEqual(sum(b["packets_per_s"] for b in backends), service_pps,
+                               delta=service_pps * 0.01)
+
     def test_every_mode_comes_back_intact_on_the_tables_backend(self):
         results, text = self.berthgen("--flows", "20000", "--rate", "200000", "--duration", "2")
         text += "\nberthd's drops: %r" % self.drops()

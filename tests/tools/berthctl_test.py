@@ -69,6 +69,55 @@ class TableCommand(unittest.TestCase):
         self.assertIn("no service named 'nope'; the config has: web, dns", result.stderr)
 
 
+class AnalyzeProgress(unittest.TestCase):
+    """analyze's progress line: on a terminal (a pty here), erased before the report; never
+    into a pipe or a file."""
+
+    def test_progress_shows_on_a_terminal_only(self):
+        import pty
+        environment = dict(os.environ, BERTHCTL_PROGRESS_AFTER_MS="0")
+        command = [BERTHCTL, "analyze", "--config", DEMO, "--service", "web", "--max-failures", "0"]
+        leader, follower = pty.openpty()
+        try:
+            process = subprocess.run(command, stdout=subprocess.PIPE, stderr=follower,
+                                     env=environment, timeout=120)
+            os.close(follower)
+            follower = None
+            seen = b""
+            while True:
+                try:
+                    piece = os.read(leader, 65536)
+                except OSError:
+                    break
+                if not piece:
+                    break
+                seen += piece
+        finally:
+            if follower is not None:
+                os.close(follower)
+            os.close(leader)
+        self.assertEqual(process.returncode, 0)
+        self.assertIn(b"analyze: service web: single failures: ", seen)
+        self.assertTrue(seen.endswith(b"\r\x1b[K"), "the line is erased at the end")
+        self.assertIn(b"min-disruption failover", process.stdout)
+        piped = subprocess.run(command, capture_output=True, env=environment, timeout=120)
+        self.assertEqual(piped.stderr, b"")
+
+
+class TableSummary(unittest.TestCase):
+    def test_summary_leaves_out_the_slots(self):
+        full = berthctl("table", "--config", DEMO, "--service", "web").stdout
+        summary = berthctl("table", "--config", DEMO, "--service", "web", "--summary").stdout
+        self.assertGreater(len(full.splitlines()), 1000)
+        self.assertEqual(len(summary.splitlines()), 2 + 1 + 8, summary)
+        self.assertIn("8 serving; slots per backend min", summary)
+        self.assertNotIn("slot backend", summary)
+        table = json.loads(berthctl("table", "--config", DEMO, "--service", "web", "--summary",
+                                    "--json").stdout)
+        self.assertTrue(table["summary"])
+        self.assertNotIn("entries", table)
+
+
 class AnalyzeCommand(unittest.TestCase):
     def test_single_failures_move_only_the_failed_share(self):
         report = json.loads(berthctl("analyze", "--config", DEMO, "--json").stdout)
@@ -77,8 +126,10 @@ class AnalyzeCommand(unittest.TestCase):
         self.assertLessEqual(web["balance"]["max_over_ideal"], 1.001)
         self.assertEqual(len(web["single_failures"]), 8)
         for failure in web["single_failures"]:
-            self.assertAlmostEqual(failure["failover_share"], failure["ideal_share"], places=9)
-            self.assertGreater(failure["rebuild_share"], failure["ideal_share"])
+            self.assertAlmostEqual(failure["failover_share"], failure["owned_share"], places=9)
+            self.assertGreater(failure["rebuild_share"], failure["owned_share"])
+            # The ideal is the weight's share, not what the backend happens to own.
+            self.assertEqual(failure["ideal_share"], 1 / 8)
 
     def test_fail_option_reports_the_failure_set(self):
         report = json.loads(berthctl("analyze", "--config", DEMO, "--json",
@@ -86,7 +137,7 @@ class AnalyzeCommand(unittest.TestCase):
         web = next(s for s in report["services"] if s["name"] == "web")
         self.assertEqual(web["with_failures"]["unhealthy"], ["web-2", "web-5"])
         self.assertAlmostEqual(web["with_failures"]["failover_share"],
-                               web["with_failures"]["ideal_share"], places=9)
+                               web["with_failures"]["owned_share"], places=9)
         self.assertLessEqual(web["with_failures"]["failover_balance"]["max_over_ideal"], 1.03)
         dns = next(s for s in report["services"] if s["name"] == "dns")
         self.assertNotIn("with_failures", dns)
@@ -497,11 +548,16 @@ class BadInput(unittest.TestCase):
             # Each flag with a value, each positional word with a name; berthd is not there.
             command = [name]
             tokens = [token.strip("[]") for token in synopsis.split()]
-            for previous, token in zip([""] + tokens, tokens):
-                if token.startswith("--"):
+            i = 0
+            while i < len(tokens):
+                token = tokens[i]
+                takes_value = i + 1 < len(tokens) and not tokens[i + 1].startswith("--")
+                if token.startswith("--") and takes_value:
                     command += [token, "1"]
-                elif not previous.startswith("--"):
-                    command.append("x")
+                    i += 2
+                    continue
+                command.append(token if token.startswith("--") else "x")  # a switch, a word
+                i += 1
             result = berthctl(*command, "--socket", "/nonexistent/berth.sock", check=False)
             self.assertIn("no control socket", result.stderr, (name, command, result.stderr))
 

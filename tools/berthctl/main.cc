@@ -23,6 +23,7 @@
 #include "live_commands.h"
 #include "offline_commands.h"
 #include "pcap_report.h"
+#include "progress.h"
 
 ABSL_FLAG(std::string, config, "", "path of the YAML config to read");
 ABSL_FLAG(std::string, service, "", "service name (table; drain and undrain to narrow)");
@@ -32,6 +33,13 @@ ABSL_FLAG(std::string, dst, "", "explain: the VIP's ADDRESS:PORT");
 ABSL_FLAG(std::string, announced, "",
           "announce: report the routes the caller has in BIRD now (berth-announcer's report)");
 ABSL_FLAG(bool, json, false, "print JSON instead of text");
+ABSL_FLAG(double, watch, 0,
+          "commands to berthd: ask again every this many seconds, as watch(1) does (Ctrl-C "
+          "ends it)");
+ABSL_FLAG(int64_t, watch_count, 0, "--watch: stop after this many answers (0: never)");
+ABSL_FLAG(bool, all, false, "stats: every counter, zeros included, and each backend's traffic");
+ABSL_FLAG(bool, summary, false,
+          "table: the balance and slots per backend, without the backend of every slot");
 ABSL_FLAG(std::vector<std::string>, fail, {},
           "comma-separated backend names to treat as unhealthy");
 ABSL_FLAG(std::string, socket, "/run/berth/berth.sock", "berthd's control socket");
@@ -61,9 +69,10 @@ Commands that read a config file:
           and flow sync's key files; exit status 0 when berthd would start with it. Warnings:
           a service that can serve nothing, a fleet TLS file it cannot read, a port's kernel
           interface missing here. Ends with what it did not check (docs/troubleshooting.md)
-  table   --config FILE --service NAME [--fail A,B] [--json]
+  table   --config FILE --service NAME [--fail A,B] [--summary] [--json]
           the backend of every slot of one service's Maglev table, and slots per backend
-          (without --config: berthd's live table, below)
+          (--summary: the balance and slots per backend only; without --config: berthd's
+          live table, below)
   analyze --config FILE [--service NAME] [--fail A,B] [--max-failures N] [--json]
           per service: balance, and how many slots each single backend failure moves with
           min-disruption failover and with a full rebuild, against the ideal; with --fail,
@@ -95,7 +104,8 @@ Commands to the fleet's etcd, named by the fleet section of --config FILE (an in
           service's table fingerprint, and whether they agree (exit status 3 when not)
 
 Commands to a running berthd, over its control socket (--socket, default /run/berth/berth.sock);
-each takes --json for berthd's JSON reply:
+each takes --json for berthd's JSON reply, and those that only read take --watch SECONDS to
+ask again and again, as watch(1) does:
 )";
 
 int fail(absl::string_view message) {
@@ -137,6 +147,8 @@ int runLive(const berth::CommandSpec& command, const std::vector<char*>& positio
       const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(argument.field);
       if (flag == nullptr) return fail(absl::StrCat("no flag --", argument.field));
       value = flag->CurrentValue();
+      // A switch goes in the request only when given.
+      if (argument.value.empty() && value == "false") value.clear();
     }
     if (!value.empty()) fields.emplace_back(std::string(argument.field), std::move(value));
   }
@@ -147,6 +159,16 @@ int runLive(const berth::CommandSpec& command, const std::vector<char*>& positio
   const absl::flat_hash_map<std::string, std::string> by_field(fields.begin(), fields.end());
   if (absl::Status status = berth::checkCommandFields(command, by_field); !status.ok()) {
     return fail(status.message());
+  }
+  if (const double every = absl::GetFlag(FLAGS_watch); every != 0) {
+    if (every < 0.1 || every > 86400) return fail("--watch takes seconds from 0.1 to 86400");
+    if (absl::GetFlag(FLAGS_json)) return fail("--watch shows text: leave out --json");
+    const bool writes = command.name == "drain" || command.name == "undrain" ||
+                        command.name == "reload" || by_field.contains("announced") ||
+                        by_field.contains("action");
+    if (writes) return fail(absl::StrCat("--watch repeats what only reads; not ", command.name));
+    return berth::watchLiveCommand(absl::GetFlag(FLAGS_socket), std::string(command.name), fields,
+                                   absl::Seconds(every), absl::GetFlag(FLAGS_watch_count));
   }
   return berth::runLiveCommand(absl::GetFlag(FLAGS_socket), std::string(command.name), fields,
                                absl::GetFlag(FLAGS_json));
@@ -207,7 +229,11 @@ int main(int argc, char** argv) {
   if (!config.ok()) return fail(config.status().message());
 
   berth::OfflineOptions options;
+  // Gone before the report is printed: the terminal shows the report alone.
+  berth::TerminalProgress progress;
+  options.progress = progress.report();
   options.json = absl::GetFlag(FLAGS_json);
+  options.summary = absl::GetFlag(FLAGS_summary);
   options.fail = absl::GetFlag(FLAGS_fail);
   if (absl::GetFlag(FLAGS_max_failures) < 0) return fail("--max-failures must be 0 or more");
   options.max_failures = static_cast<size_t>(absl::GetFlag(FLAGS_max_failures));
@@ -257,6 +283,7 @@ int main(int argc, char** argv) {
     options.service = absl::GetFlag(FLAGS_service);
     report = berth::analyzeReport(*config, options);
   }
+  progress.finish();
   if (!report.ok()) return fail(std::string(report.status().message()));
   std::fwrite(report->data(), 1, report->size(), stdout);
   return 0;

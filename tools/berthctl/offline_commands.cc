@@ -125,11 +125,12 @@ absl::StatusOr<std::string> tableReport(const Config& config, const std::string&
   }
   if (absl::Status status = checkFailNamesExist(config, options.fail); !status.ok()) return status;
   BERTH_ASSIGN_OR_RETURN(const ServiceTables tables, tablesFor(*service, options.fail));
-  if (options.json) return tableJson(*service, tables.current) + "\n";
+  if (options.json) return tableJson(*service, tables.current, options.summary) + "\n";
   return tableText(*service, tables.current,
                    tables.failed.empty()
                        ? ""
-                       : absl::StrCat(", unhealthy: ", absl::StrJoin(tables.failed, ", ")));
+                       : absl::StrCat(", unhealthy: ", absl::StrJoin(tables.failed, ", ")),
+                   options.summary);
 }
 
 namespace {
@@ -145,6 +146,8 @@ void reportSingleFailures(const Table& full, const std::vector<FailureImpact>& i
         .value(impact.backend)
         .key("owned_slots")
         .value(impact.owned_slots)
+        .key("owned_share")
+        .value(impact.owned_share)
         .key("ideal_share")
         .value(impact.ideal_share)
         .key("failover_share")
@@ -158,10 +161,10 @@ void reportSingleFailures(const Table& full, const std::vector<FailureImpact>& i
   json.endArray();
   double failover_mean = 0, rebuild_mean = 0, failover_worst = 0, rebuild_worst = 0;
   for (const FailureImpact& impact : impacts) {
-    failover_mean += impact.failover_share / impact.ideal_share / impacts.size();
-    rebuild_mean += impact.rebuild_share / impact.ideal_share / impacts.size();
-    failover_worst = std::max(failover_worst, impact.failover_share / impact.ideal_share);
-    rebuild_worst = std::max(rebuild_worst, impact.rebuild_share / impact.ideal_share);
+    failover_mean += impact.failover_share / impact.owned_share / impacts.size();
+    rebuild_mean += impact.rebuild_share / impact.owned_share / impacts.size();
+    failover_worst = std::max(failover_worst, impact.failover_share / impact.owned_share);
+    rebuild_worst = std::max(rebuild_worst, impact.rebuild_share / impact.owned_share);
   }
   if (!impacts.empty()) {
     size_t owners = 0;
@@ -176,13 +179,14 @@ void reportSingleFailures(const Table& full, const std::vector<FailureImpact>& i
                               : absl::StrCat(impacts.size(), " of ", owners,
                                              ", evenly spaced; --max-failures=0 for all"),
                           failover_mean, failover_worst, rebuild_mean, rebuild_worst);
-    absl::StrAppendFormat(&out, "    %-24s %8s %10s %10s %10s %14s\n", "backend", "slots", "ideal",
-                          "failover", "rebuild", "failover bal.");
+    // "owned" is the least a failure must move; "by weight" the share its weight asks for.
+    absl::StrAppendFormat(&out, "    %-24s %8s %10s %10s %10s %10s %14s\n", "backend", "slots",
+                          "owned", "by weight", "failover", "rebuild", "failover bal.");
     for (const FailureImpact& impact : impacts) {
-      absl::StrAppendFormat(&out, "    %-24s %8u %10s %10s %10s %14.4f\n", impact.backend,
-                            impact.owned_slots, percent(impact.ideal_share),
-                            percent(impact.failover_share), percent(impact.rebuild_share),
-                            impact.failover_balance.max_over_ideal);
+      absl::StrAppendFormat(&out, "    %-24s %8u %10s %10s %10s %10s %14.4f\n", impact.backend,
+                            impact.owned_slots, percent(impact.owned_share),
+                            percent(impact.ideal_share), percent(impact.failover_share),
+                            percent(impact.rebuild_share), impact.failover_balance.max_over_ideal);
     }
   }
 }
@@ -198,7 +202,7 @@ absl::Status reportWithFailures(const Table& full, const ServiceTables& tables, 
   const std::vector<uint32_t> counts = full.slotCounts();
   for (size_t i = 0; i < leave_out.size(); ++i) owned_by_failed += leave_out[i] ? counts[i] : 0;
   const double table_size = full.size();
-  const double ideal = owned_by_failed / table_size;
+  const double owned = owned_by_failed / table_size;
   const double failover = slotsChanged(full, tables.current) / table_size;
   const double rebuild = slotsChanged(full, rebuilt) / table_size;
   const BalanceStats failover_balance = balanceOf(tables.current);
@@ -207,8 +211,8 @@ absl::Status reportWithFailures(const Table& full, const ServiceTables& tables, 
   json.key("with_failures").beginObject().key("unhealthy").beginArray();
   for (const std::string& name : tables.failed) json.value(name);
   json.endArray()
-      .key("ideal_share")
-      .value(ideal)
+      .key("owned_share")
+      .value(owned)
       .key("failover_share")
       .value(failover)
       .key("rebuild_share")
@@ -219,8 +223,8 @@ absl::Status reportWithFailures(const Table& full, const ServiceTables& tables, 
   writeBalance(json, rebuild_balance);
   json.endObject();
 
-  absl::StrAppendFormat(&out, "  with %s unhealthy (their own share %s):\n",
-                        absl::StrJoin(tables.failed, ", "), percent(ideal));
+  absl::StrAppendFormat(&out, "  with %s unhealthy (the slots they owned: %s):\n",
+                        absl::StrJoin(tables.failed, ", "), percent(owned));
   absl::StrAppendFormat(&out, "    min-disruption failover: moves %s; %s\n", percent(failover),
                         balanceLine(failover_balance));
   absl::StrAppendFormat(&out, "    full rebuild:            moves %s; %s\n", percent(rebuild),
@@ -240,11 +244,17 @@ absl::StatusOr<std::string> analyzeReport(const Config& config, const OfflineOpt
 
   for (const ServiceConfig* service_pointer : services) {
     const ServiceConfig& service = *service_pointer;
+    const std::string phase = absl::StrCat("analyze: service ", service.name);
+    if (options.progress) options.progress(absl::StrCat(phase, ": building its table"), 0, 0);
     BERTH_ASSIGN_OR_RETURN(const ServiceTables tables, tablesFor(service, options.fail));
     const Table& full = tables.full;
     const BalanceStats balance = balanceOf(full);
-    BERTH_ASSIGN_OR_RETURN(const std::vector<FailureImpact> impacts,
-                           singleFailureImpacts(full, options.max_failures));
+    const std::string failures_phase = absl::StrCat(phase, ": single failures");
+    BERTH_ASSIGN_OR_RETURN(
+        const std::vector<FailureImpact> impacts,
+        singleFailureImpacts(full, options.max_failures, [&](size_t done, size_t total) {
+          if (options.progress) options.progress(failures_phase, done, total);
+        }));
 
     json.beginObject()
         .key("name")
@@ -365,6 +375,10 @@ absl::StatusOr<ComparisonOutput> comparisonReport(const Config& config,
       absl::StrAppendFormat(&out, "service %s (%s): no backend with a weight; nothing to compare\n",
                             service->name, service->listener());
       continue;
+    }
+    if (options.progress) {
+      options.progress(absl::StrCat("analyze: service ", service->name, ": comparing algorithms"),
+                       0, 0);
     }
     const ComparisonOptions comparison = {.max_removals = options.max_failures,
                                           .measure_time = options.measure_time};

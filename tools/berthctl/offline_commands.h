@@ -6,6 +6,7 @@
 #include "absl/status/statusor.h"
 #include "berth/config/config.h"
 #include "berth/maglev/comparison.h"
+#include "progress.h"
 
 namespace berth {
 
@@ -13,6 +14,8 @@ namespace berth {
 
 struct OfflineOptions {
   bool json = false;
+  // table: the balance and slots per backend, without the backend of every slot.
+  bool summary = false;
   // Backends to treat as unhealthy, by name, in every service that has them.
   std::vector<std::string> fail;
   // analyze: at most this many single failures per service, evenly spaced; 0 for all.
@@ -22,6 +25,8 @@ struct OfflineOptions {
   // analyze: compare these algorithms instead of analysing the configured one.
   std::vector<ComparedAlgorithm> algorithms;
   bool plot = false;  // also render the comparison as SVG charts
+  // Long work reports how far it is (progress.h); none: silent.
+  ProgressReport progress;
   bool measure_time = true;
 };
 

@@ -19,7 +19,7 @@ namespace berth {
 // as the request field `field`, and berthctl's flag of that name gives it.
 struct CommandArgument {
   absl::string_view field;
-  absl::string_view value;  // how usage shows the value: "NAME", "IP:PORT"
+  absl::string_view value;  // how usage shows the value: "NAME", "IP:PORT"; "" for a switch
   bool positional = false;  // berthctl drain NAME, not berthctl drain --backend NAME
   bool required = false;
 };

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -33,6 +34,26 @@ class RateMeter {
     uint64_t tx_packets = 0;
     uint64_t tx_bytes = 0;
     uint64_t drops = 0;
+  };
+  Sample previous_;
+  Sample latest_;
+};
+
+// Per service and per backend, by counter id: packets, bits and new connections per second over
+// the interval between the last two samples, for `services`, `backends` and the metrics. The
+// loop samples the workers' summed counters with the totals above. Pure.
+class TrafficRateMeter {
+ public:
+  void sample(absl::Time now, std::vector<TrafficTotals> services,
+              std::vector<TrafficTotals> backends);
+  // nullopt until two samples, or for an id the older sample lacks (new since).
+  std::optional<TrafficRate> rate(uint32_t id, bool backend) const;
+
+ private:
+  struct Sample {
+    absl::Time at = absl::InfinitePast();
+    std::vector<TrafficTotals> services;
+    std::vector<TrafficTotals> backends;
   };
   Sample previous_;
   Sample latest_;

@@ -37,8 +37,17 @@ struct WorkerMetrics {
 struct TrafficTotals {
   uint64_t packets = 0;
   uint64_t bytes = 0;
-  uint64_t connections = 0;
+  uint64_t connections = 0;  // tracked now
+  uint64_t opened = 0;       // recorded so far
 };
+// The same as rates over the last interval (control/rate_meter.h TrafficRateMeter).
+struct TrafficRate {
+  double packets_per_s = 0;
+  double bits_per_s = 0;
+  double new_connections_per_s = 0;
+};
+// A service's or a backend's rate by counter id, or nullopt until the meter has two samples.
+using RateSource = std::function<std::optional<TrafficRate>(uint32_t id, bool backend)>;
 // The totals of a counter id (CounterIds): a backend's when `backend`, else a service's.
 using TrafficSource = std::function<TrafficTotals(uint32_t id, bool backend)>;
 
@@ -50,13 +59,17 @@ struct ServiceRow {
   uint64_t backends = 0;
   uint64_t healthy = 0;
   TrafficTotals traffic;
+  std::optional<TrafficRate> rate;
 };
 
 struct BackendRow {
   std::string service;
   std::string name;
   std::string address;
-  int64_t weight = 0;  // 0 while drained
+  // As configured (a drain keeps it for the undrain), and in use: 0 while drained or unhealthy
+  // (weightText in control/table_report.h).
+  int64_t weight = 0;
+  int64_t effective_weight = 0;
   bool healthy = true;
   bool drained = false;
   std::string health_check;
@@ -65,6 +78,7 @@ struct BackendRow {
   bool check_stale = false;
   uint64_t slots = 0;  // in the live table
   TrafficTotals traffic;
+  std::optional<TrafficRate> rate;
   // Why the health is what it is and for how long (HealthMonitor::detail), and the check's last
   // probe: none for a backend without a check or before its first probe ran.
   std::string health_reason;
@@ -98,9 +112,11 @@ std::string shortDuration(double seconds);
 
 // One row per service, or per backend of each service, in config order.
 std::vector<ServiceRow> serviceRows(absl::Span<const ServiceState> services,
-                                    const CounterIds& counter_ids, const TrafficSource& traffic);
+                                    const CounterIds& counter_ids, const TrafficSource& traffic,
+                                    const RateSource& rates = nullptr);
 std::vector<BackendRow> backendRows(absl::Span<const ServiceState> services,
-                                    const CounterIds& counter_ids, const TrafficSource& traffic);
+                                    const CounterIds& counter_ids, const TrafficSource& traffic,
+                                    const RateSource& rates = nullptr);
 
 // The `services` and `backends` replies: the rows as JSON and as the text table, and the
 // connections every worker's table holds.
@@ -129,7 +145,16 @@ struct CountersReport {
 
   uint64_t sum(absl::string_view name) const;
 };
+// Every counter, one "name value" line each: berthd's SIGUSR1 and exit report, which scripts read.
 std::string countersText(const CountersReport& report);
+// What `berthctl stats` shows: the counters grouped (traffic, drops, malformed frames, the
+// connection table, neighbors, the kernel interfaces, flow sync, ...) with units, the zero
+// ones left out and counted unless `all`, per-worker and per-service traffic, and with `all`
+// every backend's.
+std::string statsText(const CountersReport& report, bool all);
+// 1234567 -> "1,234,567"; a rate 1.2e6 with "pps" -> "1.20 Mpps"; 1.5e6 bytes -> "1.50 MB".
+std::string withThousands(uint64_t value);
+std::string siUnits(double value, absl::string_view unit);
 std::string countersJson(const CountersReport& report);
 
 }  // namespace berth

@@ -84,10 +84,11 @@ class ControlCommands {
   // ReplyChannels::kReadOnlyStatsInterval.
   std::unique_ptr<ReplyStream> handleReadOnly(const ControlRequest& request);
 
-  // The `stats` reply: the counters, the rates, and the ports' statistics at the top level.
+  // The `stats` reply: the counters, the rates, and the ports' statistics at the top level; its
+  // text with every counter when `all`, else the ones that are not zero (statsText()).
   static std::string statsReplyJson(const CountersReport& report, const Rates& rates,
                                     const std::shared_ptr<const PortStatsReading>& ports,
-                                    const PortRates& port_rates);
+                                    const PortRates& port_rates, bool all = false);
 
  private:
   using Handler = std::unique_ptr<ReplyStream> (*)(ControlCommands&, const ControlRequest&);
@@ -96,8 +97,9 @@ class ControlCommands {
   std::shared_ptr<const RenderedText> renderOffLoop(ReplyRenderer::Render render) {
     return parts_.replies.renderOffLoop(std::move(render));
   }
-  std::shared_ptr<const RenderedText> renderStats();
-  std::unique_ptr<ReplyStream> statsReply();
+  // `all`: every counter, zeros included (berthctl stats --all).
+  std::shared_ptr<const RenderedText> renderStats(bool all);
+  std::unique_ptr<ReplyStream> statsReply(const ControlRequest& request);
   std::unique_ptr<ReplyStream> servicesReply();
   std::unique_ptr<ReplyStream> backendsReply();
   std::unique_ptr<ReplyStream> reloadReply();

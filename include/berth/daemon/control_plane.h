@@ -211,7 +211,8 @@ class ControlPlane : private ReloadTarget, private CommandTarget {
   // The sockets, the metrics endpoint and the renderer thread.
   ReplyChannels replies_;
   RateMeter rates_;
-  Config config_;  // as the config file gives it; what is in force is in tables_
+  TrafficRateMeter traffic_rates_;  // per service and backend
+  Config config_;                   // as the config file gives it; what is in force is in tables_
   // Every service's settings in force, tables, health and drains, in config order (the health
   // monitor's order), with what each table change moved.
   ServiceTables tables_{[](const std::string& line) { logLine(line); }};

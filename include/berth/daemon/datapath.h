@@ -91,6 +91,8 @@ class Datapath {
   // Ways of the workers' connection tables that hold a connection.
   uint64_t connectionsTracked() const;
   TrafficTotals trafficOf(uint32_t id, bool backend) const;
+  // The same for ids 0 to count - 1, in one pass over each worker's array.
+  std::vector<TrafficTotals> trafficOfAll(size_t count, bool backend) const;
   // The workers' counters summed (sumCounters()), then the exception path's, flow sync's and
   // the port statistics reader's.
   std::vector<std::pair<std::string, uint64_t>> summedCounters() const;

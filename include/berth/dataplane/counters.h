@@ -131,7 +131,8 @@ struct alignas(64) WorkerCounters {
 struct TrafficCounter {
   Counter packets;
   Counter bytes;
-  Counter connections;
+  Counter connections;  // a gauge: tracked now
+  Counter opened;       // connections recorded so far: the new-connection rate's source
   void add(uint64_t length) {
     packets.add(1);
     bytes.add(length);

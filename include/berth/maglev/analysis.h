@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -58,7 +59,8 @@ TableMovement configMovement(const Table& before, const Table& after);
 struct FailureImpact {
   std::string backend;
   uint32_t owned_slots = 0;   // in the all-healthy table
-  double ideal_share = 0;     // owned_slots / M: the least share any scheme has to move
+  double owned_share = 0;     // owned_slots / M: the least share any scheme has to move
+  double ideal_share = 0;     // its weight over the serving backends' weights
   double failover_share = 0;  // moved by withHealth() with this backend unhealthy
   double rebuild_share = 0;   // moved by a full build without this backend
   BalanceStats failover_balance;
@@ -68,9 +70,10 @@ struct FailureImpact {
 // a full rebuild without it. `full` must be an all-healthy table (drains allowed; they stay). With
 // `max_backends` > 0 and more backends than that, only max_backends of them, evenly spaced in name
 // order, are analysed. Cost: one failover and one build per analysed backend (about 19 s for all
-// 1,000 backends at M = 655373).
-absl::StatusOr<std::vector<FailureImpact>> singleFailureImpacts(const Table& full,
-                                                                size_t max_backends = 0);
+// 1,000 backends at M = 655373). `progress`, if given, hears (done, total) after each one.
+absl::StatusOr<std::vector<FailureImpact>> singleFailureImpacts(
+    const Table& full, size_t max_backends = 0,
+    const std::function<void(size_t done, size_t total)>& progress = nullptr);
 
 // A 64-bit fingerprint of the table: the algorithm and its parameters, M, each backend's name,
 // weight, health and drain, and every entry. Computed with MurmurHash3 over a fixed

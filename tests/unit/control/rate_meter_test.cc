@@ -49,5 +49,27 @@ TEST(RateMeterTest, RatesAreTheWorkersSummedGrowthBetweenTheLastTwoSamples) {
   EXPECT_DOUBLE_EQ(meter.rates().rx_pps, 0);
 }
 
+// Per service and backend: packets, bits and new connections per second between the last two
+// samples; none before two, none for an id the older sample lacks, and no wrap when a counter
+// goes down.
+TEST(TrafficRateMeterTest, RatesPerIdOverTheLastInterval) {
+  TrafficRateMeter meter;
+  meter.sample(kStart, {{100, 1000, 5, 10}}, {{50, 500, 2, 4}});
+  EXPECT_FALSE(meter.rate(0, false).has_value());
+  meter.sample(kStart + absl::Seconds(2), {{300, 3000, 7, 30}}, {{40, 900, 2, 8}, {10, 10, 1, 1}});
+  const std::optional<TrafficRate> service = meter.rate(0, false);
+  ASSERT_TRUE(service.has_value());
+  EXPECT_DOUBLE_EQ(service->packets_per_s, 100);
+  EXPECT_DOUBLE_EQ(service->bits_per_s, 8000);
+  EXPECT_DOUBLE_EQ(service->new_connections_per_s, 10);
+  const std::optional<TrafficRate> backend = meter.rate(0, true);
+  ASSERT_TRUE(backend.has_value());
+  EXPECT_DOUBLE_EQ(backend->packets_per_s, 0) << "went down: no traffic, not a wrap";
+  EXPECT_DOUBLE_EQ(backend->bits_per_s, 1600);
+  EXPECT_DOUBLE_EQ(backend->new_connections_per_s, 2);
+  EXPECT_FALSE(meter.rate(1, true).has_value()) << "new since the older sample";
+  EXPECT_FALSE(meter.rate(7, false).has_value());
+}
+
 }  // namespace
 }  // namespace berth

@@ -64,7 +64,11 @@ TEST_F(ReportsTest, RowsCarryStateAndTraffic) {
   EXPECT_EQ(backends[0].slots, 0u);
   EXPECT_EQ(backends[0].traffic.packets, 110u);
   EXPECT_TRUE(backends[1].drained);
-  EXPECT_EQ(backends[1].weight, 0);
+  // The configured weight, kept for the undrain, and none in use; nor for the unhealthy one.
+  EXPECT_EQ(backends[1].weight, 2);
+  EXPECT_EQ(backends[1].effective_weight, 0);
+  EXPECT_EQ(backends[0].weight, 2);
+  EXPECT_EQ(backends[0].effective_weight, 0);
   EXPECT_EQ(backends[1].slots, 0u);
   EXPECT_EQ(backends[1].traffic.packets, 111u);
 }
@@ -75,10 +79,24 @@ TEST_F(ReportsTest, ServicesReplyHasJsonAndTheTextTable) {
   EXPECT_THAT(reply, StartsWith(R"({"ok":true,"conntrack_entries":7,"services":[{"name":"web",)"
                                 R"("listener":"tcp 198.18.100.1:80","forwarding":"ipip",)"
                                 R"("algorithm":"maglev","backends":2,"healthy":2,"packets":100,)"
-                                R"("bytes":1000,"connections":0}],"text":")"));
+                                R"("bytes":1000,"connections":0,"connections_opened":0,)"
+                                R"("packets_per_s":null,"bits_per_s":null,)"
+                                R"("new_connections_per_s":null}],"text":")"));
+  // The text shows what happens now: rates, "-" until the meter has two samples.
   EXPECT_THAT(reply,
               HasSubstr("service          listener                     mode   algorithm "
-                        "  backends healthy        packets            bytes connections\\n"));
+                        "  backends healthy     conns    packets/s         bits/s new conns/s\\n"
+                        "web              tcp 198.18.100.1:80          ipip   maglev             2 "
+                        "      2         0            -              -           -\\n"));
+  const std::string with_rates =
+      servicesReplyJson(serviceRows(services_, ids_, traffic_,
+                                    [](uint32_t, bool) {
+                                      return TrafficRate{1.5e6, 12e9, 2500};
+                                    }),
+                        7);
+  EXPECT_THAT(with_rates, HasSubstr(R"("packets_per_s":1500000,"bits_per_s":1.2e+10,)"
+                                    R"("new_connections_per_s":2500})"));
+  EXPECT_THAT(with_rates, HasSubstr("    1.50 Mpps   12.00 Gbit/s      2500.0\\n"));
   EXPECT_THAT(reply, HasSubstr("connections tracked: 7\\n"));
 }
 
@@ -89,22 +107,22 @@ TEST_F(ReportsTest, BackendsReplyShowsDrainsAndStaleChecksInTextAndEachInJson) {
   std::vector<BackendRow> rows = backendRows(services_, ids_, traffic_);
   rows[0].check_stale = true;
   const std::string reply = backendsReplyJson(rows, 0);
-  EXPECT_THAT(reply, HasSubstr(R"("name":"web-2","address":"198.18.1.2","weight":0,)"
-                               R"("drained":true,"health":"healthy","health_check":"none",)"
-                               R"("check_stale":false,)"));
+  EXPECT_THAT(reply, HasSubstr(R"("name":"web-2","address":"198.18.1.2","weight":2,)"
+                               R"("effective_weight":0,"drained":true,"health":"healthy",)"
+                               R"("health_check":"none","check_stale":false,)"));
   EXPECT_THAT(reply, HasSubstr(R"("fleet_dissent":"","slots":0,)"));
   EXPECT_THAT(reply, HasSubstr(R"("name":"web-1","address":"198.18.1.1","weight":2,)"
-                               R"("drained":false,"health":"healthy","health_check":"none",)"
-                               R"("check_stale":true,)"));
+                               R"("effective_weight":2,"drained":false,"health":"healthy",)"
+                               R"("health_check":"none","check_stale":true,)"));
   EXPECT_THAT(reply, HasSubstr("web              web-1            198.18.1.1                 2 "
-                               "healthy (stale)        0s    1009"));
+                               "     2 healthy (stale)        0s    1009"));
   // In a fleet, the instances whose probes disagree with the fleet's verdict.
   rows[0].fleet_dissent = {"lb-2"};
   EXPECT_THAT(backendsReplyJson(rows, 0),
               HasSubstr(R"("last_check_s_ago":null,"fleet_dissent":"lb-2",)"));
   EXPECT_THAT(backendsReplyJson(rows, 0), HasSubstr("healthy (stale) (lb-2 disagree)"));
-  EXPECT_THAT(reply, HasSubstr("web              web-2            198.18.1.2                 0 "
-                               "drained                0s       0"));
+  EXPECT_THAT(reply, HasSubstr("web              web-2            198.18.1.2                 2 "
+                               "     0 drained                0s       0"));
 }
 
 // Each backend's health says why and for how long, with its check's last probe; one out of
@@ -142,6 +160,63 @@ TEST(ShortDurationTest, SecondsMinutesHoursDays) {
   EXPECT_EQ(shortDuration(3599), "59m59s");
   EXPECT_EQ(shortDuration(3600 * 5 + 60), "5h01m");
   EXPECT_EQ(shortDuration(86400 * 2 + 3600 * 4), "2d04h");
+}
+
+// `stats`: the counters grouped with units, zeros left out and counted, one receive rate only
+// (the rates line), and with `all` every counter, the window's average and each backend.
+TEST(StatsTextTest, GroupsNonZeroCountersWithUnitsAndAllShowsEveryOne) {
+  CountersReport report;
+  report.elapsed_s = 3725;
+  report.generation = 4;
+  report.rx_window_s = 2;
+  report.sums = {{"rx_packets", 1234567},
+                 {"rx_bytes", 98765432},
+                 {"tx_packets", 1234000},
+                 {"tx_bytes", 98700000},
+                 {"idle_sleep_us", 2500000},
+                 {"parse_truncated", 3},
+                 {"drop_no_service", 10000},
+                 {"drop_tx_ring_full", 2345},
+                 {"drop_no_backend", 0},
+                 {"conntrack_hits", 0},
+                 {"sync_sent", 0}};
+  report.workers = {{600000, 590000}, {634567, 644000}};
+  report.services = {{"web", {1000, 64000, 12, 30}}, {"idle", {}}};
+  report.backends = {{"web/web-1", {1000, 64000, 12, 30}}};
+  const std::string text = statsText(report, false);
+  EXPECT_THAT(text, StartsWith("berthd up 1h02m, 2 worker(s), snapshot 4\n"
+                               "traffic: rx 1,234,567 packets (98.77 MB), tx 1,234,000 packets "
+                               "(98.70 MB)\n"));
+  EXPECT_THAT(text, HasSubstr("drops: 12,345 frames\n  no_service"));
+  EXPECT_THAT(text, HasSubstr("10,000\n  tx_ring_full"));
+  EXPECT_THAT(text, HasSubstr("malformed frames: 3 frames\n  truncated"));
+  EXPECT_THAT(text, HasSubstr("idle workers:\n  sleep_us"));
+  EXPECT_THAT(text, HasSubstr("2.500 s\n"));
+  EXPECT_THAT(text, Not(HasSubstr("no_backend")));
+  EXPECT_THAT(text, Not(HasSubstr("connection table")));
+  EXPECT_THAT(text, Not(HasSubstr("average rx")));
+  EXPECT_THAT(text, HasSubstr("services:\n  web"));
+  EXPECT_THAT(text, Not(HasSubstr("idle   ")));
+  EXPECT_THAT(text, Not(HasSubstr("web/web-1")));
+  EXPECT_THAT(text, HasSubstr("(3 counters at zero not shown; `berthctl stats --all`"));
+  const std::string all = statsText(report, true);
+  EXPECT_THAT(all, HasSubstr("no_backend"));
+  EXPECT_THAT(all, HasSubstr("connection table:\n  hits"));
+  EXPECT_THAT(all, HasSubstr("flow sync:\n  sent"));
+  EXPECT_THAT(all, HasSubstr("average rx from the first frame to the last: 617.28 kpps over "
+                             "2.000 s\n"));
+  EXPECT_THAT(all, HasSubstr("backends:\n  web/web-1"));
+  EXPECT_THAT(all, Not(HasSubstr("not shown")));
+}
+
+TEST(StatsTextTest, NumbersAndUnits) {
+  EXPECT_EQ(withThousands(0), "0");
+  EXPECT_EQ(withThousands(999), "999");
+  EXPECT_EQ(withThousands(1000), "1,000");
+  EXPECT_EQ(withThousands(1234567890), "1,234,567,890");
+  EXPECT_EQ(siUnits(999, "pps"), "999 pps");
+  EXPECT_EQ(siUnits(1500, "pps"), "1.50 kpps");
+  EXPECT_EQ(siUnits(100e9, "bit/s"), "100.00 Gbit/s");
 }
 
 TEST_F(ReportsTest, CountersTextAndJsonFromOneReport) {

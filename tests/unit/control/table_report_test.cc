@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "berth/api/request.h"
@@ -11,6 +12,7 @@ namespace berth {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 ServiceConfig threeBackends() {
@@ -59,13 +61,70 @@ TEST(TableRendererTest, TheJsonAndTextSayWhatTheTableHolds) {
   EXPECT_THAT(json, StartsWith("{\"service\":\"web\",\"table_size\":13,\"listener\":\"tcp "
                                "198.18.100.1:80\""));
   EXPECT_THAT(json, HasSubstr("{\"name\":\"web-2\",\"address\":\"198.18.0.2\",\"weight\":1,"
-                              "\"healthy\":false,\"drained\":false,\"slots\":0}"));
+                              "\"effective_weight\":0,\"healthy\":false,\"drained\":false,"
+                              "\"slots\":0}"));
   EXPECT_THAT(json, HasSubstr("],\"entries\":["));
   const std::string text = tableText(small.service, small.table, ", unhealthy: web-2");
   EXPECT_THAT(text, StartsWith("service web (tcp 198.18.100.1:80): maglev, M=13, 3 backends, "
                                "unhealthy: web-2, fingerprint "));
   EXPECT_THAT(text, HasSubstr("slot backend\n0 web-"));
-  EXPECT_THAT(text, HasSubstr("  (unhealthy)\n"));
+  EXPECT_THAT(text, HasSubstr("  weight 1, in use 0 (unhealthy)\n"));
+}
+
+// A weight is shown one way everywhere: as configured, and in use. The config's `weight: 0` is
+// a drain and says so, without the table's stand-in weight of 1; a drain keeps the configured
+// weight for the undrain.
+TEST(TableRendererTest, WeightsAreShownAsConfiguredAndInUse) {
+  ServiceConfig service = threeBackends();
+  service.backends[0].weight = 0;
+  service.backends[2].weight = 3;
+  const Table table =
+      *withHealth(*build(service.hashingBackends(), 13), {true, true, true}, {true, false, true});
+  const std::string text = tableText(service, table, "");
+  EXPECT_THAT(text, HasSubstr("  weight 0, in use 0 (drained)\n"));
+  EXPECT_THAT(text, HasSubstr("  weight 1, in use 1\n"));
+  EXPECT_THAT(text, HasSubstr("  weight 3, in use 0 (drained)\n"));
+  EXPECT_THAT(tableJson(service, table),
+              HasSubstr("\"name\":\"web-3\",\"address\":\"198.18.0.3\",\"weight\":3,"
+                        "\"effective_weight\":0,\"healthy\":true,\"drained\":true"));
+  EXPECT_EQ(weightText(2, 2, false, false), "weight 2, in use 2");
+}
+
+// --summary: the balance and the backends, without a line per slot; with many backends, the
+// most over and under their weight's share, and a note that the rest are left out.
+TEST(TableRendererTest, ASummaryHasTheBalanceAndNoSlots) {
+  const SmallService small;
+  const std::string text = tableText(small.service, small.table, "", true);
+  EXPECT_THAT(text, HasSubstr("\n2 serving; slots per backend min 6, max 7; over its weight's "
+                              "share min 0.9231, max 1.0769\nbackend slots per backend:\n"));
+  EXPECT_THAT(text, Not(HasSubstr("slot backend")));
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 6);
+  const std::string json = tableJson(small.service, small.table, true);
+  EXPECT_THAT(json, HasSubstr("],\"summary\":true}"));
+  EXPECT_THAT(json, Not(HasSubstr("entries")));
+
+  ServiceConfig many = threeBackends();
+  many.table_size = 1021;
+  many.backends.clear();
+  for (int b = 0; b < 100; ++b) {
+    BackendConfig backend;
+    backend.name = "b-" + std::to_string(b);
+    backend.address = *IpAddress::parse("198.18.1." + std::to_string(b + 1));
+    many.backends.push_back(backend);
+  }
+  const Table table = *build(many.hashingBackends(), 1021);
+  const std::string long_text = tableText(many, table, "", true);
+  EXPECT_THAT(long_text, HasSubstr("the 20 backends most over and under their weight's share, of "
+                                   "100 (0 not serving):\n"));
+  EXPECT_THAT(long_text, HasSubstr("(without --summary: every backend, and the backend of every "
+                                   "slot)\n"));
+  EXPECT_EQ(std::count(long_text.begin(), long_text.end(), '\n'), 2 + 1 + 20 + 1);
+  // Whatever the pieces, the same rendering.
+  TableRenderer renderer(many, table, "", true);
+  std::string pieces;
+  while (renderer.nextText(pieces, 5)) {
+  }
+  EXPECT_EQ(pieces, long_text);
 }
 
 TEST(TableRendererTest, TheReplyStreamIsOneControlReplyWithTheTextAsAString) {

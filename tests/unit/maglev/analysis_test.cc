@@ -40,15 +40,16 @@ TEST(MaglevAnalysisTest, SlotsChangedComparesBackendsByName) {
   EXPECT_EQ(slotsChanged(*full, *full), 0u);
 }
 
-TEST(MaglevAnalysisTest, FailoverMovesTheIdealShareAndRebuildMovesMore) {
+TEST(MaglevAnalysisTest, FailoverMovesTheOwnedShareAndRebuildMovesMore) {
   absl::StatusOr<Table> full = build(equalBackends(100), 65537);
   ASSERT_TRUE(full.ok());
   absl::StatusOr<std::vector<FailureImpact>> impacts = singleFailureImpacts(*full);
   ASSERT_TRUE(impacts.ok()) << impacts.status();
   ASSERT_EQ(impacts->size(), 100u);
   for (const FailureImpact& impact : *impacts) {
-    EXPECT_DOUBLE_EQ(impact.failover_share, impact.ideal_share) << impact.backend;
-    EXPECT_GT(impact.rebuild_share, impact.ideal_share) << impact.backend;
+    EXPECT_DOUBLE_EQ(impact.failover_share, impact.owned_share) << impact.backend;
+    EXPECT_GT(impact.rebuild_share, impact.owned_share) << impact.backend;
+    EXPECT_DOUBLE_EQ(impact.ideal_share, 0.01) << "the weight's share, not the owned one";
     EXPECT_LE(impact.failover_balance.max_over_ideal, 1.03);
   }
 }

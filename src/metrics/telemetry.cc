@@ -112,6 +112,8 @@ TelemetryAnswer backendsTelemetry(std::vector<BackendRow> rows, absl::string_vie
     return std::string(r.drained ? "drained" : r.healthText());
   });
   page.column("weight", [](const BackendRow& r) { return static_cast<uint64_t>(r.weight); });
+  page.column("effective_weight",
+              [](const BackendRow& r) { return static_cast<uint64_t>(r.effective_weight); });
   page.column("slots", [](const BackendRow& r) { return r.slots; });
   page.column("packets", [](const BackendRow& r) { return r.traffic.packets; });
   page.column("bytes", [](const BackendRow& r) { return r.traffic.bytes; });

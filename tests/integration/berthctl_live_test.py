@@ -389,6 +389,7 @@ class Live:
         self.assertEqual(backends["name"], [b["name"] for b in expected])
         self.assertEqual(backends["slots"], [b["slots"] for b in expected])
         self.assertEqual(backends["weight"], [b["weight"] for b in expected])
+        self.assertEqual(backends["effective_weight"], [b["effective_weight"] for b in expected])
         self.assertEqual(backends["health"], [b["health"] for b in expected])
         self.assertEqual(backends["connections"], [b["connections"] for b in expected])
         self.assertEqual(services["name"], ["web", "api"])

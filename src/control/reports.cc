@@ -397,11 +397,14 @@ std::string statsText(const CountersReport& report, bool all) {
   const auto traffic_counter = [](absl::string_view name) {
     return name == "rx_packets" || name == "rx_bytes" || name == "tx_packets" || name == "tx_bytes";
   };
-  // Each counter in the first group whose prefix it has.
+  // Each counter in the first group whose prefix it has, rendered as it is placed.
   const std::vector<CounterGroup>& groups = counterGroups();
-  std::vector<std::vector<std::pair<std::string, uint64_t>>> members(groups.size());
+  struct Shown {
+    std::string lines;
+    uint64_t total = 0;
+  };
+  std::vector<Shown> shown(groups.size());
   size_t zero = 0;
-  std::vector<std::vector<std::string>> prefixes(groups.size());
   for (const auto& [name, value] : report.sums) {
     if (traffic_counter(name)) continue;
     for (size_t g = 0; g < groups.size(); ++g) {
@@ -412,24 +415,19 @@ std::string statsText(const CountersReport& report, bool all) {
       if (value == 0 && !all) {
         ++zero;
       } else {
-        members[g].emplace_back(name, value);
-        prefixes[g].emplace_back(*matched);
+        shown[g].lines += memberLine(name, *matched, value);
+        shown[g].total += value;
       }
       break;
     }
   }
   for (size_t g = 0; g < groups.size(); ++g) {
-    if (members[g].empty()) continue;
-    uint64_t total = 0;
-    for (const auto& member : members[g]) total += member.second;
+    if (shown[g].lines.empty()) continue;
     absl::StrAppend(&text, groups[g].title,
                     groups[g].unit == nullptr
                         ? std::string(":")
-                        : absl::StrCat(": ", withThousands(total), " ", groups[g].unit),
-                    "\n");
-    for (size_t m = 0; m < members[g].size(); ++m) {
-      absl::StrAppend(&text, memberLine(members[g][m].first, prefixes[g][m], members[g][m].second));
-    }
+                        : absl::StrCat(": ", withThousands(shown[g].total), " ", groups[g].unit),
+                    "\n", shown[g].lines);
   }
   if (all && report.rx_window_s > 0) {
     absl::StrAppendFormat(

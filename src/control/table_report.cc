@@ -20,10 +20,11 @@ enum TextPart { kTextHeader, kTextBackends, kTextSlots, kTextDone };
 }  // namespace
 
 std::string weightText(int64_t configured, int64_t effective, bool unhealthy, bool drained) {
+  // A drain is the operator's word and outlasts health, as `backends` shows it.
   return absl::StrCat("weight ", configured, ", in use ", effective,
-                      unhealthy ? " (unhealthy)"
-                      : drained ? " (drained)"
-                                : "");
+                      drained     ? " (drained)"
+                      : unhealthy ? " (unhealthy)"
+                                  : "");
 }
 
 TableRenderer::TableRenderer(const ServiceConfig& service, Table table, std::string note,
@@ -85,10 +86,11 @@ TableRenderer::TableRenderer(const ServiceConfig& service, Table table, std::str
   const size_t half = kSummaryBackends / 2;
   size_t serving = 0;
   while (serving < order.size() && over[order[serving]] >= 0) ++serving;
-  text_backends_.assign(order.begin(), order.begin() + std::min(half, serving));
-  for (size_t k = serving > half ? std::max(half, serving - half) : serving; k < serving; ++k) {
-    text_backends_.push_back(order[k]);
-  }
+  // The first and the last `half` of the serving backends, without showing one twice.
+  const size_t head = std::min(half, serving);
+  const size_t tail = std::max(head, serving - head);
+  text_backends_.assign(order.begin(), order.begin() + head);
+  text_backends_.insert(text_backends_.end(), order.begin() + tail, order.begin() + serving);
   header_text_ += absl::StrFormat(
       "the %u backends most over and under their weight's share, of %u (%u not serving):\n",
       text_backends_.size(), order.size(), order.size() - serving);

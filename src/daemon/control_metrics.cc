@@ -262,11 +262,12 @@ std::vector<BackendRow> ControlPlane::backendRows() const {
   // The rows follow the config's services and backends, as the health monitor does.
   size_t row = 0;
   const AgreedHealth* agreed = fleet_.agreedHealthIfActive();
+  const uint64_t health_now = health_->now();
   for (size_t s = 0; s < config_.services.size(); ++s) {
     for (size_t b = 0; b < config_.services[s].backends.size(); ++b) {
       BackendRow& entry = rows[row++];
       entry.check_stale = health_->stale(s, b);
-      BackendHealthDetail detail = health_->detail(s, b);
+      BackendHealthDetail detail = health_->detail(s, b, health_now);
       entry.health_reason = std::move(detail.reason);
       entry.health_since_s = detail.since_s;
       if (detail.last_probe) {

@@ -79,11 +79,10 @@ bool HealthMonitor::stale(size_t service, size_t backend) const {
   return check != kNoCheck && checks_[check].state.stale(clock_());
 }
 
-BackendHealthDetail HealthMonitor::detail(size_t service, size_t backend) const {
+BackendHealthDetail HealthMonitor::detail(size_t service, size_t backend, uint64_t now_ms) const {
   BackendHealthDetail detail;
-  const uint64_t now = clock_();
-  const auto seconds_since = [now](uint64_t at_ms) {
-    return static_cast<double>(now > at_ms ? now - at_ms : 0) / 1000.0;
+  const auto seconds_since = [now_ms](uint64_t at_ms) {
+    return static_cast<double>(now_ms > at_ms ? now_ms - at_ms : 0) / 1000.0;
   };
   const size_t check = check_of_backend_[service][backend];
   if (check == kNoCheck) {
@@ -92,7 +91,6 @@ BackendHealthDetail HealthMonitor::detail(size_t service, size_t backend) const 
     return detail;
   }
   const HealthCheck& state = checks_[check].state;
-  detail.checked = true;
   detail.reason = state.reason();
   detail.since_s = seconds_since(state.sinceMs());
   if (const std::optional<ProbeOutcome>& last = state.lastProbe()) {

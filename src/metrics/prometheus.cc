@@ -43,7 +43,7 @@ class Family {
     }
     absl::StrAppendFormat(&out_, "%s%s %.6g\n", name_, braced, value);
   }
-  // Seconds since the epoch, to the millisecond: %.6g would round them to 100 s or so.
+  // Seconds since the epoch, to the millisecond: %.6g would round them to 1,000 s.
   void timestamp(absl::string_view labels, absl::Time at) {
     absl::StrAppendFormat(&out_, "%s%s %.3f\n", name_,
                           labels.empty() ? "" : absl::StrCat("{", labels, "}"),

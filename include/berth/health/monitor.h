@@ -32,7 +32,6 @@ struct BackendHealthChange {
 // What `berthctl backends` shows of a backend's health: why it is in its state, for how long,
 // and its check's last probe.
 struct BackendHealthDetail {
-  bool checked = false;  // false for `type: none`
   std::string reason;
   double since_s = 0;  // in this state, or since berthd started for a backend without a check
   std::optional<ProbeOutcome> last_probe;  // none before the first probe that ran
@@ -68,7 +67,9 @@ class HealthMonitor {
   // (HealthCheck::stale): its health is what it was when probes last ran. False for a backend
   // without a check.
   bool stale(size_t service, size_t backend) const;
-  BackendHealthDetail detail(size_t service, size_t backend) const;
+  // `now_ms` from now(): one reading of the clock for every backend of a reply.
+  BackendHealthDetail detail(size_t service, size_t backend, uint64_t now_ms) const;
+  uint64_t now() const { return clock_(); }
   // Whether the backend's health is a verdict (HealthCheck::settled); true without a check.
   bool settled(size_t service, size_t backend) const;
   // Checks that became settled in this monitor so far: a change says new verdicts to report.

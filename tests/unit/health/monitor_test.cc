@@ -68,20 +68,18 @@ TEST(HealthMonitorTest, SharedTargetsAreProbedOnceAndFailuresTurnBackendsUnhealt
   EXPECT_EQ(changes[0].target, absl::StrCat("tcp 127.0.0.1:", closed));
   EXPECT_EQ(monitor->healthy(0), (std::vector<bool>{true, false}));
   // Each backend's detail: the reason and the last probe for the checked, a note for d.
-  const BackendHealthDetail b = monitor->detail(0, 1);
-  EXPECT_TRUE(b.checked);
+  const BackendHealthDetail b = monitor->detail(0, 1, monitor->now());
   EXPECT_EQ(b.reason, changes[0].transition.reason);
   ASSERT_TRUE(b.last_probe.has_value());
   EXPECT_FALSE(b.last_probe->success);
   EXPECT_EQ(b.last_probe->detail, "connect: Connection refused");
   EXPECT_LT(b.since_s, 5.0);
-  const BackendHealthDetail a = monitor->detail(0, 0);
+  const BackendHealthDetail a = monitor->detail(0, 0, monitor->now());
   EXPECT_EQ(a.reason, "healthy at start until probes say otherwise");
   ASSERT_TRUE(a.last_probe.has_value());
   EXPECT_TRUE(a.last_probe->success);
   EXPECT_EQ(a.last_probe->detail, "connected");
-  const BackendHealthDetail d = monitor->detail(1, 1);
-  EXPECT_FALSE(d.checked);
+  const BackendHealthDetail d = monitor->detail(1, 1, monitor->now());
   EXPECT_EQ(d.reason, "no health check (type: none): always healthy");
   EXPECT_FALSE(d.last_probe.has_value());
 

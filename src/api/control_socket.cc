@@ -159,14 +159,14 @@ std::unique_ptr<ReplyStream> ControlSocket::answer(const Client& client,
   return handler(*request);
 }
 
-bool ControlSocket::writeReply(Client& client, size_t& produced) {
-  for (;;) {
+bool ControlSocket::writeReply(Client& client, size_t& produced, bool& caught_up) {
+  caught_up = client.out.size() == client.sent;
+  for (bool first_send = true;; first_send = false) {
     while (client.reply != nullptr && client.out.size() - client.sent < kPieceBytes &&
            produced < kBytesPerServe) {
       const size_t before = client.out.size();
       const ReplyStream::Progress progress = client.reply->next(client.out, kPieceBytes);
       produced += client.out.size() - before;
-      client.reply_waiting = progress == ReplyStream::Progress::kWaiting;
       if (progress == ReplyStream::Progress::kDone) {
         client.out.push_back('\n');
         client.reply.reset();
@@ -175,15 +175,12 @@ bool ControlSocket::writeReply(Client& client, size_t& produced) {
       }
     }
     const size_t unsent = client.out.size() - client.sent;
-    if (unsent == 0) {
-      // The client has taken all there is: the rest waits on berthd (a rendering, or this
-      // call's budget spent on other replies), which is not the client's time.
-      if (client.reply != nullptr) client.reply_waiting = true;
-      return client.reply == nullptr;
-    }
+    // The client has taken all there is: the rest waits on berthd.
+    if (unsent == 0) return client.reply == nullptr;
     const ssize_t written =
         send(client.fd, client.out.data() + client.sent, unsent, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (written < 0) return errno != EAGAIN && errno != EWOULDBLOCK;
+    if (first_send && !caught_up) caught_up = static_cast<size_t>(written) == unsent;
     client.sent += static_cast<size_t>(written);
     if (client.sent == client.out.size()) {
       client.out.clear();
@@ -214,12 +211,16 @@ void ControlSocket::serve(const Handler& handler) {
       client.replying = true;
       client.reply = answer(client, handler);
       client.deadline_ms = now + absl::ToInt64Milliseconds(options_.reply_patience);
+      client.visited_ms = now;
     }
     if (!done && client.replying) {
-      done = writeReply(client, produced);
-      if (client.reply_waiting) {
-        client.deadline_ms = now + absl::ToInt64Milliseconds(options_.reply_patience);
-      }
+      bool caught_up = false;
+      done = writeReply(client, produced, caught_up);
+      // A client that took all it was given since the last visit waited on berthd (a rendering,
+      // this loop's turns, a turn's budget spent on other replies): that time is not its own.
+      // One whose socket still held some of it was slower than berthd, and pays for the wait.
+      if (caught_up) client.deadline_ms += now - client.visited_ms;
+      client.visited_ms = now;
     }
     if (!done && now >= client.deadline_ms) {
       ++counts_.cut_at_deadline;

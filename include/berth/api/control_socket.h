@@ -29,8 +29,10 @@ struct ControlSocketOptions {
   std::vector<std::string> commands;
   // What this socket is called in errors and logs.
   std::string role = "control socket";
-  // How long a client has to read its reply. The clock stops while berthd's reply waits on
-  // berthd itself (a reload's build, a rendering): that wait is not the client's.
+  // How long a client has to read its reply. The clock stops while the reply waits on berthd
+  // itself (a reload's build, a rendering, the next turn of the loop, a turn's budget spent on
+  // other replies): whenever the client has taken all it was given, the time since it was last
+  // given more is not the client's.
   absl::Duration reply_patience = absl::Seconds(10);
 };
 
@@ -41,7 +43,7 @@ struct ControlSocketOptions {
 //   - a reply is produced in pieces (reply_stream.h), at most a piece ahead of what the kernel
 //     has taken for the client, and each call of serve() produces and answers a bounded amount;
 //   - a client has kRequestPatience to send its request and its reply_patience to read its
-//     reply, then it is cut;
+//     reply (the time the reply waits on berthd not counted), then it is cut;
 //   - at kMaxClients connections, a new one takes the place of the oldest that has not yet sent
 //     a request, so idle connections cannot lock out `status` and `announce`; only when every
 //     connection is being answered is the new one refused.
@@ -91,17 +93,18 @@ class ControlSocket {
     bool request_complete = false;
     std::unique_ptr<ReplyStream> reply;  // while pieces remain to be produced
     bool replying = false;
-    bool reply_waiting = false;  // its reply waits on berthd, not on the client
-    std::string out;             // produced, not yet sent from `sent` on
+    std::string out;  // produced, not yet sent from `sent` on
     size_t sent = 0;
+    uint64_t visited_ms = 0;  // when serve() last wrote to it, or answered it
   };
   ControlSocket(int fd, ControlSocketOptions options) : fd_(fd), options_(std::move(options)) {}
   // Reads what the client sent; false when it closed or failed without a request.
   bool readRequest(Client& client);
   std::unique_ptr<ReplyStream> answer(const Client& client, const Handler& handler) const;
   // Produces and sends what the budgets allow; true once the whole reply is sent or the
-  // client is gone.
-  bool writeReply(Client& client, size_t& produced);
+  // client is gone. `caught_up`: whether the client had taken all it had been given before
+  // this call (nothing was left unsent, or the first send took all that was).
+  bool writeReply(Client& client, size_t& produced, bool& caught_up);
 
   int fd_;
   ControlSocketOptions options_;

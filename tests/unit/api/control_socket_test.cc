@@ -280,6 +280,40 @@ TEST_F(ShortPatienceTest, WaitingForTheServeBudgetIsNotTheClients) {
   }
 }
 
+// A client that reads all it is sent between calls keeps its place, even when every call
+// fills its socket: what measures the client is whether it takes what is written, not whether
+// one call's share happened to fit the socket's buffer.
+TEST_F(ShortPatienceTest, AClientThatReadsEverythingIsNotCutWhenEachCallFillsItsSocket) {
+  size_t produced = 0;
+  const auto handler = [&](const ControlRequest&) -> std::unique_ptr<ReplyStream> {
+    return std::make_unique<CountingReply>(4096, 1024, produced);
+  };
+  const int fd = connectClient();
+  const std::string line = "{\"command\":\"table\"}\n";
+  ASSERT_EQ(send(fd, line.data(), line.size(), 0), static_cast<ssize_t>(line.size()));
+  std::string reply;
+  int calls_that_filled_the_socket = 0;
+  for (int call = 0; call < 200 && (reply.empty() || reply.back() != '\n'); ++call) {
+    socket_->serve(handler);
+    char buffer[65536];
+    ssize_t got;
+    size_t taken = 0;
+    while ((got = recv(fd, buffer, sizeof(buffer), 0)) > 0) {
+      reply.append(buffer, static_cast<size_t>(got));
+      taken += static_cast<size_t>(got);
+    }
+    if (got == 0) break;  // cut
+    if (taken < ControlSocket::kBytesPerServe && !reply.empty() && reply.back() != '\n') {
+      ++calls_that_filled_the_socket;
+    }
+    absl::SleepFor(absl::Milliseconds(40));
+  }
+  close(fd);
+  EXPECT_GT(calls_that_filled_the_socket, 3) << "the case needs calls whose share overflows";
+  EXPECT_EQ(socket_->counts().cut_at_deadline, 0u);
+  EXPECT_EQ(reply.size(), 4096u * 1024u + 1);
+}
+
 TEST_F(ControlSocketServeTest, IdleConnectionsMakeRoomForOneWithARequest) {
   const auto handler = [](const ControlRequest& request) {
     return wholeReply(absl::StrCat("{\"ok\":true,\"command\":\"", request.command, "\"}"));

@@ -17,6 +17,19 @@ ConnectionState initialState(uint8_t protocol, uint8_t tcp_flags) {
   return ConnectionState::kTcpUnconfirmed;
 }
 
+std::array<uint32_t, kConnectionStateCount> timeoutsByState(const ConntrackTimeouts& timeouts) {
+  std::array<uint32_t, kConnectionStateCount> by_state{};
+  by_state[static_cast<size_t>(ConnectionState::kEmpty)] = 0;
+  by_state[static_cast<size_t>(ConnectionState::kTcpOpening)] = timeouts.tcp_opening_ms;
+  by_state[static_cast<size_t>(ConnectionState::kTcpEstablished)] = timeouts.tcp_established_ms;
+  by_state[static_cast<size_t>(ConnectionState::kTcpClosing)] = timeouts.tcp_closing_ms;
+  by_state[static_cast<size_t>(ConnectionState::kUdp)] = timeouts.udp_ms;
+  by_state[static_cast<size_t>(ConnectionState::kTcpUnconfirmed)] = timeouts.tcp_opening_ms;
+  by_state[static_cast<size_t>(ConnectionState::kUdpUnconfirmed)] =
+      std::min(timeouts.udp_ms, timeouts.tcp_opening_ms);
+  return by_state;
+}
+
 size_t ConnectionTable::bucketsFor(uint32_t entries) {
   const size_t buckets = (size_t{entries} + kConnectionsPerBucket - 1) / kConnectionsPerBucket;
   return std::bit_ceil(std::max<size_t>(buckets, 1));
@@ -26,16 +39,7 @@ ConnectionTable::ConnectionTable(ConnectionBucket* buckets, size_t bucket_count,
                                  const ConntrackTimeouts& timeouts, uint32_t max_inserts_per_second,
                                  ConntrackCounters* counters, const ConnectionHashKey& hash_key)
     : buckets_(buckets), mask_(bucket_count - 1), counters_(counters), hash_key_(hash_key) {
-  timeout_by_state_[static_cast<size_t>(ConnectionState::kEmpty)] = 0;
-  timeout_by_state_[static_cast<size_t>(ConnectionState::kTcpOpening)] = timeouts.tcp_opening_ms;
-  timeout_by_state_[static_cast<size_t>(ConnectionState::kTcpEstablished)] =
-      timeouts.tcp_established_ms;
-  timeout_by_state_[static_cast<size_t>(ConnectionState::kTcpClosing)] = timeouts.tcp_closing_ms;
-  timeout_by_state_[static_cast<size_t>(ConnectionState::kUdp)] = timeouts.udp_ms;
-  timeout_by_state_[static_cast<size_t>(ConnectionState::kTcpUnconfirmed)] =
-      timeouts.tcp_opening_ms;
-  timeout_by_state_[static_cast<size_t>(ConnectionState::kUdpUnconfirmed)] =
-      std::min(timeouts.udp_ms, timeouts.tcp_opening_ms);
+  timeout_by_state_ = timeoutsByState(timeouts);
   insert_rate_ = max_inserts_per_second;
   const uint32_t shortest = std::min(timeouts.tcp_established_ms, timeouts.udp_ms) / 3;
   refresh_shift_ = 0;

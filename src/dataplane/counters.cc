@@ -14,6 +14,11 @@ absl::string_view toString(ConntrackEvent event) {
   return nameIn(kNames, event);
 }
 
+absl::string_view toString(NatEvent event) {
+  static constexpr absl::string_view kNames[] = {BERTH_NAT_EVENTS(BERTH_ENUMERATOR_NAME)};
+  return nameIn(kNames, event);
+}
+
 absl::string_view toString(NeighborRefusal refusal) {
   static constexpr absl::string_view kNames[] = {BERTH_NEIGHBOR_REFUSALS(BERTH_ENUMERATOR_NAME)};
   return nameIn(kNames, refusal);

@@ -128,8 +128,9 @@ static_assert(sizeof(ConnectionBucket) == 128, "a bucket is two cache lines");
 // 8 ports put from none to a third of the flows in overflowing buckets over 20 random secrets,
 // and 14.2 to 14.5% (as random keys do) once mixed. Drawn at each start (runtime/worker.h); the
 // Maglev pick keeps the documented flow hash.
+// The last two multipliers serve the longer keys of Full-NAT's indexes (nat_sessions.h).
 struct ConnectionHashKey {
-  std::array<uint64_t, 6> multipliers{};
+  std::array<uint64_t, 8> multipliers{};
 };
 
 // The keyed hash of a connection's key fields under `key` (ConnectionHashKey): the connection
@@ -139,7 +140,7 @@ inline uint32_t keyedConnectionHash(const ConnectionHashKey& key,
                                     uint16_t service) {
   uint64_t words[2];
   std::memcpy(words, source.data(), 16);
-  const std::array<uint64_t, 6>& m = key.multipliers;
+  const std::array<uint64_t, 8>& m = key.multipliers;
   uint64_t sum = m[0] + m[1] * static_cast<uint32_t>(words[0]) +
                  m[5] * (uint32_t{source_port} | uint32_t{service} << 16);
   // An IPv4 source fills the first word alone: the rest add nothing, so skip their products.
@@ -154,6 +155,10 @@ inline uint32_t keyedConnectionHash(const ConnectionHashKey& key,
   sum ^= sum >> 33;
   return static_cast<uint32_t>(sum);
 }
+
+// How long a connection lives after its last packet, per ConnectionState: the connection
+// table's, and Full-NAT's sessions'.
+std::array<uint32_t, kConnectionStateCount> timeoutsByState(const ConntrackTimeouts& timeouts);
 
 // The state a new connection starts in, from its first packet's TCP flags (0 for UDP).
 ConnectionState initialState(uint8_t protocol, uint8_t tcp_flags);

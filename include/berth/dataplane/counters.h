@@ -90,6 +90,27 @@ struct ConntrackCounters {
   std::array<Counter, kConntrackEventCount> values;
 };
 
+// What a worker's Full-NAT sessions count (nat_sessions.h), each with its counter's name.
+#define BERTH_NAT_EVENTS(X)                                                                        \
+  X(kOpened, "opened")                  /* a session made: a local address and port taken */       \
+  X(kClosed, "closed")                  /* a session ended (closed, or idle past its timeout) */   \
+  X(kReleased, "released")              /* a local port free again, its reuse hold over */         \
+  X(kPortsExhausted, "ports_exhausted") /* new, and this worker's share of every address taken */  \
+  X(kPortSearchLimit, "port_search_limit") /* new; free ports left but none in the search limit */ \
+  X(kTableFull, "table_full")        /* new, and every session of the worker's table in use */     \
+  X(kIndexFull, "index_full")        /* new, and its index buckets all full (never seen sized) */  \
+  X(kSpacesFull, "port_spaces_full") /* new, for a pair beyond the (address, backend) room */      \
+  X(kReopened, "reopened")           /* a SYN on a closing session: it ends, a new one starts */   \
+  X(kReplyNoSession, "reply_no_session") /* to a local address, matching no live session */
+enum class NatEvent : uint8_t { BERTH_NAT_EVENTS(BERTH_ENUMERATOR) kCount };
+inline constexpr size_t kNatEventCount = static_cast<size_t>(NatEvent::kCount);
+absl::string_view toString(NatEvent event);
+struct NatCounters {
+  std::array<Counter, kNatEventCount> values;
+  void count(NatEvent event) { values[static_cast<size_t>(event)].add(1); }
+  uint64_t read(NatEvent event) const { return values[static_cast<size_t>(event)].read(); }
+};
+
 // Why a worker refused an ARP or ND frame's claim that a next hop is at another MAC than the one
 // in use (docs/neighbors.md), each with its counter's name.
 #define BERTH_NEIGHBOR_REFUSALS(X)                                                                 \

@@ -7,16 +7,49 @@
 
 #include <benchmark/benchmark.h>
 
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <new>
 #include <random>
 #include <vector>
 
 #include "berth/dataplane/conntrack.h"
+#include "berth/dataplane/nat_sessions.h"
 #include "berth/net/flow_hash.h"
+#include "berth/net/packet_parser.h"
 
 namespace berth {
 namespace {
 
 constexpr size_t kBurst = 32;
+
+// Zeroed memory on 2 MiB pages where the kernel grants them (transparent huge pages on
+// madvise), as a worker's tables are on DPDK's hugepages: with 4 KiB pages every lookup of a
+// table this size also misses the TLB, which is not what the datapath pays.
+template <typename T>
+class HugeArray {
+ public:
+  explicit HugeArray(size_t count) : count_(count), bytes_(roundUp(count * sizeof(T))) {
+    void* memory =
+        mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED) std::abort();
+    madvise(memory, bytes_, MADV_HUGEPAGE);
+    data_ = static_cast<T*>(memory);
+    for (size_t i = 0; i < count; ++i) new (&data_[i]) T{};
+  }
+  ~HugeArray() { munmap(data_, bytes_); }
+  HugeArray(const HugeArray&) = delete;
+  HugeArray& operator=(const HugeArray&) = delete;
+  T* data() const { return data_; }
+  size_t size() const { return count_; }
+
+ private:
+  static size_t roundUp(size_t bytes) { return (bytes + (2 << 20) - 1) & ~size_t{(2 << 20) - 1}; }
+  T* data_;
+  size_t count_;
+  size_t bytes_;
+};
 constexpr uint16_t kService = 1;
 
 struct Flow {
@@ -48,7 +81,7 @@ struct Fixture {
     return key;
   }
   uint32_t hashOf(const Flow& flow) const { return table.bucketHash(flow.key); }
-  std::vector<ConnectionBucket> buckets;
+  HugeArray<ConnectionBucket> buckets;
   ConntrackCounters counters;
   ConnectionTable table;
 };
@@ -137,6 +170,144 @@ void BM_ConntrackMissAndInsert(benchmark::State& state) {
                          benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_ConntrackMissAndInsert)->Arg(1 << 20)->Unit(benchmark::kNanosecond);
+
+}  // namespace
+}  // namespace berth
+
+namespace berth {
+namespace {
+
+// Full-NAT's sessions (nat_sessions.h) at the same sizes, looked up as the datapath will, from
+// the client's side and from the backend's: a burst's index buckets prefetched, then the
+// sessions their tags name, then the lookups: two cache lines each, as a connection table
+// bucket is. Sessions are of one backend over 16 local addresses of a 64,512-port
+// range with no RSS (one worker), so 1M of them fit. Arg: sessions.
+struct NatFixture {
+  explicit NatFixture(uint32_t count)
+      : sessions(count),
+        client_index(NatSessionTable::indexBucketsFor(count)),
+        reply_index(client_index.size()),
+        spaces(NatSessionTable::spacesFor(64)),
+        table(memory(), ConntrackTimeouts{}, &counters, Fixture::secret()),
+        steering(*ReplySteering::build(RssSpread{}, 1024, 65535)) {
+    for (uint16_t i = 0; i < 16; ++i) {
+      locals.push_back(
+          {static_cast<uint16_t>(i + 1), IpAddress::v4(198, 18, 0, static_cast<uint8_t>(100 + i))});
+    }
+  }
+  NatSessionMemory memory() {
+    NatSessionMemory memory;
+    memory.sessions = sessions.data();
+    memory.session_count = static_cast<uint32_t>(sessions.size());
+    memory.client_index = client_index.data();
+    memory.reply_index = reply_index.data();
+    memory.index_buckets = client_index.size();
+    memory.spaces = spaces.data();
+    memory.space_count = spaces.size();
+    return memory;
+  }
+  // Opens a session per flow (as many as the pool holds) and returns the client keys and the
+  // reply keys of those opened.
+  void open(const std::vector<Flow>& flows, std::vector<NatClientKey>& clients,
+            std::vector<NatReplyKey>& replies) {
+    uint32_t start = 0;
+    for (const Flow& flow : flows) {
+      NatOpening opening;
+      opening.client.client = flow.key.source;
+      opening.client.client_port = flow.key.source_port;
+      opening.client.service = kService;
+      opening.protocol = kProtocolTcp;
+      opening.tcp_flags = kTcpSyn;
+      opening.backend = IpAddress::v4(198, 18, 1, 10);
+      opening.backend_port = 0x5000;  // 80
+      opening.backend_id = 1;
+      opening.local_addresses = locals.data();
+      opening.local_address_count = locals.size();
+      opening.steering = &steering;
+      opening.start = start++;
+      NatSession* session = table.open(opening, 0);
+      if (session == nullptr) continue;
+      table.touch(*session, kTcpAck, true, 0);
+      clients.push_back(opening.client);
+      NatReplyKey reply;
+      reply.backend = session->backend;
+      reply.backend_port = session->backend_port;
+      reply.local_port = session->local_port;
+      reply.local_address = session->local_address;
+      reply.protocol = session->protocol;
+      replies.push_back(reply);
+    }
+  }
+  HugeArray<NatSession> sessions;
+  HugeArray<NatIndexBucket> client_index;
+  HugeArray<NatIndexBucket> reply_index;
+  std::vector<NatPortSpace> spaces;
+  NatCounters counters;
+  NatSessionTable table;
+  ReplySteering steering;
+  std::vector<NatLocalAddress> locals;
+};
+
+template <bool kReplies>
+void natHits(benchmark::State& state) {
+  const auto count = static_cast<uint32_t>(state.range(0));
+  NatFixture fixture(count);
+  std::vector<NatClientKey> clients;
+  std::vector<NatReplyKey> replies;
+  fixture.open(randomFlows(count, 1), clients, replies);
+  std::vector<size_t> order(clients.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937(2));
+  const size_t bursts = order.size() / kBurst;
+  size_t burst = 0;
+  uint64_t found = 0;
+  for (auto _ : state) {
+    const size_t* batch = &order[burst * kBurst];
+    uint64_t hashes[kBurst];
+    for (size_t i = 0; i < kBurst; ++i) {
+      if constexpr (kReplies) {
+        hashes[i] = fixture.table.replyHash(replies[batch[i]]);
+        fixture.table.prefetchReply(hashes[i]);
+      } else {
+        hashes[i] = fixture.table.clientHash(clients[batch[i]]);
+        fixture.table.prefetchClient(hashes[i]);
+      }
+    }
+    for (size_t i = 0; i < kBurst; ++i) {
+      if constexpr (kReplies) {
+        fixture.table.prefetchReplySession(hashes[i]);
+      } else {
+        fixture.table.prefetchClientSession(hashes[i]);
+      }
+    }
+    for (size_t i = 0; i < kBurst; ++i) {
+      NatSession* session = kReplies ? fixture.table.findReply(replies[batch[i]], hashes[i], 1)
+                                     : fixture.table.findClient(clients[batch[i]], hashes[i], 1);
+      found += session != nullptr;
+      benchmark::DoNotOptimize(session);
+    }
+    burst = burst + 1 == bursts ? 0 : burst + 1;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * kBurst));
+  state.counters["ns_per_packet"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * kBurst),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["hit_share"] =
+      static_cast<double>(found) / static_cast<double>(state.iterations() * kBurst);
+  state.counters["sessions"] = static_cast<double>(clients.size());
+  const double bytes =
+      static_cast<double>(sizeof(NatSession) * fixture.sessions.size() +
+                          2 * sizeof(NatIndexBucket) * fixture.client_index.size());
+  state.counters["bytes_per_session"] = bytes / count;
+}
+
+// Client to backend: the client's index, then the session.
+void BM_NatSessionClientHit(benchmark::State& state) { natHits<false>(state); }
+BENCHMARK(BM_NatSessionClientHit)->Arg(1 << 20)->Unit(benchmark::kNanosecond);
+
+// Backend to client: the reply index, then the session.
+void BM_NatSessionReplyHit(benchmark::State& state) { natHits<true>(state); }
+BENCHMARK(BM_NatSessionReplyHit)->Arg(1 << 20)->Unit(benchmark::kNanosecond);
 
 }  // namespace
 }  // namespace berth

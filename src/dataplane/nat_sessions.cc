@@ -43,7 +43,8 @@ uint16_t toNetwork(uint16_t port) { return static_cast<uint16_t>(port >> 8 | por
 }  // namespace
 
 size_t NatSessionTable::indexBucketsFor(uint32_t sessions) {
-  const size_t buckets = (2 * size_t{sessions} + NatIndexBucket::kSlots - 1) / NatIndexBucket::kSlots;
+  const size_t buckets =
+      (2 * size_t{sessions} + NatIndexBucket::kSlots - 1) / NatIndexBucket::kSlots;
   return std::bit_ceil(std::max<size_t>(buckets, 1));
 }
 
@@ -100,6 +101,17 @@ NatReplyKey NatSessionTable::replyKeyOf(const NatSession& session) {
   key.local_address = session.local_address;
   key.protocol = session.protocol;
   return key;
+}
+
+void NatSessionTable::prefetchSessionOf(const NatIndexBucket* index, uint64_t hash) const {
+  // The home bucket's slots only: an entry placed past it is rare, and found without the hint.
+  const NatIndexBucket& bucket = index[hash & mask_];
+  const uint32_t tag = tagOf(hash);
+  for (size_t slot = 0; slot < NatIndexBucket::kSlots; ++slot) {
+    if (bucket.tags[slot] == tag && bucket.sessions[slot] != 0) {
+      __builtin_prefetch(&sessions_[bucket.sessions[slot] - 1]);
+    }
+  }
 }
 
 template <typename Matches>

@@ -155,9 +155,14 @@ class NatSessionTable {
   // The hashes the lookups take, from the keys' fields; their low bits pick the bucket.
   uint64_t clientHash(const NatClientKey& key) const;
   uint64_t replyHash(const NatReplyKey& key) const;
-  // Starts fetching the bucket a lookup of `hash` reads first.
+  // A burst's lookups in three passes, so that its misses overlap (docs/fullnat.md): first
+  // prefetch every packet's index bucket, then, the buckets arrived, every session their tags
+  // name, then find. Without the middle pass each lookup waits for its session in turn: 190
+  // against 35 ns a lookup at 1M sessions (perf/conntrack_bench.cc).
   void prefetchClient(uint64_t hash) const { __builtin_prefetch(&client_index_[hash & mask_]); }
   void prefetchReply(uint64_t hash) const { __builtin_prefetch(&reply_index_[hash & mask_]); }
+  void prefetchClientSession(uint64_t hash) const { prefetchSessionOf(client_index_, hash); }
+  void prefetchReplySession(uint64_t hash) const { prefetchSessionOf(reply_index_, hash); }
 
   // The live session of a client's packet, or nullptr. One that has outlived its timeout is
   // ended on the way (its port held).
@@ -201,9 +206,8 @@ class NatSessionTable {
     return timeout_by_state_[static_cast<size_t>(state)];
   }
   bool expired(const NatSession& session, uint32_t now_ms) const {
-    const uint32_t lifetime = (session.flags & kNatSessionHeld) != 0
-                                  ? reuse_hold_ms_
-                                  : timeoutOf(session.state);
+    const uint32_t lifetime =
+        (session.flags & kNatSessionHeld) != 0 ? reuse_hold_ms_ : timeoutOf(session.state);
     return now_ms - session.last_seen_ms > lifetime;
   }
 
@@ -211,11 +215,12 @@ class NatSessionTable {
   struct Found {
     NatIndexBucket* bucket = nullptr;
     size_t slot = 0;
-    uint32_t home = 0;  // the bucket the hash names
+    uint32_t home = 0;   // the bucket the hash names
     uint32_t steps = 0;  // buckets past home
   };
   static constexpr uint32_t kMaxSteps = 4;  // buckets an entry may sit past its home
 
+  void prefetchSessionOf(const NatIndexBucket* index, uint64_t hash) const;
   template <typename Matches>
   Found findIn(NatIndexBucket* index, uint64_t hash, const Matches& matches) const;
   bool place(NatIndexBucket* index, uint64_t hash, uint32_t session);

@@ -46,8 +46,8 @@ class NatSessionsTest : public ::testing::Test {
   NatOpening opening(uint32_t client, uint16_t client_port, uint16_t queue = 0,
                      uint8_t protocol = kProtocolTcp) {
     NatOpening opening;
-    const IpAddress address = IpAddress::v4(198, 19, static_cast<uint8_t>(client >> 8),
-                                            static_cast<uint8_t>(client));
+    const IpAddress address =
+        IpAddress::v4(198, 19, static_cast<uint8_t>(client >> 8), static_cast<uint8_t>(client));
     opening.client.client = address.bytes;
     opening.client.client_port = net(client_port);
     opening.client.service = 3;
@@ -266,12 +266,12 @@ TEST_F(NatSessionsTest, ChurnLeavesIndexesAndPortSpacesConsistent) {
       o.backend = IpAddress::v4(198, 18, 2, static_cast<uint8_t>(o.backend_id));
       if (client(o, now) != nullptr) continue;
       NatSession* session = table_->open(o, now);
-      ASSERT_NE(session, nullptr) << "round " << round << ": "
-                                  << counted(NatEvent::kPortsExhausted) << " exhausted, "
-                                  << counted(NatEvent::kPortSearchLimit) << " search limit, "
-                                  << counted(NatEvent::kIndexFull) << " index full, "
-                                  << counted(NatEvent::kSpacesFull) << " spaces full, "
-                                  << counted(NatEvent::kTableFull) << " table full";
+      ASSERT_NE(session, nullptr) << "round " << round << ": " << counted(NatEvent::kPortsExhausted)
+                                  << " exhausted, " << counted(NatEvent::kPortSearchLimit)
+                                  << " search limit, " << counted(NatEvent::kIndexFull)
+                                  << " index full, " << counted(NatEvent::kSpacesFull)
+                                  << " spaces full, " << counted(NatEvent::kTableFull)
+                                  << " table full";
       table_->touch(*session, kTcpAck, true, now);  // established: outlives the run
       open.emplace_back(o, session);
     } else if (!open.empty()) {

@@ -52,6 +52,14 @@ class HugeArray {
 };
 constexpr uint16_t kService = 1;
 
+// Every iteration is a burst: items and nanoseconds per packet.
+void countPackets(benchmark::State& state) {
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * kBurst));
+  state.counters["ns_per_packet"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * kBurst),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
 struct Flow {
   ConnectionKey key;
 };
@@ -116,10 +124,7 @@ void BM_ConntrackHit(benchmark::State& state) {
     }
     burst = burst + 1 == bursts ? 0 : burst + 1;
   }
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * kBurst));
-  state.counters["ns_per_packet"] =
-      benchmark::Counter(static_cast<double>(state.iterations() * kBurst),
-                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  countPackets(state);
   state.counters["hit_share"] =
       static_cast<double>(found) / static_cast<double>(state.iterations() * kBurst);
   state.counters["kept_share"] = static_cast<double>(flows.size()) / entries;
@@ -164,10 +169,7 @@ void BM_ConntrackMissAndInsert(benchmark::State& state) {
       now += 10'000;
     }
   }
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * kBurst));
-  state.counters["ns_per_packet"] =
-      benchmark::Counter(static_cast<double>(state.iterations() * kBurst),
-                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  countPackets(state);
 }
 BENCHMARK(BM_ConntrackMissAndInsert)->Arg(1 << 20)->Unit(benchmark::kNanosecond);
 
@@ -229,13 +231,7 @@ struct NatFixture {
       if (session == nullptr) continue;
       table.touch(*session, kTcpAck, true, 0);
       clients.push_back(opening.client);
-      NatReplyKey reply;
-      reply.backend = session->backend;
-      reply.backend_port = session->backend_port;
-      reply.local_port = session->local_port;
-      reply.local_address = session->local_address;
-      reply.protocol = session->protocol;
-      replies.push_back(reply);
+      replies.push_back(NatSessionTable::replyKeyOf(*session));
     }
   }
   HugeArray<NatSession> sessions;
@@ -288,10 +284,7 @@ void natHits(benchmark::State& state) {
     }
     burst = burst + 1 == bursts ? 0 : burst + 1;
   }
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * kBurst));
-  state.counters["ns_per_packet"] =
-      benchmark::Counter(static_cast<double>(state.iterations() * kBurst),
-                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  countPackets(state);
   state.counters["hit_share"] =
       static_cast<double>(found) / static_cast<double>(state.iterations() * kBurst);
   state.counters["sessions"] = static_cast<double>(clients.size());

@@ -122,16 +122,7 @@ Connection* ConnectionTable::insert(const ConnectionKey& key, uint32_t hash, uin
 }
 
 void ConnectionTable::gauge(const Connection& connection, int delta) {
-  if (traffic_.services == nullptr) return;
-  if (delta > 0) {
-    traffic_.services[connection.service].connections.add(1);
-    traffic_.backends[connection.backend].connections.add(1);
-    traffic_.services[connection.service].opened.add(1);
-    traffic_.backends[connection.backend].opened.add(1);
-  } else {
-    traffic_.services[connection.service].connections.subtract(1);
-    traffic_.backends[connection.backend].connections.subtract(1);
-  }
+  gaugeConnection(traffic_, connection.service, connection.backend, delta);
 }
 
 void ConnectionTable::release(Connection& connection) {

@@ -19,12 +19,7 @@ uint64_t keyedHash(const ConnectionHashKey& key, const std::array<uint8_t, 16>& 
   const std::array<uint64_t, 8>& m = key.multipliers;
   uint64_t sum = m[0] + m[1] * words[0] + m[2] * words[1] + m[3] * words[2] + m[4] * words[3] +
                  m[5] * word4 + m[6] * word5;
-  sum ^= sum >> 33;
-  sum *= 0xff51afd7ed558ccdULL;
-  sum ^= sum >> 33;
-  sum *= 0xc4ceb9fe1a85ec53ULL;
-  sum ^= sum >> 33;
-  return sum;
+  return murmurFinalizer(sum);
 }
 
 // A tag is never 0, so that an empty slot (tag 0) never matches.
@@ -366,16 +361,7 @@ void NatSessionTable::touch(NatSession& session, uint8_t tcp_flags, bool from_cl
 }
 
 void NatSessionTable::gauge(const NatSession& session, int delta) {
-  if (traffic_.services == nullptr) return;
-  if (delta > 0) {
-    traffic_.services[session.service].connections.add(1);
-    traffic_.backends[session.backend_id].connections.add(1);
-    traffic_.services[session.service].opened.add(1);
-    traffic_.backends[session.backend_id].opened.add(1);
-  } else {
-    traffic_.services[session.service].connections.subtract(1);
-    traffic_.backends[session.backend_id].connections.subtract(1);
-  }
+  gaugeConnection(traffic_, session.service, session.backend_id, delta);
 }
 
 void NatSessionTable::hold(NatSession& session, uint32_t now_ms) {

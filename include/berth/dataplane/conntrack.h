@@ -133,6 +133,16 @@ struct ConnectionHashKey {
   std::array<uint64_t, 8> multipliers{};
 };
 
+// MurmurHash3's 64-bit finalizer: a fixed bijection that mixes every bit into every other.
+inline uint64_t murmurFinalizer(uint64_t value) {
+  value ^= value >> 33;
+  value *= 0xff51afd7ed558ccdULL;
+  value ^= value >> 33;
+  value *= 0xc4ceb9fe1a85ec53ULL;
+  value ^= value >> 33;
+  return value;
+}
+
 // The keyed hash of a connection's key fields under `key` (ConnectionHashKey): the connection
 // table's bucket, and the peer flows' (peer_flows.h).
 inline uint32_t keyedConnectionHash(const ConnectionHashKey& key,
@@ -148,17 +158,28 @@ inline uint32_t keyedConnectionHash(const ConnectionHashKey& key,
     sum +=
         m[2] * (words[0] >> 32) + m[3] * static_cast<uint32_t>(words[1]) + m[4] * (words[1] >> 32);
   }
-  sum ^= sum >> 33;
-  sum *= 0xff51afd7ed558ccdULL;
-  sum ^= sum >> 33;
-  sum *= 0xc4ceb9fe1a85ec53ULL;
-  sum ^= sum >> 33;
-  return static_cast<uint32_t>(sum);
+  return static_cast<uint32_t>(murmurFinalizer(sum));
 }
 
 // How long a connection lives after its last packet, per ConnectionState: the connection
 // table's, and Full-NAT's sessions'.
 std::array<uint32_t, kConnectionStateCount> timeoutsByState(const ConntrackTimeouts& timeouts);
+
+// Moves the per-service and per-backend connection gauges by one, up (+1, also counting one
+// opened) or down (-1); nothing where `traffic` has no counters.
+inline void gaugeConnection(const TrafficCounters& traffic, uint16_t service, uint16_t backend,
+                            int delta) {
+  if (traffic.services == nullptr) return;
+  if (delta > 0) {
+    traffic.services[service].connections.add(1);
+    traffic.backends[backend].connections.add(1);
+    traffic.services[service].opened.add(1);
+    traffic.backends[backend].opened.add(1);
+  } else {
+    traffic.services[service].connections.subtract(1);
+    traffic.backends[backend].connections.subtract(1);
+  }
+}
 
 // The state a new connection starts in, from its first packet's TCP flags (0 for UDP).
 ConnectionState initialState(uint8_t protocol, uint8_t tcp_flags);

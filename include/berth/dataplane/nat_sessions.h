@@ -196,6 +196,10 @@ class NatSessionTable {
   const NatSession* peekClient(const NatClientKey& key) const;
   const NatSession* peekReply(const NatReplyKey& key) const;
 
+  // The keys that find `session` from either side.
+  static NatClientKey clientKeyOf(const NatSession& session);
+  static NatReplyKey replyKeyOf(const NatSession& session);
+
   // How many of the pair's ports this worker holds (live sessions and held ports).
   uint32_t portsInUse(uint16_t local_address, uint16_t backend_id) const;
 
@@ -235,8 +239,6 @@ class NatSessionTable {
   void hold(NatSession& session, uint32_t now_ms);
   void release(uint32_t index);
   void gauge(const NatSession& session, int delta);
-  static NatClientKey clientKeyOf(const NatSession& session);
-  static NatReplyKey replyKeyOf(const NatSession& session);
 
   NatSession* sessions_;
   uint32_t session_count_;

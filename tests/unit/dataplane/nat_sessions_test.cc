@@ -63,17 +63,8 @@ class NatSessionsTest : public ::testing::Test {
     return opening;
   }
 
-  NatReplyKey replyKeyOf(const NatSession& session) {
-    NatReplyKey key;
-    key.backend = session.backend;
-    key.backend_port = session.backend_port;
-    key.local_port = session.local_port;
-    key.local_address = session.local_address;
-    key.protocol = session.protocol;
-    return key;
-  }
   NatSession* reply(const NatSession& session, uint32_t now) {
-    const NatReplyKey key = replyKeyOf(session);
+    const NatReplyKey key = NatSessionTable::replyKeyOf(session);
     return table_->findReply(key, table_->replyHash(key), now);
   }
   NatSession* client(const NatOpening& opening, uint32_t now) {
@@ -208,7 +199,7 @@ TEST_F(NatSessionsTest, AReopenedClientPortGetsANewSessionOnAnotherLocalPort) {
   const NatOpening open = opening(1, 40000);
   NatSession* old = table_->open(open, 1000);
   ASSERT_NE(old, nullptr);
-  const NatReplyKey old_reply = replyKeyOf(*old);
+  const NatReplyKey old_reply = NatSessionTable::replyKeyOf(*old);
   table_->touch(*old, kTcpRst, true, 1100);
   table_->end(*old, 1200);
   EXPECT_EQ(counted(NatEvent::kReopened), 1u);

@@ -10,20 +10,15 @@ namespace berth {
 namespace {
 
 // A key's 32-bit words through the table's secret multipliers, as keyedConnectionHash does for
-// the connection table (conntrack.h, ConnectionHashKey), to 64 bits: the low ones pick the
-// bucket, the high ones are the slot's tag.
+// the connection table (conntrack.h, ConnectionHashKey), to 64 bits.
 uint64_t keyedHash(const ConnectionHashKey& key, const std::array<uint8_t, 16>& address,
                    uint32_t word4, uint32_t word5) {
   uint32_t words[4];
   std::memcpy(words, address.data(), 16);
   const std::array<uint64_t, 8>& m = key.multipliers;
-  uint64_t sum = m[0] + m[1] * words[0] + m[2] * words[1] + m[3] * words[2] + m[4] * words[3] +
-                 m[5] * word4 + m[6] * word5;
-  return murmurFinalizer(sum);
+  return murmurFinalizer(m[0] + m[1] * words[0] + m[2] * words[1] + m[3] * words[2] +
+                         m[4] * words[3] + m[5] * word4 + m[6] * word5);
 }
-
-// A tag is never 0, so that an empty slot (tag 0) never matches.
-uint32_t tagOf(uint64_t hash) { return static_cast<uint32_t>(hash >> 32) | 1u; }
 
 bool sameAddress(const std::array<uint8_t, 16>& a, const std::array<uint8_t, 16>& b) {
   uint64_t x[2];
@@ -35,39 +30,55 @@ bool sameAddress(const std::array<uint8_t, 16>& a, const std::array<uint8_t, 16>
 
 uint16_t toNetwork(uint16_t port) { return static_cast<uint16_t>(port >> 8 | port << 8); }
 
+bool inUse(const NatSession& session) { return (session.flags & kNatSessionInUse) != 0; }
+bool isHeld(const NatSession& session) { return (session.flags & kNatSessionHeld) != 0; }
+
+bool replyMatches(const NatSession& session, const NatReplyKey& key) {
+  return inUse(session) && sameAddress(session.backend, key.backend) &&
+         session.backend_port == key.backend_port && session.local_port == key.local_port &&
+         session.local_address == key.local_address && session.protocol == key.protocol;
+}
+
+bool clientMatches(const NatClientEntry& entry, const NatClientKey& key) {
+  return entry.session != 0 && sameAddress(entry.client, key.client) &&
+         entry.client_port == key.client_port && entry.service == key.service;
+}
+
+NatSession* freeWay(NatSessionBucket& bucket) {
+  for (NatSession& way : bucket.ways) {
+    if (!inUse(way)) return &way;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
-size_t NatSessionTable::indexBucketsFor(uint32_t sessions) {
-  const size_t buckets =
-      (2 * size_t{sessions} + NatIndexBucket::kSlots - 1) / NatIndexBucket::kSlots;
-  return std::bit_ceil(std::max<size_t>(buckets, 1));
+size_t NatSessionTable::sessionBucketsFor(uint32_t sessions) {
+  return std::bit_ceil(std::max<size_t>(size_t{sessions}, 1));  // two ways per session
+}
+
+size_t NatSessionTable::clientBucketsFor(uint32_t sessions) {
+  return std::bit_ceil(std::max<size_t>(2 * size_t{sessions} / kNatClientsPerBucket, 2));
 }
 
 size_t NatSessionTable::spacesFor(uint32_t pairs) {
   return std::bit_ceil(std::max<size_t>(2 * size_t{pairs}, 2));
 }
 
-NatSessionTable::NatSessionTable(const NatSessionMemory& memory, const ConntrackTimeouts& timeouts,
-                                 NatCounters* counters, const ConnectionHashKey& hash_key,
-                                 uint32_t reuse_hold_ms)
+NatSessionTable::NatSessionTable(const NatSessionMemory& memory, uint32_t limit,
+                                 const ConntrackTimeouts& timeouts, NatCounters* counters,
+                                 const ConnectionHashKey& hash_key, uint32_t reuse_hold_ms)
     : sessions_(memory.sessions),
-      session_count_(memory.session_count),
-      client_index_(memory.client_index),
-      reply_index_(memory.reply_index),
-      mask_(static_cast<uint32_t>(memory.index_buckets - 1)),
+      session_mask_(static_cast<uint32_t>(memory.session_buckets - 1)),
+      clients_(memory.clients),
+      client_mask_(static_cast<uint32_t>(memory.client_buckets - 1)),
       spaces_(memory.spaces),
       space_mask_(static_cast<uint32_t>(memory.space_count - 1)),
+      limit_(limit),
       timeout_by_state_(timeoutsByState(timeouts)),
       reuse_hold_ms_(reuse_hold_ms),
       counters_(counters),
-      hash_key_(hash_key) {
-  // The free sessions form a list through last_seen_ms (the next one's index + 1), lowest first.
-  for (uint32_t i = session_count_; i > 0; --i) {
-    sessions_[i - 1].flags = 0;
-    sessions_[i - 1].last_seen_ms = free_head_;
-    free_head_ = i;
-  }
-}
+      hash_key_(hash_key) {}
 
 uint64_t NatSessionTable::clientHash(const NatClientKey& key) const {
   return keyedHash(hash_key_, key.client, uint32_t{key.client_port} | uint32_t{key.service} << 16,
@@ -98,81 +109,49 @@ NatReplyKey NatSessionTable::replyKeyOf(const NatSession& session) {
   return key;
 }
 
-void NatSessionTable::prefetchSessionOf(const NatIndexBucket* index, uint64_t hash) const {
-  // The home bucket's slots only: an entry placed past it is rare, and found without the hint.
-  const NatIndexBucket& bucket = index[hash & mask_];
-  const uint32_t tag = tagOf(hash);
-  for (size_t slot = 0; slot < NatIndexBucket::kSlots; ++slot) {
-    if (bucket.tags[slot] == tag && bucket.sessions[slot] != 0) {
-      __builtin_prefetch(&sessions_[bucket.sessions[slot] - 1]);
-    }
-  }
+uint32_t NatSessionTable::otherClientBucket(uint64_t hash) const {
+  const auto first = static_cast<uint32_t>(hash & client_mask_);
+  const auto other = static_cast<uint32_t>(hash >> 40 & client_mask_);
+  return other == first ? (first ^ 1) & client_mask_ : other;
 }
 
-template <typename Matches>
-NatSessionTable::Found NatSessionTable::findIn(NatIndexBucket* index, uint64_t hash,
-                                               const Matches& matches) const {
-  const uint32_t tag = tagOf(hash);
-  const auto home = static_cast<uint32_t>(hash & mask_);
-  for (uint32_t steps = 0; steps < kMaxSteps; ++steps) {
-    NatIndexBucket& bucket = index[(home + steps) & mask_];
-    for (size_t slot = 0; slot < NatIndexBucket::kSlots; ++slot) {
-      if (bucket.tags[slot] == tag && bucket.sessions[slot] != 0 &&
-          matches(sessions_[bucket.sessions[slot] - 1])) {
-        return Found{&bucket, slot, home, steps};
-      }
-    }
-    // No entry from here or before was placed further on: the key is nowhere else.
-    if (bucket.passed == 0) break;
+NatClientEntry* NatSessionTable::clientEntryOf(const NatClientKey& key, uint64_t hash) const {
+  NatClientBucket& first = clients_[hash & client_mask_];
+  for (NatClientEntry& entry : first.ways) {
+    if (clientMatches(entry, key)) return &entry;
   }
-  return Found{};
+  if (first.ways[0].moved == 0) return nullptr;
+  for (NatClientEntry& entry : clients_[otherClientBucket(hash)].ways) {
+    if (clientMatches(entry, key)) return &entry;
+  }
+  return nullptr;
 }
 
-bool NatSessionTable::place(NatIndexBucket* index, uint64_t hash, uint32_t session) {
-  const auto home = static_cast<uint32_t>(hash & mask_);
-  for (uint32_t steps = 0; steps < kMaxSteps; ++steps) {
-    NatIndexBucket& bucket = index[(home + steps) & mask_];
-    for (size_t slot = 0; slot < NatIndexBucket::kSlots; ++slot) {
-      if (bucket.sessions[slot] != 0) continue;
-      bucket.tags[slot] = tagOf(hash);
-      bucket.sessions[slot] = session + 1;
-      for (uint32_t before = 0; before < steps; ++before) ++index[(home + before) & mask_].passed;
-      return true;
-    }
-  }
-  return false;
+NatClientEntry* NatSessionTable::findClient(const NatClientKey& key, uint64_t hash) {
+  return clientEntryOf(key, hash);
 }
 
-void NatSessionTable::erase(NatIndexBucket* index, const Found& found) {
-  if (found.bucket == nullptr) return;
-  found.bucket->sessions[found.slot] = 0;
-  found.bucket->tags[found.slot] = 0;
-  for (uint32_t before = 0; before < found.steps; ++before) {
-    --index[(found.home + before) & mask_].passed;
-  }
+uint32_t NatSessionTable::otherSessionBucket(uint64_t hash) const {
+  const auto first = static_cast<uint32_t>(hash & session_mask_);
+  const auto other = static_cast<uint32_t>(hash >> 40 & session_mask_);
+  return other == first ? (first ^ 1) & session_mask_ : other;
 }
 
-NatSession* NatSessionTable::findClient(const NatClientKey& key, uint64_t hash, uint32_t now_ms) {
-  const Found found = findIn(client_index_, hash, [&](const NatSession& session) {
-    return sameAddress(session.client, key.client) && session.client_port == key.client_port &&
-           session.service == key.service;
-  });
-  if (found.bucket == nullptr) return nullptr;
-  NatSession& session = sessions_[found.bucket->sessions[found.slot] - 1];
-  if (!expired(session, now_ms)) return &session;
-  hold(session, now_ms);
+NatSession* NatSessionTable::sessionOf(const NatReplyKey& key, uint64_t hash) const {
+  NatSessionBucket& first = sessions_[hash & session_mask_];
+  for (NatSession& way : first.ways) {
+    if (replyMatches(way, key)) return &way;
+  }
+  if (first.ways[0].moved == 0) return nullptr;
+  for (NatSession& way : sessions_[otherSessionBucket(hash)].ways) {
+    if (replyMatches(way, key)) return &way;
+  }
   return nullptr;
 }
 
 NatSession* NatSessionTable::findReply(const NatReplyKey& key, uint64_t hash, uint32_t now_ms) {
-  const Found found = findIn(reply_index_, hash, [&](const NatSession& session) {
-    return sameAddress(session.backend, key.backend) && session.backend_port == key.backend_port &&
-           session.local_port == key.local_port && session.local_address == key.local_address &&
-           session.protocol == key.protocol;
-  });
-  NatSession* session =
-      found.bucket == nullptr ? nullptr : &sessions_[found.bucket->sessions[found.slot] - 1];
-  if (session != nullptr && (session->flags & kNatSessionHeld) == 0) {
+  NatSession* session = sessionOf(key, hash);
+  if (session != nullptr && !isHeld(*session)) {
     if (!expired(*session, now_ms)) return session;
     hold(*session, now_ms);
   }
@@ -181,41 +160,77 @@ NatSession* NatSessionTable::findReply(const NatReplyKey& key, uint64_t hash, ui
 }
 
 const NatSession* NatSessionTable::peekClient(const NatClientKey& key) const {
-  const Found found = findIn(client_index_, clientHash(key), [&](const NatSession& session) {
-    return sameAddress(session.client, key.client) && session.client_port == key.client_port &&
-           session.service == key.service;
-  });
-  return found.bucket == nullptr ? nullptr : &sessions_[found.bucket->sessions[found.slot] - 1];
+  const NatClientEntry* entry = clientEntryOf(key, clientHash(key));
+  if (entry == nullptr) return nullptr;
+  return &sessions_[(entry->session - 1) / kNatSessionsPerBucket]
+              .ways[(entry->session - 1) % kNatSessionsPerBucket];
 }
 
 const NatSession* NatSessionTable::peekReply(const NatReplyKey& key) const {
-  const Found found = findIn(reply_index_, replyHash(key), [&](const NatSession& session) {
-    return sameAddress(session.backend, key.backend) && session.backend_port == key.backend_port &&
-           session.local_port == key.local_port && session.local_address == key.local_address &&
-           session.protocol == key.protocol;
-  });
-  return found.bucket == nullptr ? nullptr : &sessions_[found.bucket->sessions[found.slot] - 1];
+  return sessionOf(key, replyHash(key));
 }
 
-NatPortSpace* NatSessionTable::space(uint16_t local_address, uint16_t backend_id, bool create) {
-  const uint32_t key = (uint32_t{local_address} << 16 | backend_id) + 1;
-  // Linear probing from a mix of the key; the room is twice the pairs, so runs stay short.
-  uint32_t at = spaceHome(key);
-  for (uint32_t probes = 0; probes <= space_mask_; ++probes) {
-    NatPortSpace& space = spaces_[at];
-    if (space.key == key) return &space;
-    if (space.key == 0) {
-      if (!create) return nullptr;
-      space = NatPortSpace{key, 0, 0};
-      return &space;
+bool NatSessionTable::placeClient(const NatSession& session, uint32_t place) {
+  const NatClientKey key = clientKeyOf(session);
+  const uint64_t hash = clientHash(key);
+  NatClientBucket& first = clients_[hash & client_mask_];
+  NatClientBucket& other = clients_[otherClientBucket(hash)];
+  auto freeWay = [](NatClientBucket& bucket) -> NatClientEntry* {
+    for (NatClientEntry& entry : bucket.ways) {
+      if (entry.session == 0) return &entry;
     }
-    at = (at + 1) & space_mask_;
+    return nullptr;
+  };
+  NatClientEntry* entry = freeWay(first);
+  if (entry == nullptr) {
+    entry = freeWay(other);
+    if (entry == nullptr) return false;
+    ++first.ways[0].moved;
   }
-  return nullptr;
+  const uint16_t moved = entry->moved;  // the bucket's count, kept in its first entry
+  *entry = NatClientEntry{key.client,         key.client_port,       key.service,        place,
+                          session.local_port, session.local_address, session.backend_id, moved};
+  return true;
+}
+
+void NatSessionTable::eraseClient(const NatSession& session) {
+  const NatClientKey key = clientKeyOf(session);
+  const uint64_t hash = clientHash(key);
+  NatClientBucket& first = clients_[hash & client_mask_];
+  for (NatClientEntry& entry : first.ways) {
+    if (clientMatches(entry, key)) {
+      entry.session = 0;
+      return;
+    }
+  }
+  for (NatClientEntry& entry : clients_[otherClientBucket(hash)].ways) {
+    if (clientMatches(entry, key)) {
+      entry.session = 0;
+      --first.ways[0].moved;
+      return;
+    }
+  }
 }
 
 uint32_t NatSessionTable::spaceHome(uint32_t key) const {
   return (key * 0x9e3779b1u) >> 8 & space_mask_;
+}
+
+NatPortSpace* NatSessionTable::space(uint16_t local_address, uint16_t backend_id, bool create) {
+  const uint32_t key = (uint32_t{local_address} << 16 | backend_id) + 1;
+  // Linear probing; the room is twice the pairs, so runs stay short.
+  uint32_t at = spaceHome(key);
+  for (uint32_t probes = 0; probes <= space_mask_; ++probes) {
+    NatPortSpace& room = spaces_[at];
+    if (room.key == key) return &room;
+    if (room.key == 0) {
+      if (!create) return nullptr;
+      room = NatPortSpace{key, 0, 0};
+      return &room;
+    }
+    at = (at + 1) & space_mask_;
+  }
+  return nullptr;
 }
 
 void NatSessionTable::dropSpace(NatPortSpace& room) {
@@ -244,14 +259,13 @@ uint32_t NatSessionTable::portsInUse(uint16_t local_address, uint16_t backend_id
 }
 
 uint16_t NatSessionTable::takePort(const NatOpening& opening, const NatLocalAddress& local,
-                                   NatPortSpace& space, NatEvent& refusal) const {
+                                   const NatPortSpace& room, NatSession*& way, NatEvent& refusal) {
   const ReplySteering& steering = *opening.steering;
-  const uint16_t backend_port = toNetwork(opening.backend_port);
-  const uint32_t base =
-      steering.baseOf(opening.backend, backend_port, local.address, opening.protocol);
+  const uint32_t base = steering.baseOf(opening.backend, toNetwork(opening.backend_port),
+                                        local.address, opening.protocol);
   const IpFamily family = opening.backend.family;
   const uint32_t share = steering.shareOf(base, opening.queue, family, opening.protocol);
-  if (space.in_use >= share) {
+  if (room.in_use >= share) {
     refusal = NatEvent::kPortsExhausted;
     return 0;
   }
@@ -260,24 +274,30 @@ uint16_t NatSessionTable::takePort(const NatOpening& opening, const NatLocalAddr
   key.backend_port = opening.backend_port;
   key.local_address = local.id;
   key.protocol = opening.protocol;
-  uint16_t from = space.cursor;
-  uint32_t looked = 0;
+  uint16_t from = room.cursor;
   const uint32_t limit = std::min(kPortSearchLimit, share);
-  while (looked < limit) {
+  for (uint32_t looked = 0; looked < limit; ++looked) {
     const uint16_t port = steering.nextPortFor(base, opening.queue, family, opening.protocol, from,
                                                steering.rangeSize());
     if (port == 0) break;
-    ++looked;
-    key.local_port = toNetwork(port);
-    if (peekReply(key) == nullptr) return port;
     from = port == steering.lastPort() ? steering.firstPort() : static_cast<uint16_t>(port + 1);
+    // The port is free for this backend when its tuple is in neither of its buckets (live or
+    // held), and one of them has a free way.
+    key.local_port = toNetwork(port);
+    const uint64_t hash = replyHash(key);
+    if (sessionOf(key, hash) != nullptr) continue;
+    NatSessionBucket& first = sessions_[hash & session_mask_];
+    NatSessionBucket& other = sessions_[otherSessionBucket(hash)];
+    way = freeWay(first);
+    if (way == nullptr) way = freeWay(other);
+    if (way != nullptr) return port;
   }
   refusal = NatEvent::kPortSearchLimit;
   return 0;
 }
 
-NatSession* NatSessionTable::open(const NatOpening& opening, uint32_t now_ms) {
-  if (free_head_ == 0) {
+NatClientEntry* NatSessionTable::open(const NatOpening& opening, uint32_t now_ms) {
+  if (live_ + held_ >= limit_) {
     counters_->count(NatEvent::kTableFull);
     return nullptr;
   }
@@ -291,15 +311,19 @@ NatSession* NatSessionTable::open(const NatOpening& opening, uint32_t now_ms) {
       refusal = NatEvent::kSpacesFull;
       continue;
     }
-    const uint16_t port = takePort(opening, local, *room, refusal);
+    NatSession* way = nullptr;
+    NatEvent why = NatEvent::kPortsExhausted;
+    const uint16_t port = takePort(opening, local, *room, way, why);
+    // Free ports that the search did not reach say more than an address whose share is taken.
+    if (refusal != NatEvent::kPortSearchLimit) refusal = why;
     if (port == 0) {
       if (room->in_use == 0) dropSpace(*room);  // made for nothing: give the room back
       continue;
     }
-    const uint32_t index = free_head_ - 1;
-    NatSession& session = sessions_[index];
-    const uint32_t next_free = session.last_seen_ms;
+    NatSession& session = *way;
+    const uint16_t moved = session.moved;  // its bucket's count, when it is the first way
     session = NatSession{};
+    session.moved = moved;
     session.client = opening.client.client;
     session.client_port = opening.client.client_port;
     session.service = opening.client.service;
@@ -313,101 +337,104 @@ NatSession* NatSessionTable::open(const NatOpening& opening, uint32_t now_ms) {
     session.protocol = opening.protocol;
     session.client_family = opening.client_family;
     session.backend_family = opening.backend.family;
+    if (!placeClient(session, placeOf(session))) {
+      session.flags = 0;
+      if (room->in_use == 0) dropSpace(*room);
+      counters_->count(NatEvent::kIndexFull);
+      return nullptr;
+    }
     session.flags = kNatSessionInUse;
-    if (!place(client_index_, clientHash(opening.client), index)) {
-      session.flags = 0;
-      session.last_seen_ms = next_free;
-      if (room->in_use == 0) dropSpace(*room);
-      counters_->count(NatEvent::kIndexFull);
-      return nullptr;
-    }
-    if (!place(reply_index_, replyHash(replyKeyOf(session)), index)) {
-      erase(client_index_, findIn(client_index_, clientHash(opening.client),
-                                  [&](const NatSession& s) { return &s == &session; }));
-      session.flags = 0;
-      session.last_seen_ms = next_free;
-      if (room->in_use == 0) dropSpace(*room);
-      counters_->count(NatEvent::kIndexFull);
-      return nullptr;
-    }
-    free_head_ = next_free;
+    NatSessionBucket& first = firstBucketOf(session);
+    if (!inBucket(session, first)) ++first.ways[0].moved;
     ++room->in_use;
     room->cursor = port == opening.steering->lastPort() ? opening.steering->firstPort()
                                                         : static_cast<uint16_t>(port + 1);
     ++live_;
-    gauge(session, +1);
+    gaugeConnection(traffic_, session.service, session.backend_id, +1);
     counters_->count(NatEvent::kOpened);
-    return &session;
+    return clientEntryOf(opening.client, clientHash(opening.client));
   }
   counters_->count(refusal);
   return nullptr;
 }
 
-void NatSessionTable::touch(NatSession& session, uint8_t tcp_flags, bool from_client,
-                            uint32_t now_ms) {
+bool NatSessionTable::touchFromClient(NatClientEntry& entry, uint8_t tcp_flags, uint32_t now_ms) {
+  NatSession& session = sessionOf(entry);
+  // A store the core need not wait for: the session's line comes in behind it.
+  session.last_seen_ms = now_ms;
+  if ((tcp_flags & (kTcpSyn | kTcpFin | kTcpRst)) == 0) return true;
+  if ((tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn) {
+    return session.state != ConnectionState::kTcpClosing;
+  }
+  if ((tcp_flags & (kTcpFin | kTcpRst)) != 0) session.state = ConnectionState::kTcpClosing;
+  return true;
+}
+
+void NatSessionTable::touchFromBackend(NatSession& session, uint8_t tcp_flags, uint32_t now_ms) {
   session.last_seen_ms = now_ms;
   if (session.protocol != kProtocolTcp) {
-    // A reply shows the backend is there: a UDP session is confirmed by its backend's answer.
-    if (!from_client) session.state = ConnectionState::kUdp;
+    // An answer shows the backend is there: a UDP session is confirmed by it.
+    session.state = ConnectionState::kUdp;
     return;
   }
   if ((tcp_flags & (kTcpFin | kTcpRst)) != 0) {
     session.state = ConnectionState::kTcpClosing;
-  } else if (session.state == ConnectionState::kTcpOpening && from_client &&
-             (tcp_flags & (kTcpSyn | kTcpAck)) == kTcpAck) {
-    // The client's ACK of the backend's SYN-ACK completes the handshake.
+  } else if (session.state == ConnectionState::kTcpOpening &&
+             (tcp_flags & (kTcpSyn | kTcpAck)) == (kTcpSyn | kTcpAck)) {
+    // The backend accepted: from berth's side the connection is made.
     session.state = ConnectionState::kTcpEstablished;
   }
 }
 
-void NatSessionTable::gauge(const NatSession& session, int delta) {
-  gaugeConnection(traffic_, session.service, session.backend_id, delta);
-}
-
 void NatSessionTable::hold(NatSession& session, uint32_t now_ms) {
-  const NatClientKey key = clientKeyOf(session);
-  erase(client_index_, findIn(client_index_, clientHash(key),
-                              [&](const NatSession& s) { return &s == &session; }));
+  eraseClient(session);
   session.flags |= kNatSessionHeld;
   session.last_seen_ms = now_ms;
   --live_;
   ++held_;
-  gauge(session, -1);
+  gaugeConnection(traffic_, session.service, session.backend_id, -1);
   counters_->count(NatEvent::kClosed);
 }
 
 void NatSessionTable::end(NatSession& session, uint32_t now_ms) {
-  if ((session.flags & (kNatSessionInUse | kNatSessionHeld)) != kNatSessionInUse) return;
+  if (!inUse(session) || isHeld(session)) return;
   hold(session, now_ms);
   counters_->count(NatEvent::kReopened);
 }
 
-void NatSessionTable::release(uint32_t index) {
-  NatSession& session = sessions_[index];
-  erase(reply_index_, findIn(reply_index_, replyHash(replyKeyOf(session)),
-                             [&](const NatSession& s) { return &s == &session; }));
+NatSessionBucket& NatSessionTable::firstBucketOf(const NatSession& session) const {
+  return sessions_[replyHash(replyKeyOf(session)) & session_mask_];
+}
+
+bool NatSessionTable::inBucket(const NatSession& session, const NatSessionBucket& bucket) {
+  return &session >= &bucket.ways[0] && &session < &bucket.ways[0] + kNatSessionsPerBucket;
+}
+
+void NatSessionTable::release(NatSession& session) {
+  NatSessionBucket& first = firstBucketOf(session);
+  if (!inBucket(session, first)) --first.ways[0].moved;
   if (NatPortSpace* room = space(session.local_address, session.backend_id, false)) {
     if (--room->in_use == 0) dropSpace(*room);
   }
   session.flags = 0;
-  session.last_seen_ms = free_head_;
-  free_head_ = index + 1;
   --held_;
   counters_->count(NatEvent::kReleased);
 }
 
 void NatSessionTable::sweep(uint32_t now_ms, uint32_t count) {
-  for (uint32_t i = 0; i < count && session_count_ > 0; ++i) {
-    const uint32_t index = sweep_cursor_;
-    sweep_cursor_ = sweep_cursor_ + 1 == session_count_ ? 0 : sweep_cursor_ + 1;
-    NatSession& session = sessions_[index];
-    if ((session.flags & kNatSessionInUse) == 0 || !expired(session, now_ms)) continue;
-    if ((session.flags & kNatSessionHeld) == 0) {
-      hold(session, now_ms);
-    } else {
-      release(index);
+  for (uint32_t i = 0; i < count; ++i) {
+    NatSessionBucket& bucket = sessions_[sweep_cursor_];
+    sweep_cursor_ = (sweep_cursor_ + 1) & session_mask_;
+    for (NatSession& session : bucket.ways) {
+      if (!inUse(session) || !expired(session, now_ms)) continue;
+      if (isHeld(session)) {
+        release(session);
+      } else {
+        hold(session, now_ms);
+      }
     }
   }
+  prefetchBucket(&sessions_[sweep_cursor_]);
 }
 
 }  // namespace berth

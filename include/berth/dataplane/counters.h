@@ -98,7 +98,7 @@ struct ConntrackCounters {
   X(kPortsExhausted, "ports_exhausted") /* new, and this worker's share of every address taken */  \
   X(kPortSearchLimit, "port_search_limit") /* new; free ports left but none in the search limit */ \
   X(kTableFull, "table_full")        /* new, and every session of the worker's table in use */     \
-  X(kIndexFull, "index_full")        /* new, and its index buckets all full (never seen sized) */  \
+  X(kIndexFull, "index_full")        /* new, and both its client buckets full (rare as sized) */   \
   X(kSpacesFull, "port_spaces_full") /* new, for a pair beyond the (address, backend) room */      \
   X(kReopened, "reopened")           /* a SYN on a closing session: it ends, a new one starts */   \
   X(kReplyNoSession, "reply_no_session") /* to a local address, matching no live session */

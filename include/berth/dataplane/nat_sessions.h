@@ -12,27 +12,41 @@
 
 namespace berth {
 
-// A worker's Full-NAT sessions (docs/fullnat.md, "Connection state"): the other half of its
-// connection table, for services that rewrite both addresses. One per worker lcore, shared with
-// nothing, locked by nothing: the worker chose each session's local port so that the NIC brings
-// the backend's replies back to it (reply_steering.h). Pure memory and arithmetic with the clock
-// passed in, as ConnectionTable is.
+// A worker's Full-NAT sessions (docs/architecture.md, "Connection table"): the other half of
+// its connection table, for services that rewrite both addresses. One per worker lcore, shared
+// with nothing, locked by nothing: the worker chose each session's local port so that the NIC
+// brings the backend's replies back to it (reply_steering.h). Pure memory and arithmetic with
+// the clock passed in, as ConnectionTable is.
 //
-// Layout. A session is one 64-byte cache line that holds both directions: the client's side
-// (client address and port, service), the backend's (address and port), the local address and
-// port berth put in between, the state, and room for the sequence offsets that the PROXY
-// protocol's header and a SYN proxy will shift by. Two indexes find it, each a power of two of
-// 64-byte buckets of seven (tag, session) slots: by the client's side for what the client sends,
-// and by the backend's side for what the backend replies to the local address. A lookup reads an
-// index bucket and the session: two cache lines, as a ConnectionTable bucket is. The 32-byte
-// connections of the other modes stay as they are, so their path pays nothing for this.
+// Layout: one cache-line read per packet in either direction, as a connection table hit is.
+//   - Sessions. A session is one 64-byte cache line holding both sides: the client's address
+//     and port and the service; the backend's address, port and stable id; the local address
+//     (by stable id) and port berth put in between; state and last-seen time; and two sequence
+//     offsets (0 for a plain session) that an inserted PROXY protocol header or a SYN proxy
+//     will shift by. Sessions live in 128-byte buckets of two, at one of the two buckets their
+//     reply's tuple hashes to, the first where it has room; a bucket counts the sessions that
+//     went to their other one, so a backend's reply reads a second bucket only where one did.
+//     berth chooses the tuple (the local port), so it skips a port whose buckets are both full:
+//     a session never moves, and no live one is ever pushed out.
+//   - The client's index. 32-byte entries, four to a 128-byte bucket, keyed by the client's
+//     side, with what a client's packet needs for its rewrite: the local address and port and
+//     the backend's stable id (its address from the snapshot). A client's packet reads its
+//     bucket and writes the session's last-seen time without waiting for it; it reads the
+//     session only for a FIN, RST or SYN. An entry goes to the less full of two buckets, and a
+//     bucket counts the entries that went to their other one, so a lookup reads a second bucket
+//     only where one did.
+// The 32-byte connections of the other modes are unchanged, so their path pays nothing.
 //
-// Unlike a ConnectionTable, a full table never evicts a live session: a NAT'd connection pushed
-// out would break, and its local port could be reused while the backend still holds it. A new
-// connection is refused instead, and counted under its reason. A session that ends (FIN or RST
-// and the closing timeout, or idle past its state's timeout) leaves the client's index at once,
-// so the client may open again from the same port; its local port stays taken, in the backend's
-// index, for the reuse hold (60 s by default: the backend's TIME_WAIT), and only then is free.
+// Unlike a ConnectionTable, nothing live is ever evicted: a NAT'd connection pushed out would
+// break, and its local port could be reused while the backend still holds it. A new connection
+// is refused instead, and counted under its reason. A session that ends (a FIN or RST and the
+// closing timeout, or idle past its state's timeout) leaves the client's index at once, so the
+// client may open again from the same port; its tuple stays in its bucket for the reuse hold
+// (60 s by default: the backend's TIME_WAIT), and only then is free.
+//
+// Idle timeouts: a backend's reply checks its session's; a client's packet does not (that would
+// read the session), so a session idle past its timeout lives on if its client sends before
+// the sweep comes by (once over the table in about half a second at full load).
 
 // A local address a session may take ports from: its stable id (the snapshot's, which the
 // session keeps) and the address itself.
@@ -61,14 +75,44 @@ struct alignas(64) NatSession {
   uint8_t protocol;
   IpFamily client_family;
   IpFamily backend_family;
-  uint8_t flags;  // kNatSessionHeld, ...
-  uint8_t spare[3];
+  uint8_t flags;  // kNatSessionInUse, kNatSessionHeld
+  uint8_t spare;
+  // In a bucket's first way, whether in use or not: how many sessions whose first choice is
+  // this bucket went to their other one.
+  uint16_t moved;
 };
 static_assert(sizeof(NatSession) == 64, "a session is one cache line");
 
 // NatSession::flags.
-inline constexpr uint8_t kNatSessionInUse = 1;  // a session, live or held (else a free slot)
-inline constexpr uint8_t kNatSessionHeld = 2;   // ended: only its local port, until the hold ends
+inline constexpr uint8_t kNatSessionInUse = 1;  // a session, live or held (else a free way)
+inline constexpr uint8_t kNatSessionHeld = 2;   // ended: only its tuple, until the hold ends
+
+inline constexpr size_t kNatSessionsPerBucket = 2;
+struct alignas(128) NatSessionBucket {
+  std::array<NatSession, kNatSessionsPerBucket> ways;
+};
+static_assert(sizeof(NatSessionBucket) == 128, "a session bucket is two cache lines");
+
+// A client's way into its session, with what its packets' rewrite needs.
+struct NatClientEntry {
+  std::array<uint8_t, 16> client;
+  uint16_t client_port;  // network byte order
+  uint16_t service;
+  uint32_t session;     // the session's place (bucket * kNatSessionsPerBucket + way) + 1; 0: empty
+  uint16_t local_port;  // network byte order
+  uint16_t local_address;
+  uint16_t backend_id;
+  // In a bucket's first entry, whether occupied or not: how many entries whose first choice is
+  // this bucket went to their other one.
+  uint16_t moved;
+};
+static_assert(sizeof(NatClientEntry) == 32, "four entries fill a two-cache-line bucket");
+
+inline constexpr size_t kNatClientsPerBucket = 4;
+struct alignas(128) NatClientBucket {
+  std::array<NatClientEntry, kNatClientsPerBucket> ways;
+};
+static_assert(sizeof(NatClientBucket) == 128, "a client bucket is two cache lines");
 
 // What identifies a session from the client's side.
 struct NatClientKey {
@@ -86,17 +130,6 @@ struct NatReplyKey {
   uint16_t local_address = 0;
   uint8_t protocol = 0;
 };
-
-// One bucket of an index: seven (tag, session + 1) slots, and how many entries whose home is
-// this bucket or one before it were placed past it (a miss stops at a bucket none passed).
-struct alignas(64) NatIndexBucket {
-  static constexpr size_t kSlots = 7;
-  std::array<uint32_t, kSlots> tags;
-  std::array<uint32_t, kSlots> sessions;  // index + 1; 0: the slot is empty
-  uint32_t passed;
-  uint32_t spare;
-};
-static_assert(sizeof(NatIndexBucket) == 64, "an index bucket is one cache line");
 
 // Room a worker keeps per (local address, backend) pair it has sessions for: how many of the
 // pair's ports it holds (live or in their reuse hold) and where its search goes on.
@@ -125,74 +158,82 @@ struct NatOpening {
   uint32_t start = 0;
 };
 
-// Memory the caller allocates (zeroed, on the worker's NUMA socket) and keeps alive.
+// Memory the caller allocates (zeroed, on the worker's NUMA socket) and keeps alive: sized by
+// NatSessionTable's *For() functions for the sessions it is to hold.
 struct NatSessionMemory {
-  NatSession* sessions = nullptr;
-  uint32_t session_count = 0;
-  NatIndexBucket* client_index = nullptr;
-  NatIndexBucket* reply_index = nullptr;
-  size_t index_buckets = 0;  // a power of two, each index
+  NatSessionBucket* sessions = nullptr;
+  size_t session_buckets = 0;  // a power of two
+  NatClientBucket* clients = nullptr;
+  size_t client_buckets = 0;  // a power of two
   NatPortSpace* spaces = nullptr;
   size_t space_count = 0;  // a power of two
 };
 
 class NatSessionTable {
  public:
-  // Index buckets for `sessions`: a power of two, at least two slots per session, so that a
-  // bucket overflows (to the next) about once in a few thousand and none ever fills four.
-  static size_t indexBucketsFor(uint32_t sessions);
+  // Buckets for `sessions` (live and held together): twice the ways, so that a port whose
+  // bucket has room is one or two candidates away.
+  static size_t sessionBucketsFor(uint32_t sessions);
+  // Client buckets for `sessions`: twice the entries.
+  static size_t clientBucketsFor(uint32_t sessions);
   // Room for the (local address, backend) pairs: a power of two, twice `pairs`.
   static size_t spacesFor(uint32_t pairs);
 
   static constexpr uint32_t kDefaultReuseHoldMs = 60'000;
-  // Ports whose index entry a new session's search may look up before it gives up.
-  static constexpr uint32_t kPortSearchLimit = 1024;
+  // Candidate ports whose bucket a new session's search may read before it gives up.
+  static constexpr uint32_t kPortSearchLimit = 64;
 
-  NatSessionTable(const NatSessionMemory& memory, const ConntrackTimeouts& timeouts,
+  // A table of at most `limit` sessions (live and held) over `memory`.
+  NatSessionTable(const NatSessionMemory& memory, uint32_t limit, const ConntrackTimeouts& timeouts,
                   NatCounters* counters, const ConnectionHashKey& hash_key,
                   uint32_t reuse_hold_ms = kDefaultReuseHoldMs);
 
-  // The hashes the lookups take, from the keys' fields; their low bits pick the bucket.
+  // The hashes the lookups take.
   uint64_t clientHash(const NatClientKey& key) const;
   uint64_t replyHash(const NatReplyKey& key) const;
-  // A burst's lookups in three passes, so that its misses overlap (docs/fullnat.md): first
-  // prefetch every packet's index bucket, then, the buckets arrived, every session their tags
-  // name, then find. Without the middle pass each lookup waits for its session in turn: 190
-  // against 35 ns a lookup at 1M sessions (perf/conntrack_bench.cc).
-  void prefetchClient(uint64_t hash) const { __builtin_prefetch(&client_index_[hash & mask_]); }
-  void prefetchReply(uint64_t hash) const { __builtin_prefetch(&reply_index_[hash & mask_]); }
-  void prefetchClientSession(uint64_t hash) const { prefetchSessionOf(client_index_, hash); }
-  void prefetchReplySession(uint64_t hash) const { prefetchSessionOf(reply_index_, hash); }
+  // Starts fetching the bucket a lookup of `hash` reads: a burst prefetches every packet's
+  // bucket before its first lookup, so that their misses overlap.
+  void prefetchClient(uint64_t hash) const { prefetchBucket(&clients_[hash & client_mask_]); }
+  void prefetchReply(uint64_t hash) const { prefetchBucket(&sessions_[hash & session_mask_]); }
 
-  // The live session of a client's packet, or nullptr. One that has outlived its timeout is
-  // ended on the way (its port held).
-  NatSession* findClient(const NatClientKey& key, uint64_t hash, uint32_t now_ms);
-  // The live session a backend's reply belongs to, or nullptr (a held one is no session).
+  // The client's entry of a live session, or nullptr.
+  NatClientEntry* findClient(const NatClientKey& key, uint64_t hash);
+  // The live session a backend's reply belongs to, or nullptr (counted): none, a held one, or
+  // one past its timeout (ended on the way).
   NatSession* findReply(const NatReplyKey& key, uint64_t hash, uint32_t now_ms);
 
-  // A new session for `opening`: a local address and port of the worker's share that no session
-  // of the same backend holds or held within the reuse hold, from the addresses in turn from
-  // opening.start. nullptr when none is free, or the table or its room is full: the reason is
-  // counted, and nothing that exists is touched.
-  NatSession* open(const NatOpening& opening, uint32_t now_ms);
+  NatSession& sessionOf(const NatClientEntry& entry) {
+    return sessions_[(entry.session - 1) / kNatSessionsPerBucket]
+        .ways[(entry.session - 1) % kNatSessionsPerBucket];
+  }
 
-  // A packet of `session`, from the client (`from_client`) or the backend: refreshes it and
-  // moves its state on (a FIN or RST closes it; a UDP reply confirms it).
-  void touch(NatSession& session, uint8_t tcp_flags, bool from_client, uint32_t now_ms);
+  // A new session for `opening`: a local address and port of the worker's share that no
+  // session of the same backend holds or held within the reuse hold, from the addresses in turn
+  // from opening.start. nullptr when none is free, or the table or its room is full: the reason
+  // is counted, and nothing that exists is touched.
+  NatClientEntry* open(const NatOpening& opening, uint32_t now_ms);
 
-  // Ends a live session now (a SYN that reopens its client's port): it leaves the client's
-  // index, and its port is held.
+  // A packet of the session from its client: refreshes it (a store, not waited for) and, for a
+  // FIN or RST, closes it. Returns false for a SYN on a closing session, which the caller ends
+  // and opens anew (the client reusing its port).
+  bool touchFromClient(NatClientEntry& entry, uint8_t tcp_flags, uint32_t now_ms);
+  // A packet of `session` from its backend: refreshes it and moves its state on (a SYN-ACK
+  // establishes it, a FIN or RST closes it, a UDP reply confirms it).
+  void touchFromBackend(NatSession& session, uint8_t tcp_flags, uint32_t now_ms);
+
+  // Ends a live session now, for its client reopening its port (counted as reopened): it
+  // leaves the client's index, and its tuple is held.
   void end(NatSession& session, uint32_t now_ms);
 
-  // Ends the sessions past their timeout and frees the ports past their hold, over the next
-  // `count` sessions in a round over the table. The worker calls it once per loop.
-  void sweep(uint32_t now_ms, uint32_t count = 4);
+  // Ends the sessions past their timeout and frees the tuples past their hold, over the next
+  // `count` buckets in a round over the table. The worker calls it once per loop.
+  void sweep(uint32_t now_ms, uint32_t count = 1);
 
   // Per-service and per-backend gauges, as ConnectionTable::countConnectionsIn.
   void countConnectionsIn(TrafficCounters traffic) { traffic_ = traffic; }
 
-  // The session a client's or a backend's key names, live or held, without counting or
-  // changing anything: for diagnostics, on the owning worker.
+  // The session a client's or a backend's key names (live, or held for the reply key), without
+  // counting or changing anything: for diagnostics, on the owning worker.
   const NatSession* peekClient(const NatClientKey& key) const;
   const NatSession* peekReply(const NatReplyKey& key) const;
 
@@ -200,10 +241,10 @@ class NatSessionTable {
   static NatClientKey clientKeyOf(const NatSession& session);
   static NatReplyKey replyKeyOf(const NatSession& session);
 
-  // How many of the pair's ports this worker holds (live sessions and held ports).
+  // How many of the pair's ports this worker holds (live sessions and held tuples).
   uint32_t portsInUse(uint16_t local_address, uint16_t backend_id) const;
 
-  uint32_t capacity() const { return session_count_; }
+  uint32_t limit() const { return limit_; }
   uint32_t live() const { return live_; }
   uint32_t held() const { return held_; }
   uint32_t timeoutOf(ConnectionState state) const {
@@ -216,43 +257,44 @@ class NatSessionTable {
   }
 
  private:
-  struct Found {
-    NatIndexBucket* bucket = nullptr;
-    size_t slot = 0;
-    uint32_t home = 0;   // the bucket the hash names
-    uint32_t steps = 0;  // buckets past home
-  };
-  static constexpr uint32_t kMaxSteps = 4;  // buckets an entry may sit past its home
-
-  void prefetchSessionOf(const NatIndexBucket* index, uint64_t hash) const;
-  template <typename Matches>
-  Found findIn(NatIndexBucket* index, uint64_t hash, const Matches& matches) const;
-  bool place(NatIndexBucket* index, uint64_t hash, uint32_t session);
-  void erase(NatIndexBucket* index, const Found& found);
+  static void prefetchBucket(const void* bucket) {
+    __builtin_prefetch(bucket);
+    __builtin_prefetch(static_cast<const char*>(bucket) + 64);
+  }
+  uint32_t otherClientBucket(uint64_t hash) const;
+  NatClientEntry* clientEntryOf(const NatClientKey& key, uint64_t hash) const;
+  bool placeClient(const NatSession& session, uint32_t place);
+  void eraseClient(const NatSession& session);
+  uint32_t otherSessionBucket(uint64_t hash) const;
+  NatSessionBucket& firstBucketOf(const NatSession& session) const;
+  static bool inBucket(const NatSession& session, const NatSessionBucket& bucket);
+  // The session of `key` (live or held) in either of its buckets, or nullptr.
+  NatSession* sessionOf(const NatReplyKey& key, uint64_t hash) const;
   NatPortSpace* space(uint16_t local_address, uint16_t backend_id, bool create);
   uint32_t spaceHome(uint32_t key) const;
   void dropSpace(NatPortSpace& room);
-  // A free local port of `local` for `opening`, or 0 (kPortsExhausted or kPortSearchLimit
-  // counted in `refusal`).
-  uint16_t takePort(const NatOpening& opening, const NatLocalAddress& local, NatPortSpace& space,
-                    NatEvent& refusal) const;
+  // A free way for `local`: its port (host order) and the way, or 0 with the refusal set.
+  uint16_t takePort(const NatOpening& opening, const NatLocalAddress& local,
+                    const NatPortSpace& room, NatSession*& way, NatEvent& refusal);
   void hold(NatSession& session, uint32_t now_ms);
-  void release(uint32_t index);
-  void gauge(const NatSession& session, int delta);
+  void release(NatSession& session);
+  uint32_t placeOf(const NatSession& session) const {
+    const auto offset = static_cast<size_t>(&session - &sessions_[0].ways[0]);
+    return static_cast<uint32_t>(offset) + 1;
+  }
 
-  NatSession* sessions_;
-  uint32_t session_count_;
-  NatIndexBucket* client_index_;
-  NatIndexBucket* reply_index_;
-  uint32_t mask_;
+  NatSessionBucket* sessions_;
+  uint32_t session_mask_;
+  NatClientBucket* clients_;
+  uint32_t client_mask_;
   NatPortSpace* spaces_;
   uint32_t space_mask_;
+  uint32_t limit_;
   std::array<uint32_t, kConnectionStateCount> timeout_by_state_;
   uint32_t reuse_hold_ms_;
   NatCounters* counters_;
   TrafficCounters traffic_;
   ConnectionHashKey hash_key_;
-  uint32_t free_head_ = 0;  // index + 1 of the first free session; 0: none
   uint32_t live_ = 0;
   uint32_t held_ = 0;
   uint32_t sweep_cursor_ = 0;

@@ -20,28 +20,37 @@ class NatSessionsTest : public ::testing::Test {
  protected:
   void build(uint32_t sessions, const RssSpread& spread, uint16_t first_port, uint16_t last_port,
              uint32_t pairs = 64) {
-    sessions_.assign(sessions, NatSession{});
-    const size_t buckets = NatSessionTable::indexBucketsFor(sessions);
-    client_index_.assign(buckets, NatIndexBucket{});
-    reply_index_.assign(buckets, NatIndexBucket{});
+    session_buckets_.assign(NatSessionTable::sessionBucketsFor(sessions), NatSessionBucket{});
+    client_buckets_.assign(NatSessionTable::clientBucketsFor(sessions), NatClientBucket{});
     spaces_.assign(NatSessionTable::spacesFor(pairs), NatPortSpace{});
     NatSessionMemory memory;
-    memory.sessions = sessions_.data();
-    memory.session_count = sessions;
-    memory.client_index = client_index_.data();
-    memory.reply_index = reply_index_.data();
-    memory.index_buckets = buckets;
+    memory.sessions = session_buckets_.data();
+    memory.session_buckets = session_buckets_.size();
+    memory.clients = client_buckets_.data();
+    memory.client_buckets = client_buckets_.size();
     memory.spaces = spaces_.data();
     memory.space_count = spaces_.size();
     ConnectionHashKey key;
     std::mt19937_64 random(1);
     for (uint64_t& multiplier : key.multipliers) multiplier = random();
     counters_ = std::make_unique<NatCounters>();
-    table_ = std::make_unique<NatSessionTable>(memory, timeouts_, counters_.get(), key);
+    table_ = std::make_unique<NatSessionTable>(memory, sessions, timeouts_, counters_.get(), key);
     absl::StatusOr<ReplySteering> steering = ReplySteering::build(spread, first_port, last_port);
     ASSERT_TRUE(steering.ok()) << steering.status();
     steering_ = std::make_unique<ReplySteering>(*std::move(steering));
   }
+
+  // Opens a session and returns it, or nullptr.
+  NatSession* openSession(const NatOpening& opening, uint32_t now) {
+    NatClientEntry* entry = table_->open(opening, now);
+    return entry == nullptr ? nullptr : &table_->sessionOf(*entry);
+  }
+  // The session a client's packet finds, or nullptr.
+  NatSession* client(const NatOpening& opening) {
+    NatClientEntry* entry = table_->findClient(opening.client, table_->clientHash(opening.client));
+    return entry == nullptr ? nullptr : &table_->sessionOf(*entry);
+  }
+  size_t sweepAll() { return session_buckets_.size(); }
 
   NatOpening opening(uint32_t client, uint16_t client_port, uint16_t queue = 0,
                      uint8_t protocol = kProtocolTcp) {
@@ -67,15 +76,11 @@ class NatSessionsTest : public ::testing::Test {
     const NatReplyKey key = NatSessionTable::replyKeyOf(session);
     return table_->findReply(key, table_->replyHash(key), now);
   }
-  NatSession* client(const NatOpening& opening, uint32_t now) {
-    return table_->findClient(opening.client, table_->clientHash(opening.client), now);
-  }
   uint64_t counted(NatEvent event) const { return counters_->read(event); }
 
   ConntrackTimeouts timeouts_;
-  std::vector<NatSession> sessions_;
-  std::vector<NatIndexBucket> client_index_;
-  std::vector<NatIndexBucket> reply_index_;
+  std::vector<NatSessionBucket> session_buckets_;
+  std::vector<NatClientBucket> client_buckets_;
   std::vector<NatPortSpace> spaces_;
   std::unique_ptr<NatCounters> counters_;
   std::unique_ptr<NatSessionTable> table_;
@@ -97,12 +102,17 @@ RssSpread randomSpread(uint32_t seed, uint16_t queues) {
 TEST_F(NatSessionsTest, BothSidesFindTheSessionAndItsPortsRepliesComeToTheOpeningQueue) {
   build(1024, randomSpread(2, 4), 1024, 65535);
   for (uint16_t queue = 0; queue < 4; ++queue) {
-    const NatOpening open = opening(queue, 40000, queue);
-    NatSession* session = table_->open(open, 1000);
+    const NatOpening o = opening(queue, 40000, queue);
+    NatSession* session = openSession(o, 1000);
     ASSERT_NE(session, nullptr);
     EXPECT_EQ(session->state, ConnectionState::kTcpOpening);
-    EXPECT_EQ(client(open, 1001), session);
+    EXPECT_EQ(client(o), session);
     EXPECT_EQ(reply(*session, 1001), session);
+    // The client's entry carries what its packets' rewrite needs.
+    const NatClientEntry* entry = table_->findClient(o.client, table_->clientHash(o.client));
+    EXPECT_EQ(entry->local_port, session->local_port);
+    EXPECT_EQ(entry->local_address, session->local_address);
+    EXPECT_EQ(entry->backend_id, 7);
     const IpAddress& local = locals_[session->local_address - 1].address;
     const uint32_t base = steering_->baseOf(backend_, 8080, local, kProtocolTcp);
     EXPECT_EQ(steering_->queueOf(base, net(session->local_port), IpFamily::kIpv4, kProtocolTcp),
@@ -121,21 +131,20 @@ TEST_F(NatSessionsTest, APoolOfTwoAddressesOfAHundredPortsRefusesTheTwoHundredAn
   for (uint32_t i = 0; i < 200; ++i) {
     opened.push_back(opening(i, 40000, 0));
     opened.back().start = i;
-    NatSession* session = table_->open(opened.back(), 1000);
+    NatSession* session = openSession(opened.back(), 1000);
     ASSERT_NE(session, nullptr) << i;
     tuples.emplace(session->local_address, session->local_port);
   }
   EXPECT_EQ(tuples.size(), 200u) << "no local address and port taken twice";
-  NatOpening refused = opening(500, 40000, 0);
-  EXPECT_EQ(table_->open(refused, 1000), nullptr);
+  EXPECT_EQ(openSession(opening(500, 40000, 0), 1000), nullptr);
   EXPECT_EQ(counted(NatEvent::kPortsExhausted), 1u);
-  for (const NatOpening& open : opened) ASSERT_NE(client(open, 1001), nullptr);
+  for (const NatOpening& o : opened) ASSERT_NE(client(o), nullptr);
   EXPECT_EQ(table_->portsInUse(1, 7), 100u);
   EXPECT_EQ(table_->portsInUse(2, 7), 100u);
 }
 
-// Two workers share the range by RSS: each gets its share of every pair, which it then
-// exhausts alone, and none of its ports sends replies to the other.
+// Two workers share the range by RSS: each takes its share of every pair alone, and none of its
+// ports sends replies to the other.
 TEST_F(NatSessionsTest, EachWorkerTakesExactlyItsShareOfTheRange) {
   for (uint16_t queue = 0; queue < 2; ++queue) {
     build(4096, randomSpread(4, 2), 20000, 20999);  // each worker's own table
@@ -148,9 +157,9 @@ TEST_F(NatSessionsTest, EachWorkerTakesExactlyItsShareOfTheRange) {
     EXPECT_LT(expected, 1300u);
     uint32_t opened = 0;
     for (uint32_t i = 0; i < 2000; ++i) {
-      NatOpening open = opening(i, static_cast<uint16_t>(30000 + queue), queue);
-      open.start = i;
-      NatSession* session = table_->open(open, 1000);
+      NatOpening o = opening(i, static_cast<uint16_t>(30000 + queue), queue);
+      o.start = i;
+      NatSession* session = openSession(o, 1000);
       if (session == nullptr) break;
       const IpAddress& local = locals_[session->local_address - 1].address;
       ASSERT_EQ(steering_->queueOf(steering_->baseOf(backend_, 8080, local, kProtocolTcp),
@@ -158,55 +167,63 @@ TEST_F(NatSessionsTest, EachWorkerTakesExactlyItsShareOfTheRange) {
                 queue);
       ++opened;
     }
-    EXPECT_EQ(opened, expected) << "queue " << queue;
+    // All of it but the odd port whose two session buckets were full when the search passed
+    // it, and which lay beyond the search's limit when only it was left.
+    EXPECT_LE(opened, expected) << "queue " << queue;
+    EXPECT_GE(opened, expected - expected / 100) << "queue " << queue;
+    EXPECT_EQ(counted(NatEvent::kPortsExhausted) + counted(NatEvent::kPortSearchLimit), 1u)
+        << "the refusal, counted under its reason";
   }
 }
 
-// A session that ends leaves the client's index at once; its local port stays taken for the
-// reuse hold, so no new session gets it while the backend may still hold it in TIME_WAIT.
+// A session that ends leaves the client's index at once; its tuple stays taken for the reuse
+// hold, so no new session gets its port while the backend may still hold it in TIME_WAIT.
 TEST_F(NatSessionsTest, AnEndedSessionsPortIsHeldForTheReuseHoldThenFree) {
   build(64, RssSpread{}, 10000, 10000);  // one port per address
   locals_.resize(1);
   const NatOpening first = opening(1, 40000);
-  NatSession* session = table_->open(first, 1000);
+  NatSession* session = openSession(first, 1000);
   ASSERT_NE(session, nullptr);
-  table_->touch(*session, kTcpAck, true, 1001);
+  table_->touchFromBackend(*session, kTcpSyn | kTcpAck, 1001);
   EXPECT_EQ(session->state, ConnectionState::kTcpEstablished);
-  table_->touch(*session, kTcpFin | kTcpAck, false, 2000);
+  NatClientEntry* entry = table_->findClient(first.client, table_->clientHash(first.client));
+  EXPECT_TRUE(table_->touchFromClient(*entry, kTcpFin | kTcpAck, 2000));
   EXPECT_EQ(session->state, ConnectionState::kTcpClosing);
   const uint32_t closed = 2000 + timeouts_.tcp_closing_ms + 1;
-  table_->sweep(closed, 64);
-  EXPECT_EQ(client(first, closed), nullptr);
+  table_->sweep(closed, sweepAll());
+  EXPECT_EQ(client(first), nullptr);
   EXPECT_EQ(reply(*session, closed), nullptr);
   EXPECT_EQ(counted(NatEvent::kReplyNoSession), 1u);
   EXPECT_EQ(table_->held(), 1u);
   // Its one port is held: another client is refused until the hold ends.
-  EXPECT_EQ(table_->open(opening(2, 40000), closed + 1), nullptr);
+  EXPECT_EQ(openSession(opening(2, 40000), closed + 1), nullptr);
   EXPECT_EQ(counted(NatEvent::kPortsExhausted), 1u);
   const uint32_t free_again = closed + NatSessionTable::kDefaultReuseHoldMs + 1;
-  table_->sweep(free_again, 64);
+  table_->sweep(free_again, sweepAll());
   EXPECT_EQ(table_->held(), 0u);
   EXPECT_EQ(counted(NatEvent::kReleased), 1u);
-  NatSession* next = table_->open(opening(2, 40000), free_again);
+  NatSession* next = openSession(opening(2, 40000), free_again);
   ASSERT_NE(next, nullptr);
   EXPECT_EQ(next->local_port, net(10000));
 }
 
-// A SYN from a client port whose session is closing: the caller ends it and opens anew, on
-// another local port, and replies to the old one find nothing.
+// A SYN from a client port whose session is closing: the table says so, the caller ends it and
+// opens anew, on another local port, and replies to the old one find nothing.
 TEST_F(NatSessionsTest, AReopenedClientPortGetsANewSessionOnAnotherLocalPort) {
   build(64, RssSpread{}, 10000, 10009);
-  const NatOpening open = opening(1, 40000);
-  NatSession* old = table_->open(open, 1000);
+  const NatOpening o = opening(1, 40000);
+  NatSession* old = openSession(o, 1000);
   ASSERT_NE(old, nullptr);
   const NatReplyKey old_reply = NatSessionTable::replyKeyOf(*old);
-  table_->touch(*old, kTcpRst, true, 1100);
+  NatClientEntry* entry = table_->findClient(o.client, table_->clientHash(o.client));
+  EXPECT_TRUE(table_->touchFromClient(*entry, kTcpRst, 1100));
+  EXPECT_FALSE(table_->touchFromClient(*entry, kTcpSyn, 1200));
   table_->end(*old, 1200);
   EXPECT_EQ(counted(NatEvent::kReopened), 1u);
-  NatSession* fresh = table_->open(open, 1200);
+  NatSession* fresh = openSession(o, 1200);
   ASSERT_NE(fresh, nullptr);
   EXPECT_NE(fresh->local_port, old_reply.local_port);
-  EXPECT_EQ(client(open, 1201), fresh);
+  EXPECT_EQ(client(o), fresh);
   EXPECT_EQ(table_->findReply(old_reply, table_->replyHash(old_reply), 1201), nullptr);
 }
 
@@ -217,78 +234,92 @@ TEST_F(NatSessionsTest, AFullTableRefusesTheNewAndEvictsNothing) {
   std::vector<NatOpening> opened;
   for (uint32_t i = 0; i < 16; ++i) {
     opened.push_back(opening(i, 40000));
-    ASSERT_NE(table_->open(opened.back(), 1000), nullptr);
+    ASSERT_NE(openSession(opened.back(), 1000), nullptr);
   }
-  EXPECT_EQ(table_->open(opening(99, 40000), 1000), nullptr);
+  EXPECT_EQ(openSession(opening(99, 40000), 1000), nullptr);
   EXPECT_EQ(counted(NatEvent::kTableFull), 1u);
-  for (const NatOpening& open : opened) EXPECT_NE(client(open, 1001), nullptr);
+  for (const NatOpening& o : opened) EXPECT_NE(client(o), nullptr);
 }
 
-TEST_F(NatSessionsTest, UdpIsConfirmedByItsBackendsReplyAndEndsIdle) {
+TEST_F(NatSessionsTest, UdpIsConfirmedByItsBackendsAnswerAndEndsIdle) {
   build(64, RssSpread{}, 10000, 10999);
-  const NatOpening open = opening(1, 5353, 0, kProtocolUdp);
-  NatSession* session = table_->open(open, 1000);
+  const NatOpening o = opening(1, 5353, 0, kProtocolUdp);
+  NatSession* session = openSession(o, 1000);
   ASSERT_NE(session, nullptr);
   EXPECT_EQ(session->state, ConnectionState::kUdpUnconfirmed);
-  table_->touch(*session, 0, true, 1001);
+  table_->touchFromClient(*table_->findClient(o.client, table_->clientHash(o.client)), 0, 1001);
   EXPECT_EQ(session->state, ConnectionState::kUdpUnconfirmed);
-  table_->touch(*session, 0, false, 1002);
+  EXPECT_EQ(session->last_seen_ms, 1001u);
+  table_->touchFromBackend(*session, 0, 1002);
   EXPECT_EQ(session->state, ConnectionState::kUdp);
-  EXPECT_EQ(client(open, 1002 + timeouts_.udp_ms), session);
-  EXPECT_EQ(client(open, 1003 + 2 * timeouts_.udp_ms), nullptr);
+  table_->sweep(1002 + timeouts_.udp_ms, sweepAll());
+  EXPECT_EQ(client(o), session);
+  table_->sweep(1003 + timeouts_.udp_ms, sweepAll());
+  EXPECT_EQ(client(o), nullptr);
   EXPECT_EQ(counted(NatEvent::kClosed), 1u);
 }
 
+// A reply finds its session only while it lives: one idle past its timeout ends on the way.
+TEST_F(NatSessionsTest, AReplyToASessionPastItsTimeoutEndsIt) {
+  build(64, RssSpread{}, 10000, 10999);
+  NatSession* session = openSession(opening(1, 40000), 1000);
+  ASSERT_NE(session, nullptr);
+  EXPECT_EQ(reply(*session, 1000 + timeouts_.tcp_opening_ms), session);
+  EXPECT_EQ(reply(*session, 2001 + 2 * timeouts_.tcp_opening_ms), nullptr);
+  EXPECT_EQ(table_->live(), 0u);
+  EXPECT_EQ(table_->held(), 1u);
+}
+
 // Many sessions and (address, backend) pairs, opened and ended in random order while the sweep
-// frees held ports: every live session is found from both sides, and once all
-// have ended and their holds passed, nothing is left anywhere.
+// frees held tuples: every live session is found from both sides, and once all have ended and
+// their holds passed, nothing is left anywhere.
 TEST_F(NatSessionsTest, ChurnLeavesIndexesAndPortSpacesConsistent) {
   build(25000, randomSpread(6, 1), 1024, 65535, 600);
   std::mt19937 random(8);
-  std::vector<std::pair<NatOpening, NatSession*>> open;
+  std::vector<std::pair<NatOpening, NatSession*>> live;
   uint32_t now = 1000;
-  // 100 s in all: ports held early are freed by the sweep on the way.
+  // 100 s in all: tuples held early are freed by the sweep on the way.
   for (int round = 0; round < 20000; ++round) {
     now += 5;
-    table_->sweep(now);
-    if (open.size() < 2500 && random() % 3 != 0) {
+    table_->sweep(now, 4);
+    if (live.size() < 2500 && random() % 3 != 0) {
       NatOpening o = opening(random() % 60000, static_cast<uint16_t>(1024 + random() % 60000));
       o.backend_id = static_cast<uint16_t>(random() % 300);
       o.backend = IpAddress::v4(198, 18, 2, static_cast<uint8_t>(o.backend_id));
-      if (client(o, now) != nullptr) continue;
-      NatSession* session = table_->open(o, now);
+      if (client(o) != nullptr) continue;
+      NatSession* session = openSession(o, now);
       ASSERT_NE(session, nullptr) << "round " << round << ": " << counted(NatEvent::kPortsExhausted)
                                   << " exhausted, " << counted(NatEvent::kPortSearchLimit)
                                   << " search limit, " << counted(NatEvent::kIndexFull)
                                   << " index full, " << counted(NatEvent::kSpacesFull)
                                   << " spaces full, " << counted(NatEvent::kTableFull)
                                   << " table full";
-      table_->touch(*session, kTcpAck, true, now);  // established: outlives the run
-      open.emplace_back(o, session);
-    } else if (!open.empty()) {
-      const size_t pick = random() % open.size();
-      table_->end(*open[pick].second, now);
-      open[pick] = open.back();
-      open.pop_back();
+      table_->touchFromBackend(*session, kTcpSyn | kTcpAck, now);  // established: outlives it
+      live.emplace_back(o, session);
+    } else if (!live.empty()) {
+      const size_t pick = random() % live.size();
+      table_->end(*live[pick].second, now);
+      live[pick] = live.back();
+      live.pop_back();
     }
   }
-  for (const auto& [o, session] : open) {
-    ASSERT_EQ(client(o, now), session);
+  for (const auto& [o, session] : live) {
+    ASSERT_EQ(client(o), session);
     ASSERT_EQ(reply(*session, now), session);
   }
-  EXPECT_EQ(table_->live(), open.size());
-  for (const auto& [o, session] : open) table_->end(*session, now);
+  EXPECT_EQ(table_->live(), live.size());
+  for (const auto& [o, session] : live) table_->end(*session, now);
   now += NatSessionTable::kDefaultReuseHoldMs + 1;
-  table_->sweep(now, 25000);
+  table_->sweep(now, sweepAll());
   EXPECT_EQ(table_->live(), 0u);
   EXPECT_EQ(table_->held(), 0u);
-  for (const NatIndexBucket& bucket : client_index_) {
-    for (uint32_t session : bucket.sessions) ASSERT_EQ(session, 0u);
-    ASSERT_EQ(bucket.passed, 0u);
+  for (const NatClientBucket& bucket : client_buckets_) {
+    for (const NatClientEntry& entry : bucket.ways) ASSERT_EQ(entry.session, 0u);
+    ASSERT_EQ(bucket.ways[0].moved, 0u);
   }
-  for (const NatIndexBucket& bucket : reply_index_) {
-    for (uint32_t session : bucket.sessions) ASSERT_EQ(session, 0u);
-    ASSERT_EQ(bucket.passed, 0u);
+  for (const NatSessionBucket& bucket : session_buckets_) {
+    for (const NatSession& session : bucket.ways) ASSERT_EQ(session.flags, 0u);
+    ASSERT_EQ(bucket.ways[0].moved, 0u);
   }
   for (const NatPortSpace& space : spaces_) ASSERT_EQ(space.key, 0u);
 }
@@ -298,8 +329,8 @@ TEST_F(NatSessionsTest, TheGaugesCountLiveSessionsPerServiceAndBackend) {
   std::vector<TrafficCounter> services(kCounterServiceSlots);
   std::vector<TrafficCounter> backends(kCounterBackendSlots);
   table_->countConnectionsIn(TrafficCounters{services.data(), backends.data()});
-  NatSession* a = table_->open(opening(1, 40000), 1000);
-  NatSession* b = table_->open(opening(2, 40000), 1000);
+  NatSession* a = openSession(opening(1, 40000), 1000);
+  NatSession* b = openSession(opening(2, 40000), 1000);
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(services[3].connections.read(), 2u);

@@ -1,0 +1,50 @@
+#include "berth/net/checksum.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+namespace berth {
+namespace {
+
+// RFC 1071's checksum of `bytes` (even length), summed from scratch.
+uint16_t fullChecksum(const std::vector<uint8_t>& bytes) {
+  uint32_t sum = 0;
+  for (size_t i = 0; i < bytes.size(); i += 2) sum += loadBigEndian16(&bytes[i]);
+  while ((sum >> 16) != 0) sum = (sum & 0xffff) + (sum >> 16);
+  return static_cast<uint16_t>(~sum);
+}
+
+// Random data with a checksum field, random even runs of it changed: the adjusted checksum is
+// the one summed from scratch over the new data, for every kind of word, 0x0000 and 0xffff too.
+TEST(ChecksumTest, AnAdjustedChecksumEqualsTheOneSummedAgain) {
+  std::mt19937 random(5);
+  for (int round = 0; round < 20000; ++round) {
+    std::vector<uint8_t> data(64);
+    for (uint8_t& b : data) b = static_cast<uint8_t>(random());
+    if (round % 7 == 0) std::fill(data.begin() + 8, data.begin() + 24, 0xff);
+    if (round % 11 == 0) std::fill(data.begin() + 8, data.begin() + 24, 0x00);
+    // The checksum field is the first word: zero while summing, then filled in.
+    data[0] = data[1] = 0;
+    storeBigEndian16(data.data(), fullChecksum(data));
+    const size_t at = 2 + 2 * (random() % 20);
+    const size_t length = 2 * (1 + random() % 8);
+    std::vector<uint8_t> changed(length);
+    for (uint8_t& b : changed) b = static_cast<uint8_t>(round % 13 == 0 ? 0 : random());
+    const uint16_t adjusted =
+        adjustChecksum(loadBigEndian16(data.data()), &data[at], changed.data(), length);
+    std::copy(changed.begin(), changed.end(), data.begin() + at);
+    data[0] = data[1] = 0;
+    const uint16_t summed = fullChecksum(data);
+    // One's complement has two zeros: 0x0000 and 0xffff stand for the same sum.
+    if (summed == 0 || summed == 0xffff) {
+      ASSERT_TRUE(adjusted == 0 || adjusted == 0xffff) << "round " << round;
+    } else {
+      ASSERT_EQ(adjusted, summed) << "round " << round;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace berth

@@ -3,6 +3,7 @@
 
 #include "berth/dataplane/nat_rewrite.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "berth/net/checksum.h"
@@ -51,6 +52,82 @@ void rewriteEndpoints(Frame& frame, const ParsedPacket& packet, const NatEndpoin
   }
   std::memcpy(addresses, new_addresses, 2 * address_length);
   std::memcpy(l4, new_ports, 4);
+}
+
+bool rewriteIcmpError(Frame& frame, const ParsedPacket& packet,
+                      const std::array<uint8_t, 16>& outer_destination,
+                      const NatEndpoints& embedded) {
+  const bool v4 = packet.flow.family == IpFamily::kIpv4;
+  const size_t address_length = v4 ? 4 : 16;
+  uint8_t* ip = frame.data + packet.l3_offset;
+  uint8_t* icmp = frame.data + packet.l4_offset;
+  uint8_t* inner_ip = icmp + 8;
+  // The IP packet's end, not the frame's: Ethernet padding is no part of any checksum.
+  const uint8_t* end =
+      frame.data + std::min<size_t>(frame.length, size_t{packet.l3_offset} + packet.ip_length);
+  if (inner_ip + (v4 ? 20 : 40) > end) return false;
+  size_t inner_header_length = 40;
+  uint8_t inner_protocol = inner_ip[6];
+  if (v4) {
+    inner_header_length = static_cast<size_t>(inner_ip[0] & 0x0F) * 4;
+    inner_protocol = inner_ip[9];
+    if (inner_header_length < 20) return false;
+  }
+  if (inner_protocol != kProtocolTcp && inner_protocol != kProtocolUdp) return false;
+  uint8_t* inner_l4 = inner_ip + inner_header_length;
+  if (inner_l4 + 8 > end) return false;  // the ports, and a UDP header's checksum
+  const bool udp = inner_protocol == kProtocolUdp;
+  uint8_t* inner_addresses = inner_ip + (v4 ? kIpv4Source : kIpv6Source);
+  uint8_t new_addresses[32];
+  std::memcpy(new_addresses, embedded.source.data(), address_length);
+  std::memcpy(new_addresses + address_length, embedded.destination.data(), address_length);
+  uint8_t new_ports[4];
+  std::memcpy(new_ports, &embedded.source_port, 2);
+  std::memcpy(new_ports + 2, &embedded.destination_port, 2);
+
+  uint16_t icmp_checksum = loadBigEndian16(icmp + 2);
+  // A two-byte field of the embedded packet changed: the ICMP checksum, which covers it, too.
+  auto setEmbeddedWord = [&](uint8_t* at, uint16_t value) {
+    uint8_t bytes[2];
+    storeBigEndian16(bytes, value);
+    icmp_checksum = adjustChecksum(icmp_checksum, at, bytes, 2);
+    std::memcpy(at, bytes, 2);
+  };
+  // The embedded TCP or UDP checksum, where the error carries it (a UDP one of 0 was never
+  // sent).
+  uint8_t* inner_l4_checksum = inner_l4 + (udp ? kUdpChecksum : kTcpChecksum);
+  if (inner_l4_checksum + 2 <= end) {
+    const uint16_t old_checksum = loadBigEndian16(inner_l4_checksum);
+    if (!(udp && v4 && old_checksum == 0)) {
+      uint16_t checksum =
+          adjustChecksum(old_checksum, inner_addresses, new_addresses, 2 * address_length);
+      checksum = adjustChecksum(checksum, inner_l4, new_ports, 4);
+      if (udp && checksum == 0) checksum = 0xffff;
+      setEmbeddedWord(inner_l4_checksum, checksum);
+    }
+  }
+  if (v4) {
+    const uint16_t header_checksum = loadBigEndian16(inner_ip + kIpv4Checksum);
+    setEmbeddedWord(inner_ip + kIpv4Checksum,
+                    adjustChecksum(header_checksum, inner_addresses, new_addresses, 8));
+  }
+  icmp_checksum = adjustChecksum(icmp_checksum, inner_addresses, new_addresses, 2 * address_length);
+  icmp_checksum = adjustChecksum(icmp_checksum, inner_l4, new_ports, 4);
+  std::memcpy(inner_addresses, new_addresses, 2 * address_length);
+  std::memcpy(inner_l4, new_ports, 4);
+
+  uint8_t* destination = ip + (v4 ? kIpv4Source + 4 : kIpv6Source + 16);
+  if (v4) {
+    const uint16_t header_checksum = loadBigEndian16(ip + kIpv4Checksum);
+    storeBigEndian16(ip + kIpv4Checksum,
+                     adjustChecksum(header_checksum, destination, outer_destination.data(), 4));
+  } else {
+    // ICMPv6's checksum covers a pseudo-header with the outer addresses.
+    icmp_checksum = adjustChecksum(icmp_checksum, destination, outer_destination.data(), 16);
+  }
+  storeBigEndian16(icmp + 2, icmp_checksum);
+  std::memcpy(destination, outer_destination.data(), address_length);
+  return true;
 }
 
 ForwardResult forwardFullNat(Frame& frame, const ParsedPacket& packet,

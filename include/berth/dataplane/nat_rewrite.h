@@ -29,6 +29,20 @@ struct NatEndpoints {
 // encapsulating modes leave the inner packet's.
 void rewriteEndpoints(Frame& frame, const ParsedPacket& packet, const NatEndpoints& to);
 
+// An ICMP or ICMPv6 error about a Full-NAT packet, rewritten for the other side of the session,
+// so that path MTU discovery and unreachables work through berth: the outer destination becomes
+// `outer_destination` (the backend for an error from the client's side, the client for one
+// from the backend's), the outer source stays the router's or host's that sent it, and the
+// embedded packet's addresses and ports become `embedded` (as the embedded packet has them: the
+// session's packet toward the error's sender). The embedded IPv4 header checksum, the embedded
+// TCP or UDP checksum where the error carries it, the ICMP checksum (with ICMPv6's
+// pseudo-header) and the outer IPv4 header checksum are updated incrementally. Returns false,
+// changing nothing, for an error whose embedded packet is not TCP or UDP right after its IP
+// header or whose frame is too short for what must change; the caller drops and counts it.
+bool rewriteIcmpError(Frame& frame, const ParsedPacket& packet,
+                      const std::array<uint8_t, 16>& outer_destination,
+                      const NatEndpoints& embedded);
+
 // A Full-NAT packet's whole rewrite: its endpoints, then the Ethernet header for `next_hop`
 // (its MACs and VLAN, as l2dsr sets them). The IP packet does not grow.
 ForwardResult forwardFullNat(Frame& frame, const ParsedPacket& packet,

@@ -90,13 +90,13 @@ TEST(NatRewriteTest, BothChecksumsVerifyAfterTheRewriteForEveryFamilyAndProtocol
         const Bytes l4 = is_udp ? udp(40000, 53, length) : tcp(40000, 80);
         const Bytes l3 = v4 ? ipv4(client, vip, protocol, l4.size() + length)
                             : ipv6(client, vip, protocol, l4.size() + length);
-        Bytes bytes = concat({ethernet(v4 ? kEtherTypeIpv4 : kEtherTypeIpv6), l3, l4,
-                              payload(length)});
+        Bytes bytes =
+            concat({ethernet(v4 ? kEtherTypeIpv4 : kEtherTypeIpv6), l3, l4, payload(length)});
         bytes = withChecksums(bytes, 14, v4, is_udp);
         ReceivedFrame received(bytes);
         ASSERT_EQ(received.parse_error, ParseError::kNone);
-        const NatEndpoints to = endpoints(v4 ? kLocal : kLocal6, 20001, v4 ? kBackend : kBackend6,
-                                          8080);
+        const NatEndpoints to =
+            endpoints(v4 ? kLocal : kLocal6, 20001, v4 ? kBackend : kBackend6, 8080);
         const ForwardingTarget hop = testTarget(v4 ? kBackend : kBackend6);
         ASSERT_EQ(forwardFullNat(received.frame, received.packet, hop, to), ForwardResult::kSend);
         const uint8_t* frame = received.frame.data;
@@ -138,8 +138,8 @@ TEST(NatRewriteTest, AUdpDatagramSentWithoutAChecksumKeepsNone) {
 
 // A frame that came tagged leaves on the next hop's VLAN, its checksums still right.
 TEST(NatRewriteTest, ATaggedFrameLeavesOnTheNextHopsVlan) {
-  Bytes bytes = concat({ethernet(kEtherTypeIpv4, {100}), ipv4(kClient, kVip, kProtocolTcp, 20),
-                        tcp(40000, 80)});
+  Bytes bytes = concat(
+      {ethernet(kEtherTypeIpv4, {100}), ipv4(kClient, kVip, kProtocolTcp, 20), tcp(40000, 80)});
   bytes = withChecksums(bytes, 18, true, false);
   ReceivedFrame received(bytes);
   const ForwardingTarget hop = testTarget(kBackend, 200);
@@ -148,6 +148,138 @@ TEST(NatRewriteTest, ATaggedFrameLeavesOnTheNextHopsVlan) {
             ForwardResult::kSend);
   EXPECT_EQ(loadBigEndian16(received.frame.data + 14) & 0x0fff, 200);
   expectChecksumsVerify(received.frame.data, received.frame.length, 18, true);
+}
+
+}  // namespace
+}  // namespace berth
+
+namespace berth {
+namespace {
+
+// An ICMP error from `router` to `to` about `embedded_packet` (an IP packet, kept whole so that
+// its own checksums can be checked), with every checksum filled in by DPDK.
+Bytes icmpError(bool v4, const IpAddress& router, const IpAddress& to, const Bytes& embedded) {
+  const Bytes message = concat({v4 ? Bytes{3, 4, 0, 0, 0, 0, 0x05, 0x78}   // frag needed, 1400
+                                   : Bytes{2, 0, 0, 0, 0, 0, 0x05, 0x78},  // packet too big
+                                embedded});
+  Bytes frame = concat({ethernet(v4 ? kEtherTypeIpv4 : kEtherTypeIpv6),
+                        v4 ? ipv4(router, to, kProtocolIcmp, message.size())
+                           : ipv6(router, to, kProtocolIcmpv6, message.size()),
+                        message});
+  uint8_t* ip = frame.data() + 14;
+  uint8_t* icmp = ip + (v4 ? 20 : 40);
+  uint16_t checksum;
+  if (v4) {
+    auto* header = reinterpret_cast<rte_ipv4_hdr*>(ip);
+    header->hdr_checksum = rte_ipv4_cksum(header);
+    checksum = static_cast<uint16_t>(~rte_raw_cksum(icmp, message.size()));
+  } else {
+    checksum = rte_ipv6_udptcp_cksum(reinterpret_cast<rte_ipv6_hdr*>(ip), icmp);
+  }
+  std::memcpy(icmp + 2, &checksum, 2);
+  return frame;
+}
+
+// The session's packet toward the backend (local -> backend) as the backend's side's router
+// embeds it, whole: its checksums filled in.
+Bytes embeddedPacket(bool v4, bool is_udp, const IpAddress& source, uint16_t source_port,
+                     const IpAddress& destination, uint16_t destination_port) {
+  const Bytes l4 =
+      is_udp ? udp(source_port, destination_port, 16) : tcp(source_port, destination_port);
+  const uint8_t protocol = is_udp ? kProtocolUdp : kProtocolTcp;
+  Bytes frame = concat({ethernet(v4 ? kEtherTypeIpv4 : kEtherTypeIpv6),
+                        v4 ? ipv4(source, destination, protocol, l4.size() + 16)
+                           : ipv6(source, destination, protocol, l4.size() + 16),
+                        l4, payload(16)});
+  frame = withChecksums(frame, 14, v4, is_udp);
+  return Bytes(frame.begin() + 14, frame.end());
+}
+
+// Every checksum of an error frame is right: the outer IPv4 header's, the ICMP message's (with
+// ICMPv6's pseudo-header), the embedded IP header's and the embedded TCP or UDP checksum.
+void expectErrorChecksumsVerify(const Bytes& frame, bool v4) {
+  const uint8_t* ip = frame.data() + 14;
+  const size_t outer = v4 ? 20 : 40;
+  const uint8_t* icmp = ip + outer;
+  const size_t message = frame.size() - 14 - outer;
+  if (v4) {
+    EXPECT_EQ(rte_ipv4_cksum(reinterpret_cast<const rte_ipv4_hdr*>(ip)), 0);
+    EXPECT_EQ(static_cast<uint16_t>(~rte_raw_cksum(icmp, message)), 0) << "ICMP checksum";
+    EXPECT_EQ(rte_ipv4_cksum(reinterpret_cast<const rte_ipv4_hdr*>(icmp + 8)), 0) << "embedded";
+  } else {
+    Bytes copy = frame;
+    uint8_t* checksum = copy.data() + 14 + outer + 2;
+    uint16_t sent;
+    std::memcpy(&sent, checksum, 2);
+    checksum[0] = checksum[1] = 0;
+    EXPECT_EQ(rte_ipv6_udptcp_cksum(reinterpret_cast<const rte_ipv6_hdr*>(copy.data() + 14),
+                                    copy.data() + 14 + outer),
+              sent)
+        << "ICMPv6 checksum";
+  }
+  // The embedded packet as a frame of its own: its L4 checksum checks as any packet's does.
+  const Bytes embedded = concat({ethernet(v4 ? kEtherTypeIpv4 : kEtherTypeIpv6),
+                                 Bytes(icmp + 8, frame.data() + frame.size())});
+  expectChecksumsVerify(embedded.data(), embedded.size(), 14, v4);
+}
+
+// An error from a router on the backend's side about the session's packet (local -> backend)
+// goes to the client, about the client's packet as the client sent it (client -> VIP); one from
+// the client's side about a reply (VIP -> client) goes to the backend, about the backend's reply
+// as it sent it (backend -> local). Every checksum stays right, IPv4 and IPv6, TCP and UDP.
+TEST(NatRewriteTest, AnIcmpErrorIsTranslatedForTheOtherSideWithEveryChecksumRight) {
+  for (const bool v4 : {true, false}) {
+    for (const bool is_udp : {false, true}) {
+      const IpAddress& client = v4 ? kClient : kClient6;
+      const IpAddress& vip = v4 ? kVip : kVip6;
+      const IpAddress& local = v4 ? kLocal : kLocal6;
+      const IpAddress& backend = v4 ? kBackend : kBackend6;
+      const IpAddress router =
+          v4 ? IpAddress::v4(198, 18, 1, 254) : *IpAddress::parse("2001:db8:1::fe");
+      // From the backend's side: about local:20001 -> backend:8080, to the local address.
+      ReceivedFrame from_backend(
+          icmpError(v4, router, local, embeddedPacket(v4, is_udp, local, 20001, backend, 8080)));
+      ASSERT_EQ(from_backend.parse_error, ParseError::kNone);
+      ASSERT_TRUE(from_backend.packet.icmp_error);
+      ASSERT_TRUE(rewriteIcmpError(from_backend.frame, from_backend.packet, client.bytes,
+                                   endpoints(client, 40000, vip, 80)));
+      const Bytes sent = from_backend.sent();
+      expectErrorChecksumsVerify(sent, v4);
+      ReceivedFrame to_client(sent);
+      ASSERT_TRUE(to_client.packet.icmp_error);
+      // It embeds the client's packet to the VIP (which the parser gives, as for any error, as
+      // the flow of its reply).
+      EXPECT_EQ(to_client.packet.flow.source, vip.bytes);
+      EXPECT_EQ(to_client.packet.flow.destination, client.bytes);
+      EXPECT_EQ(to_client.packet.flow.source_port, net(80));
+      EXPECT_EQ(to_client.packet.flow.destination_port, net(40000));
+      EXPECT_EQ(std::memcmp(sent.data() + 14 + (v4 ? 12 : 8), router.bytes.data(), v4 ? 4 : 16), 0)
+          << "the outer source stays the router's";
+
+      // From the client's side: about VIP:80 -> client:40000, to the VIP.
+      ReceivedFrame from_client(
+          icmpError(v4, router, vip, embeddedPacket(v4, is_udp, vip, 80, client, 40000)));
+      ASSERT_TRUE(rewriteIcmpError(from_client.frame, from_client.packet, backend.bytes,
+                                   endpoints(backend, 8080, local, 20001)));
+      expectErrorChecksumsVerify(from_client.sent(), v4);
+    }
+  }
+}
+
+// An error that carries only the embedded header and eight bytes (all RFC 792 asks) still has
+// its ports and addresses translated, and its ICMP checksum right; one too short for the ports
+// is refused untouched.
+TEST(NatRewriteTest, AShortErrorIsTranslatedAsFarAsItGoesOrRefused) {
+  const Bytes whole = embeddedPacket(true, false, kLocal, 20001, kBackend, 8080);
+  ReceivedFrame minimal(
+      icmpError(true, kBackend, kLocal, Bytes(whole.begin(), whole.begin() + 28)));
+  ASSERT_EQ(minimal.parse_error, ParseError::kNone);
+  ASSERT_TRUE(rewriteIcmpError(minimal.frame, minimal.packet, kClient.bytes,
+                               endpoints(kClient, 40000, kVip, 80)));
+  const Bytes sent = minimal.sent();
+  EXPECT_EQ(static_cast<uint16_t>(~rte_raw_cksum(sent.data() + 34, sent.size() - 34)), 0);
+  EXPECT_EQ(rte_ipv4_cksum(reinterpret_cast<const rte_ipv4_hdr*>(sent.data() + 34 + 8)), 0);
+  EXPECT_EQ(loadBigEndian16(sent.data() + 34 + 8 + 20), 40000);
 }
 
 }  // namespace

@@ -1,10 +1,38 @@
 // libFuzzer target for the packet parser: any bytes, any length. Besides the sanitizers'
-// checks, the offsets the parser reports for a frame it accepts must lie inside the frame.
+// checks, the offsets the parser reports for a frame it accepts must lie inside the frame. A
+// frame it accepts then goes through Full-NAT's rewrites as the datapath would put it (a TCP or
+// UDP packet's endpoints, an ICMP error's translation), which must stay inside it too.
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
+#include "berth/dataplane/nat_rewrite.h"
+#include "berth/net/flow_key.h"
 #include "berth/net/packet_parser.h"
+
+namespace {
+
+// The rewrites on a copy exactly the frame's size, so that the sanitizer sees any byte past it.
+void rewriteAsFullNat(const uint8_t* data, size_t size, const berth::ParsedPacket& packet) {
+  const uint8_t protocol = packet.flow.protocol;
+  if (packet.later_fragment) return;
+  std::vector<uint8_t> copy(data, data + size);
+  berth::Frame frame{copy.data(), size, 0, 0};
+  berth::NatEndpoints to;
+  std::memset(to.source.data(), 0x5a, to.source.size());
+  std::memset(to.destination.data(), 0xa5, to.destination.size());
+  to.source_port = 0x1234;
+  to.destination_port = 0x4321;
+  if (packet.icmp_error) {
+    berth::rewriteIcmpError(frame, packet, to.destination, to);
+  } else if (protocol == berth::kProtocolTcp || protocol == berth::kProtocolUdp) {
+    berth::rewriteEndpoints(frame, packet, to);
+  }
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   berth::ParsedPacket packet;
@@ -14,6 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size_t{packet.l3_offset} + packet.ip_length > size) __builtin_trap();
     if (packet.l4_offset > size) __builtin_trap();
     if (packet.l4_offset != 0 && packet.l4_offset < packet.l3_offset) __builtin_trap();
+    rewriteAsFullNat(data, size, packet);
   }
   return 0;
 }

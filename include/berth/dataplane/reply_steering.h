@@ -23,7 +23,7 @@ struct RssSpread {
 };
 
 // The choice of a Full-NAT local port whose reply the NIC brings back to the worker that owns
-// the connection (docs/fullnat.md, "Replies come home"): no table shared between workers, no
+// the connection (docs/architecture.md, "Connection table"): no table shared between workers, no
 // lock, no handing of packets from core to core. Built once per egress port and pool range with
 // the port's spread; immutable, so every worker reads it from the snapshot.
 //

@@ -18,8 +18,8 @@ namespace berth {
 //
 // The hash is linear over GF(2): the hash of a XOR b is the hash of a XOR the hash of b. That is
 // what lets berth choose a Full-NAT local port whose reply the NIC brings to the choosing worker
-// (docs/fullnat.md): the hash of a reply is the hash of its addresses and the backend's port,
-// XOR the hash of the local port alone.
+// (docs/architecture.md, "Connection table"): the hash of a reply is the hash of its addresses and
+// the backend's port, XOR the hash of the local port alone.
 //
 // Equal to DPDK's rte_softrss() (tests pin both), without the EAL, so the pure dataplane and its
 // tests use it. `key` must hold at least input.size() + 4 bytes.

@@ -77,7 +77,7 @@ TEST(ToeplitzTest, EqualsDpdksSoftwareRss) {
   }
 }
 
-// What Full-NAT's choice of local port rests on (docs/fullnat.md): the hash of a XOR b is the
+// What Full-NAT's choice of local port rests on (docs/architecture.md): the hash of a XOR b is the
 // hash of a XOR the hash of b, so a reply's hash is its fixed fields' hash XOR its port's alone.
 TEST(ToeplitzTest, IsLinear) {
   std::mt19937 random(11);

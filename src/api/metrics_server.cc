@@ -82,20 +82,32 @@ void MetricsServer::takeRendered() {
     render_failure_ = std::string(rendering_->result().status().message());
   }
   rendered_ms_ = render_started_ms_;
+  ++renders_done_;
   ++counts_.renders;
   rendering_ = nullptr;
 }
 
 void MetricsServer::askForText(Client& client, const Renderer& render, uint64_t now_ms) {
   client.awaiting_text = true;
+  client.renders_done_before = renders_done_;
+  settle(client, render, now_ms);
+}
+
+void MetricsServer::settle(Client& client, const Renderer& render, uint64_t now_ms) {
+  if (rendering_ != nullptr) return;  // it waits for the rendering under way
+  // A text rendered recently, or a rendering done since the client asked (which may have
+  // failed: the client is told so), answers it.
   const bool fresh =
       text_ != nullptr && now_ms < rendered_ms_ + static_cast<uint64_t>(render_interval_ms_);
-  if (!fresh && rendering_ == nullptr) {
+  const bool rendered_since = renders_done_ > client.renders_done_before;
+  if (!fresh && !rendered_since) {
     rendering_ = render();
+    if (rendering_ == nullptr) return;  // not on this turn: asked again on the next
     render_started_ms_ = now_ms;
     takeRendered();
+    if (rendering_ != nullptr) return;
   }
-  if (rendering_ == nullptr) answerWithText(client);
+  answerWithText(client);
 }
 
 void MetricsServer::answerWithText(Client& client) {
@@ -190,7 +202,7 @@ void MetricsServer::serve(const Renderer& render) {
   serveEach(clients_, first_served_, [&](Client& client) {
     bool done = false;
     if (!client.answered) done = !readRequest(client, render, now);
-    if (client.awaiting_text && rendering_ == nullptr) answerWithText(client);
+    if (client.awaiting_text) settle(client, render, now);
     // The reply patience is the client's time to read; waiting for a rendering is berthd's.
     if (client.awaiting_text) client.deadline_ms = now + kReplyPatienceMs;
     if (!done && client.answered && !client.awaiting_text) done = send(client, budget);

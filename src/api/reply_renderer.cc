@@ -43,11 +43,14 @@ std::shared_ptr<const RenderedText> renderHere(const ReplyRenderer::Render& rend
   return text;
 }
 
+std::shared_ptr<const std::string> renderedTextOrError(const RenderedText& text) {
+  if (text.result().ok()) return *text.result();
+  return std::make_shared<const std::string>(errorReply(text.result().status().message()));
+}
+
 std::unique_ptr<ReplyStream> renderedReply(std::shared_ptr<const RenderedText> text) {
   return sharedTextReply([text = std::move(text)]() -> std::shared_ptr<const std::string> {
-    if (!text->ready()) return nullptr;
-    if (text->result().ok()) return *text->result();
-    return std::make_shared<const std::string>(errorReply(text->result().status().message()));
+    return text->ready() ? renderedTextOrError(*text) : nullptr;
   });
 }
 

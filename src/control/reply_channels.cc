@@ -37,13 +37,35 @@ absl::Status ReplyChannels::openMetrics(const std::optional<Endpoint>& listen) {
 
 void ReplyChannels::serve(const ControlSocket::Handler& control,
                           const ControlSocket::Handler& read_only, const Render& metrics) {
+  ++turn_;
   if (control_) control_->serve(control);
   if (read_only_) read_only_->serve(read_only);
-  if (metrics_) metrics_->serve(metrics);
+  // A scrape's rendering gathers its figures on the loop too: one gathering a turn, shared
+  // with gatheredReply().
+  if (metrics_) {
+    metrics_->serve([&]() -> std::shared_ptr<const RenderedText> {
+      if (gathered_turn_ == turn_) return nullptr;
+      gathered_turn_ = turn_;
+      return metrics();
+    });
+  }
 }
 
 std::shared_ptr<const RenderedText> ReplyChannels::renderOffLoop(ReplyRenderer::Render render) {
   return renderer_ != nullptr ? renderer_->render(std::move(render)) : renderHere(render);
+}
+
+std::unique_ptr<ReplyStream> ReplyChannels::gatheredReply(Render gather) {
+  auto text = std::make_shared<std::shared_ptr<const RenderedText>>();
+  return sharedTextReply(
+      [this, gather = std::move(gather), text]() -> std::shared_ptr<const std::string> {
+        if (*text == nullptr) {
+          if (gathered_turn_ == turn_) return nullptr;  // this turn has gathered: a later one
+          gathered_turn_ = turn_;
+          *text = gather();
+        }
+        return (*text)->ready() ? renderedTextOrError(**text) : nullptr;
+      });
 }
 
 std::shared_ptr<const RenderedText> ReplyChannels::sharedStats(absl::Time now,

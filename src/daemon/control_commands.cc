@@ -81,7 +81,8 @@ std::shared_ptr<const RenderedText> ControlCommands::renderStats(bool all) {
 }
 
 std::unique_ptr<ReplyStream> ControlCommands::statsReply(const ControlRequest& request) {
-  return renderedReply(renderStats(request.field("all") == "true"));
+  return parts_.replies.gatheredReply(
+      [this, all = request.field("all") == "true"] { return renderStats(all); });
 }
 
 std::unique_ptr<ReplyStream> ControlCommands::servicesReply() {
@@ -95,12 +96,14 @@ std::unique_ptr<ReplyStream> ControlCommands::backendsReply() {
   // Gathering 65,535 backends' rows takes the loop about 30 ms. A request that arrives while a
   // rendering of the same snapshot is under way shares it, so clients asking in a loop cost the
   // loop one gathering per rendering; after a health change, drain or reload they get a new one.
-  return renderedReply(parts_.replies.sharedBackends(parts_.rollouts.generation(), [this] {
-    return renderOffLoop(
-        [rows = target_.backendRows(), tracked = parts_.datapath.connectionsTracked()] {
-          return backendsReplyJson(rows, tracked);
-        });
-  }));
+  return parts_.replies.gatheredReply([this] {
+    return parts_.replies.sharedBackends(parts_.rollouts.generation(), [this] {
+      return renderOffLoop(
+          [rows = target_.backendRows(), tracked = parts_.datapath.connectionsTracked()] {
+            return backendsReplyJson(rows, tracked);
+          });
+    });
+  });
 }
 
 std::unique_ptr<ReplyStream> ControlCommands::reloadReply() {
@@ -173,8 +176,9 @@ std::unique_ptr<ReplyStream> ControlCommands::handleReadOnly(const ControlReques
   // Anyone may ask for stats here, and with tens of thousands of backends a stats reply takes
   // a tenth of a second or more to render: one rendering a second serves every such request.
   if (request.command != "stats" || !request.fields.empty()) return handle(request);
-  return renderedReply(
-      parts_.replies.sharedStats(absl::Now(), [this] { return renderStats(false); }));
+  return parts_.replies.gatheredReply([this] {
+    return parts_.replies.sharedStats(absl::Now(), [this] { return renderStats(false); });
+  });
 }
 
 std::string ControlCommands::announceReply(const ControlRequest& request) {

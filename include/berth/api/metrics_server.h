@@ -31,7 +31,8 @@ namespace berth {
 class MetricsServer {
  public:
   // Starts rendering the exposition text; called when a scrape asks for it and the last
-  // rendering is older than the render interval.
+  // rendering is older than the render interval. nullptr: not on this turn of the loop; the
+  // scrapes waiting for it ask again on the next.
   using Renderer = std::function<std::shared_ptr<const RenderedText>()>;
 
   static constexpr absl::Duration kRenderInterval = absl::Seconds(1);
@@ -65,6 +66,7 @@ class MetricsServer {
     bool answered = false;
     bool head_only = false;
     bool awaiting_text = false;               // for the rendering under way
+    uint64_t renders_done_before = 0;         // renderings done when it asked for the text
     std::string head;                         // status line and headers, or a whole error
     std::shared_ptr<const std::string> body;  // the rendered text, shared by every scrape
     size_t sent = 0;                          // over head, then body
@@ -82,6 +84,9 @@ class MetricsServer {
   // A scrape of /metrics: answered from the text when it is fresh, else once a rendering (begun
   // now, or already under way) ends.
   void askForText(Client& client, const Renderer& render, uint64_t now_ms);
+  // Answers a client awaiting the text once a text can answer it, starting a rendering where
+  // none is under way and none could.
+  void settle(Client& client, const Renderer& render, uint64_t now_ms);
   void answerWithText(Client& client);
   // Takes the rendering under way once it has ended.
   void takeRendered();
@@ -94,6 +99,7 @@ class MetricsServer {
   uint64_t rendered_ms_ = 0;    // when the latest rendering began
   std::shared_ptr<const RenderedText> rendering_;
   uint64_t render_started_ms_ = 0;
+  uint64_t renders_done_ = 0;
   std::vector<Client> clients_;
   size_t first_served_ = 0;
   ClientCounts counts_;

@@ -52,6 +52,9 @@ class ReplyRenderer {
 // memory: for a control plane whose renderer has not started, and for tests.
 std::shared_ptr<const RenderedText> renderHere(const ReplyRenderer::Render& render);
 
+// Once `text` is ready: the text, or an error reply saying why it was not rendered.
+std::shared_ptr<const std::string> renderedTextOrError(const RenderedText& text);
+
 // A control reply of `text`: it waits on later turns of the loop until the text is rendered,
 // then goes out in pieces; a text that was not rendered is answered with an error reply.
 std::unique_ptr<ReplyStream> renderedReply(std::shared_ptr<const RenderedText> text);

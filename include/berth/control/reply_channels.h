@@ -60,6 +60,11 @@ class ReplyChannels {
   std::shared_ptr<const RenderedText> renderOffLoop(ReplyRenderer::Render render);
   // The read-only socket's `stats`: `render` at most once every kReadOnlyStatsInterval.
   std::shared_ptr<const RenderedText> sharedStats(absl::Time now, const Render& render);
+  // A rendered reply whose figures `gather` takes (and hands to the renderer) on the first turn
+  // of the loop on which no other reply has gathered yet. With tens of thousands of backends a
+  // gathering holds the loop for tens of milliseconds (hundreds under a sanitizer); several
+  // arriving together must not hold `announce` and `status` up behind all of them in one turn.
+  std::unique_ptr<ReplyStream> gatheredReply(Render gather);
   // `backends`: a request that arrives while a rendering of the same snapshot is under way
   // shares it; a finished one, or one of another snapshot, is rendered anew.
   std::shared_ptr<const RenderedText> sharedBackends(uint64_t snapshot_generation,
@@ -80,6 +85,8 @@ class ReplyChannels {
   absl::Time read_only_stats_at_ = absl::InfinitePast();
   std::shared_ptr<const RenderedText> backends_rendering_;  // the latest, maybe under way
   uint64_t backends_rendering_generation_ = 0;              // the snapshot it shows
+  uint64_t turn_ = 0;                                       // serve() calls so far
+  uint64_t gathered_turn_ = 0;  // the last turn a gatheredReply() gathered on
 };
 
 }  // namespace berth

@@ -115,6 +115,21 @@ TEST(MetricsServerTest, ScrapesWithinTheRenderIntervalShareOneRendering) {
               ::testing::EndsWith("berth_render 3\n"));
 }
 
+// A renderer that declines a turn (the loop has gathered figures for another reply on it) is
+// asked again on the next: the scrape waits, and is answered once a rendering is done.
+TEST(MetricsServerTest, AScrapeWaitsForATurnOnWhichTheRendererAgreesToRender) {
+  int asked = 0;
+  const auto render = [&]() -> std::shared_ptr<const RenderedText> {
+    if (++asked < 4) return nullptr;
+    return renderHere([] { return std::string("berth_up 1\n"); });
+  };
+  auto server = openLoopback(absl::Hours(1));
+  EXPECT_THAT(scrape(*server, "GET /metrics HTTP/1.1\r\n\r\n", 0, render),
+              ::testing::EndsWith("berth_up 1\n"));
+  EXPECT_EQ(asked, 4);
+  EXPECT_EQ(server->counts().renders, 1u);
+}
+
 // The text is rendered on another thread; a scrape waits for it without holding serve() up,
 // and scrapes that arrive meanwhile share the same rendering.
 TEST(MetricsServerTest, ScrapesWaitForARenderingUnderWayWithoutHoldingTheLoop) {

@@ -2,7 +2,8 @@
 // mode 0600 and the read-only one 0666 without a group; each socket's requests go to its own
 // handler; the read-only socket's `stats` is rendered at most once an interval for every client;
 // `backends` shares a rendering under way of the same snapshot and renders anew once it is done
-// or the snapshot changed; without the renderer thread, a rendering runs in place.
+// or the snapshot changed; replies that gather on the loop gather one per turn; without the
+// renderer thread, a rendering runs in place.
 
 #include "berth/control/reply_channels.h"
 
@@ -127,6 +128,32 @@ TEST_F(ReplyChannelsTest, BackendsShareARenderingUnderWayOfTheSameSnapshot) {
   made.back()->set(std::make_shared<const std::string>("done"));
   channels.sharedBackends(6, under_way);
   EXPECT_EQ(made.size(), 3u) << "done: the next request gets a fresh rendering";
+}
+
+// Three replies whose figures are gathered on the loop, asked for together: one gathers per
+// turn of the loop, so that a turn holds `announce` and `status` up behind one gathering at most,
+// and each reply comes whole once its rendering is done.
+TEST_F(ReplyChannelsTest, RepliesThatGatherOnTheLoopGatherOnePerTurn) {
+  ReplyChannels channels(paths(), log_);
+  std::vector<std::unique_ptr<ReplyStream>> replies;
+  int gathered = 0;
+  for (int i = 0; i < 3; ++i) {
+    replies.push_back(channels.gatheredReply([&gathered, i] {
+      ++gathered;
+      return renderHere([i] { return "reply " + std::to_string(i); });
+    }));
+  }
+  const auto turn = [&] {
+    channels.serve(answering("{}"), answering("{}"),
+                   [] { return renderHere([] { return std::string(); }); });
+  };
+  std::vector<std::string> texts(3);
+  for (int expected = 1; expected <= 3; ++expected) {
+    turn();
+    for (size_t i = 0; i < replies.size(); ++i) replies[i]->next(texts[i], 1 << 20);
+    EXPECT_EQ(gathered, expected) << "one gathering a turn";
+  }
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(texts[i], "reply " + std::to_string(i));
 }
 
 TEST_F(ReplyChannelsTest, WithoutTheRendererThreadARenderingRunsInPlace) {

@@ -18,6 +18,32 @@ constexpr size_t kIpv6Source = 8;
 constexpr size_t kTcpChecksum = 16;
 constexpr size_t kUdpChecksum = 6;
 
+// The endpoints as the bytes they replace: both addresses (source, then destination) and both
+// ports, in wire order.
+struct EndpointBytes {
+  explicit EndpointBytes(const NatEndpoints& to, size_t address_length)
+      : address_length(address_length) {
+    std::memcpy(addresses, to.source.data(), address_length);
+    std::memcpy(addresses + address_length, to.destination.data(), address_length);
+    std::memcpy(ports, &to.source_port, 2);
+    std::memcpy(ports + 2, &to.destination_port, 2);
+  }
+  uint8_t addresses[32];
+  uint8_t ports[4];
+  size_t address_length;
+};
+
+// A TCP or UDP checksum after its packet's addresses (`addresses`, whose pseudo-header it
+// covers) and ports (at `l4`) become `to`'s; an IPv4 UDP checksum of 0 (none sent) stays 0, and
+// a UDP one that comes out 0 is sent as 0xffff (RFC 768).
+uint16_t adjustedL4Checksum(uint16_t checksum, const uint8_t* addresses, const uint8_t* l4,
+                            const EndpointBytes& to, bool udp, bool v4) {
+  if (udp && v4 && checksum == 0) return 0;
+  checksum = adjustChecksum(checksum, addresses, to.addresses, 2 * to.address_length);
+  checksum = adjustChecksum(checksum, l4, to.ports, 4);
+  return udp && checksum == 0 ? 0xffff : checksum;
+}
+
 }  // namespace
 
 void rewriteEndpoints(Frame& frame, const ParsedPacket& packet, const NatEndpoints& to) {
@@ -26,32 +52,18 @@ void rewriteEndpoints(Frame& frame, const ParsedPacket& packet, const NatEndpoin
   const bool v4 = packet.flow.family == IpFamily::kIpv4;
   const size_t address_length = v4 ? 4 : 16;
   uint8_t* addresses = ip + (v4 ? kIpv4Source : kIpv6Source);  // source, then destination
-  uint8_t new_addresses[32];
-  std::memcpy(new_addresses, to.source.data(), address_length);
-  std::memcpy(new_addresses + address_length, to.destination.data(), address_length);
-  uint8_t new_ports[4];
-  std::memcpy(new_ports, &to.source_port, 2);
-  std::memcpy(new_ports + 2, &to.destination_port, 2);
-
+  const EndpointBytes bytes(to, address_length);
   const bool udp = packet.flow.protocol == kProtocolUdp;
   uint8_t* l4_checksum = l4 + (udp ? kUdpChecksum : kTcpChecksum);
-  uint16_t checksum = loadBigEndian16(l4_checksum);
-  // IPv4 UDP without a checksum stays without one.
-  const bool keeps_none = udp && v4 && checksum == 0;
-  if (!keeps_none) {
-    // The pseudo-header's addresses and the ports both feed the L4 checksum.
-    checksum = adjustChecksum(checksum, addresses, new_addresses, 2 * address_length);
-    checksum = adjustChecksum(checksum, l4, new_ports, 4);
-    if (udp && checksum == 0) checksum = 0xffff;
-    storeBigEndian16(l4_checksum, checksum);
-  }
+  storeBigEndian16(l4_checksum,
+                   adjustedL4Checksum(loadBigEndian16(l4_checksum), addresses, l4, bytes, udp, v4));
   if (v4) {
     const uint16_t header_checksum = loadBigEndian16(ip + kIpv4Checksum);
     storeBigEndian16(ip + kIpv4Checksum,
-                     adjustChecksum(header_checksum, addresses, new_addresses, 8));
+                     adjustChecksum(header_checksum, addresses, bytes.addresses, 8));
   }
-  std::memcpy(addresses, new_addresses, 2 * address_length);
-  std::memcpy(l4, new_ports, 4);
+  std::memcpy(addresses, bytes.addresses, 2 * address_length);
+  std::memcpy(l4, bytes.ports, 4);
 }
 
 bool rewriteIcmpError(Frame& frame, const ParsedPacket& packet,
@@ -78,12 +90,7 @@ bool rewriteIcmpError(Frame& frame, const ParsedPacket& packet,
   if (inner_l4 + 8 > end) return false;  // the ports, and a UDP header's checksum
   const bool udp = inner_protocol == kProtocolUdp;
   uint8_t* inner_addresses = inner_ip + (v4 ? kIpv4Source : kIpv6Source);
-  uint8_t new_addresses[32];
-  std::memcpy(new_addresses, embedded.source.data(), address_length);
-  std::memcpy(new_addresses + address_length, embedded.destination.data(), address_length);
-  uint8_t new_ports[4];
-  std::memcpy(new_ports, &embedded.source_port, 2);
-  std::memcpy(new_ports + 2, &embedded.destination_port, 2);
+  const EndpointBytes bytes(embedded, address_length);
 
   uint16_t icmp_checksum = loadBigEndian16(icmp + 2);
   // A two-byte field of the embedded packet changed: the ICMP checksum, which covers it, too.
@@ -97,24 +104,20 @@ bool rewriteIcmpError(Frame& frame, const ParsedPacket& packet,
   // sent).
   uint8_t* inner_l4_checksum = inner_l4 + (udp ? kUdpChecksum : kTcpChecksum);
   if (inner_l4_checksum + 2 <= end) {
-    const uint16_t old_checksum = loadBigEndian16(inner_l4_checksum);
-    if (!(udp && v4 && old_checksum == 0)) {
-      uint16_t checksum =
-          adjustChecksum(old_checksum, inner_addresses, new_addresses, 2 * address_length);
-      checksum = adjustChecksum(checksum, inner_l4, new_ports, 4);
-      if (udp && checksum == 0) checksum = 0xffff;
-      setEmbeddedWord(inner_l4_checksum, checksum);
-    }
+    setEmbeddedWord(inner_l4_checksum,
+                    adjustedL4Checksum(loadBigEndian16(inner_l4_checksum), inner_addresses,
+                                       inner_l4, bytes, udp, v4));
   }
   if (v4) {
     const uint16_t header_checksum = loadBigEndian16(inner_ip + kIpv4Checksum);
     setEmbeddedWord(inner_ip + kIpv4Checksum,
-                    adjustChecksum(header_checksum, inner_addresses, new_addresses, 8));
+                    adjustChecksum(header_checksum, inner_addresses, bytes.addresses, 8));
   }
-  icmp_checksum = adjustChecksum(icmp_checksum, inner_addresses, new_addresses, 2 * address_length);
-  icmp_checksum = adjustChecksum(icmp_checksum, inner_l4, new_ports, 4);
-  std::memcpy(inner_addresses, new_addresses, 2 * address_length);
-  std::memcpy(inner_l4, new_ports, 4);
+  icmp_checksum =
+      adjustChecksum(icmp_checksum, inner_addresses, bytes.addresses, 2 * address_length);
+  icmp_checksum = adjustChecksum(icmp_checksum, inner_l4, bytes.ports, 4);
+  std::memcpy(inner_addresses, bytes.addresses, 2 * address_length);
+  std::memcpy(inner_l4, bytes.ports, 4);
 
   uint8_t* destination = ip + (v4 ? kIpv4Source + 4 : kIpv6Source + 16);
   if (v4) {

@@ -38,6 +38,7 @@ absl::Status ReplyChannels::openMetrics(const std::optional<Endpoint>& listen) {
 void ReplyChannels::serve(const ControlSocket::Handler& control,
                           const ControlSocket::Handler& read_only, const Render& metrics) {
   ++turn_;
+  serving_ = true;
   if (control_) control_->serve(control);
   if (read_only_) read_only_->serve(read_only);
   // A scrape's rendering gathers its figures on the loop too: one gathering a turn, shared
@@ -49,6 +50,7 @@ void ReplyChannels::serve(const ControlSocket::Handler& control,
       return metrics();
     });
   }
+  serving_ = false;
 }
 
 std::shared_ptr<const RenderedText> ReplyChannels::renderOffLoop(ReplyRenderer::Render render) {
@@ -60,8 +62,10 @@ std::unique_ptr<ReplyStream> ReplyChannels::gatheredReply(Render gather) {
   return sharedTextReply(
       [this, gather = std::move(gather), text]() -> std::shared_ptr<const std::string> {
         if (*text == nullptr) {
-          if (gathered_turn_ == turn_) return nullptr;  // this turn has gathered: a later one
-          gathered_turn_ = turn_;
+          if (serving_) {
+            if (gathered_turn_ == turn_) return nullptr;  // this turn has gathered: a later one
+            gathered_turn_ = turn_;
+          }
           *text = gather();
         }
         return (*text)->ready() ? renderedTextOrError(**text) : nullptr;

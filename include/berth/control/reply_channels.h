@@ -64,6 +64,7 @@ class ReplyChannels {
   // of the loop on which no other reply has gathered yet. With tens of thousands of backends a
   // gathering holds the loop for tens of milliseconds (hundreds under a sanitizer); several
   // arriving together must not hold `announce` and `status` up behind all of them in one turn.
+  // Outside serve() (a caller draining a reply itself) it gathers at once.
   std::unique_ptr<ReplyStream> gatheredReply(Render gather);
   // `backends`: a request that arrives while a rendering of the same snapshot is under way
   // shares it; a finished one, or one of another snapshot, is rendered anew.
@@ -86,6 +87,7 @@ class ReplyChannels {
   std::shared_ptr<const RenderedText> backends_rendering_;  // the latest, maybe under way
   uint64_t backends_rendering_generation_ = 0;              // the snapshot it shows
   uint64_t turn_ = 0;                                       // serve() calls so far
+  bool serving_ = false;        // inside serve(): a gathering waits for a turn of its own
   uint64_t gathered_turn_ = 0;  // the last turn a gatheredReply() gathered on
 };
 

@@ -130,30 +130,44 @@ TEST_F(ReplyChannelsTest, BackendsShareARenderingUnderWayOfTheSameSnapshot) {
   EXPECT_EQ(made.size(), 3u) << "done: the next request gets a fresh rendering";
 }
 
-// Three replies whose figures are gathered on the loop, asked for together: one gathers per
+// Three requests whose replies gather figures on the loop, arriving together: one gathers per
 // turn of the loop, so that a turn holds `announce` and `status` up behind one gathering at most,
-// and each reply comes whole once its rendering is done.
+// and each reply comes whole once its rendering is done. Outside a turn, a reply gathers at once.
 TEST_F(ReplyChannelsTest, RepliesThatGatherOnTheLoopGatherOnePerTurn) {
   ReplyChannels channels(paths(), log_);
-  std::vector<std::unique_ptr<ReplyStream>> replies;
+  ASSERT_TRUE(channels.openSockets().ok());
   int gathered = 0;
-  for (int i = 0; i < 3; ++i) {
-    replies.push_back(channels.gatheredReply([&gathered, i] {
+  const ControlSocket::Handler gathering = [&](const ControlRequest&) {
+    return channels.gatheredReply([&gathered] {
       ++gathered;
-      return renderHere([i] { return "reply " + std::to_string(i); });
-    }));
-  }
-  const auto turn = [&] {
-    channels.serve(answering("{}"), answering("{}"),
-                   [] { return renderHere([] { return std::string(); }); });
+      return renderHere([] { return std::string("{\"ok\":true}"); });
+    });
   };
-  std::vector<std::string> texts(3);
+  const ReplyChannels::Render metrics = [] { return renderHere([] { return std::string(); }); };
+  std::vector<int> clients;
+  for (int i = 0; i < 3; ++i) {
+    clients.push_back(connectTo(paths().control));
+    const std::string line = "{\"command\":\"stats\"}\n";
+    ASSERT_EQ(send(clients.back(), line.data(), line.size(), 0), static_cast<ssize_t>(line.size()));
+  }
   for (int expected = 1; expected <= 3; ++expected) {
-    turn();
-    for (size_t i = 0; i < replies.size(); ++i) replies[i]->next(texts[i], 1 << 20);
+    channels.serve(gathering, gathering, metrics);
     EXPECT_EQ(gathered, expected) << "one gathering a turn";
   }
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(texts[i], "reply " + std::to_string(i));
+  for (int client : clients) {
+    std::string reply;
+    for (int i = 0; i < 1000 && (reply.empty() || reply.back() != '\n'); ++i) {
+      channels.serve(gathering, gathering, metrics);
+      char buffer[256];
+      const ssize_t got = recv(client, buffer, sizeof(buffer), MSG_DONTWAIT);
+      if (got > 0) reply.append(buffer, static_cast<size_t>(got));
+    }
+    EXPECT_EQ(reply, "{\"ok\":true}\n");
+    close(client);
+  }
+  std::unique_ptr<ReplyStream> outside = gathering(ControlRequest{});
+  EXPECT_EQ(drainReply(*outside), "{\"ok\":true}");
+  EXPECT_EQ(gathered, 4);
 }
 
 TEST_F(ReplyChannelsTest, WithoutTheRendererThreadARenderingRunsInPlace) {

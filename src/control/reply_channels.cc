@@ -45,9 +45,7 @@ void ReplyChannels::serve(const ControlSocket::Handler& control,
   // with gatheredReply().
   if (metrics_) {
     metrics_->serve([&]() -> std::shared_ptr<const RenderedText> {
-      if (gathered_turn_ == turn_) return nullptr;
-      gathered_turn_ = turn_;
-      return metrics();
+      return mayGatherNow() ? metrics() : nullptr;
     });
   }
   serving_ = false;
@@ -57,15 +55,19 @@ std::shared_ptr<const RenderedText> ReplyChannels::renderOffLoop(ReplyRenderer::
   return renderer_ != nullptr ? renderer_->render(std::move(render)) : renderHere(render);
 }
 
+bool ReplyChannels::mayGatherNow() {
+  if (!serving_) return true;
+  if (gathered_turn_ == turn_) return false;  // this turn has gathered: a later one
+  gathered_turn_ = turn_;
+  return true;
+}
+
 std::unique_ptr<ReplyStream> ReplyChannels::gatheredReply(Render gather) {
   auto text = std::make_shared<std::shared_ptr<const RenderedText>>();
   return sharedTextReply(
       [this, gather = std::move(gather), text]() -> std::shared_ptr<const std::string> {
         if (*text == nullptr) {
-          if (serving_) {
-            if (gathered_turn_ == turn_) return nullptr;  // this turn has gathered: a later one
-            gathered_turn_ = turn_;
-          }
+          if (!mayGatherNow()) return nullptr;
           *text = gather();
         }
         return (*text)->ready() ? renderedTextOrError(**text) : nullptr;

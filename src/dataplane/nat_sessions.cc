@@ -196,20 +196,12 @@ bool NatSessionTable::placeClient(const NatSession& session, uint32_t place) {
 void NatSessionTable::eraseClient(const NatSession& session) {
   const NatClientKey key = clientKeyOf(session);
   const uint64_t hash = clientHash(key);
+  NatClientEntry* entry = clientEntryOf(key, hash);
+  if (entry == nullptr) return;
+  entry->session = 0;
   NatClientBucket& first = clients_[hash & client_mask_];
-  for (NatClientEntry& entry : first.ways) {
-    if (clientMatches(entry, key)) {
-      entry.session = 0;
-      return;
-    }
-  }
-  for (NatClientEntry& entry : clients_[otherClientBucket(hash)].ways) {
-    if (clientMatches(entry, key)) {
-      entry.session = 0;
-      --first.ways[0].moved;
-      return;
-    }
-  }
+  const bool in_first = entry >= &first.ways[0] && entry < &first.ways[0] + kNatClientsPerBucket;
+  if (!in_first) --first.ways[0].moved;
 }
 
 uint32_t NatSessionTable::spaceHome(uint32_t key) const {

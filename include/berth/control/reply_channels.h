@@ -76,6 +76,9 @@ class ReplyChannels {
   const MetricsServer* metrics() const { return metrics_.get(); }
 
  private:
+  // Whether a reply may gather its figures now, taking this turn's one gathering if so.
+  bool mayGatherNow();
+
   ControlSocketPaths paths_;
   Log log_;
   std::unique_ptr<ReplyRenderer> renderer_;
@@ -88,7 +91,7 @@ class ReplyChannels {
   uint64_t backends_rendering_generation_ = 0;              // the snapshot it shows
   uint64_t turn_ = 0;                                       // serve() calls so far
   bool serving_ = false;        // inside serve(): a gathering waits for a turn of its own
-  uint64_t gathered_turn_ = 0;  // the last turn a gatheredReply() gathered on
+  uint64_t gathered_turn_ = 0;  // the last turn a reply or a scrape gathered on
 };
 
 }  // namespace berth

@@ -119,6 +119,14 @@ const ServiceConfig* Config::findService(absl::string_view name) const {
   return nullptr;
 }
 
+std::vector<IpAddress> PortConfig::snatAddressesOf(IpFamily family) const {
+  std::vector<IpAddress> addresses;
+  for (const IpAddress& address : snat_addresses) {
+    if (address.family == family) addresses.push_back(address);
+  }
+  return addresses;
+}
+
 std::vector<std::string> sectionsNeedingRestart(const Config& running, const Config& next) {
   std::vector<std::string> sections;
   if (running.dataplane.eal != next.dataplane.eal) sections.push_back("dataplane.eal");

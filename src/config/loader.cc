@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "berth/config/drivers.h"
 #include "berth/config/eal_options.h"
@@ -251,17 +252,20 @@ absl::Status parseBackends(absl::string_view source, const Fields& fields,
       continue;
     }
     // IPIP carries the client's packet whole, and L2 DSR hands it over unchanged: either way
-    // the backend must speak the VIP's IP version.
-    const bool same_family_needed =
-        service.forwarding == Forwarding::kIpip || service.forwarding == Forwarding::kL2Dsr;
+    // the backend must speak the VIP's IP version. Full-NAT rewrites addresses but not the IP
+    // version (docs/fullnat.md).
+    const bool same_family_needed = service.forwarding == Forwarding::kIpip ||
+                                    service.forwarding == Forwarding::kL2Dsr ||
+                                    service.forwarding == Forwarding::kFullNat;
     if (same_family_needed && backend.address.family != service.vip.family) {
       errors.record(site.error(absl::StrCat("backend address ", backend.address.toString(),
                                             " is not of the VIP's IP version, which forwarding: ",
                                             toString(service.forwarding), " needs")));
       continue;
     }
-    if (backend.mac && service.forwarding != Forwarding::kL2Dsr) {
-      errors.record(site.error("a backend mac only applies with forwarding: l2dsr"));
+    if (backend.mac && service.forwarding != Forwarding::kL2Dsr &&
+        service.forwarding != Forwarding::kFullNat) {
+      errors.record(site.error("a backend mac only applies with forwarding: l2dsr or fullnat"));
       continue;
     }
     if (!addresses.insert(backend.address).second) {
@@ -394,6 +398,45 @@ absl::Status parseRssKey(const Fields& fields, PortConfig& port) {
   return absl::OkStatus();
 }
 
+// snat_addresses: [ADDRESS, ...] and snat_ports: FIRST-LAST, the local addresses and ports of
+// Full-NAT connections leaving through the port (docs/fullnat.md).
+absl::Status parseSnat(const Fields& fields, PortConfig& port) {
+  BERTH_ASSIGN_OR_RETURN(const std::vector<std::string> addresses,
+                         fields.stringList("snat_addresses"));
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    const ErrorSite site = fields.site("snat_addresses");
+    absl::StatusOr<IpAddress> address = IpAddress::parse(addresses[i]);
+    if (!address.ok()) {
+      return site.error(absl::StrCat("[", i, "]: '", addresses[i], "' is not an IP address"));
+    }
+    if (absl::c_linear_search(port.snat_addresses, *address)) {
+      return site.error(absl::StrCat(address->toString(), " is listed twice"));
+    }
+    if (*address == port.ipv4 || *address == port.ipv6) {
+      return site.error(absl::StrCat(address->toString(),
+                                     " is the port's own address, which the kernel interface and "
+                                     "berth's own traffic use; give local addresses of their own"));
+    }
+    port.snat_addresses.push_back(*address);
+  }
+  if (!fields.has("snat_ports")) return absl::OkStatus();
+  BERTH_ASSIGN_OR_RETURN(const std::string range, fields.requiredString("snat_ports"));
+  const std::vector<absl::string_view> ends = absl::StrSplit(range, '-');
+  uint32_t first = 0;
+  uint32_t last = 0;
+  if (ends.size() != 2 || !absl::SimpleAtoi(ends[0], &first) || !absl::SimpleAtoi(ends[1], &last) ||
+      first == 0 || last > 65535 || first > last) {
+    return fields.site("snat_ports")
+        .error(absl::StrCat("'", range, "' is not a port range FIRST-LAST within 1-65535"));
+  }
+  if (port.snat_addresses.empty()) {
+    return fields.site("snat_ports").error("only applies with snat_addresses");
+  }
+  port.snat_first_port = static_cast<uint16_t>(first);
+  port.snat_last_port = static_cast<uint16_t>(last);
+  return absl::OkStatus();
+}
+
 // exception: { kind: tap | virtio-user, name: IFNAME, ipv4_prefix_length, ipv6_prefix_length,
 //              per_second: { bgp, arp_nd, health, icmp, other } }
 absl::StatusOr<ExceptionConfig> parseException(absl::string_view source, const std::string& path,
@@ -436,11 +479,12 @@ absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string
   ErrorList errors;
   BERTH_ASSIGN_OR_RETURN(
       const Fields fields,
-      Fields::read(source, path, node,
-                   {"name", "device", "vlan", "ipv4", "ipv6", "gateway", "gateway_mac", "mtu",
-                    "queues", "rx_descriptors", "tx_descriptors", "mbufs", "checksum_offload",
-                    "rss_key", "learn_announcements", "exception", "egress"},
-                   errors));
+      Fields::read(
+          source, path, node,
+          {"name", "device", "vlan", "ipv4", "ipv6", "gateway", "gateway_mac", "mtu", "queues",
+           "rx_descriptors", "tx_descriptors", "mbufs", "checksum_offload", "rss_key",
+           "learn_announcements", "exception", "egress", "snat_addresses", "snat_ports"},
+          errors));
   PortConfig port;
   port.line.number = fields.self().line();
   errors.assign(port.name, fields.requiredString("name"));
@@ -491,6 +535,7 @@ absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string
   errors.assign(port.mbufs, fields.integer("mbufs", 64, 1u << 24, 0));
   errors.assign(port.checksum_offload, fields.boolean("checksum_offload", true));
   errors.record(parseRssKey(fields, port));
+  errors.record(parseSnat(fields, port));
   if (const YAML::Node* exception = fields.find("exception");
       exception != nullptr && !exception->IsNull()) {
     errors.assign(port.exception, parseException(source, fields.pathOf("exception"), *exception));
@@ -540,13 +585,18 @@ absl::Status checkSharedDevice(const ErrorSite& site, const std::vector<PortConf
 absl::StatusOr<ConntrackConfig> parseConntrack(absl::string_view source, const YAML::Node& node) {
   BERTH_ASSIGN_OR_RETURN(const Fields fields,
                          Fields::read(source, "dataplane.conntrack", node,
-                                      {"entries_per_core", "max_inserts_per_sec", "timeouts"}));
+                                      {"entries_per_core", "max_inserts_per_sec",
+                                       "nat_sessions_per_core", "timeouts"}));
   ConntrackConfig conntrack;
   // 4 to 2^28 per core: 32 bytes each, so up to 8 GiB.
   BERTH_ASSIGN_OR_RETURN(conntrack.entries_per_core,
                          fields.integer("entries_per_core", 4, int64_t{1} << 28, 1 << 20));
   BERTH_ASSIGN_OR_RETURN(conntrack.max_inserts_per_sec,
                          fields.integer("max_inserts_per_sec", 0, 1'000'000'000, 0));
+  // 64 to 2^26 per core: about 192 bytes each, so up to 12 GiB.
+  BERTH_ASSIGN_OR_RETURN(conntrack.nat_sessions_per_core,
+                         fields.integer("nat_sessions_per_core", 64, int64_t{1} << 26,
+                                        conntrack.nat_sessions_per_core));
   const YAML::Node* timeouts = fields.find("timeouts");
   if (timeouts == nullptr || timeouts->IsNull()) return conntrack;
   BERTH_ASSIGN_OR_RETURN(const Fields timeout_fields,
@@ -652,6 +702,13 @@ absl::StatusOr<DataplaneConfig> parseDataplane(absl::string_view source, const Y
   // The first port on each device, which the device's other ports (VLANs) must agree with.
   absl::flat_hash_map<std::string, size_t> first_on_device;
   absl::flat_hash_set<std::string> interfaces;
+  absl::flat_hash_set<IpAddress> snat;
+  // A Full-NAT session keeps the port its client came in on in a byte.
+  if (ports->size() > 255) {
+    errors.record(
+        fields.site("ports").error(absl::StrCat(ports->size(), " ports; berth takes at most 255")));
+    return errors.status();
+  }
   for (size_t i = 0; i < ports->size(); ++i) {
     const std::string path = absl::StrCat("dataplane.ports[", i, "]");
     const YAML::Node port_node = (*ports)[i];
@@ -666,6 +723,14 @@ absl::StatusOr<DataplaneConfig> parseDataplane(absl::string_view source, const Y
     if (auto first = first_on_device.find(port.device);
         first != first_on_device.end() &&
         !errors.record(checkSharedDevice(site, dataplane.ports, first->second, port))) {
+      continue;
+    }
+    if (const auto taken =
+            absl::c_find_if(port.snat_addresses,
+                            [&](const IpAddress& address) { return !snat.insert(address).second; });
+        taken != port.snat_addresses.end()) {
+      errors.record(site.error(
+          absl::StrCat("snat address ", taken->toString(), " is already another port's")));
       continue;
     }
     if (port.exception && !interfaces.insert(port.exception->name).second) {
@@ -773,6 +838,38 @@ absl::Status checkBgpAnnouncements(absl::string_view source, const Config& confi
 
 // An encapsulated packet leaves from a port address of the backend's IP version, so some port
 // must have one. Checked only when ports are configured (berthctl reads configs without them).
+// A fullnat service needs local addresses of its IP version where its traffic leaves, a VIP
+// that is no port's local address, and a gateway to send the replies to its clients through
+// (docs/fullnat.md).
+absl::Status checkFullNatService(const ErrorSite& site, const DataplaneConfig& dataplane,
+                                 const ServiceConfig& service) {
+  const IpFamily family = service.vip.family;
+  const int version = family == IpFamily::kIpv4 ? 4 : 6;
+  bool has_gateway = false;
+  bool has_local_address = false;
+  for (const PortConfig& port : dataplane.ports) {
+    if (absl::c_linear_search(port.snat_addresses, service.vip)) {
+      return site.error(absl::StrCat("the VIP ", service.vip.toString(), " is port '", port.name,
+                                     "''s snat address"));
+    }
+    const bool is_egress = service.egress.empty() || service.egress == port.name;
+    if (is_egress && !port.snatAddressesOf(family).empty()) has_local_address = true;
+    if (port.gateway || port.gateway_mac) has_gateway = true;
+  }
+  if (!has_local_address) {
+    return site.error(
+        absl::StrCat("forwarding: fullnat needs snat_addresses of IPv", version, " on ",
+                     service.egress.empty() ? std::string("the port its traffic leaves through")
+                                            : absl::StrCat("port '", service.egress, "'")));
+  }
+  if (!has_gateway) {
+    return site.error(
+        "forwarding: fullnat sends the backends' replies to the clients through the receiving "
+        "port's gateway, and no port has a gateway or gateway_mac");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status checkServicesReachable(absl::string_view source, const Config& config,
                                     const YAML::Node& services) {
   if (config.dataplane.ports.empty()) return absl::OkStatus();
@@ -791,6 +888,11 @@ absl::Status checkServicesReachable(absl::string_view source, const Config& conf
                        services[i]["backends"][j].Mark())
           .error(absl::StrCat("no port has an IPv", backend.address.isV4() ? 4 : 6,
                               " address to send to ", backend.address.toString(), " from"));
+    }
+    if (service.forwarding == Forwarding::kFullNat) {
+      BERTH_RETURN_IF_ERROR(checkFullNatService(
+          ErrorSite(source, absl::StrCat("services[", i, "]"), services[i].Mark()),
+          config.dataplane, service));
     }
   }
   return absl::OkStatus();

@@ -358,6 +358,7 @@ const std::vector<CounterGroup>& counterGroups() {
       {"drops", {"drop_"}, "frames"},
       {"malformed frames", {"parse_"}, "frames"},
       {"connection table", {"conntrack_"}, nullptr},
+      {"Full-NAT sessions", {"nat_"}, nullptr},
       {"neighbors (ARP and ND)", {"neighbor_"}, nullptr},
       {"kernel interfaces (exception path)", {"to_kernel_", "kernel_", "from_kernel"}, nullptr},
       {"flow sync", {"sync_"}, nullptr},

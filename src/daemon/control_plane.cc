@@ -147,7 +147,8 @@ absl::StatusOr<std::unique_ptr<const Snapshot>> ControlPlane::snapshotFor(
   // A next hop new to the cache gets its slot before the snapshot that resolves it.
   neighbors_.cache().track(nextHopsToResolve(dataplane, inputs), dataplane.ports, absl::Now());
   return buildSnapshot(dataplane, inputs, datapath_.ports().macs(), neighbors_.cache().table(),
-                       counter_ids_, generation, datapath_.ports().checksumOffloads());
+                       counter_ids_, generation, datapath_.ports().checksumOffloads(),
+                       datapath_.ports().replySteering());
 }
 
 absl::Status ControlPlane::publishSnapshot() {

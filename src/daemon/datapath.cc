@@ -93,6 +93,11 @@ absl::Status Datapath::createWorkers(const CounterIds& counter_ids) {
     setup.snapshot = &publisher_->current();
     setup.stop = &workers_stop_;
     setup.conntrack = config_.dataplane.conntrack;
+    if (absl::c_any_of(config_.dataplane.ports,
+                       [](const PortConfig& port) { return !port.snat_addresses.empty(); })) {
+      setup.nat_sessions = config_.dataplane.conntrack.nat_sessions_per_core;
+    }
+    setup.queue = w;
     setup.backend_loads = backend_loads_.get();
     setup.exception_path = exception_path;
     setup.idle = config_.dataplane.idle;
@@ -256,6 +261,18 @@ std::vector<WorkerMetrics> Datapath::workerMetrics() const {
     if (const ConnectionTable* table = worker->connections()) {
       own.conntrack_entries = table->occupied();
       own.conntrack_capacity = table->capacity();
+    }
+    if (const NatSessionTable* nat = worker->natSessions()) {
+      own.nat_sessions = nat->live();
+      own.nat_sessions_held = nat->held();
+      own.nat_sessions_capacity = nat->limit();
+      // A refused or unmatched packet is dropped: every drop counts once in drops.
+      for (const NatEvent event :
+           {NatEvent::kPortsExhausted, NatEvent::kPortSearchLimit, NatEvent::kTableFull,
+            NatEvent::kIndexFull, NatEvent::kSpacesFull, NatEvent::kReplyNoSession,
+            NatEvent::kClientNoSession, NatEvent::kIcmpNoSession, NatEvent::kNoLocalAddress}) {
+        own.drops += worker->counters.nat.read(event);
+      }
     }
     metrics.push_back(own);
   }

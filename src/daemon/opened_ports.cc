@@ -13,6 +13,7 @@
 #include "berth/config/drivers.h"
 #include "berth/control/numa_check.h"
 #include "berth/dataplane/frame.h"
+#include "berth/dataplane/snapshot.h"
 #include "berth/util/status_macros.h"
 
 namespace berth {
@@ -98,6 +99,7 @@ absl::Status OpenedPorts::open(const std::vector<unsigned>& worker_lcores) {
     ports_.push_back(*std::move(port));
   }
   for (const std::string& warning : warnings) log_(absl::StrCat("warning: ", warning));
+  BERTH_RETURN_IF_ERROR(steerReplies());
   std::vector<OpenedPort> devices;
   for (const OpenedPort& port : ports_) {
     if (port.owns_device) devices.push_back(port);
@@ -172,6 +174,33 @@ uint32_t OpenedPorts::deviceOf(uint32_t port) const {
   return port;
 }
 
+absl::Status OpenedPorts::steerReplies() {
+  std::vector<RssSpread> spreads;
+  for (const OpenedPort& port : ports_) spreads.push_back(port.spread);
+  BERTH_ASSIGN_OR_RETURN(reply_steering_, portReplySteering(config_.dataplane, spreads));
+  for (size_t p = 0; p < ports_.size(); ++p) {
+    const PortConfig& config = config_.dataplane.ports[p];
+    if (config.snat_addresses.empty()) continue;
+    const RssSpread& spread = ports_[p].spread;
+    std::string how = "no RSS: one queue takes every reply";
+    if (!spread.key.empty()) {
+      how = absl::StrCat("replies steered by RSS over a ", spread.reta.size(),
+                         "-entry redirection table");
+      if (!spread.udp4_ports || !spread.udp6_ports) {
+        log_(absl::StrCat(
+            "warning: port '", config.name,
+            "': the device hashes UDP without its ports, so a UDP service's replies from one "
+            "backend to one local address all come to one queue; each worker takes only the "
+            "local addresses whose replies come to it (docs/fullnat.md)"));
+      }
+    }
+    log_(absl::StrFormat("port '%s': Full-NAT: %u local address(es), ports %u-%u, %s", config.name,
+                         config.snat_addresses.size(), config.snat_first_port,
+                         config.snat_last_port, how));
+  }
+  return absl::OkStatus();
+}
+
 void OpenedPorts::close() {
   // Waits for a reading under way, which must not meet a closed device.
   stats_.reset();
@@ -179,6 +208,7 @@ void OpenedPorts::close() {
   ports_.clear();
   macs_.clear();
   checksum_offloads_.clear();
+  reply_steering_.clear();
 }
 
 void OpenedPorts::watchLinks() {

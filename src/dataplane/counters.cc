@@ -54,6 +54,10 @@ std::vector<std::pair<std::string, uint64_t>> sumCounters(
     sum(absl::StrCat("conntrack_", toString(static_cast<ConntrackEvent>(i))),
         [i](const WorkerCounters& w) -> const Counter& { return w.conntrack.values[i]; });
   }
+  for (size_t i = 0; i < kNatEventCount; ++i) {
+    sum(absl::StrCat("nat_", toString(static_cast<NatEvent>(i))),
+        [i](const WorkerCounters& w) -> const Counter& { return w.nat.values[i]; });
+  }
   for (size_t i = 0; i < kNeighborRefusalCount; ++i) {
     sum(absl::StrCat("neighbor_refused_", toString(static_cast<NeighborRefusal>(i))),
         [i](const WorkerCounters& w) -> const Counter& { return w.neighbor_refusals[i]; });

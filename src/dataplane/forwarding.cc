@@ -14,6 +14,10 @@ ForwardFunction forwardFunctionFor(Forwarding mode) {
       return forwardGre;
     case Forwarding::kL2Dsr:
       return forwardL2Dsr;
+    case Forwarding::kFullNat:
+      // The pipeline rewrites fullnat packets through their session (fullnat_path.h); its L2
+      // step is l2dsr's.
+      return forwardL2Dsr;
   }
   return forwardIpip;
 }
@@ -27,6 +31,7 @@ size_t encapsulationOverhead(Forwarding mode, IpFamily outer) {
     case Forwarding::kGre:
       return outerIpLength(outer) + kGreLength;
     case Forwarding::kL2Dsr:
+    case Forwarding::kFullNat:
       return 0;
   }
   return 0;

@@ -388,10 +388,10 @@ void NatSessionTable::hold(NatSession& session, uint32_t now_ms) {
   counters_->count(NatEvent::kClosed);
 }
 
-void NatSessionTable::end(NatSession& session, uint32_t now_ms) {
+void NatSessionTable::end(NatSession& session, uint32_t now_ms, NatEvent why) {
   if (!inUse(session) || isHeld(session)) return;
   hold(session, now_ms);
-  counters_->count(NatEvent::kReopened);
+  counters_->count(why);
 }
 
 NatSessionBucket& NatSessionTable::firstBucketOf(const NatSession& session) const {

@@ -9,6 +9,7 @@
 #include "berth/maglev/consistent_hash.h"
 #include "berth/net/flow_hash.h"
 #include "berth/util/scratch_array.h"
+#include "dataplane/fullnat_path.h"
 
 namespace berth {
 namespace {
@@ -181,7 +182,15 @@ struct Classified {
   // With a connection table: the bucket of the flow's connection (keyed, never the flow hash),
   // and its bucket in the peers' flows, which are keyed alike.
   uint32_t bucket_hash = 0;
+  // Full-NAT: a reply's local address (its stable id; -1: not a reply), and the hash of the
+  // session lookup its direction takes (the client's or the reply's key).
+  int32_t nat_local = -1;
+  uint64_t nat_hash = 0;
 };
+
+bool isFullNat(const Classified& classified) {
+  return classified.service == nullptr || classified.service->forwarding == Forwarding::kFullNat;
+}
 
 ConnectionKey connectionOf(const Classified& classified) {
   return ConnectionKey::of(classified.packet.flow, classified.service->hash_fields,
@@ -241,6 +250,14 @@ bool classify(const Snapshot& snapshot, uint32_t device, Frame& frame, WorkerSta
   } else {
     service_index = snapshot.findService(packet.flow);
   }
+  if (!service_index && worker.nat != nullptr) {
+    // A backend's reply to one of the port's Full-NAT local addresses (docs/fullnat.md).
+    out.nat_local = port.natAddressId(packet.flow.family, packet.flow.destination);
+    if (out.nat_local >= 0) {
+      out.service = nullptr;  // a reply: its session names its service
+      return true;
+    }
+  }
   if (!service_index) {
     // Not a VIP's: traffic to the port's own address is the kernel's (BGP, SSH, ping).
     const DropReason reason =
@@ -258,10 +275,20 @@ bool classify(const Snapshot& snapshot, uint32_t device, Frame& frame, WorkerSta
 // connection table, the connection's bucket hash.
 void hashFlow(const WorkerState& worker, Classified& out) {
   const ParsedPacket& packet = out.packet;
+  if (out.service == nullptr) {
+    out.nat_hash =
+        worker.nat->replyHash(natReplyKeyOf(packet, static_cast<uint16_t>(out.nat_local)));
+    return;
+  }
   const SnapshotService& service = *out.service;
   out.hash = flowHash(packet.flow, service.hash_fields, service.hash_seed);
   out.entry = service.table.entryFor(out.hash);
   __builtin_prefetch(out.entry);
+  if (service.forwarding == Forwarding::kFullNat) {
+    if (worker.nat != nullptr)
+      out.nat_hash = worker.nat->clientHash(natClientKeyOf(packet, service));
+    return;
+  }
   if (const ConnectionTable* table = worker.conntrack; table != nullptr) {
     const uint16_t source_port = ConnectionKey::sourcePortOf(packet.flow, service.hash_fields);
     out.bucket_hash = table->bucketHash(packet.flow.source, source_port,
@@ -586,18 +613,43 @@ void processFrames(const Snapshot& snapshot, uint32_t device, Frame* frames, Ver
     // they cost a hit 24% more cycles than no map, against 21%.)
     const PeerFlows* peers = worker.peer_flows;
     for (uint16_t i = 0; i < count; ++i) {
-      if (!pending[i]) continue;
+      if (!pending[i] || isFullNat(classified[i])) continue;
       table->prefetch(classified[i].bucket_hash);
       if (peers != nullptr && !opensConnection(classified[i].packet)) {
         peers->prefetch(classified[i].bucket_hash);
       }
     }
   }
+  if (NatSessionTable* nat = worker.nat; nat != nullptr) {
+    for (uint16_t i = 0; i < count; ++i) {
+      if (!pending[i] || !isFullNat(classified[i])) continue;
+      if (classified[i].service == nullptr) {
+        nat->prefetchReply(classified[i].nat_hash);
+      } else {
+        nat->prefetchClient(classified[i].nat_hash);
+      }
+    }
+  }
   ServiceTally tally(worker.traffic.services);
   for (uint16_t i = 0; i < count; ++i) {
-    if (pending[i]) {
-      verdicts[i] = forward(snapshot, frames[i], worker, classified[i],
-                            chooseBackend(snapshot, worker, classified[i]), tally);
+    if (!pending[i]) continue;
+    const Classified& frame_class = classified[i];
+    if (!isFullNat(frame_class)) {
+      verdicts[i] = forward(snapshot, frames[i], worker, frame_class,
+                            chooseBackend(snapshot, worker, frame_class), tally);
+    } else if (worker.nat == nullptr) {
+      worker.counters->nat.count(NatEvent::kNoLocalAddress);
+      verdicts[i] = Verdict::kDrop;
+    } else if (frame_class.service == nullptr) {
+      verdicts[i] = fullNatFromBackend(snapshot, frames[i], frame_class.packet,
+                                       static_cast<uint16_t>(frame_class.nat_local),
+                                       frame_class.nat_hash, worker);
+    } else {
+      const uint16_t pick = *frame_class.entry;
+      verdicts[i] = fullNatFromClient(
+          snapshot, frames[i], frame_class.packet, *frame_class.service,
+          pick == kNoBackend ? kNoBackendIndex : frame_class.service->first_backend + pick,
+          frame_class.hash, frame_class.nat_hash, worker);
     }
   }
 }

@@ -31,6 +31,13 @@ const std::optional<IpAddress>& portAddress(const PortConfig& port, IpFamily fam
   return family == IpFamily::kIpv4 ? port.ipv4 : port.ipv6;
 }
 
+// Whether `mode`'s backends are reached at their own MACs on `port`'s segment: l2dsr's always,
+// fullnat's where the port has no gateway (docs/fullnat.md); the others' through the gateway.
+bool resolvesBackendsOnLink(Forwarding mode, const PortConfig& port) {
+  if (mode == Forwarding::kL2Dsr) return true;
+  return mode == Forwarding::kFullNat && !port.gateway && !port.gateway_mac;
+}
+
 }  // namespace
 
 absl::StatusOr<uint32_t> CounterIds::service(absl::string_view service) {
@@ -103,7 +110,7 @@ std::vector<NextHopToResolve> nextHopsOf(const DataplaneConfig& dataplane, size_
     if (!egress_ports.contains(port.name)) continue;
     for (size_t s = 0; s < service_count; ++s) {
       const ServiceConfig& service = service_at(s);
-      if (service.forwarding != Forwarding::kL2Dsr) continue;
+      if (!resolvesBackendsOnLink(service.forwarding, port)) continue;
       for (const BackendConfig& backend : service.backends) {
         if (!backend.mac) add(p, backend.address);
       }
@@ -121,12 +128,14 @@ class SnapshotBuilder {
  public:
   SnapshotBuilder(const DataplaneConfig& dataplane, absl::Span<const ServiceInput> services,
                   absl::Span<const MacAddress> port_macs,
-                  absl::Span<const uint8_t> port_checksum_offloads, const NeighborTable& neighbors,
-                  uint64_t generation)
+                  absl::Span<const uint8_t> port_checksum_offloads,
+                  absl::Span<const std::shared_ptr<const ReplySteering>> port_steering,
+                  const NeighborTable& neighbors, uint64_t generation)
       : dataplane_(dataplane),
         services_(services),
         port_macs_(port_macs),
         port_checksum_offloads_(port_checksum_offloads),
+        port_steering_(port_steering),
         neighbors_(neighbors),
         snapshot_(std::make_unique<Snapshot>()) {
     snapshot_->generation_ = generation;
@@ -140,6 +149,7 @@ class SnapshotBuilder {
     }
     BERTH_RETURN_IF_ERROR(checkEgressNames());
     addPorts();
+    BERTH_RETURN_IF_ERROR(addLocalAddresses());
     BERTH_RETURN_IF_ERROR(addServices(counter_ids));
     addTargets();
     addAnsweredVips();
@@ -233,6 +243,42 @@ class SnapshotBuilder {
     }
   }
 
+  // Each port's Full-NAT local addresses, numbered in config order (ports do not change on
+  // reload, so neither do the ids sessions keep), answered for by ARP and ND on the port, with
+  // the steering of their replies; and each port's next hop to the clients.
+  absl::Status addLocalAddresses() {
+    for (size_t p = 0; p < dataplane_.ports.size(); ++p) {
+      const PortConfig& port = dataplane_.ports[p];
+      SnapshotPort& view = snapshot_->ports_[p];
+      std::optional<MacAddress> gateway_mac = port.gateway_mac;
+      if (!gateway_mac && port.gateway) {
+        gateway_mac = neighbors_.find(static_cast<uint16_t>(p), *port.gateway);
+      }
+      view.client_hop.source_mac = port_macs_[p];
+      view.client_hop.mtu = port.mtu;
+      view.client_hop.vlan = port.vlan;
+      if (gateway_mac) {
+        view.client_hop.destination_mac = *gateway_mac;
+        view.client_hop_ready = true;
+      }
+      if (port.snat_addresses.empty()) continue;
+      for (const IpAddress& address : port.snat_addresses) {
+        const auto id = static_cast<uint16_t>(snapshot_->nat_local_addresses_.size());
+        snapshot_->nat_local_addresses_.push_back(address);
+        (address.isV4() ? view.nat_ipv4 : view.nat_ipv6).push_back({id, address});
+        view.answered.push_back(address);
+      }
+      if (p < port_steering_.size() && port_steering_[p] != nullptr) {
+        view.reply_steering = port_steering_[p];
+        continue;
+      }
+      BERTH_ASSIGN_OR_RETURN(ReplySteering unspread,
+                             ReplySteering::build({}, port.snat_first_port, port.snat_last_port));
+      view.reply_steering = std::make_shared<const ReplySteering>(std::move(unspread));
+    }
+    return absl::OkStatus();
+  }
+
   // The (VIP, port, protocol) lookup, the fragment lookup, and each service's backends.
   absl::Status addServices(CounterIds& counter_ids) {
     // Fragment lookup: (VIP, protocol) to the one service there that hashes without ports. A
@@ -276,7 +322,14 @@ class SnapshotBuilder {
                         forwardFunctionFor(config.forwarding), table,
                         static_cast<uint32_t>(snapshot_->backends_.size()), service_counter,
                         config.drain_keeps_established, config.bounded_load,
-                        config.egress.empty() ? kNoPort : portIndexOf(config.egress)});
+                        config.egress.empty() ? kNoPort : portIndexOf(config.egress), config.vip,
+                        static_cast<uint16_t>((config.port >> 8) | (config.port << 8))});
+    std::vector<uint32_t>& services_by_counter = snapshot_->service_by_counter_id_;
+    if (services_by_counter.size() <= service_counter) {
+      services_by_counter.resize(service_counter + 1, Snapshot::kNoServiceIndex);
+    }
+    services_by_counter[service_counter] =
+        static_cast<uint32_t>(snapshot_->services_list_.size() - 1);
     double serving_weight = 0;
     for (size_t b = 0; b < table.backends().size(); ++b) {
       if (table.serves(b)) serving_weight += static_cast<double>(table.backends()[b].weight);
@@ -340,7 +393,7 @@ class SnapshotBuilder {
           const std::optional<IpAddress>& source = portAddress(port, backend.address.family);
           if (source) target.outer_source = *source;
           std::optional<MacAddress> next_hop;
-          if (config.forwarding == Forwarding::kL2Dsr) {
+          if (resolvesBackendsOnLink(config.forwarding, port)) {
             // The backend must sit on this port's L2; its MAC is configured or learned here.
             const std::optional<MacAddress>& fixed = backend_configs_[index]->mac;
             next_hop = fixed ? fixed : neighbors_.find(static_cast<uint16_t>(p), backend.address);
@@ -376,6 +429,7 @@ class SnapshotBuilder {
   absl::Span<const ServiceInput> services_;
   absl::Span<const MacAddress> port_macs_;
   absl::Span<const uint8_t> port_checksum_offloads_;
+  absl::Span<const std::shared_ptr<const ReplySteering>> port_steering_;
   const NeighborTable& neighbors_;
   std::unique_ptr<Snapshot> snapshot_;
   std::vector<const BackendConfig*> backend_configs_;  // parallel to snapshot_->backends_
@@ -384,10 +438,29 @@ class SnapshotBuilder {
 absl::StatusOr<std::unique_ptr<const Snapshot>> buildSnapshot(
     const DataplaneConfig& dataplane, absl::Span<const ServiceInput> services,
     absl::Span<const MacAddress> port_macs, const NeighborTable& neighbors, CounterIds& counter_ids,
-    uint64_t generation, absl::Span<const uint8_t> port_checksum_offloads) {
-  return SnapshotBuilder(dataplane, services, port_macs, port_checksum_offloads, neighbors,
-                         generation)
+    uint64_t generation, absl::Span<const uint8_t> port_checksum_offloads,
+    absl::Span<const std::shared_ptr<const ReplySteering>> port_steering) {
+  return SnapshotBuilder(dataplane, services, port_macs, port_checksum_offloads, port_steering,
+                         neighbors, generation)
       .build(counter_ids);
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<const ReplySteering>>> portReplySteering(
+    const DataplaneConfig& dataplane, absl::Span<const RssSpread> spreads) {
+  std::vector<std::shared_ptr<const ReplySteering>> steering(dataplane.ports.size());
+  for (size_t p = 0; p < dataplane.ports.size(); ++p) {
+    const PortConfig& port = dataplane.ports[p];
+    if (port.snat_addresses.empty()) continue;
+    absl::StatusOr<ReplySteering> built =
+        ReplySteering::build(p < spreads.size() ? spreads[p] : RssSpread{.key = {}, .reta = {}},
+                             port.snat_first_port, port.snat_last_port);
+    if (!built.ok()) {
+      return absl::Status(built.status().code(),
+                          absl::StrCat("port '", port.name, "': ", built.status().message()));
+    }
+    steering[p] = std::make_shared<const ReplySteering>(*std::move(built));
+  }
+  return steering;
 }
 
 absl::StatusOr<std::unique_ptr<const Snapshot>> buildSnapshot(

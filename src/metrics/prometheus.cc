@@ -79,6 +79,13 @@ void writeWorkers(std::string& out, const MetricsSnapshot& metrics) {
        [](const WorkerMetrics& w) { return w.conntrack_entries; }},
       {"berth_conntrack_capacity", "gauge", "Connections the table can hold",
        [](const WorkerMetrics& w) { return w.conntrack_capacity; }},
+      {"berth_nat_sessions", "gauge", "Full-NAT sessions the worker holds, live",
+       [](const WorkerMetrics& w) { return w.nat_sessions; }},
+      {"berth_nat_sessions_held", "gauge",
+       "Full-NAT sessions ended and holding their local port for the reuse hold",
+       [](const WorkerMetrics& w) { return w.nat_sessions_held; }},
+      {"berth_nat_sessions_capacity", "gauge", "Full-NAT sessions the worker's table can hold",
+       [](const WorkerMetrics& w) { return w.nat_sessions_capacity; }},
   };
   for (const WorkerMetric& metric : per_worker) {
     Family family(out, metric.name, metric.type, metric.help);
@@ -104,6 +111,8 @@ void writeSums(std::string& out, const MetricsSnapshot& metrics) {
   byPrefix("drop_", "berth_drops_total", "reason", "Frames dropped after parsing, by reason");
   byPrefix("parse_", "berth_parse_errors_total", "error", "Malformed frames dropped, by error");
   byPrefix("conntrack_", "berth_conntrack_events_total", "event", "Connection-table events");
+  byPrefix("nat_", "berth_nat_events_total", "event",
+           "Full-NAT sessions opened, closed, released and refused, by event");
   byPrefix("neighbor_", "berth_neighbor_events_total", "event",
            "Next-hop resolution: requests, answers, MAC changes, losses, claims refused");
   // Flow sync (docs/scale-out.md), where configured: its counters by event, and the two sizes as

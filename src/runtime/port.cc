@@ -314,6 +314,44 @@ absl::Status startDevice(const PortConfig& config, const rte_eth_dev_info& info,
   return absl::OkStatus();
 }
 
+// The device's RSS as it holds it: the key, the redirection table and the hashed fields. A PMD
+// that will not say one of them leaves the spread empty, with a warning: Full-NAT then treats
+// the port as one without RSS, which is right only where one queue takes everything.
+void readBackSpread(const PortConfig& config, const rte_eth_dev_info& info, OpenedPort& port,
+                    std::vector<std::string>& warnings) {
+  std::vector<uint8_t> key(info.hash_key_size > 0 ? info.hash_key_size : 40);
+  rte_eth_rss_conf rss{};
+  rss.rss_key = key.data();
+  rss.rss_key_len = static_cast<uint8_t>(key.size());
+  const int got_key = rte_eth_dev_rss_hash_conf_get(port.port_id, &rss);
+  std::vector<uint16_t> reta(info.reta_size);
+  int got_reta = info.reta_size == 0 ? -ENOTSUP : 0;
+  if (got_reta == 0) {
+    std::vector<rte_eth_rss_reta_entry64> groups((info.reta_size + RTE_ETH_RETA_GROUP_SIZE - 1) /
+                                                 RTE_ETH_RETA_GROUP_SIZE);
+    for (rte_eth_rss_reta_entry64& group : groups) group.mask = UINT64_MAX;
+    got_reta = rte_eth_dev_rss_reta_query(port.port_id, groups.data(), info.reta_size);
+    for (size_t i = 0; got_reta == 0 && i < reta.size(); ++i) {
+      reta[i] = groups[i / RTE_ETH_RETA_GROUP_SIZE].reta[i % RTE_ETH_RETA_GROUP_SIZE];
+    }
+  }
+  if (got_key != 0 || got_reta != 0) {
+    warnings.push_back(
+        absl::StrCat("port '", config.name, "' (", port.driver, "): does not report its RSS ",
+                     got_key != 0 ? "key" : "redirection table", " (",
+                     rte_strerror(-(got_key != 0 ? got_key : got_reta)),
+                     "); Full-NAT local ports are chosen as if queue 0 took every reply"));
+    return;
+  }
+  key.resize(rss.rss_key_len);
+  port.spread.key = std::move(key);
+  port.spread.reta = std::move(reta);
+  port.spread.tcp4_ports = (rss.rss_hf & RTE_ETH_RSS_NONFRAG_IPV4_TCP) != 0;
+  port.spread.udp4_ports = (rss.rss_hf & RTE_ETH_RSS_NONFRAG_IPV4_UDP) != 0;
+  port.spread.tcp6_ports = (rss.rss_hf & RTE_ETH_RSS_NONFRAG_IPV6_TCP) != 0;
+  port.spread.udp6_ports = (rss.rss_hf & RTE_ETH_RSS_NONFRAG_IPV6_UDP) != 0;
+}
+
 }  // namespace
 
 absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
@@ -348,7 +386,10 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
   BERTH_RETURN_IF_ERROR(createPool(config, workers, port, warnings));
   BERTH_RETURN_IF_ERROR(startDevice(config, info, conf, port));
   readBackDescriptors(config, port, warnings);
-  if (port.rss) confirmRssKey(config, port, conf.rx_adv_conf.rss_conf, warnings);
+  if (port.rss) {
+    confirmRssKey(config, port, conf.rx_adv_conf.rss_conf, warnings);
+    readBackSpread(config, info, port, warnings);
+  }
   return port;
 }
 

@@ -52,6 +52,11 @@ void takeBack(WorkerCounters& counters, rte_mbuf** mbufs, uint16_t unsent, DropR
   rte_pktmbuf_free_bulk(mbufs, unsent);
 }
 
+ConntrackTimeouts conntrackTimeouts(const ConntrackConfig& conntrack) {
+  return {conntrack.tcp_established_s * 1000, conntrack.tcp_opening_s * 1000,
+          conntrack.tcp_closing_s * 1000, conntrack.udp_s * 1000};
+}
+
 // Called by rte_eth_tx_buffer when the NIC's TX ring refuses part of a burst.
 void countRefused(rte_mbuf** mbufs, uint16_t unsent, void* userdata) {
   takeBack(*static_cast<WorkerCounters*>(userdata), mbufs, unsent, DropReason::kTxRingFull);
@@ -94,10 +99,14 @@ absl::StatusOr<WorkerPtr> Worker::create(const WorkerSetup& setup) {
   BERTH_RETURN_IF_ERROR(w.createRings(setup, socket));
   BERTH_RETURN_IF_ERROR(w.createTxBuffers(setup, socket));
   BERTH_RETURN_IF_ERROR(w.createConnectionTable(setup, socket));
+  BERTH_RETURN_IF_ERROR(w.createNatSessionTable(setup, socket));
   BERTH_RETURN_IF_ERROR(w.createTrafficCounters(socket));
   w.state.counters = &w.counters;
   w.state.conntrack = w.connections_ ? &*w.connections_ : nullptr;
+  w.state.nat = w.nat_sessions_ ? &*w.nat_sessions_ : nullptr;
+  w.state.queue = setup.queue;
   if (w.connections_) w.connections_->countConnectionsIn(w.state.traffic);
+  if (w.nat_sessions_) w.nat_sessions_->countConnectionsIn(w.state.traffic);
   if (setup.backend_loads != nullptr) {
     w.loads_ = std::make_unique<WorkerLoads>(setup.backend_loads);
     w.state.loads = w.loads_.get();
@@ -163,36 +172,72 @@ absl::Status Worker::createTxBuffers(const WorkerSetup& setup, int socket) {
   return absl::OkStatus();
 }
 
+void* Worker::allocateTable(TableMemory& table, const char* name, size_t bytes, int socket) {
+  // Without huge pages every bucket is a TLB miss as well as a cache miss.
+  table.bytes = bytes;
+  table.in_eal_memory = rte_eal_has_hugepages() != 0;
+  table.memory = table.in_eal_memory ? rte_zmalloc_socket(name, bytes, 128, socket)
+                                     : allocateZeroedTable(bytes);
+  return table.memory;
+}
+
+void Worker::freeTable(TableMemory& table) {
+  if (table.in_eal_memory) {
+    rte_free(table.memory);
+  } else {
+    std::free(table.memory);
+  }
+  table = TableMemory{};
+}
+
 absl::Status Worker::createConnectionTable(const WorkerSetup& setup, int socket) {
   if (!setup.conntrack) return absl::OkStatus();
   const ConntrackConfig& conntrack = *setup.conntrack;
   const size_t buckets = ConnectionTable::bucketsFor(conntrack.entries_per_core);
-  conntrack_bytes_ = buckets * sizeof(ConnectionBucket);
-  // Hugepage memory from the EAL when it has some; else transparent huge pages, without which
-  // every bucket is a TLB miss as well as a cache miss.
-  conntrack_in_eal_memory_ = rte_eal_has_hugepages() != 0;
-  if (conntrack_in_eal_memory_) {
-    conntrack_buckets_ = static_cast<ConnectionBucket*>(
-        rte_zmalloc_socket("berth_conntrack", conntrack_bytes_, sizeof(ConnectionBucket), socket));
-  } else {
-    conntrack_buckets_ = static_cast<ConnectionBucket*>(allocateZeroedTable(conntrack_bytes_));
-  }
-  if (conntrack_buckets_ == nullptr) {
+  auto* memory = static_cast<ConnectionBucket*>(allocateTable(
+      conntrack_memory_, "berth_conntrack", buckets * sizeof(ConnectionBucket), socket));
+  if (memory == nullptr) {
     return absl::ResourceExhaustedError(
         absl::StrFormat("workers: no memory for %u connections (%u MiB) on socket %d; lower "
                         "dataplane.conntrack.entries_per_core or give the EAL more memory",
-                        conntrack.entries_per_core, conntrack_bytes_ >> 20, socket));
+                        conntrack.entries_per_core, conntrack_memory_.bytes >> 20, socket));
   }
-  const ConntrackTimeouts timeouts{conntrack.tcp_established_s * 1000,
-                                   conntrack.tcp_opening_s * 1000, conntrack.tcp_closing_s * 1000,
-                                   conntrack.udp_s * 1000};
   // A secret drawn at start (here, or by whoever gave it): nobody can compute which flows
   // share a bucket.
   absl::StatusOr<ConnectionHashKey> hash_key =
       setup.connection_hash_key ? *setup.connection_hash_key : drawConnectionHashKey();
   if (!hash_key.ok()) return hash_key.status();
-  connections_.emplace(conntrack_buckets_, buckets, timeouts, conntrack.max_inserts_per_sec,
+  connections_.emplace(memory, buckets, conntrackTimeouts(conntrack), conntrack.max_inserts_per_sec,
                        &counters.conntrack, *hash_key);
+  return absl::OkStatus();
+}
+
+absl::Status Worker::createNatSessionTable(const WorkerSetup& setup, int socket) {
+  if (!setup.nat_sessions) return absl::OkStatus();
+  const uint32_t sessions = *setup.nat_sessions;
+  NatSessionMemory layout;
+  layout.session_buckets = NatSessionTable::sessionBucketsFor(sessions);
+  layout.client_buckets = NatSessionTable::clientBucketsFor(sessions);
+  // Each session adds at most one (local address, backend) pair: the room never fills.
+  layout.space_count = NatSessionTable::spacesFor(sessions);
+  const size_t session_bytes = layout.session_buckets * sizeof(NatSessionBucket);
+  const size_t client_bytes = layout.client_buckets * sizeof(NatClientBucket);
+  const size_t bytes = session_bytes + client_bytes + layout.space_count * sizeof(NatPortSpace);
+  auto* memory = static_cast<uint8_t*>(allocateTable(nat_memory_, "berth_nat", bytes, socket));
+  if (memory == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("workers: no memory for %u Full-NAT sessions (%u MiB) on socket %d; lower "
+                        "dataplane.conntrack.nat_sessions_per_core or give the EAL more memory",
+                        sessions, bytes >> 20, socket));
+  }
+  layout.sessions = reinterpret_cast<NatSessionBucket*>(memory);
+  layout.clients = reinterpret_cast<NatClientBucket*>(memory + session_bytes);
+  layout.spaces = reinterpret_cast<NatPortSpace*>(memory + session_bytes + client_bytes);
+  // Its own secret: which clients share a bucket is nobody's to compute.
+  BERTH_ASSIGN_OR_RETURN(const ConnectionHashKey hash_key, drawConnectionHashKey());
+  nat_sessions_.emplace(layout, sessions,
+                        setup.conntrack ? conntrackTimeouts(*setup.conntrack) : ConntrackTimeouts{},
+                        &counters.nat, hash_key);
   return absl::OkStatus();
 }
 
@@ -228,12 +273,9 @@ void Worker::release() {
   for (WorkerQueue& queue : queues_) rte_free(queue.tx_buffer);
   queues_.clear();
   connections_.reset();
-  if (conntrack_in_eal_memory_) {
-    rte_free(conntrack_buckets_);
-  } else {
-    std::free(conntrack_buckets_);
-  }
-  conntrack_buckets_ = nullptr;
+  nat_sessions_.reset();
+  freeTable(conntrack_memory_);
+  freeTable(nat_memory_);
   rte_free(state.traffic.services);
   rte_free(state.traffic.backends);
   state = WorkerState{};
@@ -461,6 +503,7 @@ void Worker::run() {
       finishBeforeSleep();
     }
     if (connections_) connections_->sweep(state.now_ms);
+    if (nat_sessions_) nat_sessions_->sweep(state.now_ms);
     rte_rcu_qsbr_quiescent(rcu_, rcu_thread_id_);
     if (sleep) {
       sleepOffline(sleep_us);

@@ -144,10 +144,11 @@ class BackendServers:
         self.servers = {}
         atexit.register(self.stop_all)
 
-    def start(self, name, namespace):
+    def start(self, name, namespace, dual=False):
         self.servers[name] = subprocess.Popen(
             ["ip", "netns", "exec", namespace, "/usr/bin/python3",
-             os.path.join(HERE, "backend_server.py"), name, str(HTTP_PORT)],
+             os.path.join(HERE, "backend_server.py"), name, str(HTTP_PORT)] +
+            (["dual"] if dual else []),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while run("ip", "netns", "exec", namespace, "curl", "-s", "--max-time", "1",

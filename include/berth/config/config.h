@@ -30,8 +30,10 @@ absl::string_view toString(Protocol protocol);
 //   ipip   IPv4-in-IPv4 or IPv6-in-IPv6
 //   gue    outer UDP to gue_port; source port from the flow hash
 //   gre    GRE, as Maglev sends it
-//   l2dsr  destination MAC rewritten to the backend's; the IP packet unchanged
-#define BERTH_FORWARDING_MODES(X) X(kIpip, "ipip") X(kGue, "gue") X(kGre, "gre") X(kL2Dsr, "l2dsr")
+//   l2dsr    destination MAC rewritten to the backend's; the IP packet unchanged
+//   fullnat  both addresses and ports rewritten, the replies back through berth (docs/fullnat.md)
+#define BERTH_FORWARDING_MODES(X) \
+  X(kIpip, "ipip") X(kGue, "gue") X(kGre, "gre") X(kL2Dsr, "l2dsr") X(kFullNat, "fullnat")
 enum class Forwarding : uint8_t { BERTH_FORWARDING_MODES(BERTH_ENUMERATOR) };
 absl::string_view toString(Forwarding forwarding);
 // The mode named `name`, or nullopt.
@@ -144,7 +146,16 @@ struct PortConfig {
   // backends through, from that port's address, MAC and VLAN; empty: this port. Replies berth
   // makes itself (ICMP, ARP, ND) still leave through the port the frame came in on.
   std::string egress;
+  // Full-NAT (docs/fullnat.md): the local addresses that `forwarding: fullnat` connections
+  // leaving through this port take as their source, and the ports of each they may use (host
+  // order). berth answers ARP and ND for them here; none is the port's own address.
+  std::vector<IpAddress> snat_addresses;
+  uint16_t snat_first_port = 1024;
+  uint16_t snat_last_port = 65535;
   SourceLine line;
+
+  // The local addresses of `family`.
+  std::vector<IpAddress> snatAddressesOf(IpFamily family) const;
 
   friend bool operator==(const PortConfig&, const PortConfig&) = default;
 };
@@ -157,6 +168,9 @@ struct ConntrackConfig {
   uint32_t tcp_opening_s = 5;
   uint32_t tcp_closing_s = 10;
   uint32_t udp_s = 30;
+  // Full-NAT sessions per core (dataplane/nat_sessions.h), live and in their reuse hold
+  // together: about 192 bytes each. Allocated only where a port has snat_addresses.
+  uint32_t nat_sessions_per_core = 1 << 18;
 
   friend bool operator==(const ConntrackConfig&, const ConntrackConfig&) = default;
 };

@@ -31,6 +31,11 @@ struct WorkerMetrics {
   // Its connection table's ways in use and capacity; none without a table.
   std::optional<uint64_t> conntrack_entries;
   std::optional<uint64_t> conntrack_capacity;
+  // Full-NAT sessions (docs/fullnat.md), where the worker has a session table: live, ended but
+  // still holding their tuple (the reuse hold), and the most it holds.
+  std::optional<uint64_t> nat_sessions;
+  std::optional<uint64_t> nat_sessions_held;
+  std::optional<uint64_t> nat_sessions_capacity;
 };
 
 // Packets, bytes and tracked connections of a service or a backend, summed over the workers.

@@ -37,6 +37,11 @@ class OpenedPorts {
   const std::vector<OpenedPort>& ports() const { return ports_; }
   const std::vector<MacAddress>& macs() const { return macs_; }
   const std::vector<uint8_t>& checksumOffloads() const { return checksum_offloads_; }
+  // For each port with snat_addresses, the steering of its Full-NAT replies under the spread
+  // its device reported (dataplane/reply_steering.h); null for the others.
+  const std::vector<std::shared_ptr<const ReplySteering>>& replySteering() const {
+    return reply_steering_;
+  }
   // The first port on port `port`'s device: the one whose queues the workers poll.
   uint32_t deviceOf(uint32_t port) const;
   // That every worker that receives on a port has a queue on the device its traffic leaves
@@ -62,12 +67,15 @@ class OpenedPorts {
   // Warns of each worker lcore that polls a port on another NUMA socket, or with
   // dataplane.strict_numa refuses to start naming them (control/numa_check.h).
   absl::Status checkNumaPlacement(const std::vector<unsigned>& worker_lcores);
+  // Builds replySteering() from the devices' spreads, and logs each port's Full-NAT pool.
+  absl::Status steerReplies();
 
   const Config& config_;
   Log log_;
   std::vector<OpenedPort> ports_;
   std::vector<MacAddress> macs_;
-  std::vector<uint8_t> checksum_offloads_;  // by port, as macs_
+  std::vector<uint8_t> checksum_offloads_;                            // by port, as macs_
+  std::vector<std::shared_ptr<const ReplySteering>> reply_steering_;  // by port, as macs_
   // Reads every device's statistics once a second, off the loop; none before open().
   std::unique_ptr<PortStatsSampler> stats_;
   std::vector<int> link_up_;  // per port: 1 up, 0 down, -1 not yet looked at

@@ -38,7 +38,9 @@ namespace berth {
   X(kPortDown, "port_down")                      /* its memif port was down or still connecting */ \
   X(kKernelQueueFull, "kernel_queue_full") /* for the kernel interface; its class's queue full */  \
   X(kNoEgressQueue, "no_egress_queue") /* the worker has no TX queue on the egress port's device   \
-                                        */
+                                        */                                                         \
+  X(kNatFragment, "nat_fragment") /* a fragment of a fullnat service's or a reply's datagram */    \
+  X(kNatNotTranslatable, "nat_icmp_not_translatable") /* an ICMP error too short or not TCP/UDP */
 
 enum class DropReason : uint8_t { BERTH_DROP_REASONS(BERTH_ENUMERATOR) kCount };
 inline constexpr size_t kDropReasonCount = static_cast<size_t>(DropReason::kCount);
@@ -101,7 +103,11 @@ struct ConntrackCounters {
   X(kIndexFull, "index_full")        /* new, and both its client buckets full (rare as sized) */   \
   X(kSpacesFull, "port_spaces_full") /* new, for a pair beyond the (address, backend) room */      \
   X(kReopened, "reopened")           /* a SYN on a closing session: it ends, a new one starts */   \
-  X(kReplyNoSession, "reply_no_session") /* to a local address, matching no live session */
+  X(kReplyNoSession, "reply_no_session")   /* to a local address, matching no live session */      \
+  X(kClientNoSession, "client_no_session") /* TCP other than a SYN, of no session: dropped */      \
+  X(kIcmpNoSession, "icmp_no_session")     /* an ICMP error about a flow of no session here */     \
+  X(kNoLocalAddress, "no_local_address") /* new; the egress port has no address of its version */  \
+  X(kBackendGone, "backend_gone")        /* a session's backend left or failed: the session ended */
 enum class NatEvent : uint8_t { BERTH_NAT_EVENTS(BERTH_ENUMERATOR) kCount };
 inline constexpr size_t kNatEventCount = static_cast<size_t>(NatEvent::kCount);
 absl::string_view toString(NatEvent event);
@@ -135,6 +141,7 @@ struct alignas(64) WorkerCounters {
   std::array<Counter, kParseErrorCount> parse_errors;
   std::array<Counter, kDropReasonCount> drops;
   ConntrackCounters conntrack;
+  NatCounters nat;  // Full-NAT sessions (docs/fullnat.md)
   std::array<Counter, kNeighborRefusalCount> neighbor_refusals;
   // Frames queued for the port's kernel interface, per ExceptionClass (docs/exception-path.md).
   std::array<Counter, kExceptionClassCount> to_kernel;
@@ -233,7 +240,7 @@ class WorkerLoads {
 };
 
 // The sum over workers, as the management thread reports it: (name, value) in a fixed order,
-// "rx_packets" ... then "parse_<error>", "drop_<reason>", "conntrack_<event>",
+// "rx_packets" ... then "parse_<error>", "drop_<reason>", "conntrack_<event>", "nat_<event>",
 // "neighbor_refused_<refusal>" and "to_kernel_<class>" for every error, reason, event, refusal
 // and exception class.
 std::vector<std::pair<std::string, uint64_t>> sumCounters(

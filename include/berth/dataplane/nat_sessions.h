@@ -76,7 +76,8 @@ struct alignas(64) NatSession {
   IpFamily client_family;
   IpFamily backend_family;
   uint8_t flags;  // kNatSessionInUse, kNatSessionHeld
-  uint8_t spare;
+  // The port the client's packets came in on (a snapshot index): where its replies go out.
+  uint8_t receiving_port;
   // In a bucket's first way, whether in use or not: how many sessions whose first choice is
   // this bucket went to their other one.
   uint16_t moved;
@@ -221,9 +222,9 @@ class NatSessionTable {
   // establishes it, a FIN or RST closes it, a UDP reply confirms it).
   void touchFromBackend(NatSession& session, uint8_t tcp_flags, uint32_t now_ms);
 
-  // Ends a live session now, for its client reopening its port (counted as reopened): it
-  // leaves the client's index, and its tuple is held.
-  void end(NatSession& session, uint32_t now_ms);
+  // Ends a live session now, counted as `why`: its client reopening its port, or its backend
+  // gone. It leaves the client's index, and its tuple is held.
+  void end(NatSession& session, uint32_t now_ms, NatEvent why = NatEvent::kReopened);
 
   // Ends the sessions past their timeout and frees the tuples past their hold, over the next
   // `count` buckets in a round over the table. The worker calls it once per loop.

@@ -5,6 +5,7 @@
 #include "berth/dataplane/conntrack.h"
 #include "berth/dataplane/counters.h"
 #include "berth/dataplane/forwarding.h"
+#include "berth/dataplane/nat_sessions.h"
 #include "berth/dataplane/neighbor_discovery.h"
 #include "berth/dataplane/peer_flows.h"
 #include "berth/dataplane/snapshot.h"
@@ -70,6 +71,12 @@ struct WorkerState {
   // is kept).
   const PeerFlows* peer_flows = nullptr;
   FlowExports* exports = nullptr;
+  // Full-NAT sessions (docs/fullnat.md), where a port has local addresses; null: none, and a
+  // fullnat service's packets are refused (no_local_address). `queue` is the worker's receive
+  // queue on every device it polls (worker w polls queue w): where the replies of the sessions
+  // it opens must come in.
+  NatSessionTable* nat = nullptr;
+  uint16_t queue = 0;
   uint32_t now_ms = 0;  // a millisecond clock, set once per worker loop
   // The "fragmentation needed" and "packet too big" replies this worker may still send
   // (Snapshot::icmp()).

@@ -13,7 +13,9 @@
 #include "berth/config/config.h"
 #include "berth/dataplane/counters.h"
 #include "berth/dataplane/forwarding.h"
+#include "berth/dataplane/nat_sessions.h"
 #include "berth/dataplane/neighbor_discovery.h"
+#include "berth/dataplane/reply_steering.h"
 #include "berth/dataplane/service_map.h"
 #include "berth/maglev/table.h"
 
@@ -93,6 +95,27 @@ struct SnapshotPort {
   uint16_t sync_port = 0;
   // The addresses the health checks probe, whose TCP is the health class.
   absl::flat_hash_set<IpAddress> health_targets;
+  // Full-NAT (docs/fullnat.md). As an egress: the port's local addresses of each IP version,
+  // with their stable ids, and how its NIC spreads their replies over its queues (null: the
+  // port has none). As a receiving port: the next hop replies to its clients leave through
+  // (the port's gateway), ready once its MAC is known.
+  std::vector<NatLocalAddress> nat_ipv4;
+  std::vector<NatLocalAddress> nat_ipv6;
+  std::shared_ptr<const ReplySteering> reply_steering;
+  ForwardingTarget client_hop;
+  bool client_hop_ready = false;
+
+  const std::vector<NatLocalAddress>& natAddresses(IpFamily family) const {
+    return family == IpFamily::kIpv4 ? nat_ipv4 : nat_ipv6;
+  }
+  // The local address `destination` is, of `family`: its stable id, or -1. A linear search:
+  // a port has a few local addresses, and only packets to none of the VIPs ask.
+  int32_t natAddressId(IpFamily family, const std::array<uint8_t, 16>& destination) const {
+    for (const NatLocalAddress& local : natAddresses(family)) {
+      if (local.address.bytes == destination) return local.id;
+    }
+    return -1;
+  }
 };
 
 // A backend in one service, with where to send its packets from each port.
@@ -123,6 +146,9 @@ struct SnapshotService {
   // The port its traffic leaves through whatever port it came in on; kNoPort: the receiving
   // port's egress.
   uint32_t egress = kNoPort;
+  // What a Full-NAT reply comes from: the VIP and its port (network byte order).
+  IpAddress vip;
+  uint16_t port = 0;
 };
 
 inline constexpr uint32_t kNoBackendIndex = UINT32_MAX;
@@ -143,6 +169,15 @@ class Snapshot {
   std::optional<uint32_t> findFragmentService(const FlowKey& flow) const;
   const SnapshotService& service(uint32_t index) const { return services_list_[index]; }
   size_t serviceCount() const { return services_list_.size(); }
+  // The index of the service with this stable id (SnapshotService::counter_id), or
+  // kNoServiceIndex when this snapshot no longer has it.
+  static constexpr uint32_t kNoServiceIndex = UINT32_MAX;
+  uint32_t serviceIndexOf(uint32_t counter_id) const {
+    return counter_id < service_by_counter_id_.size() ? service_by_counter_id_[counter_id]
+                                                      : kNoServiceIndex;
+  }
+  // A Full-NAT local address by its stable id (NatLocalAddress::id), of any port.
+  const IpAddress& natLocalAddress(uint16_t id) const { return nat_local_addresses_[id]; }
 
   const SnapshotBackend& backend(uint32_t index) const { return backends_[index]; }
   size_t backendCount() const { return backends_.size(); }
@@ -185,6 +220,8 @@ class Snapshot {
   ServiceMap services_;
   ServiceMap fragment_services_;  // keyed with both ports zero
   std::vector<SnapshotService> services_list_;
+  std::vector<uint32_t> service_by_counter_id_;
+  std::vector<IpAddress> nat_local_addresses_;  // by NatLocalAddress::id
   std::vector<SnapshotBackend> backends_;
   std::vector<uint32_t> backend_by_counter_id_;
   std::vector<ForwardingTarget> targets_;  // [port * backends + backend]
@@ -209,13 +246,22 @@ struct ServiceInput {
 
 // The snapshot for the ports of `dataplane`, the `services` in order, each port's MAC (in config
 // order), the outer checksums each port's NIC fills in (kChecksumOffload* bits, by port; none
-// given: every checksum is written) and the MACs learned so far. Pure: the same inputs give the
-// same snapshot. Targets whose next hop is neither configured nor learned are left unready; the
-// datapath drops their packets as next_hop_unresolved. Errors name the service.
+// given: every checksum is written), the MACs learned so far, and for each port with
+// snat_addresses the steering of its replies (portReplySteering(); none given: the port has no
+// RSS, one queue). Pure: the same inputs give the same snapshot. Targets whose next hop is
+// neither configured nor learned are left unready; the datapath drops their packets as
+// next_hop_unresolved. Errors name the service.
 absl::StatusOr<std::unique_ptr<const Snapshot>> buildSnapshot(
     const DataplaneConfig& dataplane, absl::Span<const ServiceInput> services,
     absl::Span<const MacAddress> port_macs, const NeighborTable& neighbors, CounterIds& counter_ids,
-    uint64_t generation, absl::Span<const uint8_t> port_checksum_offloads = {});
+    uint64_t generation, absl::Span<const uint8_t> port_checksum_offloads = {},
+    absl::Span<const std::shared_ptr<const ReplySteering>> port_steering = {});
+
+// The steering of each port's Full-NAT local ports under the spread its NIC has (`spreads`, by
+// port; a port missing there: no RSS), null for a port without snat_addresses. Built once at
+// start, since ports do not change on reload: each is a Toeplitz hash per local port.
+absl::StatusOr<std::vector<std::shared_ptr<const ReplySteering>>> portReplySteering(
+    const DataplaneConfig& dataplane, absl::Span<const RssSpread> spreads);
 // The same for `config`'s services with `tables` (in config order), for tests and benchmarks.
 absl::StatusOr<std::unique_ptr<const Snapshot>> buildSnapshot(
     const Config& config, absl::Span<const Table> tables, absl::Span<const MacAddress> port_macs,

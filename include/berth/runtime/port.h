@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "berth/config/config.h"
+#include "berth/dataplane/reply_steering.h"
 #include "berth/net/mac_address.h"
 #include "berth/runtime/port_readings.h"
 
@@ -24,6 +25,10 @@ struct OpenedPort {
   uint16_t port_id = 0;
   uint16_t queues = 0;  // RX/TX queue pairs; queue q is served by worker q
   bool rss = false;
+  // How the device spreads what it receives, as read back from it once started: its key, its
+  // redirection table and which flows it hashes with their ports (rss_hf). Empty without RSS:
+  // everything to queue 0. Full-NAT chooses local ports by it (dataplane/reply_steering.h).
+  RssSpread spread;
   // The port's PMD may be polled only while its link is up (WorkerQueue says how workers obey).
   // True for net_memif: DPDK 22.11's eth_memif_rx and eth_memif_tx compute their ring's address,
   // regions[region]->addr + ring_offset, before they check the port's CONNECTED flag. A memif

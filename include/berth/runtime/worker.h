@@ -80,6 +80,12 @@ struct WorkerSetup {
   std::vector<uint32_t> device_of_port;
   // The per-core connection table; none: every packet takes the table's pick.
   std::optional<ConntrackConfig> conntrack;
+  // Full-NAT sessions the worker holds at most (docs/fullnat.md), with the connection table's
+  // timeouts; none: no session table (no port has snat_addresses).
+  std::optional<uint32_t> nat_sessions;
+  // The receive queue the worker polls on every device it serves: the queue its Full-NAT
+  // sessions' replies must come in on.
+  uint16_t queue = 0;
   // The secret its buckets are hashed under (ConnectionHashKey). Flow sync gives every worker the
   // one its peers' flows are built under, so a miss finds its bucket there from the bucket hash
   // it already has; none: the worker draws its own.
@@ -132,6 +138,9 @@ class alignas(64) Worker final {
   // This worker's connection table, or null; read by the management thread only for its size
   // and capacity (an explain asks the worker through conntrack_query).
   const ConnectionTable* connections() const { return connections_ ? &*connections_ : nullptr; }
+  // This worker's Full-NAT sessions, or null; read by the management thread only for their
+  // counts and limit.
+  const NatSessionTable* natSessions() const { return nat_sessions_ ? &*nat_sessions_ : nullptr; }
   // Hands the worker a frame to send from the port whose index is mbuf->port (an ARP or ND
   // request, tagged with the port's VLAN), on the queue of the port's device. False when its ring
   // is full; the caller keeps the mbuf.
@@ -205,6 +214,7 @@ class alignas(64) Worker final {
   absl::Status createRings(const WorkerSetup& setup, int socket);
   absl::Status createTxBuffers(const WorkerSetup& setup, int socket);
   absl::Status createConnectionTable(const WorkerSetup& setup, int socket);
+  absl::Status createNatSessionTable(const WorkerSetup& setup, int socket);
   absl::Status createTrafficCounters(int socket);
   // Frees what create() allocated; safe on a partly made worker.
   void release();
@@ -228,10 +238,18 @@ class alignas(64) Worker final {
   uint64_t tsc_per_ms_ = 1;  // for the connection table's millisecond clock
   std::optional<IdleConfig> idle_;
   std::optional<ConnectionTable> connections_;
-  // Owned allocations, freed by release().
-  ConnectionBucket* conntrack_buckets_ = nullptr;
-  size_t conntrack_bytes_ = 0;
-  bool conntrack_in_eal_memory_ = false;  // rte_zmalloc'd, else aligned_alloc'd
+  std::optional<NatSessionTable> nat_sessions_;
+  // Owned allocations, freed by release(): hugepage memory from the EAL where it has some, else
+  // zeroed memory on transparent huge pages.
+  struct TableMemory {
+    void* memory = nullptr;
+    size_t bytes = 0;
+    bool in_eal_memory = false;  // rte_zmalloc'd, else aligned_alloc'd
+  };
+  static void* allocateTable(TableMemory& table, const char* name, size_t bytes, int socket);
+  static void freeTable(TableMemory& table);
+  TableMemory conntrack_memory_;
+  TableMemory nat_memory_;
   std::unique_ptr<WorkerLoads> loads_;
 };
 

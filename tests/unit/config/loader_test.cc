@@ -370,7 +370,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "bad.yaml:2:20: dataplane.eal[1]", "expected a string"},
         BadConfig{"unknown forwarding", SERVICE_HEAD "    forwarding: vxlan\n" ONE_BACKEND,
                   "bad.yaml:6:17: services[0].forwarding",
-                  "must be one of ipip, gue, gre, l2dsr, got 'vxlan'"},
+                  "must be one of ipip, gue, gre, l2dsr, fullnat, got 'vxlan'"},
         BadConfig{"gue without gue_port", SERVICE_HEAD "    forwarding: gue\n" ONE_BACKEND,
                   "bad.yaml:2:5: services[0]", "missing required key 'gue_port'"},
         BadConfig{"gue_port without gue", SERVICE_HEAD "    gue_port: 6080\n" ONE_BACKEND,
@@ -408,6 +408,55 @@ INSTANTIATE_TEST_SUITE_P(
                   "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
                   "rss_key: \"6d:5a:6d:5a\" }\nservices: []\n",
                   "bad.yaml:3:66: dataplane.ports[0].rss_key", "a key of 40 to 52 bytes"},
+        BadConfig{
+            "a local port range that is not FIRST-LAST",
+            "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+            "snat_addresses: [198.18.0.20], snat_ports: 2000 }\nservices: []\n",
+            "bad.yaml:3:", "dataplane.ports[0].snat_ports: '2000' is not a port range FIRST-LAST"},
+        BadConfig{"local ports without local addresses",
+                  "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+                  "snat_ports: 2000-3000 }\nservices: []\n",
+                  "bad.yaml:3:", "snat_ports: only applies with snat_addresses"},
+        BadConfig{"a local address that is the port's own",
+                  "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+                  "snat_addresses: [198.18.0.10] }\nservices: []\n",
+                  "bad.yaml:3:", "snat_addresses: 198.18.0.10 is the port's own address"},
+        BadConfig{"a local address on two ports",
+                  "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+                  "snat_addresses: [198.18.0.20] }\n    - { name: p1, device: net_null1, "
+                  "ipv4: 198.18.1.10, snat_addresses: [198.18.0.20] }\nservices: []\n",
+                  "bad.yaml:4:", "snat address 198.18.0.20 is already another port's"},
+        BadConfig{"a Full-NAT session table too small",
+                  "dataplane:\n  conntrack: { nat_sessions_per_core: 10 }\nservices: []\n",
+                  "bad.yaml:2:", "dataplane.conntrack.nat_sessions_per_core: must be an integer"},
+        BadConfig{"fullnat without local addresses of the VIP's version",
+                  "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+                  "ipv6: \"2001:db8::10\", gateway_mac: \"02:00:00:00:00:fe\", "
+                  "snat_addresses: [198.18.0.20] }\nservices:\n  - { name: web, "
+                  "vip: \"2001:db8:100::1\", port: 80, protocol: tcp, forwarding: fullnat,\n"
+                  "      backends: [ { name: a, address: \"2001:db8:1::2\" } ] }\n",
+                  "bad.yaml:5:",
+                  "services[0]: forwarding: fullnat needs snat_addresses of IPv6 on the port"},
+        BadConfig{"fullnat without a gateway for the replies",
+                  "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+                  "snat_addresses: [198.18.0.20] }\nservices:\n  - { name: web, "
+                  "vip: 198.18.100.1, port: 80, protocol: tcp, forwarding: fullnat,\n"
+                  "      backends: [ { name: a, address: 198.18.1.2 } ] }\n",
+                  "bad.yaml:5:", "no port has a gateway or gateway_mac"},
+        BadConfig{"fullnat to a backend of the other IP version",
+                  "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+                  "ipv6: \"2001:db8::10\", gateway_mac: \"02:00:00:00:00:fe\", "
+                  "snat_addresses: [198.18.0.20] }\nservices:\n  - { name: web, "
+                  "vip: 198.18.100.1, port: 80, protocol: tcp, forwarding: fullnat,\n"
+                  "      backends: [ { name: a, address: \"2001:db8:1::2\" } ] }\n",
+                  "bad.yaml:6:", "which forwarding: fullnat needs"},
+        BadConfig{"a VIP that is a local address",
+                  "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+                  "gateway_mac: \"02:00:00:00:00:fe\", snat_addresses: [198.18.100.1] }\n"
+                  "services:\n  - { name: web, "
+                  "vip: 198.18.100.1, port: 80, protocol: tcp, forwarding: fullnat,\n"
+                  "      backends: [ { name: a, address: 198.18.1.2 } ] }\n",
+                  "bad.yaml:5:", "the VIP 198.18.100.1 is port 'p0''s snat address"},
         BadConfig{"an ICMP reply rate of zero",
                   "dataplane:\n  icmp: { too_big_per_second: 0 }\nservices: []\n",
                   "bad.yaml:2:31: dataplane.icmp.too_big_per_second",
@@ -875,6 +924,36 @@ TEST(ConfigLoaderTest, TwoArmPortsAndServicesNameTheirEgress) {
   EXPECT_EQ(config->dataplane.ports[1].egress, "") << "its own unless configured";
   EXPECT_EQ(config->services[0].egress, "");
   EXPECT_EQ(config->services[1].egress, "uplink");
+}
+
+TEST(ConfigLoaderTest, FullNatLocalAddressesAndPortsLoadAndDefault) {
+  absl::StatusOr<Config> config = parseConfig(
+      "dataplane:\n  conntrack: { nat_sessions_per_core: 1000000 }\n  ports:\n"
+      "    - { name: uplink, device: net_null0, ipv4: 198.18.0.10, gateway: 198.18.0.1,\n"
+      "        egress: downlink }\n"
+      "    - { name: downlink, device: net_null1, ipv4: 198.18.1.10, ipv6: \"2001:db8:1::10\",\n"
+      "        snat_addresses: [198.18.1.20, \"2001:db8:1::20\", 198.18.1.21],\n"
+      "        snat_ports: 10000-20000 }\n"
+      "services:\n"
+      "  - { name: web, vip: 198.18.100.1, port: 80, protocol: tcp, forwarding: fullnat,\n"
+      "      backends: [ { name: a, address: 198.18.1.2, mac: \"02:00:00:00:01:02\" } ] }\n",
+      "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const PortConfig& downlink = config->dataplane.ports[1];
+  EXPECT_EQ(downlink.snat_addresses.size(), 3u);
+  EXPECT_THAT(downlink.snatAddressesOf(IpFamily::kIpv4),
+              ::testing::ElementsAre(IpAddress::v4(198, 18, 1, 20), IpAddress::v4(198, 18, 1, 21)));
+  EXPECT_EQ(downlink.snat_first_port, 10000);
+  EXPECT_EQ(downlink.snat_last_port, 20000);
+  EXPECT_EQ(config->dataplane.conntrack.nat_sessions_per_core, 1000000u);
+  EXPECT_EQ(config->services[0].forwarding, Forwarding::kFullNat);
+
+  absl::StatusOr<Config> defaults = parseConfig(kValid, "test.yaml");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->dataplane.conntrack.nat_sessions_per_core, 1u << 18);
+  const PortConfig port;
+  EXPECT_EQ(port.snat_first_port, 1024);
+  EXPECT_EQ(port.snat_last_port, 65535);
 }
 
 TEST(ConfigLoaderTest, ConntrackSettingsLoadAndDefault) {

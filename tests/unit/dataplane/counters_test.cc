@@ -36,8 +36,9 @@ TEST(CountersTest, EveryCounterHasADistinctName) {
   EXPECT_EQ(names.size(), totals.size());
   // Traffic (4), replies (2), idle sleeps (2), and one per reason, error, event and class.
   EXPECT_EQ(totals.size(), 8 + (kParseErrorCount - 1) + kDropReasonCount + kConntrackEventCount +
-                               kNeighborRefusalCount + kExceptionClassCount);
+                               kNatEventCount + kNeighborRefusalCount + kExceptionClassCount);
   EXPECT_EQ(names.count("conntrack_evictions"), 1u);
+  EXPECT_EQ(names.count("nat_ports_exhausted"), 1u);
   EXPECT_EQ(names.count("idle_sleep_us"), 1u);
 }
 

@@ -16,17 +16,14 @@ MetricsSnapshot sample() {
   metrics.version = "0.1.0";
   metrics.uptime_s = 12.5;
   metrics.generation = 4;
-  WorkerMetrics with_table{10, 640, 9, 600, 1, 3, 1024};
-  WorkerMetrics without_table{5, 320, 5, 320, 0, std::nullopt, std::nullopt};
+  WorkerMetrics with_table{10, 640, 9, 600, 1, 3, 1024, 2, 1, 4096};
+  WorkerMetrics without_table{
+      5, 320, 5, 320, 0, std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
   metrics.workers = {with_table, without_table};
-  metrics.sums = {{"rx_packets", 15},
-                  {"drop_no_service", 1},
-                  {"parse_truncated", 2},
-                  {"conntrack_hit", 7},
-                  {"neighbor_refused_unsolicited", 9},
-                  {"arp_nd_replies", 3},
-                  {"idle_sleeps", 40},
-                  {"idle_sleep_us", 2500000}};
+  metrics.sums = {
+      {"rx_packets", 15},    {"drop_no_service", 1}, {"parse_truncated", 2},
+      {"conntrack_hit", 7},  {"nat_opened", 6},      {"neighbor_refused_unsolicited", 9},
+      {"arp_nd_replies", 3}, {"idle_sleeps", 40},    {"idle_sleep_us", 2500000}};
   ServiceRow service;
   service.name = "web";
   service.healthy = 1;
@@ -64,6 +61,11 @@ TEST(PrometheusTest, EveryFamilyOnceWithItsSamples) {
   // A worker without a connection table has no conntrack samples.
   EXPECT_THAT(text, HasSubstr("berth_conntrack_capacity{worker=\"0\"} 1024\n"));
   EXPECT_THAT(text, Not(HasSubstr("berth_conntrack_capacity{worker=\"1\"}")));
+  EXPECT_THAT(text, HasSubstr("berth_nat_sessions{worker=\"0\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("berth_nat_sessions_held{worker=\"0\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("berth_nat_sessions_capacity{worker=\"0\"} 4096\n"));
+  EXPECT_THAT(text, Not(HasSubstr("berth_nat_sessions{worker=\"1\"}")));
+  EXPECT_THAT(text, HasSubstr("berth_nat_events_total{event=\"opened\"} 6\n"));
   EXPECT_THAT(text, HasSubstr("berth_drops_total{reason=\"no_service\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("berth_parse_errors_total{error=\"truncated\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("berth_conntrack_events_total{event=\"hit\"} 7\n"));

@@ -1,0 +1,197 @@
+#include "dataplane/fullnat_path.h"
+
+#include "berth/dataplane/nat_rewrite.h"
+#include "berth/net/flow_key.h"
+
+namespace berth {
+namespace {
+
+Verdict drop(WorkerState& worker, DropReason reason) {
+  worker.counters->count(reason);
+  return Verdict::kDrop;
+}
+
+Verdict refuse(WorkerState& worker, NatEvent event) {
+  worker.counters->nat.count(event);
+  return Verdict::kDrop;
+}
+
+// A packet that opens a session: a TCP SYN (not a SYN-ACK), or any UDP datagram. Nothing
+// else may take a local port, so a flood of stray ACKs cannot drain the pool.
+bool opensSession(const ParsedPacket& packet) {
+  if (packet.flow.protocol == kProtocolUdp) return true;
+  return (packet.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn;
+}
+
+void countForwarded(const Snapshot& snapshot, WorkerState& worker, uint32_t service_counter,
+                    uint32_t backend, size_t length) {
+  worker.traffic.services[service_counter].add(length);
+  worker.traffic.backends[snapshot.backend(backend).counter_id].add(length);
+}
+
+// A new session for a client's opening packet, on the table's pick.
+NatClientEntry* openSession(const Snapshot& snapshot, const Frame& frame,
+                            const ParsedPacket& packet, const SnapshotService& service,
+                            uint32_t backend, uint32_t egress, uint32_t flow_hash,
+                            WorkerState& worker) {
+  const SnapshotPort& port = snapshot.port(egress);
+  const SnapshotBackend& chosen = snapshot.backend(backend);
+  const std::vector<NatLocalAddress>& locals = port.natAddresses(chosen.address.family);
+  if (locals.empty() || port.reply_steering == nullptr) {
+    worker.counters->nat.count(NatEvent::kNoLocalAddress);
+    return nullptr;
+  }
+  NatOpening opening;
+  opening.client = natClientKeyOf(packet, service);
+  opening.client_family = packet.flow.family;
+  opening.protocol = packet.flow.protocol;
+  opening.tcp_flags = packet.tcp_flags;
+  opening.backend = chosen.address;
+  opening.backend_port = service.port;
+  opening.backend_id = static_cast<uint16_t>(chosen.counter_id);
+  opening.local_addresses = locals.data();
+  opening.local_address_count = locals.size();
+  opening.steering = port.reply_steering.get();
+  opening.queue = worker.queue;
+  opening.start = flow_hash;
+  NatClientEntry* entry = worker.nat->open(opening, worker.now_ms);
+  if (entry != nullptr) {
+    worker.nat->sessionOf(*entry).receiving_port = static_cast<uint8_t>(frame.port);
+  }
+  return entry;
+}
+
+}  // namespace
+
+NatClientKey natClientKeyOf(const ParsedPacket& packet, const SnapshotService& service) {
+  NatClientKey key;
+  key.client = packet.flow.source;
+  key.client_port = packet.flow.source_port;
+  key.service = static_cast<uint16_t>(service.counter_id);
+  return key;
+}
+
+NatReplyKey natReplyKeyOf(const ParsedPacket& packet, uint16_t local_address) {
+  NatReplyKey key;
+  key.backend = packet.flow.source;
+  key.backend_port = packet.flow.source_port;
+  key.local_port = packet.flow.destination_port;
+  key.local_address = local_address;
+  key.protocol = packet.flow.protocol;
+  return key;
+}
+
+Verdict fullNatFromClient(const Snapshot& snapshot, Frame& frame, const ParsedPacket& packet,
+                          const SnapshotService& service, uint32_t table_pick, uint32_t flow_hash,
+                          uint64_t client_hash, WorkerState& worker) {
+  if (packet.fragment) return drop(worker, DropReason::kNatFragment);
+  NatSessionTable& nat = *worker.nat;
+  const uint32_t egress = snapshot.egressOf(frame.port, service);
+  NatClientEntry* entry = nat.findClient(natClientKeyOf(packet, service), client_hash);
+  uint32_t backend = kNoBackendIndex;
+  if (entry != nullptr) {
+    backend = snapshot.backendIndexOf(entry->backend_id);
+    NatSession& session = nat.sessionOf(*entry);
+    if (backend == kNoBackendIndex || !keepsConnection(service, snapshot.backend(backend))) {
+      // The backend holds the connection, not berth: another backend would only reset it. The
+      // session ends; the client's next SYN (or datagram) opens one on the table's pick.
+      nat.end(session, worker.now_ms, NatEvent::kBackendGone);
+      entry = nullptr;
+    } else if (packet.icmp_error) {
+      // An error about a reply the client was sent: for the backend, about its packet.
+      NatEndpoints embedded;
+      embedded.source = session.backend;
+      embedded.destination = snapshot.natLocalAddress(session.local_address).bytes;
+      embedded.source_port = session.backend_port;
+      embedded.destination_port = session.local_port;
+      const ForwardingTarget* target = snapshot.target(egress, backend);
+      if (target == nullptr) return drop(worker, DropReason::kNextHopUnresolved);
+      if (!rewriteIcmpError(frame, packet, session.backend, embedded)) {
+        return drop(worker, DropReason::kNatNotTranslatable);
+      }
+      const size_t length = frame.length;
+      if (forwardL2Dsr(frame, packet, *target, 0) != ForwardResult::kSend) {
+        return drop(worker, DropReason::kNoHeadroom);
+      }
+      frame.port = egress;
+      countForwarded(snapshot, worker, service.counter_id, backend, length);
+      return Verdict::kTransmit;
+    } else if (!nat.touchFromClient(*entry, packet.tcp_flags, worker.now_ms)) {
+      // A SYN on a closing session: the client reuses its port for a new connection.
+      nat.end(session, worker.now_ms);
+      entry = nullptr;
+    }
+  }
+  if (entry == nullptr) {
+    if (packet.icmp_error) return refuse(worker, NatEvent::kIcmpNoSession);
+    if (!opensSession(packet)) return refuse(worker, NatEvent::kClientNoSession);
+    backend = table_pick;
+    if (backend == kNoBackendIndex) return drop(worker, DropReason::kNoBackend);
+    entry = openSession(snapshot, frame, packet, service, backend, egress, flow_hash, worker);
+    if (entry == nullptr) return Verdict::kDrop;  // counted by the session table
+  }
+  const ForwardingTarget* target = snapshot.target(egress, backend);
+  if (target == nullptr) return drop(worker, DropReason::kNextHopUnresolved);
+  NatEndpoints to;
+  to.source = snapshot.natLocalAddress(entry->local_address).bytes;
+  to.destination = snapshot.backend(backend).address.bytes;
+  to.source_port = entry->local_port;
+  to.destination_port = service.port;
+  const size_t length = frame.length;
+  if (forwardFullNat(frame, packet, *target, to) != ForwardResult::kSend) {
+    return drop(worker, DropReason::kNoHeadroom);
+  }
+  frame.port = egress;
+  countForwarded(snapshot, worker, service.counter_id, backend, length);
+  return Verdict::kTransmit;
+}
+
+Verdict fullNatFromBackend(const Snapshot& snapshot, Frame& frame, const ParsedPacket& packet,
+                           uint16_t local_address, uint64_t reply_hash, WorkerState& worker) {
+  if (packet.fragment) return drop(worker, DropReason::kNatFragment);
+  NatSession* session =
+      worker.nat->findReply(natReplyKeyOf(packet, local_address), reply_hash, worker.now_ms);
+  if (session == nullptr) return Verdict::kDrop;  // counted as reply_no_session
+  const uint32_t service_index = snapshot.serviceIndexOf(session->service);
+  const uint32_t backend = snapshot.backendIndexOf(session->backend_id);
+  if (service_index == Snapshot::kNoServiceIndex || backend == kNoBackendIndex) {
+    worker.nat->end(*session, worker.now_ms, NatEvent::kBackendGone);
+    return drop(worker, DropReason::kNoService);
+  }
+  const SnapshotService& service = snapshot.service(service_index);
+  const uint32_t out = session->receiving_port;
+  if (out >= snapshot.portCount()) return drop(worker, DropReason::kVlanNotConfigured);
+  const SnapshotPort& port = snapshot.port(out);
+  if (!port.client_hop_ready) return drop(worker, DropReason::kNextHopUnresolved);
+  const size_t length = frame.length;
+  if (packet.icmp_error) {
+    // An error about the client's packet on its way to the backend: for the client, about the
+    // packet it sent to the VIP.
+    NatEndpoints embedded;
+    embedded.source = session->client;
+    embedded.destination = service.vip.bytes;
+    embedded.source_port = session->client_port;
+    embedded.destination_port = service.port;
+    if (!rewriteIcmpError(frame, packet, session->client, embedded)) {
+      return drop(worker, DropReason::kNatNotTranslatable);
+    }
+    if (forwardL2Dsr(frame, packet, port.client_hop, 0) != ForwardResult::kSend) {
+      return drop(worker, DropReason::kNoHeadroom);
+    }
+  } else {
+    worker.nat->touchFromBackend(*session, packet.tcp_flags, worker.now_ms);
+    NatEndpoints to;
+    to.source = service.vip.bytes;
+    to.destination = session->client;
+    to.source_port = service.port;
+    to.destination_port = session->client_port;
+    if (forwardFullNat(frame, packet, port.client_hop, to) != ForwardResult::kSend) {
+      return drop(worker, DropReason::kNoHeadroom);
+    }
+  }
+  frame.port = out;
+  countForwarded(snapshot, worker, service.counter_id, backend, length);
+  return Verdict::kTransmit;
+}
+
+}  // namespace berth

@@ -1,0 +1,34 @@
+#pragma once
+
+// Full-NAT's two directions through the pipeline (docs/fullnat.md): a client's packet to a
+// fullnat service, and a backend's reply (or an ICMP error) to one of a port's local addresses.
+// Both look up the worker's own NatSessionTable, which the choice of each local port makes the
+// only one a reply can belong to (reply_steering.h).
+
+#include <cstdint>
+
+#include "berth/dataplane/pipeline.h"
+
+namespace berth {
+
+// A client's packet (or an ICMP error from the client's side) of `service`, whose table pick is
+// `table_pick` (a snapshot backend index, or kNoBackendIndex): its session's backend, or a new
+// session's for a TCP SYN or a UDP datagram, with the packet rewritten to go from the local
+// address and port to the backend. `flow_hash` spreads a client's connections over the local
+// addresses. `client_hash` is NatSessionTable::clientHash() of the packet's client key.
+Verdict fullNatFromClient(const Snapshot& snapshot, Frame& frame, const ParsedPacket& packet,
+                          const SnapshotService& service, uint32_t table_pick, uint32_t flow_hash,
+                          uint64_t client_hash, WorkerState& worker);
+
+// A backend's packet to local address `local_address` (a stable id) on the port it came in on,
+// or an ICMP error about one of the sessions' packets toward a backend: rewritten to come from
+// the VIP and go to the client, out of the port the client's packets came in on, to its
+// gateway. `reply_hash` is NatSessionTable::replyHash() of its reply key.
+Verdict fullNatFromBackend(const Snapshot& snapshot, Frame& frame, const ParsedPacket& packet,
+                           uint16_t local_address, uint64_t reply_hash, WorkerState& worker);
+
+// The keys the two lookups take, which the burst's first stage hashes and prefetches.
+NatClientKey natClientKeyOf(const ParsedPacket& packet, const SnapshotService& service);
+NatReplyKey natReplyKeyOf(const ParsedPacket& packet, uint16_t local_address);
+
+}  // namespace berth

@@ -1,0 +1,340 @@
+#!/usr/bin/python3
+"""End to end: Full-NAT in front of unmodified kernel backends. The backends have no VIP, no
+tunnel, no sysctl changed and no route to the clients: they see connections from berth's local
+address, and answer it. berthd runs two-arm with two af_packet ports: the uplink toward a
+router that the clients sit behind, the downlink on the backends' segment with the local
+addresses. The router's link to the client has an MTU of 1280 on the router's side.
+
+  client 198.18.2.1 ---(1280)--- router 198.18.2.254 / 198.18.0.254
+                                    |
+                                 bridge A ---- berthd's uplink 198.18.0.10 (gateway: the router)
+  bk1..bk3 198.18.1.11-13 ---- bridge B ---- berthd's downlink 198.18.1.10,
+  (and 2001:db8:1::11-13)         |            local addresses 198.18.1.20, 2001:db8:1::20
+                 berthd's namespace 198.18.1.254 (health checks, from the kernel)
+
+The cases: wrk over IPv4 and over IPv6 with no error, each backend serving a share; a UDP
+request and its answer; a backend failing with the others' connections untouched; a 100 MB
+download, rate-limited, intact across a table change made while it runs; path MTU discovery
+through berth (the backend's 1500-byte segments meet the 1280 link, and the router's "fragmentation
+needed" reaches the backend translated). Everything the test made is removed at the end, on
+failure too. Needs root.
+
+Usage: fullnat_test.py BERTHD BERTHCTL
+"""
+import atexit
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+import e2e_support
+from e2e_support import BIG_BYTES, HTTP_PORT, TAG, run
+
+BERTHD, BERTHCTL = sys.argv.pop(1), sys.argv.pop(1)
+LB = "berth-nl-" + TAG
+CLIENT = "berth-nc-" + TAG
+ROUTER = "berth-nr-" + TAG
+BACKENDS = ["bk1", "bk2", "bk3"]
+NAMESPACES = [LB, CLIENT, ROUTER] + ["berth-n%s-%s" % (name, TAG) for name in BACKENDS]
+UPLINK_BRIDGE = "bna" + TAG
+BACKEND_BRIDGE = "bnb" + TAG
+UPLINK = "bnu" + TAG
+DOWNLINK = "bnd" + TAG
+PREFIX = "berth-fullnat-" + TAG
+VIP, VIP6 = "198.18.100.1", "2001:db8:100::1"
+LOCAL, LOCAL6 = "198.18.1.20", "2001:db8:1::20"
+CLIENT_MTU = 1280
+DOWNLOAD_BYTES = 100 * 1024 * 1024
+
+
+def namespace_of(backend):
+    return "berth-n%s-%s" % (backend, TAG)
+
+
+def backend_address(backend, v6=False):
+    number = 10 + int(backend[2:])
+    return "2001:db8:1::%d" % number if v6 else "198.18.1.%d" % number
+
+
+def config_text(backends, weights=None):
+    weights = weights or {}
+    lines = [
+        "dataplane:",
+        '  eal: ["--no-huge", "-m", "512", "--no-pci", "--file-prefix", "%s",' % PREFIX,
+        '        "--lcores", "%s", "--log-level", "lib.eal:error",' % e2e_support.LCORES,
+        '        "--vdev", "net_af_packet0,iface=%s", "--vdev", "net_af_packet1,iface=%s"]' % (
+            UPLINK, DOWNLINK),
+        "  conntrack: { nat_sessions_per_core: 65536 }",
+        "  ports:",
+        '    - { name: uplink, device: net_af_packet0, ipv4: 198.18.0.10, ipv6: "2001:db8::10",',
+        "        gateway: 198.18.0.254, egress: downlink }",
+        '    - { name: downlink, device: net_af_packet1, ipv4: 198.18.1.10, ipv6: "2001:db8:1::10",',
+        '        snat_addresses: [%s, "%s"] }' % (LOCAL, LOCAL6),
+        "services:",
+    ]
+    for name, vip, v6 in (("web", VIP, False), ("web6", VIP6, True)):
+        lines += [
+            "  - name: %s" % name,
+            '    vip: "%s"' % vip,
+            "    port: %d" % HTTP_PORT,
+            "    protocol: tcp",
+            "    forwarding: fullnat",
+            "    health: { type: http, path: /healthz, interval: 0.5, timeout: 0.4, rise: 2, "
+            "fall: 3 }",
+            "    backends:",
+        ] + ['      - { name: %s, address: "%s", weight: %d }' % (
+            backend, backend_address(backend, v6), weights.get(backend, 1))
+            for backend in backends]
+    lines += [
+        "  - name: dns",
+        "    vip: %s" % VIP,
+        "    port: %d" % HTTP_PORT,
+        "    protocol: udp",
+        "    forwarding: fullnat",
+        "    backends: [ { name: bk1, address: %s } ]" % backend_address("bk1"),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+class Topology:
+    def __init__(self):
+        self.servers = e2e_support.BackendServers()
+        atexit.register(self.remove)
+        e2e_support.make_bridge(UPLINK_BRIDGE)
+        e2e_support.make_bridge(BACKEND_BRIDGE)
+        # berthd's namespace: its two ports, and an interface of its own on the backends'
+        # segment that the health checks leave from (they are plain kernel sockets).
+        e2e_support.add_host(LB, "nlh" + TAG, BACKEND_BRIDGE, "198.18.1.254/24",
+                             interface="hc0")
+        run("ip", "-n", LB, "addr", "add", "2001:db8:1::254/64", "dev", "hc0", "nodad")
+        e2e_support.make_af_packet_port(UPLINK, UPLINK_BRIDGE, netns=LB)
+        e2e_support.make_af_packet_port(DOWNLINK, BACKEND_BRIDGE, netns=LB)
+        # The router: on bridge A toward berthd, and on a point-to-point link to the client
+        # whose MTU on the router's side is 1280.
+        e2e_support.add_host(ROUTER, "nra" + TAG, UPLINK_BRIDGE, "198.18.0.254/24")
+        run("ip", "-n", ROUTER, "addr", "add", "2001:db8::254/64", "dev", "e0", "nodad")
+        run("ip", "netns", "add", CLIENT)
+        run("ip", "-n", CLIENT, "link", "set", "lo", "up")
+        run("ip", "link", "add", "e1", "netns", ROUTER, "type", "veth", "peer", "name", "e0",
+            "netns", CLIENT)
+        run("ip", "-n", ROUTER, "link", "set", "e1", "mtu", str(CLIENT_MTU))
+        for namespace, interface, v4, v6 in ((ROUTER, "e1", "198.18.2.254/24", "2001:db8:2::254/64"),
+                                             (CLIENT, "e0", "198.18.2.1/24", "2001:db8:2::1/64")):
+            run("ip", "-n", namespace, "addr", "add", v4, "dev", interface)
+            run("ip", "-n", namespace, "addr", "add", v6, "dev", interface, "nodad")
+            run("ip", "-n", namespace, "link", "set", interface, "up")
+            run("ip", "netns", "exec", namespace, "ethtool", "-K", interface, "tx", "off")
+        run("ip", "netns", "exec", ROUTER, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        run("ip", "netns", "exec", ROUTER, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
+        run("ip", "-n", ROUTER, "route", "add", VIP + "/32", "via", "198.18.0.10")
+        run("ip", "-n", ROUTER, "-6", "route", "add", VIP6 + "/128", "via", "2001:db8::10")
+        run("ip", "-n", CLIENT, "route", "add", "default", "via", "198.18.2.254")
+        run("ip", "-n", CLIENT, "-6", "route", "add", "default", "via", "2001:db8:2::254")
+        for backend in BACKENDS:
+            namespace = namespace_of(backend)
+            e2e_support.add_host(namespace, "n" + backend + TAG, BACKEND_BRIDGE,
+                                 backend_address(backend) + "/24")
+            run("ip", "-n", namespace, "addr", "add", backend_address(backend, True) + "/64",
+                "dev", "e0", "nodad")
+            self.servers.start(backend, namespace, dual=True)
+
+    def remove(self):
+        self.servers.stop_all()
+        for namespace in NAMESPACES:
+            run("ip", "netns", "del", namespace, check=False)
+        for link in (UPLINK_BRIDGE, BACKEND_BRIDGE):
+            run("ip", "link", "del", link, check=False)
+
+
+def curl(vip, path="/", local_port=None, max_time=10, extra=()):
+    """A request from the client: (curl's status, body, the X-Backend header)."""
+    host = "[%s]" % vip if ":" in vip else vip
+    command = ["ip", "netns", "exec", CLIENT, "curl", "-sS", "--max-time", str(max_time),
+               "-w", "\n--berth-headers--%{header_json}", *extra,
+               "http://%s:%d%s" % (host, HTTP_PORT, path)]
+    if local_port:
+        command[5:5] = ["--local-port", str(local_port)]
+    result = subprocess.run(command, capture_output=True, timeout=max_time + 10)
+    if result.returncode != 0:
+        return result.returncode, result.stderr, None
+    body, _, headers = result.stdout.rpartition(b"\n--berth-headers--")
+    backend = json.loads(headers).get("x-backend", [None])[0]
+    return 0, body, backend
+
+
+def pattern_sha256(length):
+    big = (bytes(range(251)) * (BIG_BYTES // 251 + 1))[:BIG_BYTES]
+    digest = hashlib.sha256()
+    left = length
+    while left > 0:
+        chunk = big[:min(left, len(big))]
+        digest.update(chunk)
+        left -= len(chunk)
+    return digest.hexdigest()
+
+
+class FullNat(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.directory = tempfile.mkdtemp(prefix="berth-e2e-")
+        cls.topology = Topology()
+        cls.instance = e2e_support.berthd_on(config_text(BACKENDS), cls.directory, BERTHD,
+                                             BERTHCTL, PREFIX, netns=LB)
+        cls.instance.start()
+        for backend in BACKENDS:
+            cls.wait_health(backend, "healthy", timeout=20)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.instance.stop()
+        cls.topology.remove()
+        shutil.rmtree(cls.directory, ignore_errors=True)
+
+    def reload(self, text):
+        with open(self.instance.config, "w") as out:
+            out.write(text)
+        self.assertTrue(self.instance.berthctl("reload")["ok"])
+
+    @classmethod
+    def wait_health(cls, backend, state, timeout):
+        """Until `backend` is in `state` in every service (web and web6 probe it apart)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            rows = [b for b in cls.instance.berthctl("backends")["backends"]
+                    if b["name"] == backend and b["service"] in ("web", "web6")]
+            if rows and all(row["health"] == state for row in rows):
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError("%s not %s: %s" % (backend, state, rows))
+            time.sleep(0.1)
+
+    def counter(self, name):
+        return self.instance.counters().get(name, 0)
+
+    def spread(self, vip, ports):
+        seen = {}
+        for port in ports:
+            status, body, backend = curl(vip, local_port=port)
+            self.assertEqual(status, 0, "port %d: %s" % (port, body))
+            self.assertEqual(body.decode().strip(), backend)
+            seen[port] = backend
+        return seen
+
+    def wrk(self, vip):
+        host = "[%s]" % vip if ":" in vip else vip
+        result = run("ip", "netns", "exec", CLIENT, "wrk", "-t1", "-c16", "-d3s",
+                     "http://%s:%d/keep" % (host, HTTP_PORT), timeout=60)
+        requests = int(re.search(r"(\d+) requests in", result.stdout).group(1))
+        errors = re.search(r"Socket errors: (.*)", result.stdout)
+        non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", result.stdout)
+        return requests, errors.group(1) if errors else None, non_2xx, result.stdout
+
+    def test_1_wrk_over_ipv4_and_ipv6_has_no_error_and_every_backend_serves(self):
+        for vip, ports in ((VIP, range(41000, 41030)), (VIP6, range(41100, 41130))):
+            shares = self.spread(vip, ports)
+            self.assertEqual(set(shares.values()), set(BACKENDS), vip)
+            requests, errors, non_2xx, text = self.wrk(vip)
+            self.assertGreater(requests, 100, text)
+            self.assertIsNone(errors, text)
+            self.assertIsNone(non_2xx, text)
+            print("\n  wrk to %s: %d requests in 3 s, no error" % (vip, requests), file=sys.stderr)
+        self.assertGreater(self.counter("nat_opened"), 0)
+
+    def test_2_a_udp_request_is_answered_from_the_vip(self):
+        command = ("import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+                   "s.settimeout(2); s.bind(('198.18.2.1', 5353)); "
+                   "s.sendto(b'question', ('%s', %d)); data, peer = s.recvfrom(100); "
+                   "print(peer[0], peer[1], data.decode())" % (VIP, HTTP_PORT))
+        result = run("ip", "netns", "exec", CLIENT, "/usr/bin/python3", "-c", command)
+        self.assertEqual(result.stdout.split(), [VIP, str(HTTP_PORT), "bk1", "question"])
+
+    def test_3_a_failed_backend_leaves_the_others_connections_alone(self):
+        first = self.spread(VIP, range(43000, 43030))
+        failing = "bk2"
+        survivor_port = next(p for p, b in first.items() if b != failing)
+        download = {}
+
+        def slow_download():
+            download["result"] = curl(VIP, "/slow?s=5", local_port=survivor_port, max_time=40)
+
+        thread = threading.Thread(target=slow_download)
+        thread.start()
+        time.sleep(1)
+        self.topology.servers.stop(failing)
+        try:
+            self.wait_health(failing, "unhealthy", timeout=10)
+            after = self.spread(VIP, range(43100, 43130))
+            self.assertNotIn(failing, after.values())
+            thread.join(timeout=60)
+            status, body, backend = download["result"]
+            self.assertEqual(status, 0, body)
+            self.assertEqual(backend, first[survivor_port])
+            self.assertEqual(hashlib.sha256(body).hexdigest(), pattern_sha256(BIG_BYTES))
+        finally:
+            thread.join(timeout=60)
+            self.topology.servers.start(failing, namespace_of(failing), dual=True)
+            self.wait_health(failing, "healthy", timeout=10)
+
+    def test_4_a_rate_limited_100_mb_download_survives_a_table_change(self):
+        # Rate-limited by the client's reading: about 6 s at 16 MB/s.
+        download = {}
+        output = os.path.join(self.directory, "download")
+
+        def fetch():
+            result = run("ip", "netns", "exec", CLIENT, "curl", "-sS", "--max-time", "60",
+                         "--limit-rate", "16M", "-o", output,
+                         "http://%s:%d/bytes?n=%d" % (VIP, HTTP_PORT, DOWNLOAD_BYTES),
+                         check=False, timeout=90)
+            download["status"] = result.returncode
+            download["stderr"] = result.stderr
+
+        thread = threading.Thread(target=fetch)
+        thread.start()
+        time.sleep(2)
+        self.assertTrue(thread.is_alive(), "still downloading when the table changes")
+        self.reload(config_text(BACKENDS, {"bk1": 2, "bk2": 1, "bk3": 3}))
+        weights = {b["name"]: b["weight"] for b in self.instance.berthctl("backends")["backends"]
+                   if b["service"] == "web"}
+        self.assertEqual(weights, {"bk1": 2, "bk2": 1, "bk3": 3}, "the new table serves")
+        changed_mid_transfer = thread.is_alive()
+        thread.join(timeout=90)
+        self.reload(config_text(BACKENDS))
+        self.assertTrue(changed_mid_transfer, "the table changed while the download ran")
+        self.assertEqual(download["status"], 0, download["stderr"])
+        digest = hashlib.sha256()
+        with open(output, "rb") as received:
+            for block in iter(lambda: received.read(1 << 20), b""):
+                digest.update(block)
+        self.assertEqual(digest.hexdigest(), pattern_sha256(DOWNLOAD_BYTES), "intact")
+        os.unlink(output)
+
+    def test_5_path_mtu_discovery_works_through_berth(self):
+        # The client's MSS says 1460; the backend's full segments meet the router's 1280 link,
+        # and only the translated "fragmentation needed" (or "packet too big") lets the
+        # download finish. The backends forget what earlier cases taught them first.
+        for backend in BACKENDS:
+            run("ip", "netns", "exec", namespace_of(backend), "ip", "route", "flush", "cache")
+            run("ip", "netns", "exec", namespace_of(backend), "ip", "-6", "route", "flush",
+                "cache")
+        before = self.counter("drop_nat_icmp_not_translatable")
+        for vip, local, family in ((VIP, LOCAL, "-4"), (VIP6, LOCAL6, "-6")):
+            status, body, backend = curl(vip, "/big", max_time=20)
+            self.assertEqual(status, 0, body)
+            self.assertEqual(hashlib.sha256(body).hexdigest(), pattern_sha256(BIG_BYTES), vip)
+            route = run("ip", "netns", "exec", namespace_of(backend), "ip", family, "route",
+                        "get", local).stdout
+            self.assertIn("mtu %d" % CLIENT_MTU, route, "%s learned the path's MTU" % backend)
+            print("\n  %s's route to the local address: %s" % (backend, route.strip()),
+                  file=sys.stderr)
+        self.assertEqual(self.counter("drop_nat_icmp_not_translatable"), before)
+
+
+if __name__ == "__main__":
+    e2e_support.main()

@@ -1,0 +1,545 @@
+// The pipeline in fullnat mode (docs/fullnat.md): a client's packet leaves from a local address
+// and port to the backend, the backend's reply comes back from the VIP to the client, through
+// the worker's own session table; ICMP errors are translated both ways; what cannot be NAT'd
+// (a stray ACK, a reply without a session, a fragment, an exhausted pool) is dropped under its
+// own counter and hurts no session that exists.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "berth/config/loader.h"
+#include "berth/dataplane/pipeline.h"
+#include "berth/net/toeplitz.h"
+#include "support/counters.h"
+#include "support/frames.h"
+#include "support/packet_builder.h"
+#include "support/test_worker.h"
+
+namespace berth {
+namespace {
+
+const MacAddress kPortMac = *MacAddress::parse("02:00:00:00:00:01");  // packet_builder's
+const MacAddress kGatewayMac = *MacAddress::parse("02:00:00:00:00:fe");
+const MacAddress kBackendMac = *MacAddress::parse("02:00:00:00:01:02");
+const IpAddress kBackend = IpAddress::v4(198, 18, 1, 2);
+const IpAddress kBackend6 = *IpAddress::parse("2001:db8:1::2");
+const IpAddress kLocal6 = *IpAddress::parse("2001:db8:1::20");
+const IpAddress kRouter = IpAddress::v4(198, 18, 0, 254);
+constexpr uint32_t kUplink = 0;
+constexpr uint32_t kDownlink = 1;
+
+// Two-arm: clients come in on `up`, whose gateway the replies go back to; backends sit on
+// `down`'s segment with its local addresses, two IPv4 ones of `ports` ports each and one IPv6.
+std::string configWith(const std::string& ports = "20000-20099",
+                       const std::string& backends = "a") {
+  std::string yaml = absl::StrCat(R"(
+dataplane:
+  ports:
+    - { name: up, device: net_null0, ipv4: 198.18.0.10, ipv6: "2001:db8::10",
+        gateway_mac: "02:00:00:00:00:fe", egress: down }
+    - { name: down, device: net_null1, ipv4: 198.18.1.10, ipv6: "2001:db8:1::10",
+        snat_addresses: [198.18.1.20, 198.18.1.21, "2001:db8:1::20"], snat_ports: )",
+                                  ports, R"( }
+services:
+  - name: web
+    vip: 198.18.100.1
+    port: 80
+    protocol: tcp
+    forwarding: fullnat
+    backends:
+)");
+  for (const char name : backends) {
+    const int host = 2 + (name - 'a');
+    absl::StrAppend(&yaml, "      - { name: ", std::string(1, name), ", address: 198.18.1.", host,
+                    ", mac: \"02:00:00:00:01:0", host, "\" }\n");
+  }
+  absl::StrAppend(&yaml, R"(
+  - { name: dns, vip: 198.18.100.1, port: 53, protocol: udp, forwarding: fullnat,
+      backends: [ { name: a, address: 198.18.1.2, mac: "02:00:00:00:01:02" } ] }
+  - { name: web6, vip: "2001:db8:100::1", port: 80, protocol: tcp, forwarding: fullnat,
+      backends: [ { name: a, address: "2001:db8:1::2", mac: "02:00:00:00:01:02" } ] }
+)");
+  return yaml;
+}
+
+// RFC 1071 over `bytes` from `sum`, folded.
+uint32_t sumOf(const uint8_t* bytes, size_t length, uint32_t sum = 0) {
+  for (size_t i = 0; i + 1 < length; i += 2) sum += uint32_t{bytes[i]} << 8 | bytes[i + 1];
+  if (length % 2 == 1) sum += uint32_t{bytes[length - 1]} << 8;
+  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+  return sum;
+}
+
+// Whether an IP packet's header checksum (IPv4) and its TCP, UDP or ICMPv6 checksum verify,
+// written here rather than taken from the code under test.
+bool checksumsVerify(const Bytes& frame) {
+  const size_t l3 = 14;
+  const bool v4 = (frame[l3] >> 4) == 4;
+  const size_t header = v4 ? (frame[l3] & 0x0F) * 4 : 40;
+  const uint8_t protocol = v4 ? frame[l3 + 9] : frame[l3 + 6];
+  const size_t total = v4 ? (size_t{frame[l3 + 2]} << 8 | frame[l3 + 3])
+                          : 40 + (size_t{frame[l3 + 4]} << 8 | frame[l3 + 5]);
+  if (v4 && sumOf(&frame[l3], header) != 0xFFFF) return false;
+  const size_t l4_length = total - header;
+  uint32_t pseudo = 0;
+  if (protocol != kProtocolIcmp) {
+    pseudo = v4 ? sumOf(&frame[l3 + 12], 8) : sumOf(&frame[l3 + 8], 32);
+    pseudo += static_cast<uint32_t>(l4_length) + protocol;
+  }
+  return sumOf(&frame[l3 + header], l4_length, pseudo) == 0xFFFF;
+}
+
+// Fills the IPv4 header checksum and the L4 checksum of a built frame (at offset 14).
+Bytes withChecksums(Bytes frame) {
+  const size_t l3 = 14;
+  const bool v4 = (frame[l3] >> 4) == 4;
+  const size_t header = v4 ? (frame[l3] & 0x0F) * 4 : 40;
+  const uint8_t protocol = v4 ? frame[l3 + 9] : frame[l3 + 6];
+  const size_t total = v4 ? (size_t{frame[l3 + 2]} << 8 | frame[l3 + 3])
+                          : 40 + (size_t{frame[l3 + 4]} << 8 | frame[l3 + 5]);
+  if (v4) {
+    putBigEndian16(frame, l3 + 10, 0);
+    putBigEndian16(frame, l3 + 10, static_cast<uint16_t>(~sumOf(&frame[l3], header)));
+  }
+  const size_t at = l3 + header +
+                    (protocol == kProtocolTcp   ? 16
+                     : protocol == kProtocolUdp ? 6
+                                                : 2);
+  putBigEndian16(frame, at, 0);
+  uint32_t pseudo = 0;
+  if (protocol != kProtocolIcmp) {
+    pseudo = v4 ? sumOf(&frame[l3 + 12], 8) : sumOf(&frame[l3 + 8], 32);
+    pseudo += static_cast<uint32_t>(total - header) + protocol;
+  }
+  putBigEndian16(frame, at,
+                 static_cast<uint16_t>(~sumOf(&frame[l3 + header], total - header, pseudo)));
+  return frame;
+}
+
+Bytes tcpFrame(const IpAddress& source, const IpAddress& destination, uint16_t source_port,
+               uint16_t destination_port, uint8_t flags, size_t length = 100) {
+  Bytes l4 = concat({tcp(source_port, destination_port), payload(length)});
+  l4[13] = flags;
+  const Bytes l3 = source.isV4() ? ipv4(source, destination, kProtocolTcp, l4.size())
+                                 : ipv6(source, destination, kProtocolTcp, l4.size());
+  return withChecksums(concat({ethernet(source.isV4() ? kEtherTypeIpv4 : kEtherTypeIpv6), l3, l4}));
+}
+
+Bytes udpFrame(const IpAddress& source, const IpAddress& destination, uint16_t source_port,
+               uint16_t destination_port, size_t length = 40) {
+  const Bytes l4 = concat({udp(source_port, destination_port, length), payload(length)});
+  return withChecksums(
+      concat({ethernet(kEtherTypeIpv4), ipv4(source, destination, kProtocolUdp, l4.size()), l4}));
+}
+
+// What a frame says about itself after the pipeline: its MACs, addresses and ports.
+struct Seen {
+  MacAddress destination_mac;
+  MacAddress source_mac;
+  IpAddress source;
+  IpAddress destination;
+  uint16_t source_port = 0;
+  uint16_t destination_port = 0;
+  uint32_t out_port = 0;
+};
+
+Seen seen(const Bytes& sent, uint32_t out_port) {
+  Seen what;
+  std::copy(sent.begin(), sent.begin() + 6, what.destination_mac.bytes.begin());
+  std::copy(sent.begin() + 6, sent.begin() + 12, what.source_mac.bytes.begin());
+  ParsedPacket packet;
+  EXPECT_EQ(parsePacket(sent.data(), sent.size(), packet), ParseError::kNone);
+  what.source = IpAddress{packet.flow.family, packet.flow.source};
+  what.destination = IpAddress{packet.flow.family, packet.flow.destination};
+  what.source_port =
+      static_cast<uint16_t>(packet.flow.source_port >> 8 | packet.flow.source_port << 8);
+  what.destination_port =
+      static_cast<uint16_t>(packet.flow.destination_port >> 8 | packet.flow.destination_port << 8);
+  what.out_port = out_port;
+  return what;
+}
+
+// One worker with a session table, and the snapshot of a config. Each worker has queue
+// `queue`: where the replies of the sessions it opens must come in.
+class FullNatHarness {
+ public:
+  explicit FullNatHarness(const std::string& yaml = configWith(), uint32_t sessions = 4096,
+                          uint16_t queue = 0)
+      : session_buckets_(NatSessionTable::sessionBucketsFor(sessions)),
+        client_buckets_(NatSessionTable::clientBucketsFor(sessions)),
+        spaces_(NatSessionTable::spacesFor(sessions)),
+        nat_(memory(), sessions, ConntrackTimeouts{}, &worker_.counters.nat, kTestWorkerHashKey) {
+    nat_.countConnectionsIn(worker_.state.traffic);
+    worker_.state.nat = &nat_;
+    worker_.state.queue = queue;
+    use(yaml);
+  }
+
+  void use(const std::string& yaml, const std::vector<std::string>& unhealthy = {},
+           absl::Span<const std::shared_ptr<const ReplySteering>> steering = {}) {
+    absl::StatusOr<Config> config = parseConfig(yaml, "test.yaml");
+    ASSERT_TRUE(config.ok()) << config.status();
+    config_ = *std::move(config);
+    tables_ = *buildServiceTables(config_);
+    if (!unhealthy.empty()) {
+      std::vector<bool> healthy(tables_[0].backends().size(), true);
+      for (const std::string& name : unhealthy) healthy[*tables_[0].indexOf(name)] = false;
+      tables_[0] = *withHealth(tables_[0], healthy);
+    }
+    std::vector<ServiceInput> inputs;
+    for (size_t s = 0; s < tables_.size(); ++s) inputs.push_back({config_.services[s], tables_[s]});
+    const std::vector<MacAddress> macs(config_.dataplane.ports.size(), kPortMac);
+    absl::StatusOr<std::unique_ptr<const Snapshot>> snapshot =
+        buildSnapshot(config_.dataplane, inputs, macs, {}, ids_, ++generation_, {}, steering);
+    ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+    snapshot_ = *std::move(snapshot);
+  }
+
+  // The frame through the pipeline as received on port `port`: what it left as, or nullopt
+  // for a drop.
+  std::optional<Seen> deliver(const Bytes& frame, uint32_t port, Bytes* sent = nullptr) {
+    ReceivedFrame received(frame);
+    if (processFrame(*snapshot_, port, received.frame, worker_.state) != Verdict::kTransmit) {
+      return std::nullopt;
+    }
+    if (sent != nullptr) *sent = received.sent();
+    EXPECT_TRUE(checksumsVerify(received.sent()));
+    return seen(received.sent(), received.frame.port);
+  }
+
+  uint64_t count(NatEvent event) const { return worker_.counters.nat.read(event); }
+  uint64_t count(DropReason reason) const {
+    return worker_.counters.drops[static_cast<size_t>(reason)].read();
+  }
+  NatSessionTable& sessions() { return nat_; }
+  void advance(uint32_t ms) { worker_.state.now_ms += ms; }
+  // One sweep over the whole session table at the worker's time.
+  void sweepAll() {
+    nat_.sweep(worker_.state.now_ms, static_cast<uint32_t>(session_buckets_.size()));
+  }
+  const Snapshot& snapshot() const { return *snapshot_; }
+  uint64_t serviceConnections(const std::string& name) const {
+    return worker_.services[*ids_.findService(name)].connections.read();
+  }
+
+ private:
+  NatSessionMemory memory() {
+    NatSessionMemory memory;
+    memory.sessions = session_buckets_.data();
+    memory.session_buckets = session_buckets_.size();
+    memory.clients = client_buckets_.data();
+    memory.client_buckets = client_buckets_.size();
+    memory.spaces = spaces_.data();
+    memory.space_count = spaces_.size();
+    return memory;
+  }
+
+  TestWorker worker_;
+  std::vector<NatSessionBucket> session_buckets_;
+  std::vector<NatClientBucket> client_buckets_;
+  std::vector<NatPortSpace> spaces_;
+  NatSessionTable nat_;
+  Config config_;
+  std::vector<Table> tables_;
+  CounterIds ids_;
+  uint64_t generation_ = 0;
+  std::unique_ptr<const Snapshot> snapshot_;
+};
+
+TEST(PipelineFullNatTest, AClientsSynLeavesFromALocalAddressAndTheReplyComesBackFromTheVip) {
+  FullNatHarness harness;
+  const std::optional<Seen> out =
+      harness.deliver(tcpFrame(kClient, kVip, 40000, 80, kTcpSyn), kUplink);
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(out->out_port, kDownlink);
+  EXPECT_EQ(out->destination_mac, kBackendMac);
+  EXPECT_EQ(out->source_mac, kPortMac);
+  EXPECT_EQ(out->destination, kBackend);
+  EXPECT_EQ(out->destination_port, 80);
+  EXPECT_THAT(out->source.toString(), testing::AnyOf("198.18.1.20", "198.18.1.21"));
+  EXPECT_GE(out->source_port, 20000);
+  EXPECT_LE(out->source_port, 20099);
+  EXPECT_EQ(harness.count(NatEvent::kOpened), 1u);
+  EXPECT_EQ(harness.serviceConnections("web"), 1u);
+
+  // The backend answers the local address and port; the client sees the VIP answer.
+  const std::optional<Seen> back = harness.deliver(
+      tcpFrame(kBackend, out->source, 80, out->source_port, kTcpSyn | kTcpAck), kDownlink);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->out_port, kUplink);
+  EXPECT_EQ(back->destination_mac, kGatewayMac);
+  EXPECT_EQ(back->source, kVip);
+  EXPECT_EQ(back->source_port, 80);
+  EXPECT_EQ(back->destination, kClient);
+  EXPECT_EQ(back->destination_port, 40000);
+
+  // The client's next packets take the same local port, to the same backend.
+  for (int i = 0; i < 3; ++i) {
+    const std::optional<Seen> again =
+        harness.deliver(tcpFrame(kClient, kVip, 40000, 80, kTcpAck), kUplink);
+    ASSERT_TRUE(again.has_value());
+    EXPECT_EQ(again->source, out->source);
+    EXPECT_EQ(again->source_port, out->source_port);
+    EXPECT_EQ(again->destination, kBackend);
+  }
+  EXPECT_EQ(harness.count(NatEvent::kOpened), 1u);
+  EXPECT_EQ(harness.sessions().live(), 1u);
+}
+
+TEST(PipelineFullNatTest, IpV6ClientsReachIpV6BackendsThroughTheIpV6LocalAddress) {
+  FullNatHarness harness;
+  const std::optional<Seen> out =
+      harness.deliver(tcpFrame(kClient6, kVip6, 40000, 80, kTcpSyn), kUplink);
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(out->source, kLocal6);
+  EXPECT_EQ(out->destination, kBackend6);
+  const std::optional<Seen> back = harness.deliver(
+      tcpFrame(kBackend6, kLocal6, 80, out->source_port, kTcpSyn | kTcpAck), kDownlink);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->source, kVip6);
+  EXPECT_EQ(back->destination, kClient6);
+  EXPECT_EQ(back->destination_port, 40000);
+}
+
+TEST(PipelineFullNatTest, UdpDatagramsOpenASessionAndTheAnswerComesBack) {
+  FullNatHarness harness;
+  const std::optional<Seen> out = harness.deliver(udpFrame(kClient, kVip, 5353, 53), kUplink);
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(out->destination, kBackend);
+  EXPECT_EQ(out->destination_port, 53);
+  const std::optional<Seen> back =
+      harness.deliver(udpFrame(kBackend, out->source, 53, out->source_port, 300), kDownlink);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->source, kVip);
+  EXPECT_EQ(back->source_port, 53);
+  EXPECT_EQ(back->destination, kClient);
+  EXPECT_EQ(back->destination_port, 5353);
+}
+
+// Only a SYN or a datagram takes a local port: a flood of ACKs of no session cannot drain the
+// pool, and a reply that matches no session goes nowhere.
+TEST(PipelineFullNatTest, StrayAcksAndUnmatchedRepliesAreDroppedAndCounted) {
+  FullNatHarness harness;
+  for (uint16_t port = 1000; port < 1100; ++port) {
+    EXPECT_FALSE(harness.deliver(tcpFrame(kClient, kVip, port, 80, kTcpAck), kUplink));
+  }
+  EXPECT_EQ(harness.count(NatEvent::kClientNoSession), 100u);
+  EXPECT_EQ(harness.count(NatEvent::kOpened), 0u);
+  EXPECT_FALSE(harness.deliver(
+      tcpFrame(kBackend, IpAddress::v4(198, 18, 1, 20), 80, 20000, kTcpSyn | kTcpAck), kDownlink));
+  EXPECT_EQ(harness.count(NatEvent::kReplyNoSession), 1u);
+  // From another port of the backend, or another backend, to a live session's local port: not
+  // its reply.
+  const std::optional<Seen> out =
+      harness.deliver(tcpFrame(kClient, kVip, 40000, 80, kTcpSyn), kUplink);
+  ASSERT_TRUE(out.has_value());
+  EXPECT_FALSE(
+      harness.deliver(tcpFrame(kBackend, out->source, 81, out->source_port, kTcpAck), kDownlink));
+  EXPECT_FALSE(harness.deliver(
+      tcpFrame(IpAddress::v4(198, 18, 1, 9), out->source, 80, out->source_port, kTcpAck),
+      kDownlink));
+  EXPECT_EQ(harness.count(NatEvent::kReplyNoSession), 3u);
+}
+
+// berth does not reassemble: a fragment of a NAT'd datagram, either way, is dropped and
+// counted (docs/fullnat.md).
+TEST(PipelineFullNatTest, FragmentsAreDroppedAndCounted) {
+  FullNatHarness harness;
+  Ipv4Options first_fragment;
+  first_fragment.flags_and_offset = 0x2000;  // more fragments, offset 0
+  const Bytes l4 = concat({udp(5353, 53, 1000), payload(1000)});
+  EXPECT_FALSE(
+      harness.deliver(concat({ethernet(kEtherTypeIpv4),
+                              ipv4(kClient, kVip, kProtocolUdp, l4.size(), first_fragment), l4}),
+                      kUplink));
+  Ipv4Options later_fragment;
+  later_fragment.flags_and_offset = 100;
+  EXPECT_FALSE(harness.deliver(
+      concat({ethernet(kEtherTypeIpv4),
+              ipv4(kBackend, IpAddress::v4(198, 18, 1, 20), kProtocolUdp, 100, later_fragment),
+              payload(100)}),
+      kDownlink));
+  EXPECT_EQ(harness.count(DropReason::kNatFragment), 2u);
+  EXPECT_EQ(harness.count(NatEvent::kOpened), 0u);
+}
+
+// ICMP errors about a session are translated for the other side: a router on the client's
+// side that cannot pass the VIP's answer tells the backend about its own packet, and a router
+// on the backend's side tells the client about the packet it sent to the VIP.
+TEST(PipelineFullNatTest, IcmpErrorsAreTranslatedBothWays) {
+  FullNatHarness harness;
+  const std::optional<Seen> out =
+      harness.deliver(tcpFrame(kClient, kVip, 40000, 80, kTcpSyn), kUplink);
+  ASSERT_TRUE(out.has_value());
+  auto error = [](const IpAddress& router, const IpAddress& to, const Bytes& about) {
+    const Bytes embedded(about.begin() + 14, about.begin() + 14 + 20 + 8);
+    const Bytes message = concat({Bytes{3, 4, 0, 0, 0, 0, 0x05, 0x00}, embedded});
+    return withChecksums(concat(
+        {ethernet(kEtherTypeIpv4), ipv4(router, to, kProtocolIcmp, message.size()), message}));
+  };
+  // The VIP's answer, too big for the client's path.
+  Bytes sent;
+  ASSERT_TRUE(harness.deliver(error(kRouter, kVip, tcpFrame(kVip, kClient, 80, 40000, kTcpAck)),
+                              kUplink, &sent));
+  ParsedPacket packet;
+  ASSERT_EQ(parsePacket(sent.data(), sent.size(), packet), ParseError::kNone);
+  EXPECT_TRUE(packet.icmp_error);
+  EXPECT_EQ(seen(sent, 0).destination_mac, kBackendMac);
+  IpAddress outer_destination = IpAddress::v4(sent[30], sent[31], sent[32], sent[33]);
+  EXPECT_EQ(outer_destination, kBackend);
+  // The embedded packet is now the backend's to the local address and port (the parse states
+  // an error's flow from the other side: local address to backend).
+  EXPECT_EQ(IpAddress(packet.flow.family, packet.flow.source), out->source);
+  EXPECT_EQ(IpAddress(packet.flow.family, packet.flow.destination), kBackend);
+
+  // The client's packet, too big for the backend's path.
+  ASSERT_TRUE(harness.deliver(error(IpAddress::v4(198, 18, 1, 254), out->source,
+                                    tcpFrame(out->source, kBackend, out->source_port, 80, kTcpAck)),
+                              kDownlink, &sent));
+  ASSERT_EQ(parsePacket(sent.data(), sent.size(), packet), ParseError::kNone);
+  EXPECT_EQ(seen(sent, 0).destination_mac, kGatewayMac);
+  outer_destination = IpAddress::v4(sent[30], sent[31], sent[32], sent[33]);
+  EXPECT_EQ(outer_destination, kClient);
+  // Embedded: the client's packet to the VIP (stated from the other side: VIP to client).
+  EXPECT_EQ(IpAddress(packet.flow.family, packet.flow.source), kVip);
+  EXPECT_EQ(IpAddress(packet.flow.family, packet.flow.destination), kClient);
+
+  // An error about no session is dropped.
+  EXPECT_FALSE(
+      harness.deliver(error(kRouter, kVip, tcpFrame(kVip, kClient, 80, 40001, kTcpAck)), kUplink));
+  EXPECT_EQ(harness.count(NatEvent::kIcmpNoSession), 1u);
+}
+
+// A pool of 2 addresses x 100 ports holds 200 connections to one backend on one worker: the
+// 201st is refused and counted, and the first 200 keep working, both ways.
+TEST(PipelineFullNatTest, AnExhaustedPoolRefusesTheNextConnectionAndKeepsTheOthers) {
+  FullNatHarness harness;
+  std::map<uint16_t, Seen> opened;
+  for (uint16_t port = 30000; port < 30200; ++port) {
+    const std::optional<Seen> out =
+        harness.deliver(tcpFrame(kClient, kVip, port, 80, kTcpSyn), kUplink);
+    ASSERT_TRUE(out.has_value()) << port;
+    opened[port] = *out;
+  }
+  std::set<std::pair<std::string, uint16_t>> tuples;
+  for (const auto& [port, out] : opened) tuples.insert({out.source.toString(), out.source_port});
+  EXPECT_EQ(tuples.size(), 200u) << "every connection its own local address and port";
+  EXPECT_FALSE(harness.deliver(tcpFrame(kClient, kVip, 30200, 80, kTcpSyn), kUplink));
+  EXPECT_EQ(harness.count(NatEvent::kPortsExhausted), 1u);
+  for (const auto& [port, out] : opened) {
+    const std::optional<Seen> again =
+        harness.deliver(tcpFrame(kClient, kVip, port, 80, kTcpAck), kUplink);
+    ASSERT_TRUE(again.has_value());
+    EXPECT_EQ(again->source_port, out.source_port);
+    const std::optional<Seen> back =
+        harness.deliver(tcpFrame(kBackend, out.source, 80, out.source_port, kTcpAck), kDownlink);
+    ASSERT_TRUE(back.has_value());
+    EXPECT_EQ(back->destination_port, port);
+  }
+  EXPECT_EQ(harness.sessions().live(), 200u);
+}
+
+// A closed connection's local port is not taken again within the reuse hold (the backend's
+// TIME_WAIT), and is free after it.
+TEST(PipelineFullNatTest, AClosedConnectionsPortWaitsOutTheHoldBeforeReuse) {
+  FullNatHarness harness(configWith("20000-20000"));
+  // One port per address: two connections fill the pool. The second is answered, so it lives
+  // on while the first closes.
+  const std::optional<Seen> first =
+      harness.deliver(tcpFrame(kClient, kVip, 40000, 80, kTcpSyn), kUplink);
+  const std::optional<Seen> second =
+      harness.deliver(tcpFrame(kClient, kVip, 40001, 80, kTcpSyn), kUplink);
+  ASSERT_TRUE(first && second);
+  ASSERT_TRUE(harness.deliver(
+      tcpFrame(kBackend, second->source, 80, second->source_port, kTcpSyn | kTcpAck), kDownlink));
+  ASSERT_TRUE(harness.deliver(tcpFrame(kClient, kVip, 40000, 80, kTcpRst | kTcpAck), kUplink));
+  harness.advance(ConntrackTimeouts{}.tcp_closing_ms + 1);
+  harness.sweepAll();
+  EXPECT_EQ(harness.sessions().live(), 1u);
+  EXPECT_EQ(harness.sessions().held(), 1u);
+  EXPECT_FALSE(harness.deliver(tcpFrame(kClient, kVip, 40002, 80, kTcpSyn), kUplink))
+      << "the closed connection's tuple is held";
+  EXPECT_EQ(harness.count(NatEvent::kPortsExhausted), 1u);
+  harness.advance(NatSessionTable::kDefaultReuseHoldMs + 1);
+  harness.sweepAll();
+  EXPECT_EQ(harness.count(NatEvent::kReleased), 1u);
+  const std::optional<Seen> third =
+      harness.deliver(tcpFrame(kClient, kVip, 40002, 80, kTcpSyn), kUplink);
+  ASSERT_TRUE(third.has_value());
+  EXPECT_EQ(third->source, first->source);
+  EXPECT_EQ(third->source_port, first->source_port);
+}
+
+// A backend that fails takes its sessions with it: the next packet of one ends it, counted,
+// and the client's next SYN opens a session on the table's new pick. Other backends' sessions
+// stay where they are.
+TEST(PipelineFullNatTest, AFailedBackendsSessionsEndAndTheClientsNextSynGoesElsewhere) {
+  FullNatHarness harness(configWith("20000-20099", "ab"));
+  std::map<uint16_t, IpAddress> backend_of;
+  for (uint16_t port = 41000; port < 41040; ++port) {
+    const std::optional<Seen> out =
+        harness.deliver(tcpFrame(kClient, kVip, port, 80, kTcpSyn), kUplink);
+    ASSERT_TRUE(out.has_value());
+    backend_of[port] = out->destination;
+  }
+  harness.use(configWith("20000-20099", "ab"), {"a"});
+  for (const auto& [port, backend] : backend_of) {
+    const std::optional<Seen> again =
+        harness.deliver(tcpFrame(kClient, kVip, port, 80, kTcpAck), kUplink);
+    if (backend == kBackend) {
+      EXPECT_FALSE(again.has_value()) << "its backend is gone";
+      const std::optional<Seen> reopened =
+          harness.deliver(tcpFrame(kClient, kVip, port, 80, kTcpSyn), kUplink);
+      ASSERT_TRUE(reopened.has_value());
+      EXPECT_NE(reopened->destination, kBackend);
+    } else {
+      ASSERT_TRUE(again.has_value());
+      EXPECT_EQ(again->destination, backend) << "untouched";
+    }
+  }
+  EXPECT_GT(harness.count(NatEvent::kBackendGone), 0u);
+}
+
+// With RSS, each worker takes only local ports whose replies the NIC brings back to its own
+// queue: a random key and a symmetric one, four queues, a 128-entry table.
+TEST(PipelineFullNatTest, EachWorkersRepliesComeBackToItsOwnQueue) {
+  for (const bool symmetric : {false, true}) {
+    RssSpread spread;
+    spread.key.resize(40);
+    for (size_t i = 0; i < spread.key.size(); ++i) {
+      spread.key[i] = symmetric ? (i % 2 == 0 ? 0x6d : 0x5a) : static_cast<uint8_t>(i * 37 + 11);
+    }
+    for (uint16_t i = 0; i < 128; ++i) spread.reta.push_back(i % 4);
+    const std::string yaml = configWith("1024-65535");
+    const Config config = *parseConfig(yaml, "test.yaml");
+    const std::vector<std::shared_ptr<const ReplySteering>> steering =
+        *portReplySteering(config.dataplane, {RssSpread{}, spread});
+    for (uint16_t queue = 0; queue < 4; ++queue) {
+      FullNatHarness harness(yaml, 4096, queue);
+      harness.use(yaml, {}, steering);
+      for (uint16_t port = 42000; port < 42050; ++port) {
+        const std::optional<Seen> out =
+            harness.deliver(tcpFrame(kClient, kVip, port, 80, kTcpSyn), kUplink);
+        ASSERT_TRUE(out.has_value());
+        // The reply's 5-tuple as the NIC hashes it: backend to local address, ports included.
+        std::vector<uint8_t> input;
+        input.insert(input.end(), kBackend.bytes.begin(), kBackend.bytes.begin() + 4);
+        input.insert(input.end(), out->source.bytes.begin(), out->source.bytes.begin() + 4);
+        input.insert(input.end(), {0, 80, static_cast<uint8_t>(out->source_port >> 8),
+                                   static_cast<uint8_t>(out->source_port)});
+        EXPECT_EQ(spread.reta[toeplitzHash(spread.key, input) & 127], queue)
+            << (symmetric ? "symmetric" : "random") << " key, queue " << queue;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace berth

@@ -11,6 +11,12 @@
 // Throughout, the port's statistics are read once a second on a thread of their own, as berthd's
 // management loop has them read (metrics/port_stats.h), so their cost shows in every figure.
 //
+// BM_PipelineFullNatClientHits and BM_PipelineFullNatReplies are the fullnat service's two
+// directions (docs/fullnat.md) over the same 1M flows, each holding a session already: a
+// client's ACK rewritten to go from the local address to its backend, and a backend's ACK to
+// the local address rewritten to go from the VIP to the client. Compare them with
+// BM_PipelineConntrackHits, the ipip path with its connection table, in the same run.
+//
 // BM_PipelineMissesPeerFlows is the connection table's miss path alone, without flow sync's peer
 // flows and with 100,000 of them, for lookups that hit and that miss there, compared pass by
 // pass.
@@ -45,6 +51,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -76,25 +83,27 @@ constexpr uint32_t kMissFlows = 100'000;
 
 // One service of 100 equal backends at the default M = 65537, sent on in IP-in-IP, on a port with
 // a kernel interface configured (idle: every frame is a VIP's), as an appliance with one NIC runs.
+// The same backends behind a fullnat service on port 81, from one local address of the port.
 std::string benchConfig() {
   std::string yaml = R"(
 dataplane:
   ports: [ { name: bench, device: net_null0, ipv4: 198.18.0.10, gateway_mac: "02:00:00:00:00:fe",
-              exception: { name: berth-bench } } ]
+              exception: { name: berth-bench }, snat_addresses: [198.18.0.20] } ]
 services:
-  - name: web
-    vip: 198.18.100.1
-    port: 80
-    protocol: tcp
-    forwarding: ipip
-    backends:
 )";
-  for (int i = 1; i <= 100; ++i) {
-    absl::StrAppend(&yaml, "      - { name: web-", i, ", address: 198.18.", 1 + i / 250, ".",
-                    1 + i % 250, " }\n");
+  for (const auto& [name, port, mode] : {std::tuple("web", 80, "ipip"), {"nat", 81, "fullnat"}}) {
+    absl::StrAppend(&yaml, "  - name: ", name, "\n    vip: 198.18.100.1\n    port: ", port,
+                    "\n    protocol: tcp\n    forwarding: ", mode, "\n    backends:\n");
+    for (int i = 1; i <= 100; ++i) {
+      absl::StrAppend(&yaml, "      - { name: web-", i, ", address: 198.18.", 1 + i / 250, ".",
+                      1 + i % 250, " }\n");
+    }
   }
   return yaml;
 }
+
+constexpr uint16_t kNatServicePort = 81;
+const IpAddress kNatLocalAddress = IpAddress::v4(198, 18, 0, 20);
 
 struct Bench {
   Config config;
@@ -107,6 +116,11 @@ struct Bench {
   rte_mempool* pool = nullptr;
   WorkerPtr worker;
   WorkerPtr conntrack_worker;
+  // With a Full-NAT session table holding a session for each of the 1M flows to port 81, and
+  // each flow's reply: its backend's address and its local port.
+  WorkerPtr nat_worker;
+  std::vector<uint32_t> reply_backends;     // IPv4, host order
+  std::vector<uint16_t> reply_local_ports;  // host order
   // The same, for the miss-path benchmarks, whose clock jumps.
   WorkerPtr miss_worker;
   // A memif server port with no peer, whose link the worker reads before it touches the port.
@@ -169,7 +183,36 @@ PeerFlow peerFlowOf(uint32_t flow) {
   return peer;
 }
 
-enum class Mode { kPipeline, kRefillAndTransmit, kConntrackHits, kConntrackHalfNew };
+// Flow i's packet to the fullnat service with `flags`, or its backend's reply.
+inline void writeNatClientFrame(uint8_t* data, uint32_t flow, uint8_t flags) {
+  writeFrame(data, flow);
+  data[36] = static_cast<uint8_t>(kNatServicePort >> 8);
+  data[37] = static_cast<uint8_t>(kNatServicePort);
+  data[kTcpFlagsOffset] = flags;
+}
+
+inline void writeNatReplyFrame(uint8_t* data, uint32_t flow) {
+  writeNatClientFrame(data, flow, kTcpAck);
+  const uint32_t backend = g_bench->reply_backends[flow];
+  const uint16_t local_port = g_bench->reply_local_ports[flow];
+  const uint8_t from[4] = {static_cast<uint8_t>(backend >> 24), static_cast<uint8_t>(backend >> 16),
+                           static_cast<uint8_t>(backend >> 8), static_cast<uint8_t>(backend)};
+  std::memcpy(data + 26, from, 4);
+  std::memcpy(data + 30, kNatLocalAddress.bytes.data(), 4);
+  data[34] = static_cast<uint8_t>(kNatServicePort >> 8);
+  data[35] = static_cast<uint8_t>(kNatServicePort);
+  data[36] = static_cast<uint8_t>(local_port >> 8);
+  data[37] = static_cast<uint8_t>(local_port);
+}
+
+enum class Mode {
+  kPipeline,
+  kRefillAndTransmit,
+  kConntrackHits,
+  kConntrackHalfNew,
+  kFullNatClientHits,
+  kFullNatReplies
+};
 
 // Times bursts of kBurstSize fresh mbufs that `fill` writes, each handed to `worker`'s burst step
 // on `snapshot` (or, without one, straight to its TX buffer), and reports Mpps, cycles and ns a
@@ -207,11 +250,27 @@ void runBursts(benchmark::State& state, const Snapshot* snapshot = nullptr) {
   Bench& bench = *g_bench;
   if (snapshot == nullptr) snapshot = bench.snapshot.get();
   constexpr bool kConntrack = kMode == Mode::kConntrackHits || kMode == Mode::kConntrackHalfNew;
-  Worker& worker = kConntrack ? *bench.conntrack_worker : *bench.worker;
+  constexpr bool kFullNat = kMode == Mode::kFullNatClientHits || kMode == Mode::kFullNatReplies;
+  Worker& worker =
+      kFullNat ? *bench.nat_worker : (kConntrack ? *bench.conntrack_worker : *bench.worker);
   uint32_t fresh_flow = kFlows;
   timeBursts(state, worker, kMode == Mode::kRefillAndTransmit ? nullptr : snapshot,
              [&](rte_mbuf** mbufs) {
                for (uint16_t i = 0; i < kBurstSize; ++i) {
+                 if constexpr (kFullNat) {
+                   rte_mbuf* mbuf = mbufs[i];
+                   mbuf->data_off = RTE_PKTMBUF_HEADROOM;
+                   mbuf->data_len = kFrameLength;
+                   mbuf->pkt_len = kFrameLength;
+                   auto* data = rte_pktmbuf_mtod(mbuf, uint8_t*);
+                   if (kMode == Mode::kFullNatClientHits) {
+                     writeNatClientFrame(data, bench.next_flow, kTcpAck);
+                   } else {
+                     writeNatReplyFrame(data, bench.next_flow);
+                   }
+                   bench.next_flow = (bench.next_flow + 1) & (kFlows - 1);
+                   continue;
+                 }
                  // Half new: every other packet is a flow never seen before (past the first 1M).
                  if (kMode == Mode::kConntrackHalfNew && (i & 1) != 0) {
                    refill(mbufs[i], fresh_flow++);
@@ -315,6 +374,30 @@ void BM_PipelineConntrackHits(benchmark::State& state) {
   state.counters["hit_share"] = hits / std::max(1.0, hits + misses);
 }
 BENCHMARK(BM_PipelineConntrackHits)->MinTime(1.0);
+
+// The fullnat service's 1M flows, each with its session (a 1M-session table, 192 MiB): a
+// client's ACK, looked up in the session table's client index and rewritten from the local
+// address to its backend; and a backend's ACK to the local address, looked up by its reply
+// tuple and rewritten from the VIP to the client.
+void BM_PipelineFullNatClientHits(benchmark::State& state) {
+  const NatCounters& counters = g_bench->nat_worker->counters.nat;
+  const uint64_t refused_before = counters.read(NatEvent::kClientNoSession);
+  runBursts<Mode::kFullNatClientHits>(state);
+  if (counters.read(NatEvent::kClientNoSession) != refused_before) {
+    state.SkipWithError("a client's packet found no session");
+  }
+}
+BENCHMARK(BM_PipelineFullNatClientHits)->MinTime(1.0);
+
+void BM_PipelineFullNatReplies(benchmark::State& state) {
+  const NatCounters& counters = g_bench->nat_worker->counters.nat;
+  const uint64_t unmatched_before = counters.read(NatEvent::kReplyNoSession);
+  runBursts<Mode::kFullNatReplies>(state);
+  if (counters.read(NatEvent::kReplyNoSession) != unmatched_before) {
+    state.SkipWithError("a reply found no session");
+  }
+}
+BENCHMARK(BM_PipelineFullNatReplies)->MinTime(1.0);
 
 // Half the packets are hits; half are flows never seen, each looked up, picked and inserted
 // (evicting the least recently seen once its bucket is full).
@@ -508,6 +591,10 @@ int setUp(int argc, char** argv) {
   setup.connection_hash_key = kBenchHashKey;
   absl::StatusOr<WorkerPtr> conntrack_worker = Worker::create(setup);
   absl::StatusOr<WorkerPtr> miss_worker = Worker::create(setup);
+  WorkerSetup nat_setup = setup;
+  nat_setup.conntrack = ConntrackConfig{.entries_per_core = 1024};
+  nat_setup.nat_sessions = kFlows;
+  absl::StatusOr<WorkerPtr> nat_worker = Worker::create(nat_setup);
 
   PortConfig memif;
   memif.name = "memif";
@@ -525,7 +612,7 @@ int setUp(int argc, char** argv) {
   link_setup.queues = {{bench.memif_port.port_id, 0, 1, bench.memif_port.poll_only_while_link_up}};
   absl::StatusOr<WorkerPtr> link_worker = Worker::create(link_setup);
   for (const absl::StatusOr<WorkerPtr>* made :
-       {&worker, &conntrack_worker, &miss_worker, &link_worker}) {
+       {&worker, &conntrack_worker, &miss_worker, &link_worker, &nat_worker}) {
     if (!made->ok()) {
       std::fprintf(stderr, "%s\n", std::string(made->status().message()).c_str());
       return 1;
@@ -536,6 +623,8 @@ int setUp(int argc, char** argv) {
   bench.conntrack_worker->state.now_ms = 1000;
   bench.miss_worker = *std::move(miss_worker);
   bench.miss_worker->state.now_ms = 1000;
+  bench.nat_worker = *std::move(nat_worker);
+  bench.nat_worker->state.now_ms = 1000;
   bench.link_worker = *std::move(link_worker);
 
   // TCP SYN to the VIP's port 80 from the port's own L2 peer; source address and port vary.
@@ -555,6 +644,39 @@ int setUp(int argc, char** argv) {
                                          kBurstSize);
   }
   bench.conntrack_worker->flush();
+  // A SYN of each flow opens its session on the NAT worker; each flow's reply tuple is read
+  // back from it.
+  Worker& nat = *bench.nat_worker;
+  for (uint32_t flow = 0; flow < kFlows; flow += kBurstSize) {
+    if (rte_pktmbuf_alloc_bulk(bench.pool, mbufs, kBurstSize) != 0) return 1;
+    for (uint16_t i = 0; i < kBurstSize; ++i) {
+      refill(mbufs[i], flow + i);
+      writeNatClientFrame(rte_pktmbuf_mtod(mbufs[i], uint8_t*), flow + i, kTcpSyn);
+    }
+    nat.processBurst(*bench.snapshot, nat.queue(0), mbufs, kBurstSize);
+  }
+  nat.flush();
+  const SnapshotService& nat_service = bench.snapshot->service(1);
+  for (uint32_t flow = 0; flow < kFlows; ++flow) {
+    std::array<uint8_t, kFrameLength> data;
+    writeNatClientFrame(data.data(), flow, kTcpAck);
+    ParsedPacket packet;
+    parsePacket(data.data(), data.size(), packet);
+    NatClientKey key;
+    key.client = packet.flow.source;
+    key.client_port = packet.flow.source_port;
+    key.service = static_cast<uint16_t>(nat_service.counter_id);
+    const NatSession* session = nat.natSessions()->peekClient(key);
+    if (session == nullptr) {
+      std::fprintf(stderr, "flow %u has no Full-NAT session\n", flow);
+      return 1;
+    }
+    bench.reply_backends.push_back(uint32_t{session->backend[0]} << 24 |
+                                   uint32_t{session->backend[1]} << 16 |
+                                   uint32_t{session->backend[2]} << 8 | session->backend[3]);
+    bench.reply_local_ports.push_back(
+        static_cast<uint16_t>(session->local_port >> 8 | session->local_port << 8));
+  }
   for (uint32_t flow = 0; flow < kMissFlows; ++flow) {
     bench.peer_records_of_miss_flows.push_back(peerFlowOf(flow));
     bench.peer_records_of_other_flows.push_back(peerFlowOf(2 * kMissFlows + flow));
@@ -610,6 +732,7 @@ int main(int argc, char** argv) {
   berth::g_bench->port_stats.reset();
   berth::g_bench->worker.reset();
   berth::g_bench->conntrack_worker.reset();
+  berth::g_bench->nat_worker.reset();
   berth::g_bench->miss_worker.reset();
   berth::g_bench->link_worker.reset();
   berth::closePort(berth::g_bench->memif_port);

@@ -30,8 +30,37 @@ absl::StatusOr<FlowKey> explainedFlow(const ControlRequest& request) {
 namespace {
 
 // The "conntrack" member: the worker's entry for the flow, if one tracks it; its text returned.
+// The "session" member: a Full-NAT session's two tuples and state; its text returned.
+std::string writeSession(const Snapshot& snapshot, const TrackedConnection& tracked,
+                         JsonWriter& json) {
+  const NatSession& session = *tracked.session;
+  const uint32_t backend = snapshot.backendIndexOf(session.backend_id);
+  auto endpoint = [&json](const char* address_key, const char* port_key, IpFamily family,
+                          const std::array<uint8_t, 16>& bytes, uint16_t port) {
+    json.key(address_key).value(IpAddress{family, bytes}.toString());
+    json.key(port_key).value(static_cast<uint64_t>(static_cast<uint16_t>(port >> 8 | port << 8)));
+  };
+  json.key("session").beginObject().key("worker").value(static_cast<uint64_t>(tracked.worker));
+  endpoint("client", "client_port", session.client_family, session.client, session.client_port);
+  endpoint("local_address", "local_port", session.backend_family,
+           snapshot.natLocalAddress(session.local_address).bytes, session.local_port);
+  endpoint("backend_address", "backend_port", session.backend_family, session.backend,
+           session.backend_port);
+  json.key("backend").value(backend == kNoBackendIndex ? "" : snapshot.backend(backend).name);
+  json.key("state").value(toString(session.state));
+  json.key("idle_ms").value(static_cast<uint64_t>(tracked.idle_ms));
+  json.key("expired").value(tracked.expired).endObject();
+  return absl::StrFormat("Full-NAT session on worker %u: %s, idle %u ms%s", tracked.worker,
+                         describeSession(snapshot, session), tracked.idle_ms,
+                         tracked.expired ? " (expired)" : "");
+}
+
 std::string writeTracked(const Snapshot& snapshot, bool conntrack,
                          const std::optional<TrackedConnection>& tracked, JsonWriter& json) {
+  if (tracked && tracked->session) {
+    json.key("conntrack").null();
+    return writeSession(snapshot, *tracked, json);
+  }
   json.key("conntrack");
   if (!conntrack) {
     json.value("off");
@@ -138,6 +167,49 @@ std::string explainReplyJson(const Snapshot& snapshot, const FlowKey& flow,
       service.table.size(), describe(explanation.table_backend), conntrack_text,
       dropped ? "dropped" : describe(explanation.next_backend), reason);
   if (!note.empty()) absl::StrAppend(&text, "note:          ", note, "\n");
+  json.key("text").value(text).endObject();
+  return json.str();
+}
+
+std::string explainNatReplyJson(const Snapshot& snapshot, const FlowKey& flow,
+                                uint16_t local_address,
+                                const std::optional<TrackedConnection>& tracked,
+                                absl::string_view note) {
+  JsonWriter json;
+  json.beginObject().key("ok").value(true).key("flow").value(flow.toString());
+  json.key("snapshot_generation").value(snapshot.generation());
+  json.key("local_address").value(snapshot.natLocalAddress(local_address).toString());
+  std::string text = absl::StrCat("flow:          ", flow.toString(),
+                                  "\nto:            ", "Full-NAT local address ",
+                                  snapshot.natLocalAddress(local_address).toString(), "\n");
+  std::string next;
+  if (!tracked || !tracked->session) {
+    json.key("session").null();
+    next = "dropped as nat_reply_no_session: no worker holds a session this reply belongs to";
+    absl::StrAppend(&text, "session:       none\n");
+  } else {
+    absl::StrAppend(&text, "session:       ", writeSession(snapshot, *tracked, json), "\n");
+    const NatSession& session = *tracked->session;
+    const uint32_t service = snapshot.serviceIndexOf(session.service);
+    const uint32_t out = session.receiving_port;
+    if (tracked->expired) {
+      next = "dropped as nat_reply_no_session: its session is past its timeout";
+    } else if (service == Snapshot::kNoServiceIndex) {
+      next = "dropped: its service is gone, and its session ends";
+    } else if (out >= snapshot.portCount() || !snapshot.port(out).client_hop_ready) {
+      next = "dropped as next_hop_unresolved: the receiving port's gateway MAC is not known";
+    } else {
+      const SnapshotService& s = snapshot.service(service);
+      next = absl::StrCat("to the client from the VIP ", s.vip.toString(), " (service ", s.name,
+                          "), out of the port its packets came in on, to its gateway");
+    }
+  }
+  json.key("next").value(next);
+  absl::StrAppend(&text, "next packet:   ", next, "\n");
+  if (!note.empty()) {
+    json.key("note").value(note);
+    absl::StrAppend(&text, "note:          ", note, "\n");
+  }
   json.key("text").value(text).endObject();
   return json.str();
 }

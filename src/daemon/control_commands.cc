@@ -277,17 +277,31 @@ std::unique_ptr<ReplyStream> ControlCommands::explainReply(const ControlRequest&
   const Snapshot& snapshot = parts_.datapath.snapshot();
   const bool conntrack = parts_.datapath.tracksConnections();
   const std::optional<uint32_t> service = snapshot.findService(*flow);
-  if (!service || !conntrack) return wholeReply(explainAnswer(*flow, std::nullopt, ""));
+  // Full-NAT (docs/fullnat.md): a client's flow has a session, and so has a backend's reply to
+  // a local address.
+  std::optional<NatQuestion> nat;
+  std::optional<uint16_t> local_address;
+  if (service && snapshot.service(*service).forwarding == Forwarding::kFullNat) {
+    nat = natQuestionOf(snapshot, *service, *flow);
+  } else if (!service && (local_address = natLocalAddressOf(snapshot, *flow))) {
+    nat = natReplyQuestionOf(*flow, *local_address);
+  }
+  if ((!service && !nat) || (!conntrack && !nat)) {
+    return wholeReply(explainAnswer(*flow, std::nullopt, ""));
+  }
   // The workers look between bursts, well under a millisecond apart while they run: the reply
   // is checked for on each turn of the loop, and sent without them after kQueryPatience.
-  Datapath::WorkerQuestions asked =
-      parts_.datapath.askWorkers(connectionKeyOf(snapshot, *service, *flow));
+  Datapath::WorkerQuestions asked = parts_.datapath.askWorkers(
+      service ? connectionKeyOf(snapshot, *service, *flow) : ConnectionKey{}, nat);
   const absl::Time give_up = absl::Now() + kQueryPatience;
-  return pollingReply([this, flow = *flow, asked = std::move(asked),
-                       give_up]() -> std::optional<std::string> {
+  return pollingReply([this, flow = *flow, asked = std::move(asked), give_up,
+                       local_address]() -> std::optional<std::string> {
     if (!parts_.datapath.workersAnswered(asked) && absl::Now() < give_up) return std::nullopt;
     std::string note;
     const std::optional<TrackedConnection> tracked = parts_.datapath.collectAnswers(asked, note);
+    if (local_address) {
+      return explainNatReplyJson(parts_.datapath.snapshot(), flow, *local_address, tracked, note);
+    }
     return explainAnswer(flow, tracked, note);
   });
 }

@@ -358,7 +358,8 @@ bool Datapath::tracksConnections() const {
   return !workers_.empty() && workers_[0]->connections() != nullptr;
 }
 
-Datapath::WorkerQuestions Datapath::askWorkers(const ConnectionKey& key) {
+Datapath::WorkerQuestions Datapath::askWorkers(const ConnectionKey& key,
+                                               const std::optional<NatQuestion>& nat) {
   WorkerQuestions asked(workers_.size());
   for (size_t w = 0; w < workers_.size(); ++w) {
     ConntrackQuery& query = workers_[w]->conntrack_query;
@@ -366,6 +367,7 @@ Datapath::WorkerQuestions Datapath::askWorkers(const ConnectionKey& key) {
     // A question still unanswered from another explain: the worker may be reading it.
     if (query.answered.load(std::memory_order_acquire) != last) continue;
     query.key = key;
+    query.nat = nat;
     query.asked.store(last + 1, std::memory_order_release);
     asked[w] = last + 1;
   }
@@ -394,11 +396,20 @@ std::optional<TrackedConnection> Datapath::collectAnswers(const WorkerQuestions&
       silent.push_back(absl::StrCat(w));
       continue;
     }
-    if (!query.found || tracked) continue;
+    if (tracked) continue;
+    if (query.session_found) {
+      const NatSession& session = query.session;
+      const NatSessionTable* sessions = workers_[w]->natSessions();
+      tracked = TrackedConnection{static_cast<unsigned>(w), Connection{},
+                                  sessions != nullptr && sessions->expired(session, query.now_ms),
+                                  query.now_ms - session.last_seen_ms, session};
+      continue;
+    }
+    if (!query.found) continue;
     const ConnectionTable& table = *workers_[w]->connections();
     tracked = TrackedConnection{static_cast<unsigned>(w), query.connection,
                                 table.expired(query.connection, query.now_ms),
-                                query.now_ms - query.connection.last_seen_ms};
+                                query.now_ms - query.connection.last_seen_ms, std::nullopt};
   }
   if (!silent.empty()) {
     note = absl::StrCat("worker(s) ", absl::StrJoin(silent, ", "),

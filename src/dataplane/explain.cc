@@ -36,6 +36,57 @@ ConnectionKey connectionKeyOf(const Snapshot& snapshot, uint32_t service, const 
   return ConnectionKey::of(flow, s.hash_fields, static_cast<uint16_t>(s.counter_id));
 }
 
+NatQuestion natQuestionOf(const Snapshot& snapshot, uint32_t service, const FlowKey& flow) {
+  NatQuestion question;
+  question.client.client = flow.source;
+  question.client.client_port = flow.source_port;
+  question.client.service = static_cast<uint16_t>(snapshot.service(service).counter_id);
+  return question;
+}
+
+NatQuestion natReplyQuestionOf(const FlowKey& flow, uint16_t local_address) {
+  NatQuestion question;
+  question.by_reply = true;
+  question.reply.backend = flow.source;
+  question.reply.backend_port = flow.source_port;
+  question.reply.local_port = flow.destination_port;
+  question.reply.local_address = local_address;
+  question.reply.protocol = flow.protocol;
+  return question;
+}
+
+std::optional<uint16_t> natLocalAddressOf(const Snapshot& snapshot, const FlowKey& flow) {
+  for (size_t p = 0; p < snapshot.portCount(); ++p) {
+    const int32_t id =
+        snapshot.port(static_cast<uint32_t>(p)).natAddressId(flow.family, flow.destination);
+    if (id >= 0) return static_cast<uint16_t>(id);
+  }
+  return std::nullopt;
+}
+
+std::string describeSession(const Snapshot& snapshot, const NatSession& session) {
+  auto endpoint = [](IpFamily family, const std::array<uint8_t, 16>& bytes, uint16_t port) {
+    const IpAddress address{family, bytes};
+    const uint16_t host_port = static_cast<uint16_t>(port >> 8 | port << 8);
+    return family == IpFamily::kIpv6 ? absl::StrCat("[", address.toString(), "]:", host_port)
+                                     : absl::StrCat(address.toString(), ":", host_port);
+  };
+  const uint32_t service = snapshot.serviceIndexOf(session.service);
+  const uint32_t backend = snapshot.backendIndexOf(session.backend_id);
+  std::string vip = "a removed service";
+  if (service != Snapshot::kNoServiceIndex) {
+    const SnapshotService& s = snapshot.service(service);
+    vip = endpoint(s.vip.family, s.vip.bytes, s.port);
+  }
+  return absl::StrCat(
+      endpoint(session.client_family, session.client, session.client_port), " -> ", vip, " | ",
+      endpoint(session.backend_family, snapshot.natLocalAddress(session.local_address).bytes,
+               session.local_port),
+      " -> ", endpoint(session.backend_family, session.backend, session.backend_port), " (",
+      backend == kNoBackendIndex ? "a removed backend" : snapshot.backend(backend).name, "), ",
+      toString(session.state));
+}
+
 FlowExplanation explainFlow(const Snapshot& snapshot, const FlowKey& flow,
                             const std::optional<TrackedConnection>& tracked, bool conntrack_enabled,
                             const BackendLoads* loads) {
@@ -90,6 +141,39 @@ FlowExplanation explainFlow(const Snapshot& snapshot, const FlowKey& flow,
                           service.bounded_load, snapshot.backend(out.next_backend).name, out.slot);
   };
 
+  if (service.forwarding == Forwarding::kFullNat) {
+    // Full-NAT (docs/fullnat.md): the worker's session decides; without one only a SYN or a
+    // datagram opens one, on the table's pick.
+    const char* opens = flow.protocol == kProtocolUdp
+                            ? "its next datagram opens a session"
+                            : "a SYN opens a session (any other TCP packet is dropped as "
+                              "nat_client_no_session)";
+    if (!tracked || !tracked->session || tracked->expired) {
+      tableDecides(absl::StrCat(tracked && tracked->session
+                                    ? "its Full-NAT session expired: "
+                                    : "no worker holds a Full-NAT session for it: ",
+                                opens));
+      return out;
+    }
+    const NatSession& session = *tracked->session;
+    const std::string held =
+        absl::StrFormat("worker %u's session (%s, idle %u ms)", tracked->worker,
+                        toString(session.state), tracked->idle_ms);
+    const uint32_t backend = snapshot.backendIndexOf(session.backend_id);
+    if (backend == kNoBackendIndex || !keepsConnection(service, snapshot.backend(backend))) {
+      tableDecides(absl::StrCat(held,
+                                " is to a backend that left or failed: its next packet "
+                                "ends it (nat_backend_gone), and then ",
+                                opens));
+      return out;
+    }
+    out.tracked = true;
+    out.next_backend = backend;
+    out.reason = absl::StrCat(held, ": the connection stays on ", snapshot.backend(backend).name,
+                              backend == out.table_backend ? ", which is also the table's pick"
+                                                           : ", not the table's pick");
+    return out;
+  }
   if (!conntrack_enabled) {
     tableDecides("connection tracking is off");
     return out;

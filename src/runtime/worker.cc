@@ -418,9 +418,18 @@ void Worker::sendQueuedFrames(rte_ring* ring) {
 void Worker::answerConntrackQuery() {
   const uint32_t asked = conntrack_query.asked.load(std::memory_order_acquire);
   if (asked == conntrack_query.answered.load(std::memory_order_relaxed)) return;
-  const Connection* found = connections_ ? connections_->peek(conntrack_query.key) : nullptr;
+  const std::optional<NatQuestion>& nat = conntrack_query.nat;
+  const Connection* found =
+      connections_ && !nat ? connections_->peek(conntrack_query.key) : nullptr;
   conntrack_query.found = found != nullptr;
   if (found != nullptr) conntrack_query.connection = *found;
+  const NatSession* session = nullptr;
+  if (nat && nat_sessions_) {
+    session = nat->by_reply ? nat_sessions_->peekReply(nat->reply)
+                            : nat_sessions_->peekClient(nat->client);
+  }
+  conntrack_query.session_found = session != nullptr;
+  if (session != nullptr) conntrack_query.session = *session;
   conntrack_query.now_ms = state.now_ms;
   conntrack_query.answered.store(asked, std::memory_order_release);
 }

@@ -13,7 +13,8 @@ addresses. The router's link to the client has an MTU of 1280 on the router's si
                  berthd's namespace 198.18.1.254 (health checks, from the kernel)
 
 The cases: wrk over IPv4 and over IPv6 with no error, each backend serving a share; a UDP
-request and its answer; a backend failing with the others' connections untouched; a 100 MB
+request and its answer; a backend failing with the others' connections untouched (and explain
+showing a running connection's session from both sides); a 100 MB
 download, rate-limited, intact across a table change made while it runs; path MTU discovery
 through berth (the backend's 1500-byte segments meet the 1280 link, and the router's "fragmentation
 needed" reaches the backend translated). Everything the test made is removed at the end, on
@@ -267,6 +268,20 @@ class FullNat(unittest.TestCase):
         thread = threading.Thread(target=slow_download)
         thread.start()
         time.sleep(1)
+        # explain shows the running download's session from the client's side and from its
+        # backend's.
+        explained = self.instance.berthctl("explain", "--src", "198.18.2.1:%d" % survivor_port,
+                                           "--dst", "%s:%d" % (VIP, HTTP_PORT))
+        session = explained["session"]
+        self.assertEqual((session["client"], session["client_port"]), ("198.18.2.1", survivor_port))
+        self.assertEqual(session["local_address"], LOCAL)
+        self.assertEqual(session["backend"], first[survivor_port])
+        self.assertEqual(explained["next_backend"], first[survivor_port])
+        reply = self.instance.berthctl(
+            "explain", "--src", "%s:%d" % (session["backend_address"], HTTP_PORT),
+            "--dst", "%s:%d" % (LOCAL, session["local_port"]))
+        self.assertEqual(reply["session"]["client_port"], survivor_port, reply["text"])
+        self.assertIn("to the client from the VIP", reply["next"])
         self.topology.servers.stop(failing)
         try:
             self.wait_health(failing, "unhealthy", timeout=10)

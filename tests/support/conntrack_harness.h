@@ -122,7 +122,7 @@ class ConntrackHarness {
       const Connection* entry = worker_.table.peek(connectionKeyOf(*snapshot_, *service, flow));
       if (entry != nullptr) {
         tracked = TrackedConnection{0, *entry, worker_.table.expired(*entry, state.now_ms),
-                                    state.now_ms - entry->last_seen_ms};
+                                    state.now_ms - entry->last_seen_ms, std::nullopt};
       }
     }
     const FlowExplanation explanation = explainFlow(*snapshot_, flow, tracked, true, &loads_);

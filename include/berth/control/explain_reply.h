@@ -28,4 +28,12 @@ std::string explainReplyJson(const Snapshot& snapshot, const FlowKey& flow,
                              const std::optional<TrackedConnection>& tracked,
                              absl::string_view note, absl::string_view listener);
 
+// The reply for a backend's `flow` to Full-NAT local address `local_address`: the session it
+// belongs to (`tracked`, a worker's, if one holds it) with both tuples, and where it goes: to
+// the client from the VIP, or dropped as nat_reply_no_session (docs/fullnat.md).
+std::string explainNatReplyJson(const Snapshot& snapshot, const FlowKey& flow,
+                                uint16_t local_address,
+                                const std::optional<TrackedConnection>& tracked,
+                                absl::string_view note);
+
 }  // namespace berth

@@ -115,7 +115,9 @@ class Datapath {
   // nullopt when the worker was still busy with another.
   using WorkerQuestions = std::vector<std::optional<uint32_t>>;
   bool tracksConnections() const;
-  WorkerQuestions askWorkers(const ConnectionKey& key);
+  // Asks for `key`'s connection-table entry, or with `nat` for a Full-NAT session.
+  WorkerQuestions askWorkers(const ConnectionKey& key,
+                             const std::optional<NatQuestion>& nat = std::nullopt);
   bool workersAnswered(const WorkerQuestions& asked) const;
   // The first entry a worker found, or nullopt; `note` says which workers did not answer.
   std::optional<TrackedConnection> collectAnswers(const WorkerQuestions& asked,

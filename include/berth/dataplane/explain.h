@@ -6,6 +6,7 @@
 
 #include "berth/dataplane/conntrack.h"
 #include "berth/dataplane/counters.h"
+#include "berth/dataplane/nat_sessions.h"
 #include "berth/dataplane/snapshot.h"
 #include "berth/net/flow_key.h"
 
@@ -15,13 +16,29 @@ namespace berth {
 // and the flow's connection-table entry with the same rules as the pipeline (pipeline.cc,
 // chooseBackend), so that the answer is what the datapath does, not a second opinion.
 
-// A flow's entry as the worker holding it reported it.
+// A flow's entry as the worker holding it reported it: its connection-table entry, or for a
+// fullnat service its Full-NAT session (docs/fullnat.md).
 struct TrackedConnection {
   unsigned worker = 0;
   Connection connection{};
-  bool expired = false;  // outlived its timeout; the next lookup reclaims it
-  uint32_t idle_ms = 0;  // since its last packet
+  bool expired = false;               // outlived its timeout; the next lookup reclaims it
+  uint32_t idle_ms = 0;               // since its last packet
+  std::optional<NatSession> session;  // set for a Full-NAT session; then `connection` is empty
 };
+
+// What `explain` asks the workers about a Full-NAT flow: the session of a client's flow, or
+// (by_reply) the one a backend's reply to a local address belongs to.
+struct NatQuestion {
+  bool by_reply = false;
+  NatClientKey client;
+  NatReplyKey reply;
+};
+// The question for a client's `flow` of fullnat service `service`, or for a reply `flow` to
+// local address `local_address`.
+NatQuestion natQuestionOf(const Snapshot& snapshot, uint32_t service, const FlowKey& flow);
+NatQuestion natReplyQuestionOf(const FlowKey& flow, uint16_t local_address);
+// The local address a flow is sent to, on any port: its stable id, or nullopt.
+std::optional<uint16_t> natLocalAddressOf(const Snapshot& snapshot, const FlowKey& flow);
 
 struct FlowExplanation {
   std::optional<uint32_t> service;  // the snapshot's service index; none: dropped as no_service
@@ -44,6 +61,9 @@ struct FlowExplanation {
 FlowExplanation explainFlow(const Snapshot& snapshot, const FlowKey& flow,
                             const std::optional<TrackedConnection>& tracked, bool conntrack_enabled,
                             const BackendLoads* loads = nullptr);
+
+// A Full-NAT session's two tuples, "client -> VIP | local -> backend (name)", and its state.
+std::string describeSession(const Snapshot& snapshot, const NatSession& session);
 
 // The connection-table key and hash of `flow` for the snapshot's service `service`.
 ConnectionKey connectionKeyOf(const Snapshot& snapshot, uint32_t service, const FlowKey& flow);

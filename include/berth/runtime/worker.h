@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "berth/config/config.h"
 #include "berth/dataplane/counters.h"
+#include "berth/dataplane/explain.h"
 #include "berth/dataplane/pipeline.h"
 #include "berth/dataplane/snapshot.h"
 
@@ -57,6 +58,11 @@ struct alignas(64) ConntrackQuery {
   bool found = false;
   Connection connection{};
   uint32_t now_ms = 0;  // the worker's clock when it looked
+  // A Full-NAT session instead (docs/fullnat.md), where `nat` is set: by its client's key or
+  // its reply's (NatQuestion).
+  std::optional<NatQuestion> nat;
+  bool session_found = false;
+  NatSession session{};
 };
 
 // What a worker is made from: where it runs, what it reads, and the queues it serves.

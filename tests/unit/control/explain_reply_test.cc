@@ -1,5 +1,6 @@
 #include "berth/control/explain_reply.h"
 
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -168,6 +169,48 @@ TEST_F(ExplainReplyTest, ATrackedFlowStaysOnItsBackend) {
   const std::string exported = explainReplyJson(
       *snapshot_, key, explainFlow(*snapshot_, key, tracked, true), true, tracked, "", "");
   EXPECT_THAT(exported, HasSubstr(R"("shared_with_peers":true)"));
+}
+
+// A backend's reply to a Full-NAT local address: the session it belongs to with both tuples,
+// and where it goes; without a session, dropped as nat_reply_no_session.
+TEST(ExplainNatReplyTest, AReplyShowsItsSessionAndWhereItGoes) {
+  const Config config = *parseConfig(R"(dataplane:
+  ports:
+    - { name: p0, device: net_null0, ipv4: 198.18.0.1, gateway_mac: "02:00:00:00:00:fe",
+        snat_addresses: [198.18.0.20] }
+services:
+  - { name: web, vip: 198.18.100.1, port: 80, protocol: tcp, forwarding: fullnat,
+      backends: [ { name: web-1, address: 198.18.1.2 } ] }
+)",
+                                     "explain.yaml");
+  const std::vector<Table> tables = *buildServiceTables(config);
+  const MacAddress macs[] = {MacAddress::parse("02:00:00:00:00:01").value()};
+  CounterIds ids;
+  const std::unique_ptr<const Snapshot> snapshot = *buildSnapshot(config, tables, macs, {}, ids, 1);
+  const FlowKey reply = FlowKey::make(IpAddress::v4(198, 18, 1, 2), IpAddress::v4(198, 18, 0, 20),
+                                      80, 20001, kProtocolTcp);
+  const std::optional<uint16_t> local = natLocalAddressOf(*snapshot, reply);
+  ASSERT_TRUE(local.has_value());
+  EXPECT_THAT(explainNatReplyJson(*snapshot, reply, *local, std::nullopt, ""),
+              HasSubstr("dropped as nat_reply_no_session"));
+
+  NatSession session{};
+  session.client = IpAddress::v4(198, 18, 0, 7).bytes;
+  session.client_port = htons(40000);
+  session.backend = IpAddress::v4(198, 18, 1, 2).bytes;
+  session.backend_port = htons(80);
+  session.local_port = htons(20001);
+  session.local_address = *local;
+  session.backend_id = static_cast<uint16_t>(*ids.findBackend("web", "web-1"));
+  session.service = static_cast<uint16_t>(*ids.findService("web"));
+  session.state = ConnectionState::kTcpEstablished;
+  session.client_family = session.backend_family = IpFamily::kIpv4;
+  const std::string json = explainNatReplyJson(*snapshot, reply, *local,
+                                               TrackedConnection{1, {}, false, 7, session}, "");
+  EXPECT_THAT(json, HasSubstr("198.18.0.7:40000 -> 198.18.100.1:80 | 198.18.0.20:20001 -> "
+                              "198.18.1.2:80 (web-1), tcp_established"));
+  EXPECT_THAT(json, HasSubstr("to the client from the VIP 198.18.100.1 (service web)"));
+  EXPECT_THAT(json, HasSubstr("\"local_port\":20001"));
 }
 
 }  // namespace

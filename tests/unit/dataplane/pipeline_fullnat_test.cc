@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "berth/config/loader.h"
+#include "berth/dataplane/explain.h"
 #include "berth/dataplane/pipeline.h"
 #include "berth/net/toeplitz.h"
 #include "support/counters.h"
@@ -505,6 +506,38 @@ TEST(PipelineFullNatTest, AFailedBackendsSessionsEndAndTheClientsNextSynGoesElse
     }
   }
   EXPECT_GT(harness.count(NatEvent::kBackendGone), 0u);
+}
+
+// explain states a fullnat flow from its session: both tuples, and the backend its next packet
+// goes to; without a session, that only a SYN opens one.
+TEST(PipelineFullNatTest, ExplainShowsTheSessionsTwoTuples) {
+  FullNatHarness harness;
+  const FlowKey flow = FlowKey::make(kClient, kVip, 40000, 80, kProtocolTcp);
+  const uint32_t service = *harness.snapshot().findService(flow);
+  FlowExplanation before = explainFlow(harness.snapshot(), flow, std::nullopt, true);
+  EXPECT_THAT(before.reason, testing::HasSubstr("no worker holds a Full-NAT session"));
+  EXPECT_THAT(before.reason, testing::HasSubstr("nat_client_no_session"));
+
+  const std::optional<Seen> out =
+      harness.deliver(tcpFrame(kClient, kVip, 40000, 80, kTcpSyn), kUplink);
+  ASSERT_TRUE(out.has_value());
+  const NatQuestion question = natQuestionOf(harness.snapshot(), service, flow);
+  const NatSession* session = harness.sessions().peekClient(question.client);
+  ASSERT_NE(session, nullptr);
+  TrackedConnection tracked{0, Connection{}, false, 5, *session};
+  const FlowExplanation explained = explainFlow(harness.snapshot(), flow, tracked, true);
+  EXPECT_TRUE(explained.tracked);
+  EXPECT_EQ(harness.snapshot().backend(explained.next_backend).address, kBackend);
+  EXPECT_EQ(describeSession(harness.snapshot(), *session),
+            absl::StrCat("198.18.0.1:40000 -> 198.18.100.1:80 | ", out->source.toString(), ":",
+                         out->source_port, " -> 198.18.1.2:80 (a), tcp_opening"));
+
+  // The reply's side finds the same session.
+  const FlowKey reply = FlowKey::make(kBackend, out->source, 80, out->source_port, kProtocolTcp);
+  const std::optional<uint16_t> local = natLocalAddressOf(harness.snapshot(), reply);
+  ASSERT_TRUE(local.has_value());
+  EXPECT_EQ(harness.sessions().peekReply(natReplyQuestionOf(reply, *local).reply), session);
+  EXPECT_FALSE(natLocalAddressOf(harness.snapshot(), flow).has_value()) << "the VIP is not one";
 }
 
 // With RSS, each worker takes only local ports whose replies the NIC brings back to its own

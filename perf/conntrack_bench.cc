@@ -283,7 +283,7 @@ void natHits(benchmark::State& state) {
         benchmark::DoNotOptimize(session);
       } else {
         NatClientEntry* entry = fixture.table.findClient(clients[first + i], hashes[i]);
-        if (entry != nullptr) fixture.table.touchFromClient(*entry, kTcpAck, 1);
+        if (entry != nullptr) fixture.table.touchFromClient(*entry, kProtocolTcp, kTcpAck, 1);
         found += entry != nullptr;
         benchmark::DoNotOptimize(entry);
       }

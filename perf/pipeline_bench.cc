@@ -668,7 +668,13 @@ int setUp(int argc, char** argv) {
     key.service = static_cast<uint16_t>(nat_service.counter_id);
     const NatSession* session = nat.natSessions()->peekClient(key);
     if (session == nullptr) {
-      std::fprintf(stderr, "flow %u has no Full-NAT session\n", flow);
+      std::fprintf(stderr, "flow %u has no Full-NAT session:", flow);
+      for (size_t event = 0; event < kNatEventCount; ++event) {
+        std::fprintf(stderr, " %s %llu",
+                     std::string(toString(static_cast<NatEvent>(event))).c_str(),
+                     static_cast<unsigned long long>(nat.counters.nat.values[event].read()));
+      }
+      std::fprintf(stderr, "\n");
       return 1;
     }
     bench.reply_backends.push_back(uint32_t{session->backend[0]} << 24 |

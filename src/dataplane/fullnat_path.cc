@@ -23,9 +23,9 @@ bool opensSession(const ParsedPacket& packet) {
   return (packet.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn;
 }
 
-void countForwarded(const Snapshot& snapshot, WorkerState& worker, uint32_t service_counter,
-                    uint32_t backend, size_t length) {
-  worker.traffic.services[service_counter].add(length);
+void countForwarded(const Snapshot& snapshot, WorkerState& worker, ServiceTally& tally,
+                    uint32_t service_counter, uint32_t backend, size_t length) {
+  tally.add(service_counter, length);
   worker.traffic.backends[snapshot.backend(backend).counter_id].add(length);
 }
 
@@ -83,7 +83,7 @@ NatReplyKey natReplyKeyOf(const ParsedPacket& packet, uint16_t local_address) {
 
 Verdict fullNatFromClient(const Snapshot& snapshot, Frame& frame, const ParsedPacket& packet,
                           const SnapshotService& service, uint32_t table_pick, uint32_t flow_hash,
-                          uint64_t client_hash, WorkerState& worker) {
+                          uint64_t client_hash, WorkerState& worker, ServiceTally& tally) {
   if (packet.fragment) return drop(worker, DropReason::kNatFragment);
   NatSessionTable& nat = *worker.nat;
   const uint32_t egress = snapshot.egressOf(frame.port, service);
@@ -114,9 +114,10 @@ Verdict fullNatFromClient(const Snapshot& snapshot, Frame& frame, const ParsedPa
         return drop(worker, DropReason::kNoHeadroom);
       }
       frame.port = egress;
-      countForwarded(snapshot, worker, service.counter_id, backend, length);
+      countForwarded(snapshot, worker, tally, service.counter_id, backend, length);
       return Verdict::kTransmit;
-    } else if (!nat.touchFromClient(*entry, packet.tcp_flags, worker.now_ms)) {
+    } else if (!nat.touchFromClient(*entry, packet.flow.protocol, packet.tcp_flags,
+                                    worker.now_ms)) {
       // A SYN on a closing session: the client reuses its port for a new connection.
       nat.end(session, worker.now_ms);
       entry = nullptr;
@@ -142,12 +143,13 @@ Verdict fullNatFromClient(const Snapshot& snapshot, Frame& frame, const ParsedPa
     return drop(worker, DropReason::kNoHeadroom);
   }
   frame.port = egress;
-  countForwarded(snapshot, worker, service.counter_id, backend, length);
+  countForwarded(snapshot, worker, tally, service.counter_id, backend, length);
   return Verdict::kTransmit;
 }
 
 Verdict fullNatFromBackend(const Snapshot& snapshot, Frame& frame, const ParsedPacket& packet,
-                           uint16_t local_address, uint64_t reply_hash, WorkerState& worker) {
+                           uint16_t local_address, uint64_t reply_hash, WorkerState& worker,
+                           ServiceTally& tally) {
   if (packet.fragment) return drop(worker, DropReason::kNatFragment);
   NatSession* session =
       worker.nat->findReply(natReplyKeyOf(packet, local_address), reply_hash, worker.now_ms);
@@ -190,7 +192,7 @@ Verdict fullNatFromBackend(const Snapshot& snapshot, Frame& frame, const ParsedP
     }
   }
   frame.port = out;
-  countForwarded(snapshot, worker, service.counter_id, backend, length);
+  countForwarded(snapshot, worker, tally, service.counter_id, backend, length);
   return Verdict::kTransmit;
 }
 

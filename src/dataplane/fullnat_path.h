@@ -11,6 +11,36 @@
 
 namespace berth {
 
+// A call's forwarded packets and bytes per service, added to the service's counters once per run
+// of frames of one service (usually the whole call) rather than once per packet: a counter's
+// add is a load and a store, which packet after packet chained through memory.
+class ServiceTally {
+ public:
+  explicit ServiceTally(TrafficCounter* services) : services_(services) {}
+  ~ServiceTally() { flush(); }
+  void add(uint32_t service, uint64_t length) {
+    if (service != service_) {
+      flush();
+      service_ = service;
+    }
+    ++packets_;
+    bytes_ += length;
+  }
+
+ private:
+  void flush() {
+    if (packets_ == 0) return;
+    services_[service_].packets.add(packets_);
+    services_[service_].bytes.add(bytes_);
+    packets_ = 0;
+    bytes_ = 0;
+  }
+  TrafficCounter* services_;
+  uint32_t service_ = UINT32_MAX;
+  uint64_t packets_ = 0;
+  uint64_t bytes_ = 0;
+};
+
 // A client's packet (or an ICMP error from the client's side) of `service`, whose table pick is
 // `table_pick` (a snapshot backend index, or kNoBackendIndex): its session's backend, or a new
 // session's for a TCP SYN or a UDP datagram, with the packet rewritten to go from the local
@@ -18,14 +48,15 @@ namespace berth {
 // addresses. `client_hash` is NatSessionTable::clientHash() of the packet's client key.
 Verdict fullNatFromClient(const Snapshot& snapshot, Frame& frame, const ParsedPacket& packet,
                           const SnapshotService& service, uint32_t table_pick, uint32_t flow_hash,
-                          uint64_t client_hash, WorkerState& worker);
+                          uint64_t client_hash, WorkerState& worker, ServiceTally& tally);
 
 // A backend's packet to local address `local_address` (a stable id) on the port it came in on,
 // or an ICMP error about one of the sessions' packets toward a backend: rewritten to come from
 // the VIP and go to the client, out of the port the client's packets came in on, to its
 // gateway. `reply_hash` is NatSessionTable::replyHash() of its reply key.
 Verdict fullNatFromBackend(const Snapshot& snapshot, Frame& frame, const ParsedPacket& packet,
-                           uint16_t local_address, uint64_t reply_hash, WorkerState& worker);
+                           uint16_t local_address, uint64_t reply_hash, WorkerState& worker,
+                           ServiceTally& tally);
 
 // The keys the two lookups take, which the burst's first stage hashes and prefetches.
 NatClientKey natClientKeyOf(const ParsedPacket& packet, const SnapshotService& service);

@@ -501,36 +501,6 @@ uint32_t chooseBackend(const Snapshot& snapshot, WorkerState& worker,
   return backend;
 }
 
-// A call's forwarded packets and bytes per service, added to the service's counters once per run
-// of frames of one service (usually the whole call) rather than once per packet: a counter's
-// add is a load and a store, which packet after packet chained through memory.
-class ServiceTally {
- public:
-  explicit ServiceTally(TrafficCounter* services) : services_(services) {}
-  ~ServiceTally() { flush(); }
-  void add(uint32_t service, uint64_t length) {
-    if (service != service_) {
-      flush();
-      service_ = service;
-    }
-    ++packets_;
-    bytes_ += length;
-  }
-
- private:
-  void flush() {
-    if (packets_ == 0) return;
-    services_[service_].packets.add(packets_);
-    services_[service_].bytes.add(bytes_);
-    packets_ = 0;
-    bytes_ = 0;
-  }
-  TrafficCounter* services_;
-  uint32_t service_ = UINT32_MAX;
-  uint64_t packets_ = 0;
-  uint64_t bytes_ = 0;
-};
-
 // Stage two: the target and the rewrite for the backend chooseBackend() gave.
 Verdict forward(const Snapshot& snapshot, Frame& frame, WorkerState& worker,
                 const Classified& classified, uint32_t backend, ServiceTally& tally) {
@@ -629,6 +599,22 @@ void processFrames(const Snapshot& snapshot, uint32_t device, Frame* frames, Ver
         nat->prefetchClient(classified[i].nat_hash);
       }
     }
+    // A client's packet that touches its session (a datagram, a SYN, FIN or RST) has that line
+    // fetched here, once the client buckets above are on their way, so that its store does not
+    // wait for DRAM with the rest of the packet's work behind it. The lookup is done again in
+    // stage two, in cache by then, so that an earlier packet of the burst opening or ending a
+    // session is seen.
+    for (uint16_t i = 0; i < count; ++i) {
+      if (!pending[i] || classified[i].service == nullptr ||
+          classified[i].service->forwarding != Forwarding::kFullNat ||
+          !NatSessionTable::clientTouchesSession(classified[i].packet.flow.protocol,
+                                                 classified[i].packet.tcp_flags)) {
+        continue;
+      }
+      const NatClientEntry* entry = nat->findClient(
+          natClientKeyOf(classified[i].packet, *classified[i].service), classified[i].nat_hash);
+      if (entry != nullptr) __builtin_prefetch(&nat->sessionOf(*entry), 1);
+    }
   }
   ServiceTally tally(worker.traffic.services);
   for (uint16_t i = 0; i < count; ++i) {
@@ -643,13 +629,13 @@ void processFrames(const Snapshot& snapshot, uint32_t device, Frame* frames, Ver
     } else if (frame_class.service == nullptr) {
       verdicts[i] = fullNatFromBackend(snapshot, frames[i], frame_class.packet,
                                        static_cast<uint16_t>(frame_class.nat_local),
-                                       frame_class.nat_hash, worker);
+                                       frame_class.nat_hash, worker, tally);
     } else {
       const uint16_t pick = *frame_class.entry;
       verdicts[i] = fullNatFromClient(
           snapshot, frames[i], frame_class.packet, *frame_class.service,
           pick == kNoBackend ? kNoBackendIndex : frame_class.service->first_backend + pick,
-          frame_class.hash, frame_class.nat_hash, worker);
+          frame_class.hash, frame_class.nat_hash, worker, tally);
     }
   }
 }

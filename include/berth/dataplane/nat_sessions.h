@@ -30,11 +30,12 @@ namespace berth {
 //     a session never moves, and no live one is ever pushed out.
 //   - The client's index. 32-byte entries, four to a 128-byte bucket, keyed by the client's
 //     side, with what a client's packet needs for its rewrite: the local address and port and
-//     the backend's stable id (its address from the snapshot). A client's packet reads its
-//     bucket and writes the session's last-seen time without waiting for it; it reads the
-//     session only for a FIN, RST or SYN. An entry goes to the less full of two buckets, and a
-//     bucket counts the entries that went to their other one, so a lookup reads a second bucket
-//     only where one did.
+//     the backend's stable id (its address from the snapshot). A client's TCP segment reads its
+//     bucket alone; it touches the session only for a SYN, FIN or RST, and a UDP datagram
+//     stores its last-seen time without waiting for it. An entry goes to the first of its two
+//     buckets when it has room, else to the other; when both are full, one of their entries moves
+//     to its own other bucket to make room. A bucket counts the entries that went to their other
+//     one, so a lookup reads a second bucket only where one did.
 // The 32-byte connections of the other modes are unchanged, so their path pays nothing.
 //
 // Unlike a ConnectionTable, nothing live is ever evicted: a NAT'd connection pushed out would
@@ -44,9 +45,11 @@ namespace berth {
 // client may open again from the same port; its tuple stays in its bucket for the reuse hold
 // (60 s by default: the backend's TIME_WAIT), and only then is free.
 //
-// Idle timeouts: a backend's reply checks its session's; a client's packet does not (that would
-// read the session), so a session idle past its timeout lives on if its client sends before
-// the sweep comes by (once over the table in about half a second at full load).
+// Idle timeouts: a backend's reply checks its session's and refreshes it; a client's UDP
+// datagram refreshes it without checking (that would wait for the line), so a session idle past
+// its timeout lives on if its client sends before the sweep comes by (once over the table in
+// about half a second at full load). A client's TCP segment refreshes nothing: the backend's
+// acknowledgements do.
 
 // A local address a session may take ports from: its stable id (the snapshot's, which the
 // session keeps) and the address itself.
@@ -214,10 +217,17 @@ class NatSessionTable {
   // is counted, and nothing that exists is touched.
   NatClientEntry* open(const NatOpening& opening, uint32_t now_ms);
 
-  // A packet of the session from its client: refreshes it (a store, not waited for) and, for a
-  // FIN or RST, closes it. Returns false for a SYN on a closing session, which the caller ends
-  // and opens anew (the client reusing its port).
-  bool touchFromClient(NatClientEntry& entry, uint8_t tcp_flags, uint32_t now_ms);
+  // A packet of the session from its client. A UDP datagram refreshes it (a store, not waited
+  // for); a TCP segment without SYN, FIN or RST leaves the session's line alone, since the
+  // backend's acknowledgements refresh it (TCP acknowledges what it receives, and a backend
+  // that stops answering for the established timeout has lost the connection); a FIN or RST
+  // closes it. Returns false for a SYN on a closing session, which the caller ends and opens
+  // anew (the client reusing its port).
+  bool touchFromClient(NatClientEntry& entry, uint8_t protocol, uint8_t tcp_flags, uint32_t now_ms);
+  // Whether touchFromClient() of such a packet reads or writes the session's line.
+  static bool clientTouchesSession(uint8_t protocol, uint8_t tcp_flags) {
+    return protocol != kProtocolTcp || (tcp_flags & (kTcpSyn | kTcpFin | kTcpRst)) != 0;
+  }
   // A packet of `session` from its backend: refreshes it and moves its state on (a SYN-ACK
   // establishes it, a FIN or RST closes it, a UDP reply confirms it).
   void touchFromBackend(NatSession& session, uint8_t tcp_flags, uint32_t now_ms);
@@ -265,6 +275,9 @@ class NatSessionTable {
   uint32_t otherClientBucket(uint64_t hash) const;
   NatClientEntry* clientEntryOf(const NatClientKey& key, uint64_t hash) const;
   bool placeClient(const NatSession& session, uint32_t place);
+  // A way of full `bucket` freed by moving its entry to that entry's other bucket, or nullptr
+  // when none of them has room there.
+  NatClientEntry* makeRoom(NatClientBucket& bucket);
   void eraseClient(const NatSession& session);
   uint32_t otherSessionBucket(uint64_t hash) const;
   NatSessionBucket& firstBucketOf(const NatSession& session) const;

@@ -122,6 +122,29 @@ TEST_F(NatSessionsTest, BothSidesFindTheSessionAndItsPortsRepliesComeToTheOpenin
   EXPECT_EQ(counted(NatEvent::kOpened), 4u);
 }
 
+// A table filled to its limit refuses no connection for a full client index: where both of a
+// client's buckets are full, an entry of the first moves to its own other bucket. (Placing in
+// the first bucket with room, else the other, refused 0.36% of a million sessions.) Every
+// session is still found from both sides after the moves.
+TEST_F(NatSessionsTest, ATableAtItsLimitRefusesNoneForAFullClientIndex) {
+  constexpr uint32_t kSessions = 1 << 16;
+  build(kSessions, RssSpread{}, 1024, 65535, 1024);
+  std::vector<NatOpening> opened;
+  for (uint32_t i = 0; i < kSessions; ++i) {
+    NatOpening o = opening(i / 4, static_cast<uint16_t>(40000 + i % 4));
+    o.backend_id = static_cast<uint16_t>(i % 100);
+    o.start = i;
+    opened.push_back(o);
+    ASSERT_NE(openSession(o, 1000), nullptr) << i << ": " << counted(NatEvent::kIndexFull);
+  }
+  EXPECT_EQ(counted(NatEvent::kIndexFull), 0u);
+  for (const NatOpening& o : opened) {
+    NatSession* session = client(o);
+    ASSERT_NE(session, nullptr);
+    EXPECT_EQ(reply(*session, 1001), session);
+  }
+}
+
 // One worker, a pool of 2 addresses of 100 ports each toward one backend: 200 sessions, then a
 // refusal counted under its name, and the 200 still there.
 TEST_F(NatSessionsTest, APoolOfTwoAddressesOfAHundredPortsRefusesTheTwoHundredAndFirst) {
@@ -187,7 +210,7 @@ TEST_F(NatSessionsTest, AnEndedSessionsPortIsHeldForTheReuseHoldThenFree) {
   table_->touchFromBackend(*session, kTcpSyn | kTcpAck, 1001);
   EXPECT_EQ(session->state, ConnectionState::kTcpEstablished);
   NatClientEntry* entry = table_->findClient(first.client, table_->clientHash(first.client));
-  EXPECT_TRUE(table_->touchFromClient(*entry, kTcpFin | kTcpAck, 2000));
+  EXPECT_TRUE(table_->touchFromClient(*entry, kProtocolTcp, kTcpFin | kTcpAck, 2000));
   EXPECT_EQ(session->state, ConnectionState::kTcpClosing);
   const uint32_t closed = 2000 + timeouts_.tcp_closing_ms + 1;
   table_->sweep(closed, sweepAll());
@@ -216,8 +239,8 @@ TEST_F(NatSessionsTest, AReopenedClientPortGetsANewSessionOnAnotherLocalPort) {
   ASSERT_NE(old, nullptr);
   const NatReplyKey old_reply = NatSessionTable::replyKeyOf(*old);
   NatClientEntry* entry = table_->findClient(o.client, table_->clientHash(o.client));
-  EXPECT_TRUE(table_->touchFromClient(*entry, kTcpRst, 1100));
-  EXPECT_FALSE(table_->touchFromClient(*entry, kTcpSyn, 1200));
+  EXPECT_TRUE(table_->touchFromClient(*entry, kProtocolTcp, kTcpRst, 1100));
+  EXPECT_FALSE(table_->touchFromClient(*entry, kProtocolTcp, kTcpSyn, 1200));
   table_->end(*old, 1200);
   EXPECT_EQ(counted(NatEvent::kReopened), 1u);
   NatSession* fresh = openSession(o, 1200);
@@ -247,7 +270,8 @@ TEST_F(NatSessionsTest, UdpIsConfirmedByItsBackendsAnswerAndEndsIdle) {
   NatSession* session = openSession(o, 1000);
   ASSERT_NE(session, nullptr);
   EXPECT_EQ(session->state, ConnectionState::kUdpUnconfirmed);
-  table_->touchFromClient(*table_->findClient(o.client, table_->clientHash(o.client)), 0, 1001);
+  table_->touchFromClient(*table_->findClient(o.client, table_->clientHash(o.client)), kProtocolUdp,
+                          0, 1001);
   EXPECT_EQ(session->state, ConnectionState::kUdpUnconfirmed);
   EXPECT_EQ(session->last_seen_ms, 1001u);
   table_->touchFromBackend(*session, 0, 1002);

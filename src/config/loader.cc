@@ -366,6 +366,10 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
     errors.assign(service.health, parseHealth(source, fields.pathOf("health"), *health,
                                               HealthCheckConfig{}, dataplane));
   }
+  // A Full-NAT connection keeps its session's backend; new ones take the table's pick.
+  if (forwarding_parsed && service.forwarding == Forwarding::kFullNat && service.bounded_load > 0) {
+    errors.record(fields.site("bounded_load").error("does not apply with forwarding: fullnat"));
+  }
   // The backends' checks against the VIP's version and the mode need both.
   if (vip_parsed && forwarding_parsed) {
     errors.record(parseBackends(source, fields, dataplane, service));

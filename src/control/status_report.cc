@@ -266,6 +266,12 @@ std::string statusReplyJson(const StatusReport& report) {
     absl::StrAppend(&exception_text, "kernel interface: ", interface, "\n");
   }
   json.endArray();
+  json.key("port_spreads").beginArray();
+  for (const std::string& spread : report.port_spreads) {
+    json.value(spread);
+    absl::StrAppend(&exception_text, spread, "\n");
+  }
+  json.endArray();
   const std::string tables_text = writeTables(report.tables, json);
   writeJobs(report.periodic_jobs, json);
   const std::string fleet_text = report.fleet ? writeFleetStatus(*report.fleet, json) : "";

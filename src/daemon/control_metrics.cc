@@ -240,6 +240,7 @@ StatusReport ControlPlane::statusReport() const {
     report.drain_state_written = drain_state_->lastWrite();
   }
   report.exception_interfaces = datapath_.exceptionInterfaces();
+  report.port_spreads = datapath_.ports().describeSpreads();
   report.periodic_jobs = jobs_.figures();
   report.fleet = fleet_.statusRow(config_, *health_);
   if (reloads_) report.reloads = reloads_->history();

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/algorithm/container.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -199,6 +200,39 @@ absl::Status OpenedPorts::steerReplies() {
                          config.snat_last_port, how));
   }
   return absl::OkStatus();
+}
+
+std::vector<std::string> OpenedPorts::describeSpreads() const {
+  std::vector<std::string> lines;
+  for (size_t p = 0; p < ports_.size(); ++p) {
+    const RssSpread& spread = ports_[p].spread;
+    const PortConfig& config = config_.dataplane.ports[p];
+    std::string line = absl::StrCat("port '", ports_[p].name, "': ");
+    if (spread.key.empty()) {
+      absl::StrAppend(&line, "no RSS, queue 0 takes everything");
+    } else {
+      std::vector<std::string> hashed;
+      if (spread.tcp4_ports) hashed.push_back("tcp4");
+      if (spread.udp4_ports) hashed.push_back("udp4");
+      if (spread.tcp6_ports) hashed.push_back("tcp6");
+      if (spread.udp6_ports) hashed.push_back("udp6");
+      const uint16_t queues =
+          spread.reta.empty() ? 0 : *std::max_element(spread.reta.begin(), spread.reta.end()) + 1;
+      absl::StrAppend(&line, "RSS key ",
+                      absl::BytesToHexString(absl::string_view(
+                          reinterpret_cast<const char*>(spread.key.data()), spread.key.size())),
+                      ", ", spread.reta.size(), "-entry redirection table over ", queues,
+                      " queue(s), ports hashed for ",
+                      hashed.empty() ? "none" : absl::StrJoin(hashed, " "));
+    }
+    if (!config.snat_addresses.empty()) {
+      absl::StrAppend(&line, "; Full-NAT: ", config.snat_addresses.size(),
+                      " local address(es), ports ", config.snat_first_port, "-",
+                      config.snat_last_port);
+    }
+    lines.push_back(std::move(line));
+  }
+  return lines;
 }
 
 void OpenedPorts::close() {

@@ -247,6 +247,9 @@ class FullNat(unittest.TestCase):
             self.assertIsNone(non_2xx, text)
             print("\n  wrk to %s: %d requests in 3 s, no error" % (vip, requests), file=sys.stderr)
         self.assertGreater(self.counter("nat_opened"), 0)
+        spreads = self.instance.berthctl("status")["port_spreads"]
+        self.assertIn("port 'downlink': no RSS, queue 0 takes everything; Full-NAT: 2 local "
+                      "address(es), ports 1024-65535", spreads)
 
     def test_2_a_udp_request_is_answered_from_the_vip(self):
         command = ("import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "

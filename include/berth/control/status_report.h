@@ -53,6 +53,9 @@ struct StatusReport {
   std::optional<std::string> drain_state_path;
   absl::Status drain_state_written;
   std::vector<std::string> exception_interfaces;
+  // How each port spreads what it receives over its queues (its RSS key, redirection table and
+  // the fields it hashes), and its Full-NAT pool: one line a port (docs/fullnat.md).
+  std::vector<std::string> port_spreads;
   std::vector<TableStatusRow> tables;
   std::vector<PeriodicJobs::JobFigures> periodic_jobs;
   std::optional<FleetStatusRow> fleet;

@@ -42,6 +42,9 @@ class OpenedPorts {
   const std::vector<std::shared_ptr<const ReplySteering>>& replySteering() const {
     return reply_steering_;
   }
+  // Per port: "port 'p0': RSS key 6d5a...(40 bytes), 128-entry table over 2 queue(s), ports
+  // hashed for tcp4 udp4 tcp6 udp6; Full-NAT ..." (status shows them).
+  std::vector<std::string> describeSpreads() const;
   // The first port on port `port`'s device: the one whose queues the workers poll.
   uint32_t deviceOf(uint32_t port) const;
   // That every worker that receives on a port has a queue on the device its traffic leaves

@@ -450,6 +450,13 @@ INSTANTIATE_TEST_SUITE_P(
                   "vip: 198.18.100.1, port: 80, protocol: tcp, forwarding: fullnat,\n"
                   "      backends: [ { name: a, address: \"2001:db8:1::2\" } ] }\n",
                   "bad.yaml:6:", "which forwarding: fullnat needs"},
+        BadConfig{"bounded load with fullnat",
+                  "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+                  "gateway_mac: \"02:00:00:00:00:fe\", snat_addresses: [198.18.0.20] }\n"
+                  "services:\n  - { name: web, vip: 198.18.100.1, port: 80, protocol: tcp, "
+                  "forwarding: fullnat, bounded_load: 1.25,\n"
+                  "      backends: [ { name: a, address: 198.18.1.2 } ] }\n",
+                  "bad.yaml:5:", "bounded_load: does not apply with forwarding: fullnat"},
         BadConfig{"a VIP that is a local address",
                   "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
                   "gateway_mac: \"02:00:00:00:00:fe\", snat_addresses: [198.18.100.1] }\n"

@@ -28,6 +28,10 @@ StatusReport report() {
   report.drain_state_path = "/var/lib/berth/drains.json";
   report.drain_state_written = absl::PermissionDeniedError("read-only file system");
   report.exception_interfaces = {"berth0 (port 'outside')"};
+  report.port_spreads = {
+      "port 'outside': RSS key 6d5a, 128-entry redirection table over 2 "
+      "queue(s), ports hashed for tcp4 tcp6; Full-NAT: 1 local address(es), "
+      "ports 1024-65535"};
   TableStatusRow table;
   table.service = "web";
   table.table_size = 65537;
@@ -60,6 +64,10 @@ TEST(StatusReportTest, FiguresAndTextAgree) {
   EXPECT_THAT(text, HasSubstr("drain state: /var/lib/berth/drains.json (last write failed: "
                               "read-only file system)\n"));
   EXPECT_THAT(text, HasSubstr("kernel interface: berth0 (port 'outside')\n"));
+  EXPECT_EQ(reply["port_spreads"][0], report().port_spreads[0]);
+  EXPECT_THAT(text, HasSubstr("port 'outside': RSS key 6d5a, 128-entry redirection table over 2 "
+                              "queue(s), ports hashed for tcp4 tcp6; Full-NAT: 1 local "
+                              "address(es), ports 1024-65535\n"));
   EXPECT_THAT(text, HasSubstr("table web: maglev, M=65537, fingerprint 00112233\n"));
 }
 

@@ -188,35 +188,37 @@ struct Classified {
   uint64_t nat_hash = 0;
 };
 
-bool isFullNat(const Classified& classified) {
-  return classified.service == nullptr || classified.service->forwarding == Forwarding::kFullNat;
-}
+// Where a frame stands after stage one's second pass: decided (dropped, answered, the kernel's),
+// or bound for stage two through the table and connection table, or through Full-NAT's sessions.
+// Kept per frame, so that each later pass tells the two paths apart with the one test it made
+// before Full-NAT was there.
+enum class Stage : uint8_t { kDecided, kPicked, kSessions };
 
 ConnectionKey connectionOf(const Classified& classified) {
   return ConnectionKey::of(classified.packet.flow, classified.service->hash_fields,
                            static_cast<uint16_t>(classified.service->counter_id));
 }
 
-// Stage one, second pass: from the frame's parse (`error`, out.packet) to its service. Returns
-// false with the verdict decided for frames that end here (drops, ARP/ND); otherwise sets
-// out.service.
-bool classify(const Snapshot& snapshot, uint32_t device, Frame& frame, WorkerState& worker,
-              ParseError error, Classified& out, Verdict& verdict) {
+// Stage one, second pass: from the frame's parse (`error`, out.packet) to its service, or for a
+// reply to a Full-NAT local address its local address (out.service null). Returns kDecided with
+// the verdict decided for frames that end here (drops, ARP/ND); otherwise sets out.service.
+Stage classify(const Snapshot& snapshot, uint32_t device, Frame& frame, WorkerState& worker,
+               ParseError error, Classified& out, Verdict& verdict) {
   ParsedPacket& packet = out.packet;
   verdict = Verdict::kDrop;
   if (error != ParseError::kNone) {
     worker.counters->count(error);
-    return false;
+    return Stage::kDecided;
   }
   const uint32_t port_index = snapshot.receivingPort(device, packet);
   if (port_index == kNoPort) {
     worker.counters->count(DropReason::kVlanNotConfigured);
-    return false;
+    return Stage::kDecided;
   }
   frame.port = port_index;
   if (packet.type == FrameType::kArp) {
     verdict = handleNeighborFrame(snapshot, port_index, frame, packet, worker);
-    return false;
+    return Stage::kDecided;
   }
   const SnapshotPort& port = snapshot.port(port_index);
   // A promiscuous port, or one on a bridge, also sees unicast frames meant for other hosts. ND
@@ -228,17 +230,17 @@ bool classify(const Snapshot& snapshot, uint32_t device, Frame& frame, WorkerSta
     verdict = to_our_mac || to_multicast
                   ? notOurs(port, frame, packet, worker, DropReason::kOtherEtherType)
                   : drop(worker, DropReason::kOtherEtherType);
-    return false;
+    return Stage::kDecided;
   }
   if (packet.flow.family == IpFamily::kIpv6 && (to_our_mac || to_multicast) &&
       isNeighborDiscovery(frame, packet)) {
     verdict = handleNeighborFrame(snapshot, port_index, frame, packet, worker);
-    return false;
+    return Stage::kDecided;
   }
   if (!to_our_mac) {
     verdict = to_multicast ? notOurs(port, frame, packet, worker, DropReason::kNotForUs)
                            : drop(worker, DropReason::kNotForUs);
-    return false;
+    return Stage::kDecided;
   }
 
   std::optional<uint32_t> service_index;
@@ -255,7 +257,7 @@ bool classify(const Snapshot& snapshot, uint32_t device, Frame& frame, WorkerSta
     out.nat_local = port.natAddressId(packet.flow.family, packet.flow.destination);
     if (out.nat_local >= 0) {
       out.service = nullptr;  // a reply: its session names its service
-      return true;
+      return Stage::kSessions;
     }
   }
   if (!service_index) {
@@ -264,16 +266,19 @@ bool classify(const Snapshot& snapshot, uint32_t device, Frame& frame, WorkerSta
         packet.later_fragment ? DropReason::kLaterFragment : DropReason::kNoService;
     verdict = toPortAddress(port, packet) ? notOurs(port, frame, packet, worker, reason)
                                           : drop(worker, reason);
-    return false;
+    return Stage::kDecided;
   }
   out.service = &snapshot.service(*service_index);
-  return true;
+  return out.service->forwarding == Forwarding::kFullNat ? Stage::kSessions : Stage::kPicked;
 }
 
 // Stage one, third pass: the flow hash, its table slot (prefetched: the table is 128 KiB at the
 // default M, an L2 read per packet, which the rest of the burst's work then overlaps) and, with a
 // connection table, the connection's bucket hash.
-void hashFlow(const WorkerState& worker, Classified& out) {
+// Full-NAT's part of stage one's third pass: a reply's session hash, or a client's table slot
+// (its pick, should it open a session) and session hash. Out of line, so that the other modes'
+// path through processFrames() stays as it was.
+[[gnu::noinline]] void hashFullNat(const WorkerState& worker, Classified& out) {
   const ParsedPacket& packet = out.packet;
   if (out.service == nullptr) {
     out.nat_hash =
@@ -284,11 +289,15 @@ void hashFlow(const WorkerState& worker, Classified& out) {
   out.hash = flowHash(packet.flow, service.hash_fields, service.hash_seed);
   out.entry = service.table.entryFor(out.hash);
   __builtin_prefetch(out.entry);
-  if (service.forwarding == Forwarding::kFullNat) {
-    if (worker.nat != nullptr)
-      out.nat_hash = worker.nat->clientHash(natClientKeyOf(packet, service));
-    return;
-  }
+  if (worker.nat != nullptr) out.nat_hash = worker.nat->clientHash(natClientKeyOf(packet, service));
+}
+
+void hashFlow(const WorkerState& worker, Classified& out) {
+  const ParsedPacket& packet = out.packet;
+  const SnapshotService& service = *out.service;
+  out.hash = flowHash(packet.flow, service.hash_fields, service.hash_seed);
+  out.entry = service.table.entryFor(out.hash);
+  __builtin_prefetch(out.entry);
   if (const ConnectionTable* table = worker.conntrack; table != nullptr) {
     const uint16_t source_port = ConnectionKey::sourcePortOf(packet.flow, service.hash_fields);
     out.bucket_hash = table->bucketHash(packet.flow.source, source_port,
@@ -545,6 +554,57 @@ Verdict forward(const Snapshot& snapshot, Frame& frame, WorkerState& worker,
   return Verdict::kDrop;
 }
 
+// Full-NAT's prefetches: each packet's session bucket, then, for a client's packet that
+// touches its session, the session's own line. Out of line, as hashFullNat().
+[[gnu::noinline]] void prefetchFullNat(NatSessionTable& nat_table, const Classified* classified,
+                                       const Stage* pending, uint16_t count) {
+  NatSessionTable* nat = &nat_table;
+  for (uint16_t i = 0; i < count; ++i) {
+    if (pending[i] != Stage::kSessions) continue;
+    if (classified[i].service == nullptr) {
+      nat->prefetchReply(classified[i].nat_hash);
+    } else {
+      nat->prefetchClient(classified[i].nat_hash);
+    }
+  }
+  // A client's packet that touches its session (a datagram, a SYN, FIN or RST) has that line
+  // fetched here, once the client buckets above are on their way, so that its store does not
+  // wait for DRAM with the rest of the packet's work behind it. The lookup is done again in
+  // stage two, in cache by then, so that an earlier packet of the burst opening or ending a
+  // session is seen.
+  for (uint16_t i = 0; i < count; ++i) {
+    if (pending[i] != Stage::kSessions || classified[i].service == nullptr ||
+        !NatSessionTable::clientTouchesSession(classified[i].packet.flow.protocol,
+                                               classified[i].packet.tcp_flags)) {
+      continue;
+    }
+    const NatClientEntry* entry = nat->findClient(
+        natClientKeyOf(classified[i].packet, *classified[i].service), classified[i].nat_hash);
+    if (entry != nullptr) __builtin_prefetch(&nat->sessionOf(*entry), 1);
+  }
+}
+
+// Stage two of a Full-NAT packet: a client's (its table pick, should it open a session) or a
+// backend's reply.
+[[gnu::noinline]] Verdict forwardFullNatFrame(const Snapshot& snapshot, Frame& frame,
+                                              WorkerState& worker, const Classified& classified,
+                                              ServiceTally& tally) {
+  if (worker.nat == nullptr) {
+    worker.counters->nat.count(NatEvent::kNoLocalAddress);
+    return Verdict::kDrop;
+  }
+  if (classified.service == nullptr) {
+    return fullNatFromBackend(snapshot, frame, classified.packet,
+                              static_cast<uint16_t>(classified.nat_local), classified.nat_hash,
+                              worker, tally);
+  }
+  const uint16_t pick = *classified.entry;
+  return fullNatFromClient(
+      snapshot, frame, classified.packet, *classified.service,
+      pick == kNoBackend ? kNoBackendIndex : classified.service->first_backend + pick,
+      classified.hash, classified.nat_hash, worker, tally);
+}
+
 }  // namespace
 
 Verdict processFrame(const Snapshot& snapshot, uint32_t device, Frame& frame, WorkerState& worker) {
@@ -557,7 +617,7 @@ void processFrames(const Snapshot& snapshot, uint32_t device, Frame* frames, Ver
                    uint16_t count, WorkerState& worker) {
   // The first pass parses into each frame's entry before anything reads it.
   ScratchArray<Classified, kMaxFramesPerCall> classified;
-  bool pending[kMaxFramesPerCall];
+  Stage pending[kMaxFramesPerCall];
   // Stage one in three passes over the burst, each short and independent from frame to frame,
   // so that the core overlaps many frames' loads and hash chains: one frame's whole stage one is a
   // chain of dependent steps too long for the out-of-order window to reach the next frame's.
@@ -570,7 +630,11 @@ void processFrames(const Snapshot& snapshot, uint32_t device, Frame* frames, Ver
         classify(snapshot, device, frames[i], worker, errors[i], classified[i], verdicts[i]);
   }
   for (uint16_t i = 0; i < count; ++i) {
-    if (pending[i]) hashFlow(worker, classified[i]);
+    if (pending[i] == Stage::kPicked) {
+      hashFlow(worker, classified[i]);
+    } else if (pending[i] == Stage::kSessions) {
+      hashFullNat(worker, classified[i]);
+    }
   }
   // The connection table's buckets are DRAM reads (and TLB misses) at a million connections.
   // Their prefetches go out back to back, after stage one, rather than one per frame inside it:
@@ -583,7 +647,7 @@ void processFrames(const Snapshot& snapshot, uint32_t device, Frame* frames, Ver
     // they cost a hit 24% more cycles than no map, against 21%.)
     const PeerFlows* peers = worker.peer_flows;
     for (uint16_t i = 0; i < count; ++i) {
-      if (!pending[i] || isFullNat(classified[i])) continue;
+      if (pending[i] != Stage::kPicked) continue;
       table->prefetch(classified[i].bucket_hash);
       if (peers != nullptr && !opensConnection(classified[i].packet)) {
         peers->prefetch(classified[i].bucket_hash);
@@ -591,51 +655,15 @@ void processFrames(const Snapshot& snapshot, uint32_t device, Frame* frames, Ver
     }
   }
   if (NatSessionTable* nat = worker.nat; nat != nullptr) {
-    for (uint16_t i = 0; i < count; ++i) {
-      if (!pending[i] || !isFullNat(classified[i])) continue;
-      if (classified[i].service == nullptr) {
-        nat->prefetchReply(classified[i].nat_hash);
-      } else {
-        nat->prefetchClient(classified[i].nat_hash);
-      }
-    }
-    // A client's packet that touches its session (a datagram, a SYN, FIN or RST) has that line
-    // fetched here, once the client buckets above are on their way, so that its store does not
-    // wait for DRAM with the rest of the packet's work behind it. The lookup is done again in
-    // stage two, in cache by then, so that an earlier packet of the burst opening or ending a
-    // session is seen.
-    for (uint16_t i = 0; i < count; ++i) {
-      if (!pending[i] || classified[i].service == nullptr ||
-          classified[i].service->forwarding != Forwarding::kFullNat ||
-          !NatSessionTable::clientTouchesSession(classified[i].packet.flow.protocol,
-                                                 classified[i].packet.tcp_flags)) {
-        continue;
-      }
-      const NatClientEntry* entry = nat->findClient(
-          natClientKeyOf(classified[i].packet, *classified[i].service), classified[i].nat_hash);
-      if (entry != nullptr) __builtin_prefetch(&nat->sessionOf(*entry), 1);
-    }
+    prefetchFullNat(*nat, &classified[0], pending, count);
   }
   ServiceTally tally(worker.traffic.services);
   for (uint16_t i = 0; i < count; ++i) {
-    if (!pending[i]) continue;
-    const Classified& frame_class = classified[i];
-    if (!isFullNat(frame_class)) {
-      verdicts[i] = forward(snapshot, frames[i], worker, frame_class,
-                            chooseBackend(snapshot, worker, frame_class), tally);
-    } else if (worker.nat == nullptr) {
-      worker.counters->nat.count(NatEvent::kNoLocalAddress);
-      verdicts[i] = Verdict::kDrop;
-    } else if (frame_class.service == nullptr) {
-      verdicts[i] = fullNatFromBackend(snapshot, frames[i], frame_class.packet,
-                                       static_cast<uint16_t>(frame_class.nat_local),
-                                       frame_class.nat_hash, worker, tally);
-    } else {
-      const uint16_t pick = *frame_class.entry;
-      verdicts[i] = fullNatFromClient(
-          snapshot, frames[i], frame_class.packet, *frame_class.service,
-          pick == kNoBackend ? kNoBackendIndex : frame_class.service->first_backend + pick,
-          frame_class.hash, frame_class.nat_hash, worker, tally);
+    if (pending[i] == Stage::kPicked) {
+      verdicts[i] = forward(snapshot, frames[i], worker, classified[i],
+                            chooseBackend(snapshot, worker, classified[i]), tally);
+    } else if (pending[i] == Stage::kSessions) {
+      verdicts[i] = forwardFullNatFrame(snapshot, frames[i], worker, classified[i], tally);
     }
   }
 }

@@ -10,6 +10,7 @@
 
 #include "berth/dataplane/forwarding.h"
 #include "berth/dataplane/icmp_reply.h"
+#include "berth/dataplane/nat_rewrite.h"
 #include "berth/dataplane/neighbor_reply.h"
 #include "support/frames.h"
 #include "support/packet_builder.h"
@@ -48,6 +49,115 @@ Bytes tcp4() {
 Bytes tcp6() {
   return concat({ethernet(kEtherTypeIpv6), ipv6(kClient6, kVip6, kProtocolTcp, 20 + 100),
                  tcp(40000, 443), payload(100)});
+}
+
+// RFC 1071 over `length` bytes from `sum`, folded.
+uint32_t sumOf(const uint8_t* bytes, size_t length, uint32_t sum = 0) {
+  for (size_t i = 0; i + 1 < length; i += 2) sum += uint32_t{bytes[i]} << 8 | bytes[i + 1];
+  if (length % 2 == 1) sum += uint32_t{bytes[length - 1]} << 8;
+  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+  return sum;
+}
+
+// Fills an IP packet's header checksum (IPv4) and its TCP, UDP, ICMP or ICMPv6 checksum, at
+// `l3` in `frame`: a Full-NAT rewrite adjusts checksums, so its input needs right ones.
+Bytes withChecksums(Bytes frame, size_t l3) {
+  const bool v4 = (frame[l3] >> 4) == 4;
+  const size_t header = v4 ? (frame[l3] & 0x0F) * 4 : 40;
+  const uint8_t protocol = v4 ? frame[l3 + 9] : frame[l3 + 6];
+  const size_t total = v4 ? (size_t{frame[l3 + 2]} << 8 | frame[l3 + 3])
+                          : 40 + (size_t{frame[l3 + 4]} << 8 | frame[l3 + 5]);
+  if (v4) {
+    putBigEndian16(frame, l3 + 10, 0);
+    putBigEndian16(frame, l3 + 10, static_cast<uint16_t>(~sumOf(&frame[l3], header)));
+  }
+  const size_t at = l3 + header +
+                    (protocol == kProtocolTcp   ? 16
+                     : protocol == kProtocolUdp ? 6
+                                                : 2);
+  putBigEndian16(frame, at, 0);
+  uint32_t pseudo = 0;
+  if (protocol != kProtocolIcmp) {
+    pseudo = v4 ? sumOf(&frame[l3 + 12], 8) : sumOf(&frame[l3 + 8], 32);
+    pseudo += static_cast<uint32_t>(total - header) + protocol;
+  }
+  putBigEndian16(frame, at,
+                 static_cast<uint16_t>(~sumOf(&frame[l3 + header], total - header, pseudo)));
+  return frame;
+}
+
+NatEndpoints endpoints(const IpAddress& source, uint16_t source_port, const IpAddress& destination,
+                       uint16_t destination_port) {
+  NatEndpoints to;
+  to.source = source.bytes;
+  to.destination = destination.bytes;
+  to.source_port = static_cast<uint16_t>(source_port >> 8 | source_port << 8);
+  to.destination_port = static_cast<uint16_t>(destination_port >> 8 | destination_port << 8);
+  return to;
+}
+
+// The Full-NAT samples, after the others: a client's TCP segment and a UDP datagram from the
+// local address to the backend, a backend's IPv6 reply from the VIP to the client, and ICMP
+// errors translated for the backend (IPv4 fragmentation needed, ICMPv6 packet too big).
+int writeFullNatSamples(PcapWriter& pcap) {
+  const IpAddress local4 = IpAddress::v4(198, 18, 1, 20);
+  const IpAddress local6 = *IpAddress::parse("2001:db8:1::20");
+  const IpAddress backend4 = IpAddress::v4(198, 18, 1, 2);
+  const IpAddress backend6 = *IpAddress::parse("2001:db8:1::2");
+  const IpAddress router = IpAddress::v4(198, 18, 0, 254);
+  const IpAddress router6 = *IpAddress::parse("2001:db8::fe");
+  struct Sample {
+    Bytes frame;
+    NatEndpoints to;
+    IpAddress next_hop;
+  };
+  Bytes udp_frame = concat({ethernet(kEtherTypeIpv4), ipv4(kClient, kVip, kProtocolUdp, 8 + 40),
+                            udp(5353, 53, 40), payload(40)});
+  const Bytes reply6 =
+      concat({ethernet(kEtherTypeIpv6), ipv6(backend6, local6, kProtocolTcp, 20 + 100),
+              tcp(8080, 20001), payload(100)});
+  Sample samples[] = {
+      {withChecksums(tcp4(), 18), endpoints(local4, 20001, backend4, 8080), backend4},
+      {withChecksums(udp_frame, 14), endpoints(local4, 20002, backend4, 53), backend4},
+      {withChecksums(reply6, 14), endpoints(kVip6, 443, kClient6, 40000), kClient6},
+  };
+  for (Sample& sample : samples) {
+    ReceivedFrame received(sample.frame);
+    if (forwardFullNat(received.frame, received.packet, testTarget(sample.next_hop), sample.to) !=
+        ForwardResult::kSend) {
+      return 1;
+    }
+    pcap.write(received.frame);
+  }
+  // An error from the clients' side about the VIP's answer (whole: the embedded TCP checksum
+  // too), for the backend about its own packet to the local address.
+  for (bool v6 : {false, true}) {
+    const Bytes answer = withChecksums(
+        v6 ? concat({ethernet(kEtherTypeIpv6), ipv6(kVip6, kClient6, kProtocolTcp, 20 + 40),
+                     tcp(443, 40000), payload(40)})
+           : concat({ethernet(kEtherTypeIpv4), ipv4(kVip, kClient, kProtocolTcp, 60),
+                     tcp(80, 40000), payload(40)}),
+        14);
+    const Bytes embedded(answer.begin() + 14, answer.end());
+    const Bytes message = concat(
+        {v6 ? Bytes{2, 0, 0, 0, 0, 0, 0x05, 0x00} : Bytes{3, 4, 0, 0, 0, 0, 0x05, 0x00}, embedded});
+    const Bytes error =
+        withChecksums(concat({ethernet(v6 ? kEtherTypeIpv6 : kEtherTypeIpv4),
+                              v6 ? ipv6(router6, kVip6, kProtocolIcmpv6, message.size())
+                                 : ipv4(router, kVip, kProtocolIcmp, message.size()),
+                              message}),
+                      14);
+    ReceivedFrame received(error);
+    const IpAddress& backend = v6 ? backend6 : backend4;
+    const NatEndpoints embedded_to = endpoints(backend, v6 ? 443 : 80, v6 ? local6 : local4, 20001);
+    if (!rewriteIcmpError(received.frame, received.packet, backend.bytes, embedded_to) ||
+        forwardL2Dsr(received.frame, received.packet, testTarget(backend), 0) !=
+            ForwardResult::kSend) {
+      return 1;
+    }
+    pcap.write(received.frame);
+  }
+  return 0;
 }
 
 }  // namespace
@@ -120,5 +230,5 @@ int main(int argc, char** argv) {
     }
     pcap.write(received.frame);
   }
-  return 0;
+  return writeFullNatSamples(pcap);
 }

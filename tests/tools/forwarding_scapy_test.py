@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Decodes berth's forwarding output with scapy, which shares no code with berth: every outer
-header field and checksum is checked by an independent implementation.
+header field and checksum is checked by an independent implementation, and Full-NAT's
+rewritten packets and translated ICMP errors field by field.
 
 Usage: forwarding_scapy_test.py FORWARDING_SAMPLES_BINARY
 """
@@ -11,7 +12,7 @@ import tempfile
 import unittest
 
 from scapy.all import GRE, Dot1Q, ICMP, IP, TCP, UDP, Ether, IPv6, ICMPv6PacketTooBig, ICMPv6ND_NA, \
-    ICMPv6NDOptDstLLAddr, Raw, raw, rdpcap
+    ICMPv6NDOptDstLLAddr, IPerror, IPerror6, Raw, TCPerror, raw, rdpcap
 
 SAMPLES = sys.argv.pop(1)
 
@@ -36,7 +37,7 @@ class ForwardingOutput(unittest.TestCase):
             cls.frames = list(rdpcap(path))
 
     def test_sample_count(self):
-        self.assertEqual(len(self.frames), 11)
+        self.assertEqual(len(self.frames), 16)
 
     def check_outer_v4(self, frame, protocol):
         self.assertEqual(frame[Ether].dst, "02:00:00:00:00:fe")
@@ -135,6 +136,55 @@ class ForwardingOutput(unittest.TestCase):
         self.check_outer_v6(frame, 17)
         self.assertTrue(checksum_ok(frame, UDP), "outer UDP checksum over IPv6, after the tag")
         self.assertEqual(IPv6(raw(frame[UDP].payload)).dst, "2001:db8:100::1")
+
+    # Full-NAT (docs/fullnat.md): both ends rewritten, every checksum right, the payload as sent.
+    def test_fullnat_client_tcp_v4(self):
+        frame = self.frames[11]
+        self.assertEqual((frame[Ether].dst, frame[Ether].src), ("02:00:00:00:00:fe", "02:00:00:00:00:10"))
+        self.assertNotIn(Dot1Q, frame, "onto the untagged next hop")
+        self.assertEqual((frame[IP].src, frame[IP].dst, frame[IP].ttl), ("198.18.1.20", "198.18.1.2", 64))
+        self.assertEqual((frame[TCP].sport, frame[TCP].dport), (20001, 8080))
+        self.assertTrue(checksum_ok(frame, IP), "IPv4 header checksum")
+        self.assertTrue(checksum_ok(frame, TCP), "TCP checksum over the new pseudo-header")
+        self.assertEqual(frame[Raw].load, bytes([0xAB]) * 100)
+
+    def test_fullnat_client_udp_v4(self):
+        frame = self.frames[12]
+        self.assertEqual((frame[IP].src, frame[IP].dst), ("198.18.1.20", "198.18.1.2"))
+        self.assertEqual((frame[UDP].sport, frame[UDP].dport), (20002, 53))
+        self.assertTrue(checksum_ok(frame, IP))
+        self.assertTrue(checksum_ok(frame, UDP))
+
+    def test_fullnat_reply_tcp_v6(self):
+        frame = self.frames[13]
+        self.assertEqual((frame[IPv6].src, frame[IPv6].dst), ("2001:db8:100::1", "2001:db8::1"))
+        self.assertEqual((frame[TCP].sport, frame[TCP].dport), (443, 40000))
+        self.assertTrue(checksum_ok(frame, TCP), "TCP checksum over the IPv6 pseudo-header")
+
+    def test_fullnat_fragmentation_needed_for_the_backend(self):
+        frame = self.frames[14]
+        self.assertEqual((frame[IP].src, frame[IP].dst), ("198.18.0.254", "198.18.1.2"))
+        self.assertTrue(checksum_ok(frame, IP))
+        self.assertEqual((frame[ICMP].type, frame[ICMP].code, frame[ICMP].nexthopmtu), (3, 4, 1280))
+        self.assertTrue(checksum_ok(frame, ICMP), "ICMP checksum over the rewritten embedded packet")
+        embedded = frame[IPerror]
+        self.assertEqual((embedded.src, embedded.dst), ("198.18.1.2", "198.18.1.20"))
+        self.assertEqual((frame[TCPerror].sport, frame[TCPerror].dport), (80, 20001))
+        self.assertTrue(checksum_ok(frame, IPerror), "the embedded IPv4 header's checksum")
+        # The embedded TCP segment is whole, so its checksum is checked too.
+        segment = IP(raw(embedded))
+        sent = segment[TCP].chksum
+        segment[TCP].chksum = None
+        self.assertEqual(IP(raw(segment))[TCP].chksum, sent, "the embedded TCP checksum")
+
+    def test_fullnat_packet_too_big_for_the_backend(self):
+        frame = self.frames[15]
+        self.assertEqual((frame[IPv6].src, frame[IPv6].dst), ("2001:db8::fe", "2001:db8:1::2"))
+        self.assertEqual(frame[ICMPv6PacketTooBig].mtu, 1280)
+        self.assertTrue(checksum_ok(frame, ICMPv6PacketTooBig), "ICMPv6 checksum, pseudo-header included")
+        embedded = frame[IPerror6]
+        self.assertEqual((embedded.src, embedded.dst), ("2001:db8:1::2", "2001:db8:1::20"))
+        self.assertEqual((frame[TCPerror].sport, frame[TCPerror].dport), (443, 20001))
 
 
 if __name__ == "__main__":

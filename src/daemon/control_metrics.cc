@@ -164,6 +164,15 @@ std::shared_ptr<const RenderedText> ControlPlane::renderMetrics() {
   if (const MetricsServer* server = replies_.metrics()) {
     metrics.endpoints.push_back(endpoint("metrics", server->counts()));
   }
+  // The pairs' shares are a table lookup each once their port's are counted (NatPools).
+  constexpr size_t kNatPoolRowsShown = 4096;
+  size_t omitted = 0;
+  std::vector<const ServiceConfig*> services;
+  for (const ServiceState& service : tables_.states()) services.push_back(&service.config());
+  metrics.nat_pool =
+      nat_pools_.rows(datapath_.snapshot(), config_.dataplane, services,
+                      static_cast<uint16_t>(datapath_.workerCount()), kNatPoolRowsShown, omitted);
+  metrics.nat_pool_omitted = omitted;
   metrics.log_lines_dropped = logLinesDropped();
   metrics.probes_not_run = health_->probesNotRun();
   if (reloads_) metrics.reloads = reloads_->history();

@@ -312,6 +312,35 @@ void writePorts(std::string& out, const MetricsSnapshot& metrics) {
   }
 }
 
+// Full-NAT's pools (docs/fullnat.md): each (local address, backend) pair's ports, and each
+// worker's share of them; only where a fullnat service has backends.
+void writeNatPool(std::string& out, const MetricsSnapshot& metrics) {
+  if (metrics.nat_pool.empty() && metrics.nat_pool_omitted == 0) return;
+  auto labels = [](const NatPoolRow& row) {
+    return absl::StrCat("port=\"", prometheusLabel(row.port), "\",address=\"",
+                        prometheusLabel(row.address), "\",service=\"", prometheusLabel(row.service),
+                        "\",backend=\"", prometheusLabel(row.backend), "\"");
+  };
+  {
+    Family family(out, "berth_nat_pool_ports", "gauge",
+                  "Local ports a Full-NAT local address lends each backend");
+    for (const NatPoolRow& row : metrics.nat_pool) family.sample(labels(row), uint64_t{row.ports});
+  }
+  {
+    Family family(out, "berth_nat_pool_worker_ports", "gauge",
+                  "Of those, the ports whose replies RSS brings to the worker's queue: its share");
+    for (const NatPoolRow& row : metrics.nat_pool) {
+      for (size_t w = 0; w < row.worker_ports.size(); ++w) {
+        family.sample(absl::StrCat(labels(row), ",worker=\"", w, "\""),
+                      uint64_t{row.worker_ports[w]});
+      }
+    }
+  }
+  Family(out, "berth_nat_pool_pairs_omitted", "gauge",
+         "(local address, backend) pairs past the number the pool metrics show")
+      .sample("", metrics.nat_pool_omitted);
+}
+
 // berthd's own endpoints, log and fleet agent.
 void writeOwn(std::string& out, const MetricsSnapshot& metrics) {
   Family connections(out, "berth_endpoint_connections_total", "counter",
@@ -387,6 +416,7 @@ std::string prometheusText(const MetricsSnapshot& metrics) {
   writeServices(out, metrics);
   writeBackends(out, metrics);
   writePorts(out, metrics);
+  writeNatPool(out, metrics);
   writeOwn(out, metrics);
   return out;
 }

@@ -53,6 +53,7 @@ VIP, VIP6 = "198.18.100.1", "2001:db8:100::1"
 LOCAL, LOCAL6 = "198.18.1.20", "2001:db8:1::20"
 CLIENT_MTU = 1280
 DOWNLOAD_BYTES = 100 * 1024 * 1024
+METRICS_PORT = 19464  # in berthd's namespace
 
 
 def namespace_of(backend):
@@ -78,6 +79,7 @@ def config_text(backends, weights=None):
         "        gateway: 198.18.0.254, egress: downlink }",
         '    - { name: downlink, device: net_af_packet1, ipv4: 198.18.1.10, ipv6: "2001:db8:1::10",',
         '        snat_addresses: [%s, "%s"] }' % (LOCAL, LOCAL6),
+        "metrics: { listen: 127.0.0.1:%d }" % METRICS_PORT,
         "services:",
     ]
     for name, vip, v6 in (("web", VIP, False), ("web6", VIP6, True)):
@@ -247,6 +249,12 @@ class FullNat(unittest.TestCase):
             self.assertIsNone(non_2xx, text)
             print("\n  wrk to %s: %d requests in 3 s, no error" % (vip, requests), file=sys.stderr)
         self.assertGreater(self.counter("nat_opened"), 0)
+        metrics = run("ip", "netns", "exec", LB, "curl", "-s",
+                      "http://127.0.0.1:%d/metrics" % METRICS_PORT).stdout
+        # One worker, no RSS: the whole range of each pair is worker 0's.
+        self.assertIn('berth_nat_pool_worker_ports{port="downlink",address="%s",service="web",'
+                      'backend="bk1",worker="0"} 64512' % LOCAL, metrics)
+        self.assertRegex(metrics, r'berth_nat_events_total\{event="opened"\} [1-9]')
         spreads = self.instance.berthctl("status")["port_spreads"]
         self.assertIn("port 'downlink': no RSS, queue 0 takes everything; Full-NAT: 2 local "
                       "address(es), ports 1024-65535", spreads)

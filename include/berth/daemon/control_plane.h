@@ -15,6 +15,7 @@
 #include "berth/config/config.h"
 #include "berth/control/drain_state.h"
 #include "berth/control/fleet_binding.h"
+#include "berth/control/nat_pool.h"
 #include "berth/control/neighbor_resolver.h"
 #include "berth/control/periodic_jobs.h"
 #include "berth/control/rate_meter.h"
@@ -212,6 +213,7 @@ class ControlPlane : private ReloadTarget, private CommandTarget {
   ReplyChannels replies_;
   RateMeter rates_;
   TrafficRateMeter traffic_rates_;  // per service and backend
+  NatPools nat_pools_;              // each worker's share of the Full-NAT pools, for metrics
   Config config_;                   // as the config file gives it; what is in force is in tables_
   // Every service's settings in force, tables, health and drains, in config order (the health
   // monitor's order), with what each table change moved.

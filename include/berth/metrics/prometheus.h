@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "berth/control/nat_pool.h"
 #include "berth/control/reload_history.h"
 #include "berth/control/reports.h"
 #include "berth/metrics/port_stats.h"
@@ -60,6 +61,10 @@ struct MetricsSnapshot {
   std::vector<PortStats> ports;       // the latest reading; none before the first
   std::optional<FleetMetrics> fleet;  // with a fleet section
   ReloadHistory reloads;
+  // Full-NAT's pools (control/nat_pool.h), at most a bounded number of (local address,
+  // backend) pairs; nat_pool_omitted counts the rest.
+  std::vector<NatPoolRow> nat_pool;
+  uint64_t nat_pool_omitted = 0;
 };
 
 // Label values escaped as the exposition format asks: backslash, double quote and newline.

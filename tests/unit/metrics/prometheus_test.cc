@@ -66,6 +66,16 @@ TEST(PrometheusTest, EveryFamilyOnceWithItsSamples) {
   EXPECT_THAT(text, HasSubstr("berth_nat_sessions_capacity{worker=\"0\"} 4096\n"));
   EXPECT_THAT(text, Not(HasSubstr("berth_nat_sessions{worker=\"1\"}")));
   EXPECT_THAT(text, HasSubstr("berth_nat_events_total{event=\"opened\"} 6\n"));
+  EXPECT_THAT(text, Not(HasSubstr("berth_nat_pool_ports"))) << "no fullnat service";
+  MetricsSnapshot pooled = sample();
+  pooled.nat_pool.push_back({"down", "198.18.1.20", "web", "web-1", 4000, {1990, 2010}});
+  const std::string pool_text = prometheusText(pooled);
+  EXPECT_THAT(pool_text, HasSubstr("berth_nat_pool_ports{port=\"down\",address=\"198.18.1.20\","
+                                   "service=\"web\",backend=\"web-1\"} 4000\n"));
+  EXPECT_THAT(pool_text,
+              HasSubstr("berth_nat_pool_worker_ports{port=\"down\",address=\"198.18.1.20\","
+                        "service=\"web\",backend=\"web-1\",worker=\"1\"} 2010\n"));
+  EXPECT_THAT(pool_text, HasSubstr("berth_nat_pool_pairs_omitted 0\n"));
   EXPECT_THAT(text, HasSubstr("berth_drops_total{reason=\"no_service\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("berth_parse_errors_total{error=\"truncated\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("berth_conntrack_events_total{event=\"hit\"} 7\n"));

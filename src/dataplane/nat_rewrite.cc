@@ -44,6 +44,35 @@ uint16_t adjustedL4Checksum(uint16_t checksum, const uint8_t* addresses, const u
   return udp && checksum == 0 ? 0xffff : checksum;
 }
 
+// The one's complement change of replacing `length` bytes (a multiple of 4) of old with new:
+// the sum of ~old and new, 32 bits at a time in the machine's byte order, unfolded. The
+// Internet checksum is the same in either byte order (RFC 1071, 2.(B)), so a checksum loaded
+// as it lies takes the change as it is.
+uint64_t changeOf(const uint8_t* old_bytes, const uint8_t* new_bytes, size_t length) {
+  uint64_t sum = 0;
+  for (size_t i = 0; i < length; i += 4) {
+    uint32_t old_word;
+    uint32_t new_word;
+    std::memcpy(&old_word, old_bytes + i, 4);
+    std::memcpy(&new_word, new_bytes + i, 4);
+    sum += static_cast<uint32_t>(~old_word);
+    sum += new_word;
+  }
+  return sum;
+}
+
+// The checksum at `at` (as it lies) adjusted by `change` (RFC 1624, equation 3).
+uint16_t changedChecksum(const uint8_t* at, uint64_t change) {
+  uint16_t checksum;
+  std::memcpy(&checksum, at, 2);
+  uint64_t sum = static_cast<uint16_t>(~checksum) + change;
+  sum = (sum & 0xffffffff) + (sum >> 32);
+  sum = (sum & 0xffff) + (sum >> 16);
+  sum = (sum & 0xffff) + (sum >> 16);
+  sum = (sum & 0xffff) + (sum >> 16);
+  return static_cast<uint16_t>(~sum);
+}
+
 }  // namespace
 
 void rewriteEndpoints(Frame& frame, const ParsedPacket& packet, const NatEndpoints& to) {
@@ -54,13 +83,20 @@ void rewriteEndpoints(Frame& frame, const ParsedPacket& packet, const NatEndpoin
   uint8_t* addresses = ip + (v4 ? kIpv4Source : kIpv6Source);  // source, then destination
   const EndpointBytes bytes(to, address_length);
   const bool udp = packet.flow.protocol == kProtocolUdp;
+  // The addresses' change counts twice over IPv4: in the header's checksum and in the TCP or
+  // UDP pseudo-header's. Summed once, in 32-bit words.
+  const uint64_t address_change = changeOf(addresses, bytes.addresses, 2 * address_length);
   uint8_t* l4_checksum = l4 + (udp ? kUdpChecksum : kTcpChecksum);
-  storeBigEndian16(l4_checksum,
-                   adjustedL4Checksum(loadBigEndian16(l4_checksum), addresses, l4, bytes, udp, v4));
+  // A UDP datagram sent without a checksum (0, IPv4 only) keeps none; one that comes out 0 is
+  // sent as 0xffff (RFC 768).
+  if (!(udp && v4 && l4_checksum[0] == 0 && l4_checksum[1] == 0)) {
+    uint16_t checksum = changedChecksum(l4_checksum, address_change + changeOf(l4, bytes.ports, 4));
+    if (udp && checksum == 0) checksum = 0xffff;
+    std::memcpy(l4_checksum, &checksum, 2);
+  }
   if (v4) {
-    const uint16_t header_checksum = loadBigEndian16(ip + kIpv4Checksum);
-    storeBigEndian16(ip + kIpv4Checksum,
-                     adjustChecksum(header_checksum, addresses, bytes.addresses, 8));
+    const uint16_t checksum = changedChecksum(ip + kIpv4Checksum, address_change);
+    std::memcpy(ip + kIpv4Checksum, &checksum, 2);
   }
   std::memcpy(addresses, bytes.addresses, 2 * address_length);
   std::memcpy(l4, bytes.ports, 4);

@@ -167,10 +167,13 @@ class BackendServers:
             self.stop(name)
 
 
-def curl(namespace, vip, path="/", local_port=None, max_time=10):
-    """A request from `namespace`: (curl's status, body, the X-Backend header)."""
+def curl(namespace, vip, path="/", local_port=None, max_time=10, extra=()):
+    """A request from `namespace` (an IPv6 VIP too; `extra`: more curl options): (curl's status,
+    body, the X-Backend header)."""
+    host = "[%s]" % vip if ":" in vip else vip
     command = ["ip", "netns", "exec", namespace, "curl", "-sS", "--max-time", str(max_time),
-               "-w", "\n--berth-headers--%{header_json}", "http://%s:%d%s" % (vip, HTTP_PORT, path)]
+               "-w", "\n--berth-headers--%{header_json}", *extra,
+               "http://%s:%d%s" % (host, HTTP_PORT, path)]
     if local_port:
         command[5:5] = ["--local-port", str(local_port)]
     result = subprocess.run(command, capture_output=True, timeout=max_time + 10)

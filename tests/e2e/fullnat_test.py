@@ -24,11 +24,9 @@ Usage: fullnat_test.py BERTHD BERTHCTL
 """
 import atexit
 import hashlib
-import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -156,20 +154,9 @@ class Topology:
             run("ip", "link", "del", link, check=False)
 
 
-def curl(vip, path="/", local_port=None, max_time=10, extra=()):
+def curl(vip, path="/", local_port=None, max_time=10):
     """A request from the client: (curl's status, body, the X-Backend header)."""
-    host = "[%s]" % vip if ":" in vip else vip
-    command = ["ip", "netns", "exec", CLIENT, "curl", "-sS", "--max-time", str(max_time),
-               "-w", "\n--berth-headers--%{header_json}", *extra,
-               "http://%s:%d%s" % (host, HTTP_PORT, path)]
-    if local_port:
-        command[5:5] = ["--local-port", str(local_port)]
-    result = subprocess.run(command, capture_output=True, timeout=max_time + 10)
-    if result.returncode != 0:
-        return result.returncode, result.stderr, None
-    body, _, headers = result.stdout.rpartition(b"\n--berth-headers--")
-    backend = json.loads(headers).get("x-backend", [None])[0]
-    return 0, body, backend
+    return e2e_support.curl(CLIENT, vip, path, local_port, max_time)
 
 
 def pattern_sha256(length):

@@ -12,6 +12,7 @@
 #include "berth/dataplane/icmp_reply.h"
 #include "berth/dataplane/nat_rewrite.h"
 #include "berth/dataplane/neighbor_reply.h"
+#include "support/checksums.h"
 #include "support/frames.h"
 #include "support/packet_builder.h"
 
@@ -49,41 +50,6 @@ Bytes tcp4() {
 Bytes tcp6() {
   return concat({ethernet(kEtherTypeIpv6), ipv6(kClient6, kVip6, kProtocolTcp, 20 + 100),
                  tcp(40000, 443), payload(100)});
-}
-
-// RFC 1071 over `length` bytes from `sum`, folded.
-uint32_t sumOf(const uint8_t* bytes, size_t length, uint32_t sum = 0) {
-  for (size_t i = 0; i + 1 < length; i += 2) sum += uint32_t{bytes[i]} << 8 | bytes[i + 1];
-  if (length % 2 == 1) sum += uint32_t{bytes[length - 1]} << 8;
-  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-  return sum;
-}
-
-// Fills an IP packet's header checksum (IPv4) and its TCP, UDP, ICMP or ICMPv6 checksum, at
-// `l3` in `frame`: a Full-NAT rewrite adjusts checksums, so its input needs right ones.
-Bytes withChecksums(Bytes frame, size_t l3) {
-  const bool v4 = (frame[l3] >> 4) == 4;
-  const size_t header = v4 ? (frame[l3] & 0x0F) * 4 : 40;
-  const uint8_t protocol = v4 ? frame[l3 + 9] : frame[l3 + 6];
-  const size_t total = v4 ? (size_t{frame[l3 + 2]} << 8 | frame[l3 + 3])
-                          : 40 + (size_t{frame[l3 + 4]} << 8 | frame[l3 + 5]);
-  if (v4) {
-    putBigEndian16(frame, l3 + 10, 0);
-    putBigEndian16(frame, l3 + 10, static_cast<uint16_t>(~sumOf(&frame[l3], header)));
-  }
-  const size_t at = l3 + header +
-                    (protocol == kProtocolTcp   ? 16
-                     : protocol == kProtocolUdp ? 6
-                                                : 2);
-  putBigEndian16(frame, at, 0);
-  uint32_t pseudo = 0;
-  if (protocol != kProtocolIcmp) {
-    pseudo = v4 ? sumOf(&frame[l3 + 12], 8) : sumOf(&frame[l3 + 8], 32);
-    pseudo += static_cast<uint32_t>(total - header) + protocol;
-  }
-  putBigEndian16(frame, at,
-                 static_cast<uint16_t>(~sumOf(&frame[l3 + header], total - header, pseudo)));
-  return frame;
 }
 
 NatEndpoints endpoints(const IpAddress& source, uint16_t source_port, const IpAddress& destination,

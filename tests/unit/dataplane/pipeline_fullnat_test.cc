@@ -18,6 +18,7 @@
 #include "berth/dataplane/explain.h"
 #include "berth/dataplane/pipeline.h"
 #include "berth/net/toeplitz.h"
+#include "support/checksums.h"
 #include "support/counters.h"
 #include "support/frames.h"
 #include "support/packet_builder.h"
@@ -68,60 +69,6 @@ services:
       backends: [ { name: a, address: "2001:db8:1::2", mac: "02:00:00:00:01:02" } ] }
 )");
   return yaml;
-}
-
-// RFC 1071 over `bytes` from `sum`, folded.
-uint32_t sumOf(const uint8_t* bytes, size_t length, uint32_t sum = 0) {
-  for (size_t i = 0; i + 1 < length; i += 2) sum += uint32_t{bytes[i]} << 8 | bytes[i + 1];
-  if (length % 2 == 1) sum += uint32_t{bytes[length - 1]} << 8;
-  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-  return sum;
-}
-
-// Whether an IP packet's header checksum (IPv4) and its TCP, UDP or ICMPv6 checksum verify,
-// written here rather than taken from the code under test.
-bool checksumsVerify(const Bytes& frame) {
-  const size_t l3 = 14;
-  const bool v4 = (frame[l3] >> 4) == 4;
-  const size_t header = v4 ? (frame[l3] & 0x0F) * 4 : 40;
-  const uint8_t protocol = v4 ? frame[l3 + 9] : frame[l3 + 6];
-  const size_t total = v4 ? (size_t{frame[l3 + 2]} << 8 | frame[l3 + 3])
-                          : 40 + (size_t{frame[l3 + 4]} << 8 | frame[l3 + 5]);
-  if (v4 && sumOf(&frame[l3], header) != 0xFFFF) return false;
-  const size_t l4_length = total - header;
-  uint32_t pseudo = 0;
-  if (protocol != kProtocolIcmp) {
-    pseudo = v4 ? sumOf(&frame[l3 + 12], 8) : sumOf(&frame[l3 + 8], 32);
-    pseudo += static_cast<uint32_t>(l4_length) + protocol;
-  }
-  return sumOf(&frame[l3 + header], l4_length, pseudo) == 0xFFFF;
-}
-
-// Fills the IPv4 header checksum and the L4 checksum of a built frame (at offset 14).
-Bytes withChecksums(Bytes frame) {
-  const size_t l3 = 14;
-  const bool v4 = (frame[l3] >> 4) == 4;
-  const size_t header = v4 ? (frame[l3] & 0x0F) * 4 : 40;
-  const uint8_t protocol = v4 ? frame[l3 + 9] : frame[l3 + 6];
-  const size_t total = v4 ? (size_t{frame[l3 + 2]} << 8 | frame[l3 + 3])
-                          : 40 + (size_t{frame[l3 + 4]} << 8 | frame[l3 + 5]);
-  if (v4) {
-    putBigEndian16(frame, l3 + 10, 0);
-    putBigEndian16(frame, l3 + 10, static_cast<uint16_t>(~sumOf(&frame[l3], header)));
-  }
-  const size_t at = l3 + header +
-                    (protocol == kProtocolTcp   ? 16
-                     : protocol == kProtocolUdp ? 6
-                                                : 2);
-  putBigEndian16(frame, at, 0);
-  uint32_t pseudo = 0;
-  if (protocol != kProtocolIcmp) {
-    pseudo = v4 ? sumOf(&frame[l3 + 12], 8) : sumOf(&frame[l3 + 8], 32);
-    pseudo += static_cast<uint32_t>(total - header) + protocol;
-  }
-  putBigEndian16(frame, at,
-                 static_cast<uint16_t>(~sumOf(&frame[l3 + header], total - header, pseudo)));
-  return frame;
 }
 
 Bytes tcpFrame(const IpAddress& source, const IpAddress& destination, uint16_t source_port,

@@ -8,6 +8,7 @@ import atexit
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -220,7 +221,10 @@ class Berthd:
         self.reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)
         self.reader.start()
         deadline = time.monotonic() + timeout
-        while not any("forwarding:" in line for line in list(self.lines)):
+        # The datapath's "forwarding: N service(s), ..." line; a refused config's message may
+        # quote a "forwarding:" field, and then berthd has exited, which the loop sees.
+        started = re.compile(r"forwarding: \d+ service\(s\)")
+        while not any(started.search(line) for line in list(self.lines)):
             if time.monotonic() > deadline or self.process.poll() is not None:
                 raise RuntimeError("berthd did not start:\n" + "".join(self.lines))
             time.sleep(0.05)

@@ -17,7 +17,8 @@ request and its answer; a backend failing with the others' connections untouched
 showing a running connection's session from both sides); a 100 MB
 download, rate-limited, intact across a table change made while it runs; path MTU discovery
 through berth (the backend's 1500-byte segments meet the 1280 link, and the router's "fragmentation
-needed" reaches the backend translated). Everything the test made is removed at the end, on
+needed" reaches the backend translated); a pool of 2 addresses x 100 ports to one backend that holds
+200 connections at once, refuses the 201st and keeps the 200 answering. Everything the test made is removed at the end, on
 failure too. Needs root.
 
 Usage: fullnat_test.py BERTHD BERTHCTL
@@ -63,8 +64,13 @@ def backend_address(backend, v6=False):
     return "2001:db8:1::%d" % number if v6 else "198.18.1.%d" % number
 
 
-def config_text(backends, weights=None):
+def config_text(backends, weights=None, pool=None):
+    """berthd's config; `pool`: the downlink's local addresses and port range instead of LOCAL,
+    LOCAL6 and every port."""
     weights = weights or {}
+    local_addresses = '[%s, "%s"] }' % (LOCAL, LOCAL6)
+    if pool:
+        local_addresses = "[%s], snat_ports: %s }" % (", ".join(pool[0]), pool[1])
     lines = [
         "dataplane:",
         '  eal: ["--no-huge", "-m", "512", "--no-pci", "--file-prefix", "%s",' % PREFIX,
@@ -76,7 +82,7 @@ def config_text(backends, weights=None):
         '    - { name: uplink, device: net_af_packet0, ipv4: 198.18.0.10, ipv6: "2001:db8::10",',
         "        gateway: 198.18.0.254, egress: downlink }",
         '    - { name: downlink, device: net_af_packet1, ipv4: 198.18.1.10, ipv6: "2001:db8:1::10",',
-        '        snat_addresses: [%s, "%s"] }' % (LOCAL, LOCAL6),
+        "        snat_addresses: " + local_addresses,
         "metrics: { listen: 127.0.0.1:%d }" % METRICS_PORT,
         "services:",
     ]
@@ -347,6 +353,56 @@ class FullNat(unittest.TestCase):
             print("\n  %s's route to the local address: %s" % (backend, route.strip()),
                   file=sys.stderr)
         self.assertEqual(self.counter("drop_nat_icmp_not_translatable"), before)
+
+    def test_6_a_pool_of_two_addresses_of_100_ports_refuses_connection_201(self):
+        # One backend, 2 IPv4 local addresses x 100 ports, one worker: 200 connections at once.
+        # berthd restarts for it (a port's pool needs a restart), and again after, since the
+        # pool's tuples are held 60 s once their connections close.
+        self.instance.stop()
+        with open(self.instance.config, "w") as out:
+            out.write(config_text(["bk1"], pool=(["198.18.1.20", "198.18.1.21", '"%s"' % LOCAL6],
+                                                  "30000-30099")))
+        self.instance.start()
+        self.wait_health("bk1", "healthy", timeout=20)
+        holder = os.path.join(self.directory, "hold.py")
+        with open(holder, "w") as out:
+            out.write(HOLDER % (VIP, HTTP_PORT, VIP, HTTP_PORT))
+        try:
+            result = run("ip", "netns", "exec", CLIENT, "/usr/bin/python3", holder, timeout=120)
+            self.assertEqual(result.stdout.split(), ["held", "200", "refused", "answered", "200"],
+                             result.stdout + result.stderr)
+            self.assertGreaterEqual(self.counter("nat_ports_exhausted"), 1)
+            self.assertEqual(self.counter("nat_opened"), 200)
+        finally:
+            self.instance.stop()
+            with open(self.instance.config, "w") as out:
+                out.write(config_text(BACKENDS))
+            self.instance.start()
+            for backend in BACKENDS:
+                self.wait_health(backend, "healthy", timeout=20)
+
+
+# Run in the client's namespace: opens 200 connections to the VIP and keeps them, sees the 201st
+# refused (its SYNs are dropped: connect times out), then asks over each of the 200 and reads
+# every answer.
+HOLDER = """
+import socket
+held = []
+for _ in range(200):
+    held.append(socket.create_connection(("%s", %d), timeout=5))
+print("held", len(held))
+try:
+    socket.create_connection(("%s", %d), timeout=3)
+    print("opened")
+except OSError:
+    print("refused")
+answered = 0
+for connection in held:
+    connection.sendall(b"GET /keep HTTP/1.1\\r\\nHost: vip\\r\\n\\r\\n")
+    if connection.recv(4096).startswith(b"HTTP/1.1 200"):
+        answered += 1
+print("answered", answered)
+"""
 
 
 if __name__ == "__main__":

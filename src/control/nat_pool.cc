@@ -48,7 +48,7 @@ std::vector<NatPoolRow> NatPools::rows(const Snapshot& snapshot, const Dataplane
         if (port.reply_steering == nullptr) continue;
         const ReplySteering& steering = *port.reply_steering;
         const std::vector<uint32_t>& shares =
-            sharesFor({&steering, backend.address.family, protocol, workers});
+            sharesFor({port.reply_steering, backend.address.family, protocol, workers});
         const uint32_t mask = static_cast<uint32_t>(steering.reta().size() - 1);
         for (const NatLocalAddress& local : port.natAddresses(backend.address.family)) {
           if (rows.size() >= max_rows) {

@@ -286,7 +286,7 @@ std::unique_ptr<ReplyStream> ControlCommands::explainReply(const ControlRequest&
   } else if (!service && (local_address = natLocalAddressOf(snapshot, *flow))) {
     nat = natReplyQuestionOf(*flow, *local_address);
   }
-  if ((!service && !nat) || (!conntrack && !nat)) {
+  if (!nat && (!service || !conntrack)) {
     return wholeReply(explainAnswer(*flow, std::nullopt, ""));
   }
   // The workers look between bursts, well under a millisecond apart while they run: the reply

@@ -272,9 +272,28 @@ Stage classify(const Snapshot& snapshot, uint32_t device, Frame& frame, WorkerSt
   return out.service->forwarding == Forwarding::kFullNat ? Stage::kSessions : Stage::kPicked;
 }
 
+// The flow hash and its table slot, prefetched (stage one's third pass, below).
+inline void hashSlot(Classified& out) {
+  const SnapshotService& service = *out.service;
+  out.hash = flowHash(out.packet.flow, service.hash_fields, service.hash_seed);
+  out.entry = service.table.entryFor(out.hash);
+  __builtin_prefetch(out.entry);
+}
+
 // Stage one, third pass: the flow hash, its table slot (prefetched: the table is 128 KiB at the
 // default M, an L2 read per packet, which the rest of the burst's work then overlaps) and, with a
 // connection table, the connection's bucket hash.
+void hashFlow(const WorkerState& worker, Classified& out) {
+  const ParsedPacket& packet = out.packet;
+  const SnapshotService& service = *out.service;
+  hashSlot(out);
+  if (const ConnectionTable* table = worker.conntrack; table != nullptr) {
+    const uint16_t source_port = ConnectionKey::sourcePortOf(packet.flow, service.hash_fields);
+    out.bucket_hash = table->bucketHash(packet.flow.source, source_port,
+                                        static_cast<uint16_t>(service.counter_id));
+  }
+}
+
 // Full-NAT's part of stage one's third pass: a reply's session hash, or a client's table slot
 // (its pick, should it open a session) and session hash. Out of line, so that the other modes'
 // path through processFrames() stays as it was.
@@ -285,24 +304,9 @@ Stage classify(const Snapshot& snapshot, uint32_t device, Frame& frame, WorkerSt
         worker.nat->replyHash(natReplyKeyOf(packet, static_cast<uint16_t>(out.nat_local)));
     return;
   }
-  const SnapshotService& service = *out.service;
-  out.hash = flowHash(packet.flow, service.hash_fields, service.hash_seed);
-  out.entry = service.table.entryFor(out.hash);
-  __builtin_prefetch(out.entry);
-  if (worker.nat != nullptr) out.nat_hash = worker.nat->clientHash(natClientKeyOf(packet, service));
-}
-
-void hashFlow(const WorkerState& worker, Classified& out) {
-  const ParsedPacket& packet = out.packet;
-  const SnapshotService& service = *out.service;
-  out.hash = flowHash(packet.flow, service.hash_fields, service.hash_seed);
-  out.entry = service.table.entryFor(out.hash);
-  __builtin_prefetch(out.entry);
-  if (const ConnectionTable* table = worker.conntrack; table != nullptr) {
-    const uint16_t source_port = ConnectionKey::sourcePortOf(packet.flow, service.hash_fields);
-    out.bucket_hash = table->bucketHash(packet.flow.source, source_port,
-                                        static_cast<uint16_t>(service.counter_id));
-  }
+  hashSlot(out);
+  if (worker.nat != nullptr)
+    out.nat_hash = worker.nat->clientHash(natClientKeyOf(packet, *out.service));
 }
 
 // The snapshot index of the backend `connection` went to, or kNoBackendIndex if the snapshot no

@@ -268,13 +268,14 @@ class SnapshotBuilder {
         (address.isV4() ? view.nat_ipv4 : view.nat_ipv6).push_back({id, address});
         view.answered.push_back(address);
       }
-      if (p < port_steering_.size() && port_steering_[p] != nullptr) {
-        view.reply_steering = port_steering_[p];
-        continue;
-      }
-      BERTH_ASSIGN_OR_RETURN(ReplySteering unspread,
-                             ReplySteering::build({}, port.snat_first_port, port.snat_last_port));
-      view.reply_steering = std::make_shared<const ReplySteering>(std::move(unspread));
+      if (p < port_steering_.size()) view.reply_steering = port_steering_[p];
+    }
+    // Built here only where the caller gave none (tests, benchmarks): ports without RSS.
+    if (port_steering_.empty()) {
+      BERTH_ASSIGN_OR_RETURN(const std::vector<std::shared_ptr<const ReplySteering>> unspread,
+                             portReplySteering(dataplane_, {}));
+      for (size_t p = 0; p < unspread.size(); ++p)
+        snapshot_->ports_[p].reply_steering = unspread[p];
     }
     return absl::OkStatus();
   }
@@ -451,9 +452,8 @@ absl::StatusOr<std::vector<std::shared_ptr<const ReplySteering>>> portReplySteer
   for (size_t p = 0; p < dataplane.ports.size(); ++p) {
     const PortConfig& port = dataplane.ports[p];
     if (port.snat_addresses.empty()) continue;
-    absl::StatusOr<ReplySteering> built =
-        ReplySteering::build(p < spreads.size() ? spreads[p] : RssSpread{.key = {}, .reta = {}},
-                             port.snat_first_port, port.snat_last_port);
+    absl::StatusOr<ReplySteering> built = ReplySteering::build(
+        p < spreads.size() ? spreads[p] : RssSpread{}, port.snat_first_port, port.snat_last_port);
     if (!built.ok()) {
       return absl::Status(built.status().code(),
                           absl::StrCat("port '", port.name, "': ", built.status().message()));

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -41,9 +42,9 @@ class NatPools {
 
  private:
   // Per (steering, family, protocol): for each value of a reply hash's table bits, each queue's
-  // share of the range.
+  // share of the range. The key holds its steering, so that no other can take its address.
   struct Key {
-    const ReplySteering* steering;
+    std::shared_ptr<const ReplySteering> steering;
     IpFamily family;
     uint8_t protocol;
     uint16_t workers;

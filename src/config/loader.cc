@@ -28,6 +28,7 @@
 #include "berth/config/eal_options.h"
 #include "berth/maglev/consistent_hash.h"
 #include "berth/net/crc32c.h"
+#include "berth/net/toeplitz.h"
 #include "berth/util/status_macros.h"
 #include "berth/util/whole_file.h"
 #include "config/yaml_fields.h"
@@ -389,16 +390,58 @@ absl::Status parseRssKey(const Fields& fields, PortConfig& port) {
     port.rss_key = text == "random" ? RssKeyKind::kRandom : RssKeyKind::kSymmetric;
     return absl::OkStatus();
   }
-  const std::string hex = absl::StrReplaceAll(text, {{":", ""}});
-  // The 40 bytes most NICs take, or the 52 of Intel's 700 and 800 series.
-  if (hex.size() % 2 != 0 || hex.size() / 2 < 40 || hex.size() / 2 > 52 ||
-      !absl::c_all_of(hex, [](char c) { return absl::ascii_isxdigit(c); })) {
+  port.rss_key_bytes = rssKeyFromHex(text);
+  if (port.rss_key_bytes.empty()) {
     return fields.site("rss_key").error(
         "must be random, symmetric, or a key of 40 to 52 bytes in hex (colons optional)");
   }
-  const std::string bytes = absl::HexStringToBytes(hex);
   port.rss_key = RssKeyKind::kFixed;
-  port.rss_key_bytes.assign(bytes.begin(), bytes.end());
+  return absl::OkStatus();
+}
+
+// peer_rss: { key: symmetric | HEX, table: [QUEUE, ...] }, what the peer of a port without RSS
+// of its own spreads with. The table defaults to the 128 entries that NICs fill round robin over
+// the port's queues, which peer_rss needs given.
+absl::Status parsePeerRss(absl::string_view source, const Fields& port_fields, PortConfig& port) {
+  const YAML::Node* node = port_fields.find("peer_rss");
+  if (node == nullptr) return absl::OkStatus();
+  BERTH_ASSIGN_OR_RETURN(const Fields fields, Fields::read(source, port_fields.pathOf("peer_rss"),
+                                                           *node, {"key", "table"}));
+  if (port.queues == 0) {
+    return port_fields.site("peer_rss")
+        .error("needs queues: the number of queues the peer spreads flows over");
+  }
+  BERTH_ASSIGN_OR_RETURN(const std::string key, fields.requiredString("key"));
+  if (key == "symmetric") {
+    port.peer_rss.key = symmetricRssKey(40);
+  } else {
+    port.peer_rss.key = rssKeyFromHex(key);
+    if (port.peer_rss.key.empty()) {
+      return fields.site("key").error(
+          "must be symmetric or a key of 40 to 52 bytes in hex (colons optional)");
+    }
+  }
+  if (!fields.has("table")) {
+    for (uint16_t entry = 0; entry < 128; ++entry) {
+      port.peer_rss.table.push_back(static_cast<uint16_t>(entry % port.queues));
+    }
+    return absl::OkStatus();
+  }
+  BERTH_ASSIGN_OR_RETURN(const std::vector<std::string> entries, fields.stringList("table"));
+  const size_t size = entries.size();
+  if (size == 0 || size > 65536 || (size & (size - 1)) != 0) {
+    return fields.site("table").error(
+        absl::StrCat(size, " entries; a redirection table has a power of two of them, 1 to 65536"));
+  }
+  for (size_t i = 0; i < size; ++i) {
+    uint32_t queue = 0;
+    if (!absl::SimpleAtoi(entries[i], &queue) || queue >= port.queues) {
+      return fields.site("table").error(absl::StrCat("[", i, "]: '", entries[i],
+                                                     "' is not a queue of the port's ", port.queues,
+                                                     " (0 to ", port.queues - 1, ")"));
+    }
+    port.peer_rss.table.push_back(static_cast<uint16_t>(queue));
+  }
   return absl::OkStatus();
 }
 
@@ -481,14 +524,28 @@ absl::StatusOr<ExceptionConfig> parseException(absl::string_view source, const s
 absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string& path,
                                      const YAML::Node& node, const std::vector<std::string>& eal) {
   ErrorList errors;
-  BERTH_ASSIGN_OR_RETURN(
-      const Fields fields,
-      Fields::read(
-          source, path, node,
-          {"name", "device", "vlan", "ipv4", "ipv6", "gateway", "gateway_mac", "mtu", "queues",
-           "rx_descriptors", "tx_descriptors", "mbufs", "checksum_offload", "rss_key",
-           "learn_announcements", "exception", "egress", "snat_addresses", "snat_ports"},
-          errors));
+  BERTH_ASSIGN_OR_RETURN(const Fields fields, Fields::read(source, path, node,
+                                                           {"name",
+                                                            "device",
+                                                            "vlan",
+                                                            "ipv4",
+                                                            "ipv6",
+                                                            "gateway",
+                                                            "gateway_mac",
+                                                            "mtu",
+                                                            "queues",
+                                                            "rx_descriptors",
+                                                            "tx_descriptors",
+                                                            "mbufs",
+                                                            "checksum_offload",
+                                                            "rss_key",
+                                                            "learn_announcements",
+                                                            "exception",
+                                                            "egress",
+                                                            "snat_addresses",
+                                                            "snat_ports",
+                                                            "peer_rss"},
+                                                           errors));
   PortConfig port;
   port.line.number = fields.self().line();
   errors.assign(port.name, fields.requiredString("name"));
@@ -539,6 +596,7 @@ absl::StatusOr<PortConfig> parsePort(absl::string_view source, const std::string
   errors.assign(port.mbufs, fields.integer("mbufs", 64, 1u << 24, 0));
   errors.assign(port.checksum_offload, fields.boolean("checksum_offload", true));
   errors.record(parseRssKey(fields, port));
+  errors.record(parsePeerRss(source, fields, port));
   errors.record(parseSnat(fields, port));
   if (const YAML::Node* exception = fields.find("exception");
       exception != nullptr && !exception->IsNull()) {
@@ -579,8 +637,9 @@ absl::Status checkSharedDevice(const ErrorSite& site, const std::vector<PortConf
     return site.error(absl::StrCat("mbufs and checksum_offload differ from port '", owner.name,
                                    "' on the same device; they are the device's, give them alike"));
   }
-  if (port.rss_key != owner.rss_key || port.rss_key_bytes != owner.rss_key_bytes) {
-    return site.error(absl::StrCat("rss_key differs from port '", owner.name,
+  if (port.rss_key != owner.rss_key || port.rss_key_bytes != owner.rss_key_bytes ||
+      port.peer_rss != owner.peer_rss) {
+    return site.error(absl::StrCat("rss_key or peer_rss differs from port '", owner.name,
                                    "' on the same device; the key is the device's, give it alike"));
   }
   return absl::OkStatus();

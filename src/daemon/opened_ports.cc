@@ -185,8 +185,8 @@ absl::Status OpenedPorts::steerReplies() {
     const RssSpread& spread = ports_[p].spread;
     std::string how = "no RSS: one queue takes every reply";
     if (!spread.key.empty()) {
-      how = absl::StrCat("replies steered by RSS over a ", spread.reta.size(),
-                         "-entry redirection table");
+      how = absl::StrCat("replies steered by ", config.peer_rss.key.empty() ? "" : "the peer's ",
+                         "RSS over a ", spread.reta.size(), "-entry redirection table");
       if (!spread.udp4_ports || !spread.udp6_ports) {
         log_(absl::StrCat(
             "warning: port '", config.name,
@@ -218,12 +218,12 @@ std::vector<std::string> OpenedPorts::describeSpreads() const {
       if (spread.udp6_ports) hashed.push_back("udp6");
       const uint16_t queues =
           spread.reta.empty() ? 0 : *std::max_element(spread.reta.begin(), spread.reta.end()) + 1;
-      absl::StrAppend(&line, "RSS key ",
-                      absl::BytesToHexString(absl::string_view(
-                          reinterpret_cast<const char*>(spread.key.data()), spread.key.size())),
-                      ", ", spread.reta.size(), "-entry redirection table over ", queues,
-                      " queue(s), ports hashed for ",
-                      hashed.empty() ? "none" : absl::StrJoin(hashed, " "));
+      absl::StrAppend(
+          &line, config.peer_rss.key.empty() ? "" : "peer_rss: the peer spreads by ", "RSS key ",
+          absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(spread.key.data()),
+                                                   spread.key.size())),
+          ", ", spread.reta.size(), "-entry redirection table over ", queues,
+          " queue(s), ports hashed for ", hashed.empty() ? "none" : absl::StrJoin(hashed, " "));
     }
     if (!config.snat_addresses.empty()) {
       absl::StrAppend(&line, "; Full-NAT: ", config.snat_addresses.size(),

@@ -1,5 +1,12 @@
 #include "berth/net/toeplitz.h"
 
+#include <string>
+
+#include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_replace.h"
+
 namespace berth {
 
 uint32_t toeplitzHash(absl::Span<const uint8_t> key, absl::Span<const uint8_t> input) {
@@ -18,6 +25,22 @@ uint32_t toeplitzHash(absl::Span<const uint8_t> key, absl::Span<const uint8_t> i
     }
   }
   return hash;
+}
+
+std::vector<uint8_t> symmetricRssKey(size_t length) {
+  std::vector<uint8_t> key(length);
+  for (size_t i = 0; i < length; ++i) key[i] = i % 2 == 0 ? 0x6d : 0x5a;
+  return key;
+}
+
+std::vector<uint8_t> rssKeyFromHex(absl::string_view text) {
+  const std::string hex = absl::StrReplaceAll(text, {{":", ""}});
+  if (hex.size() % 2 != 0 || hex.size() / 2 < 40 || hex.size() / 2 > 52 ||
+      !absl::c_all_of(hex, [](char c) { return absl::ascii_isxdigit(c); })) {
+    return {};
+  }
+  const std::string bytes = absl::HexStringToBytes(hex);
+  return std::vector<uint8_t>(bytes.begin(), bytes.end());
 }
 
 }  // namespace berth

@@ -80,12 +80,6 @@ void confirmRssKey(const PortConfig& config, const OpenedPort& port, rte_eth_rss
 
 }  // namespace
 
-std::vector<uint8_t> symmetricRssKey(size_t length) {
-  std::vector<uint8_t> key(length);
-  for (size_t i = 0; i < length; ++i) key[i] = i % 2 == 0 ? 0x6d : 0x5a;
-  return key;
-}
-
 absl::StatusOr<std::vector<uint8_t>> rssKeyFor(const PortConfig& config, size_t length) {
   switch (config.rss_key) {
     case RssKeyKind::kSymmetric:
@@ -137,7 +131,10 @@ absl::Status chooseQueues(const PortConfig& config, uint16_t workers, const rte_
           "port '", config.name, "' (", port.driver, "): ", port.queues,
           " queue pairs without RSS: whatever sends to it must keep each flow on one queue "
           "(berthgen --txq does), and a memif peer must open exactly ",
-          port.queues, " queues"));
+          port.queues, " queues",
+          config.snat_addresses.empty() || !config.peer_rss.key.empty()
+              ? ""
+              : "; Full-NAT's replies need peer_rss, how the peer spreads them (docs/fullnat.md)"));
     }
   } else {
     port.rss = has_rss;
@@ -369,6 +366,13 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
   port.driver = info.driver_name;
   port.poll_only_while_link_up = port.driver == "net_memif";
   BERTH_RETURN_IF_ERROR(chooseQueues(config, workers, info, port, warnings));
+  if (port.rss && !config.peer_rss.key.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("port '", config.name, "' (line ", config.line.number,
+                     "): peer_rss is for a port "
+                     "without RSS of its own, such as memif, but ",
+                     port.driver, " spreads flows by its own key (rss_key sets it)"));
+  }
   rte_eth_conf conf;
   std::vector<uint8_t> key;
   BERTH_RETURN_IF_ERROR(deviceConf(config, info, port, conf, key));
@@ -389,6 +393,10 @@ absl::StatusOr<OpenedPort> openPort(const PortConfig& config, uint16_t workers,
   if (port.rss) {
     confirmRssKey(config, port, conf.rx_adv_conf.rss_conf, warnings);
     readBackSpread(config, info, port, warnings);
+  } else if (!config.peer_rss.key.empty()) {
+    // What the peer spreads with stands in for the RSS the device does not have.
+    port.spread.key = config.peer_rss.key;
+    port.spread.reta = config.peer_rss.table;
   }
   return port;
 }

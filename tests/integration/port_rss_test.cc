@@ -1,7 +1,7 @@
 // The RSS key a port is started with (PortConfig::rss_key, runtime/port.h), read back from the
 // device: a key anyone knows lets a sender compute flows that all land on one worker, so each
 // start draws a random one unless the config asks for the symmetric key or gives its own.
-// net_null has RSS and keeps the key it is given.
+// net_null has RSS and keeps the key it is given, so a peer's declared RSS (peer_rss) is refused.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -77,6 +77,18 @@ TEST(PortRssTest, AFixedKeyIsUsedAsGivenAndMustFitTheDevice) {
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(std::string(refused.status().message()),
               ::testing::HasSubstr("rss_key has 44 bytes, but the device takes a key of 40"));
+}
+
+// peer_rss stands in for the RSS a port lacks (memif); a device that spreads by its own key
+// would make the declared one a lie, and Full-NAT's replies would miss their workers.
+TEST(PortRssTest, APeersRssIsRefusedOnADeviceWithRssOfItsOwn) {
+  PortConfig declared = portWith(", queues: 2, peer_rss: { key: symmetric }");
+  std::vector<std::string> warnings;
+  absl::StatusOr<OpenedPort> refused = openPort(declared, 2, warnings);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::HasSubstr("peer_rss is for a port without RSS of its own, such as "
+                                   "memif, but net_null spreads flows by its own key"));
 }
 
 }  // namespace

@@ -57,6 +57,16 @@ enum class RssKeyKind : uint8_t {
   kFixed,      // given in the config
 };
 
+// What a port's peer spreads flows over the port's queues with (PortConfig::peer_rss): a packet
+// goes to queue table[toeplitz(key, tuple) & (table.size() - 1)], the tuple holding TCP's and
+// UDP's ports in both IP versions.
+struct PeerRssConfig {
+  std::vector<uint8_t> key;     // 40 to 52 bytes
+  std::vector<uint16_t> table;  // the queue of each entry, a power of two of them
+
+  friend bool operator==(const PeerRssConfig&, const PeerRssConfig&) = default;
+};
+
 // The classes of a port's traffic that go to its kernel interface, each with its own rate and
 // queue, so that a flood of one cannot starve another (docs/exception-path.md): BGP (TCP port
 // 179 to or from a configured BGP neighbour), ARP and neighbour discovery, the health checks'
@@ -137,6 +147,11 @@ struct PortConfig {
   // default a random key is drawn at each start.
   RssKeyKind rss_key = RssKeyKind::kRandom;
   std::vector<uint8_t> rss_key_bytes;  // kFixed: the key, as long as the NIC's
+  // For a port without RSS of its own whose peer spreads flows over its queues (memif): the
+  // Toeplitz key and redirection table the peer spreads with, as a NIC's RSS would, so that
+  // Full-NAT chooses local ports whose replies the peer puts on the owning worker's queue
+  // (docs/fullnat.md). Empty key: not declared.
+  PeerRssConfig peer_rss;
   // Whether a gratuitous ARP or an unsolicited neighbour advertisement may change a next hop's
   // MAC here. Off, only replies to berth's own requests do (docs/neighbors.md).
   bool learn_announcements = false;
@@ -169,7 +184,8 @@ struct ConntrackConfig {
   uint32_t tcp_closing_s = 10;
   uint32_t udp_s = 30;
   // Full-NAT sessions per core (dataplane/nat_sessions.h), live and in their reuse hold
-  // together: about 192 bytes each. Allocated only where a port has snat_addresses.
+  // together: 208 bytes each at a power of two (docs/fullnat.md). Allocated only where a port has
+  // snat_addresses.
   uint32_t nat_sessions_per_core = 1 << 18;
 
   friend bool operator==(const ConntrackConfig&, const ConntrackConfig&) = default;

@@ -2,7 +2,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace berth {
@@ -31,5 +33,13 @@ inline constexpr uint8_t kMicrosoftRssKey[40] = {
     0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3,
     0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3,
     0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa};
+
+// The symmetric key: 0x6d5a repeated to `length` bytes, which makes Toeplitz give a flow and its
+// reverse the same hash (Woo and Park, 2012).
+std::vector<uint8_t> symmetricRssKey(size_t length);
+
+// A key written in hex, colons between its bytes optional: the 40 bytes most NICs take, or the
+// 52 of Intel's 700 and 800 series. Empty when `text` is no such key.
+std::vector<uint8_t> rssKeyFromHex(absl::string_view text);
 
 }  // namespace berth

@@ -10,6 +10,7 @@
 #include "berth/config/config.h"
 #include "berth/dataplane/reply_steering.h"
 #include "berth/net/mac_address.h"
+#include "berth/net/toeplitz.h"
 #include "berth/runtime/port_readings.h"
 
 namespace berth {
@@ -26,8 +27,9 @@ struct OpenedPort {
   uint16_t queues = 0;  // RX/TX queue pairs; queue q is served by worker q
   bool rss = false;
   // How the device spreads what it receives, as read back from it once started: its key, its
-  // redirection table and which flows it hashes with their ports (rss_hf). Empty without RSS:
-  // everything to queue 0. Full-NAT chooses local ports by it (dataplane/reply_steering.h).
+  // redirection table and which flows it hashes with their ports (rss_hf). Without RSS, what
+  // the config's peer_rss declares the peer spreads with, or empty: everything to queue 0.
+  // Full-NAT chooses local ports by it (dataplane/reply_steering.h).
   RssSpread spread;
   // The port's PMD may be polled only while its link is up (WorkerQueue says how workers obey).
   // True for net_memif: DPDK 22.11's eth_memif_rx and eth_memif_tx compute their ring's address,
@@ -78,10 +80,6 @@ PortStats readPortStats(const OpenedPort& port);
 // Stops and closes the port, detaches its device and frees its mempool, if it owns the device.
 // Call after every worker has stopped.
 void closePort(OpenedPort& port);
-
-// The symmetric RSS key: 0x6d5a repeated, which makes Toeplitz give a flow and its reverse the
-// same hash (Woo and Park, 2012), for `length` bytes.
-std::vector<uint8_t> symmetricRssKey(size_t length);
 
 // The RSS key of `length` bytes (the device's) that `config.rss_key` asks for: drawn from
 // getrandom(2) for kRandom, so no sender can compute flows that all land on one worker, the

@@ -309,7 +309,7 @@ INSTANTIATE_TEST_SUITE_P(
                             "      vlan: 7\n      rss_key: symmetric\n      ipv4: 198.18.0.11\n"
                             "services: []\n",
                   "bad.yaml:6:7: dataplane.ports[1]",
-                  "rss_key differs from port 'p0' on the same device"},
+                  "rss_key or peer_rss differs from port 'p0' on the same device"},
         BadConfig{"an egress port that is not there",
                   PORT_HEAD "      ipv4: 198.18.0.10\n      egress: downlink\nservices: []\n",
                   "bad.yaml:6:15: dataplane.ports[0].egress", "no port named 'downlink'"},
@@ -408,6 +408,30 @@ INSTANTIATE_TEST_SUITE_P(
                   "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
                   "rss_key: \"6d:5a:6d:5a\" }\nservices: []\n",
                   "bad.yaml:3:66: dataplane.ports[0].rss_key", "a key of 40 to 52 bytes"},
+        BadConfig{"a peer's RSS without the queues it spreads over",
+                  "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+                  "peer_rss: { key: symmetric } }\nservices: []\n",
+                  "bad.yaml:3:", "dataplane.ports[0].peer_rss: needs queues"},
+        BadConfig{"a peer's RSS key that is not one",
+                  "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+                  "queues: 2, peer_rss: { key: \"6d:5a\" } }\nservices: []\n",
+                  "bad.yaml:3:", "dataplane.ports[0].peer_rss.key: must be symmetric or a key"},
+        BadConfig{"a peer's redirection table that is not a power of two",
+                  "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+                  "queues: 2, peer_rss: { key: symmetric, table: [0, 1, 0] } }\nservices: []\n",
+                  "bad.yaml:3:",
+                  "dataplane.ports[0].peer_rss.table: 3 entries; a redirection "
+                  "table has a power of two of them"},
+        BadConfig{"a peer's redirection table naming a queue the port lacks",
+                  "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+                  "queues: 2, peer_rss: { key: symmetric, table: [0, 2] } }\nservices: []\n",
+                  "bad.yaml:3:",
+                  "dataplane.ports[0].peer_rss.table: [1]: '2' is not a queue of "
+                  "the port's 2 (0 to 1)"},
+        BadConfig{"a peer's RSS with an unknown key",
+                  "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+                  "queues: 2, peer_rss: { key: symmetric, queues: 2 } }\nservices: []\n",
+                  "bad.yaml:3:", "dataplane.ports[0].peer_rss.queues: unknown key"},
         BadConfig{
             "a local port range that is not FIRST-LAST",
             "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
@@ -961,6 +985,31 @@ TEST(ConfigLoaderTest, FullNatLocalAddressesAndPortsLoadAndDefault) {
   const PortConfig port;
   EXPECT_EQ(port.snat_first_port, 1024);
   EXPECT_EQ(port.snat_last_port, 65535);
+}
+
+TEST(ConfigLoaderTest, PeerRssLoadsWithARoundRobinTableByDefault) {
+  const std::string key(80, 'a');
+  absl::StatusOr<Config> config = parseConfig(
+      "dataplane:\n  ports:\n"
+      "    - { name: p0, device: net_null0, ipv4: 198.18.0.10, queues: 3,\n"
+      "        peer_rss: { key: symmetric } }\n"
+      "    - { name: p1, device: net_null1, ipv4: 198.18.1.10, queues: 2,\n"
+      "        peer_rss: { key: \"" +
+          key + "\", table: [1, 1, 0, 1] } }\nservices: []\n",
+      "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const PeerRssConfig& symmetric = config->dataplane.ports[0].peer_rss;
+  ASSERT_EQ(symmetric.key.size(), 40u);
+  EXPECT_EQ(symmetric.key[0], 0x6d);
+  EXPECT_EQ(symmetric.key[39], 0x5a);
+  ASSERT_EQ(symmetric.table.size(), 128u) << "as a NIC fills its table: round robin";
+  EXPECT_EQ(symmetric.table[0], 0);
+  EXPECT_EQ(symmetric.table[4], 1);
+  EXPECT_EQ(symmetric.table[127], 1);
+  const PeerRssConfig& fixed = config->dataplane.ports[1].peer_rss;
+  EXPECT_EQ(fixed.key, std::vector<uint8_t>(40, 0xaa));
+  EXPECT_THAT(fixed.table, ::testing::ElementsAre(1, 1, 0, 1));
+  EXPECT_TRUE(PortConfig().peer_rss.key.empty()) << "not declared unless given";
 }
 
 TEST(ConfigLoaderTest, ConntrackSettingsLoadAndDefault) {

@@ -1,6 +1,7 @@
 #include "berth/gen/sink.h"
 
 #include <rte_byteorder.h>
+#include <rte_ip.h>
 
 #include <algorithm>
 #include <bit>
@@ -9,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "berth/dataplane/snapshot.h"
+#include "berth/gen/backend_reply.h"
 #include "berth/net/flow_hash.h"
 
 namespace berth {
@@ -136,7 +138,8 @@ Sink::Sink(const std::vector<GenFlow>* flows, SourceNet source_v4, SourceNet sou
       gue_port_(gue_port),
       ns_per_tsc_(1e9 / static_cast<double>(tsc_hz)),
       flows_state_(flows->size()),
-      expected_(9100) {
+      expected_(9100),
+      reply_(9100) {
   given_up_.reserve(kMissingKept);
 }
 
@@ -278,9 +281,16 @@ void Sink::check(const uint8_t* ip, size_t length, const BackendKey& backend, ui
   }
   std::memcpy(&key.source_port, ip + l4, 2);
   std::memcpy(&key.destination_port, ip + l4 + 2, 2);
-  const int64_t index =
-      flowIndexOf(key, key.family == IpFamily::kIpv4 ? source_v4_ : source_v6_, *flows_);
+  const SourceNet& source = key.family == IpFamily::kIpv4 ? source_v4_ : source_v6_;
+  const int64_t index = flowIndexOf(key, source, *flows_);
   if (index < 0) {
+    FlowKey reversed = key;
+    std::swap(reversed.source, reversed.destination);
+    std::swap(reversed.source_port, reversed.destination_port);
+    if (const int64_t replied = flowIndexOf(reversed, source, *flows_); replied >= 0) {
+      checkReply(ip, length, l4, static_cast<uint32_t>(replied), now_tsc);
+      return;
+    }
     ++(tcp && rte_be_to_cpu_16(key.source_port) < kFirstSourcePort ? totals_.flood
                                                                    : totals_.foreign);
     return;
@@ -305,20 +315,83 @@ void Sink::check(const uint8_t* ip, size_t length, const BackendKey& backend, ui
     ++totals_.corrupt;
     return;
   }
+  record(static_cast<uint32_t>(index), sequence, sent_tsc, backend, now_tsc);
+}
+
+void Sink::record(uint32_t flow, uint32_t sequence, uint64_t sent_tsc, const BackendKey& backend,
+                  uint64_t now_tsc) {
   ++totals_.verified;
   if (now_tsc >= sent_tsc) {
     latency_.add(static_cast<uint64_t>(static_cast<double>(now_tsc - sent_tsc) * ns_per_tsc_));
   }
-
   const int32_t backend_index = backendIndex(backend);
   ++backend_packets_[static_cast<size_t>(backend_index)];
-  FlowState& state = flows_state_[static_cast<size_t>(index)];
+  FlowState& state = flows_state_[flow];
   if (state.backend < 0) {
     state.backend = backend_index;
   } else if (state.backend != backend_index) {
     state.moved = true;
   }
-  recordSequence(static_cast<uint32_t>(index), state, sequence);
+  recordSequence(flow, state, sequence);
+}
+
+void Sink::checkReply(const uint8_t* ip, size_t length, size_t l4, uint32_t flow_index,
+                      uint64_t now_tsc) {
+  // What the backend sent back (backend_reply.h): the request's payload, then its address.
+  const GenFlow& flow = (*flows_)[flow_index];
+  const bool tcp = flow.key.protocol == kProtocolTcp;
+  const size_t payload_at = l4 + (tcp ? (ip[l4 + 12] >> 4) * 4u : 8);
+  const size_t stamp_at = l4 + (tcp ? 20 : 12);
+  if (length < stamp_at + kStampBytes + kReplyBackendBytes || payload_at != l4 + (tcp ? 20 : 8)) {
+    ++totals_.corrupt;
+    return;
+  }
+  const size_t request_length = length - kReplyBackendBytes;
+  uint32_t sequence;
+  if (tcp) {
+    std::memcpy(&sequence, ip + l4 + 4, 4);
+    sequence = rte_be_to_cpu_32(sequence);
+  } else {
+    std::memcpy(&sequence, ip + l4 + 8, 4);
+  }
+  uint64_t sent_tsc;
+  std::memcpy(&sent_tsc, ip + stamp_at, kStampBytes);
+  // Every checksum as berthd left it must hold, and the payload must be the request's.
+  std::memcpy(reply_.data(), ip, length);
+  bool intact;
+  if (flow.key.family == IpFamily::kIpv4) {
+    auto* header = reinterpret_cast<rte_ipv4_hdr*>(reply_.data());
+    const uint16_t ip_checksum = header->hdr_checksum;
+    header->hdr_checksum = 0;
+    intact = rte_ipv4_cksum(header) == ip_checksum;
+    header->hdr_checksum = ip_checksum;
+    uint8_t* checksum = reply_.data() + l4 + (tcp ? 16 : 6);
+    uint16_t l4_checksum;
+    std::memcpy(&l4_checksum, checksum, 2);
+    std::memset(checksum, 0, 2);
+    intact = intact && rte_ipv4_udptcp_cksum(header, reply_.data() + l4) == l4_checksum;
+  } else {
+    auto* header = reinterpret_cast<rte_ipv6_hdr*>(reply_.data());
+    uint8_t* checksum = reply_.data() + l4 + (tcp ? 16 : 6);
+    uint16_t l4_checksum;
+    std::memcpy(&l4_checksum, checksum, 2);
+    std::memset(checksum, 0, 2);
+    intact = rte_ipv6_udptcp_cksum(header, reply_.data() + l4) == l4_checksum;
+  }
+  const size_t frame_length = 14 + request_length;
+  if (!intact || frame_length > expected_.size() || frame_length < minimumFrameSize(flow) ||
+      buildFrame(flow, flow_index, sequence, sent_tsc, frame_length, MacAddress{}, MacAddress{},
+                 expected_.data()) != frame_length ||
+      std::memcmp(expected_.data() + 14 + payload_at, ip + payload_at,
+                  request_length - payload_at) != 0) {
+    ++totals_.corrupt;
+    return;
+  }
+  IpAddress backend;
+  backend.family = flow.key.family;
+  std::memcpy(backend.bytes.data(), ip + request_length,
+              flow.key.family == IpFamily::kIpv4 ? 4 : 16);
+  record(flow_index, sequence, sent_tsc, BackendKey::of(backend), now_tsc);
 }
 
 void Sink::recordSequence(uint32_t flow, FlowState& state, uint32_t sequence) {

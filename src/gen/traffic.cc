@@ -8,11 +8,15 @@
 #include <rte_udp.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "berth/net/toeplitz.h"
 
 namespace berth {
 namespace {
@@ -279,12 +283,6 @@ size_t buildMalformedFrame(uint64_t kind, uint64_t random, const MacAddress& sou
 
 namespace {
 
-// The 82599 datasheet's RSS verification key, the one RSS examples and drivers default to.
-constexpr uint8_t kStandardRssKey[40] = {
-    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3,
-    0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3,
-    0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa};
-
 uint32_t hostWord(const uint8_t* bytes) {
   uint32_t word;
   std::memcpy(&word, bytes, sizeof(word));
@@ -306,16 +304,72 @@ uint32_t rssHashOf(const FlowKey& key) {
     tuple[words++] = static_cast<uint32_t>(rte_be_to_cpu_16(key.source_port)) << 16 |
                      rte_be_to_cpu_16(key.destination_port);
   }
-  return rte_softrss(tuple, static_cast<uint32_t>(words), kStandardRssKey);
+  return rte_softrss(tuple, static_cast<uint32_t>(words), kMicrosoftRssKey);
+}
+
+QueueSpread QueueSpread::standard(uint16_t queues) {
+  QueueSpread spread;
+  spread.key.assign(std::begin(kMicrosoftRssKey), std::end(kMicrosoftRssKey));
+  for (uint16_t entry = 0; entry < 128; ++entry) {
+    spread.table.push_back(static_cast<uint16_t>(entry % std::max<uint16_t>(queues, 1)));
+  }
+  return spread;
+}
+
+absl::StatusOr<QueueSpread> QueueSpread::parse(absl::string_view key, absl::string_view table,
+                                               uint16_t queues) {
+  QueueSpread spread = standard(queues);
+  if (key == "symmetric") {
+    spread.key = symmetricRssKey(40);
+  } else if (!key.empty()) {
+    spread.key = rssKeyFromHex(key);
+    if (spread.key.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rss-key '", key, "': expected symmetric, or 40 to 52 bytes in hex (colons optional)"));
+    }
+  }
+  if (table.empty()) return spread;
+  spread.table.clear();
+  for (absl::string_view entry : absl::StrSplit(table, ',')) {
+    uint32_t queue = 0;
+    if (!absl::SimpleAtoi(entry, &queue) || queue >= queues) {
+      return absl::InvalidArgumentError(absl::StrCat("--rss-table '", table, "': '", entry,
+                                                     "' is not one of the ", queues,
+                                                     " TX queue(s) (0 to ", queues - 1, ")"));
+    }
+    spread.table.push_back(static_cast<uint16_t>(queue));
+  }
+  const size_t size = spread.table.size();
+  if ((size & (size - 1)) != 0 || size > 65536) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rss-table '", table, "': ", size,
+                     " entries; a redirection table has a power of two of them, 1 to 65536"));
+  }
+  return spread;
+}
+
+uint32_t QueueSpread::hashOf(const FlowKey& flow) const {
+  // Addresses, then the ports of TCP and UDP, in network byte order (net/toeplitz.h).
+  std::array<uint8_t, 36> input{};
+  const size_t address = flow.family == IpFamily::kIpv4 ? 4 : 16;
+  std::copy_n(flow.source.begin(), address, input.begin());
+  std::copy_n(flow.destination.begin(), address, input.begin() + address);
+  size_t length = 2 * address;
+  if (flow.protocol == kProtocolTcp || flow.protocol == kProtocolUdp) {
+    std::memcpy(input.data() + length, &flow.source_port, 2);
+    std::memcpy(input.data() + length + 2, &flow.destination_port, 2);
+    length += 4;
+  }
+  return toeplitzHash(key, absl::MakeConstSpan(input.data(), length));
 }
 
 std::vector<std::vector<uint32_t>> spreadOverQueues(const std::vector<GenFlow>& flows,
-                                                    uint16_t queues) {
-  std::vector<std::vector<uint32_t>> spread(std::max<uint16_t>(queues, 1));
+                                                    const QueueSpread& spread, uint16_t queues) {
+  std::vector<std::vector<uint32_t>> spread_flows(std::max<uint16_t>(queues, 1));
   for (uint32_t f = 0; f < flows.size(); ++f) {
-    spread[rssHashOf(flows[f].key) % spread.size()].push_back(f);
+    spread_flows[spread.queueOf(flows[f].key)].push_back(f);
   }
-  return spread;
+  return spread_flows;
 }
 
 }  // namespace berth

@@ -12,6 +12,7 @@ the time and still loses nothing once traffic comes. berthgen's option errors na
 Usage: berthgen_memif_test.py BERTHD BERTHCTL BERTHGEN
 """
 import json
+import re
 import os
 import shutil
 import signal
@@ -23,6 +24,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.request
 
 BERTHD, BERTHCTL, BERTHGEN = sys.argv.pop(1), sys.argv.pop(1), sys.argv.pop(1)
 PID = os.getpid()
@@ -77,8 +79,11 @@ VIPS = ["198.18.100.1:80/tcp", "198.18.100.2:53/udp", "[2001:db8::80]:443/tcp",
 
 class BerthdOnMemif(unittest.TestCase):
     """berthd on the server side of a memif, with QUEUES queue pairs and a worker for each."""
+    CONFIG = CONFIG
+    VIPS = VIPS
     QUEUES = 1
     CONNTRACK = ""  # a dataplane.conntrack section, indented
+    RSS_KEY = ""  # the key berthd's port declares its peer spreads with (peer_rss), if any
     # The memif client's ring size, log2 (memif rsize), and berthgen's --window: at most that
     # many packets in flight per queue pair, so that what berthd sends back always fits the
     # ring towards berthgen. Without the window, what was in flight spanned both rings: berthd
@@ -98,9 +103,9 @@ class BerthdOnMemif(unittest.TestCase):
             # The main lcore on CPU 1, off the workers' CPU (docs/nics.md), beside berthgen.
             lcores = ",".join(["0@1"] + ["%d@0" % lcore for lcore in range(1, self.QUEUES + 1)])
             queues = ", queues: %d" % self.QUEUES if self.QUEUES > 1 else ""
-            out.write(CONFIG.format(pid=PID, socket=self.socket, berthd_mac=BERTHD_MAC,
-                                    gen_mac=GEN_MAC, lcores=lcores, queues=queues,
-                                    conntrack=self.CONNTRACK))
+            out.write(self.CONFIG.format(pid=PID, socket=self.socket, berthd_mac=BERTHD_MAC,
+                                         gen_mac=GEN_MAC, lcores=lcores, queues=queues,
+                                         conntrack=self.CONNTRACK, peer_rss_key=self.RSS_KEY))
         self.control = os.path.join(self.directory, "berth.sock")
         self.berthd = subprocess.Popen(["taskset", "-c", "0", BERTHD, "--", "--config", self.config,
                                         "--control-socket", self.control],
@@ -145,7 +150,7 @@ class BerthdOnMemif(unittest.TestCase):
                    "--json", results, "--quiet", "--txq", str(self.QUEUES)]
         if self.RING_LOG2 and self.WINDOW:
             command += ["--window", str(1 << self.RING_LOG2)]
-        for vip in VIPS:
+        for vip in self.VIPS:
             command += ["--vip", vip]
         return command
 
@@ -332,6 +337,182 @@ class BerthgenOverTwoMemifQueues(BerthdOnMemif):
         dsr_flows = sum(b["flows"] for b in results["backends"] if b["backend"].count(":") == 5)
         self.assertEqual(connections, 4000 - dsr_flows, "each flow tracked once, by one worker")
         self.assertTrue([l for l in self.lines if "2 queue pair(s)" in l], "".join(self.lines))
+
+
+FULLNAT_CONFIG = """dataplane:
+  eal: ["--no-huge", "-m", "512", "--no-pci", "--file-prefix", "berth-gen-lb-{pid}",
+        "--lcores", "{lcores}", "--log-level", "lib.eal:error",
+        "--vdev", "net_memif0,role=server,socket={socket},socket-abstract=no,mac={berthd_mac}"]
+  conntrack: {{ nat_sessions_per_core: 65536 }}
+  ports:
+    - {{ name: p0, device: net_memif0, ipv4: 198.18.0.10, ipv6: "2001:db8:ff::10",
+        gateway_mac: "{gen_mac}"{queues},
+        snat_addresses: [198.18.0.20, 198.18.0.21, "2001:db8:ff::20"], snat_ports: 10000-19999,
+        peer_rss: {{ key: "{peer_rss_key}" }} }}
+services:
+  - name: web
+    vip: 198.18.100.1
+    port: 80
+    protocol: tcp
+    forwarding: fullnat
+    backends:
+      - {{ name: web-1, address: 198.18.1.2 }}
+      - {{ name: web-2, address: 198.18.1.3 }}
+      - {{ name: web-3, address: 198.18.1.4 }}
+  - name: dns
+    vip: 198.18.100.2
+    port: 53
+    protocol: udp
+    forwarding: fullnat
+    backends:
+      - {{ name: dns-1, address: 198.18.2.2 }}
+      - {{ name: dns-2, address: 198.18.2.3 }}
+  - name: web6
+    vip: "2001:db8::80"
+    port: 443
+    protocol: tcp
+    forwarding: fullnat
+    backends:
+      - {{ name: v6-1, address: "2001:db8:2::2" }}
+      - {{ name: v6-2, address: "2001:db8:2::3" }}
+"""
+
+
+class FullNatOverTwoMemifQueues(BerthdOnMemif):
+    """Full-NAT with two workers and no NIC (docs/fullnat.md, "Testing without a NIC"): berthgen
+    spreads the clients' flows over two memif queues by Toeplitz with the key and table berthd's
+    port declares as peer_rss, answers every packet berthd sends a backend as that backend would,
+    and puts each answer on the queue the same hash gives it, as a NIC would. Each worker chose
+    its sessions' local ports so that their replies hash to its own queue: every reply reaches
+    the worker that owns its session, and every packet comes back to its client intact, from the
+    backend the table picks."""
+    CONFIG = FULLNAT_CONFIG
+    VIPS = ["198.18.100.1:80/tcp", "198.18.100.2:53/udp", "[2001:db8::80]:443/tcp"]
+    QUEUES = 2
+
+    def run_fullnat(self, key):
+        # Clients from networks of their own, apart from the port's and the local addresses.
+        return self.berthgen("--flows", "4000", "--rate", "20000", "--duration", "2",
+                             "--src-net", "198.19.0.0/16", "--reflect", "--rss-key", key)
+
+    def check_every_reply_reached_its_owner(self):
+        results, text = self.run_fullnat(self.RSS_KEY)
+        for key in ("lost", "corrupt", "foreign", "duplicates", "reordered", "flows_moved",
+                    "flows_unseen", "reflect_dropped"):
+            self.assertEqual(results[key], 0, "%s\n%s" % (key, text))
+        self.assertEqual(results["verified"], results["sent"], text)
+        self.assertEqual(results["reflected"], results["sent"], "each packet answered once")
+        self.assertEqual(results["table"]["match"], 4000, text)
+        queues = results["tx_queues"]
+        for queue in queues:
+            self.assertAlmostEqual(queue["flows"] / 4000, 0.5, delta=0.05, msg=text)
+            self.assertEqual(queue["replies_sent"], queue["sent"],
+                             "queue %d: the replies to its flows' sessions came back to it, and "
+                             "no other's" % queue["queue"])
+        stats = self.berthctl("stats")["stats"]
+        counters = stats["counters"]
+        self.assertEqual(counters.get("nat_reply_no_session", 0), 0, counters)
+        self.assertEqual(counters.get("nat_client_no_session", 0), 0, counters)
+        self.assertEqual(counters.get("nat_ports_exhausted", 0), 0, counters)
+        self.assertEqual([w["rx_packets"] for w in stats["per_worker"]],
+                         [2 * q["sent"] for q in queues],
+                         "worker w took queue w's packets and the replies of its own sessions")
+        self.assertEqual(sum(b["connections"] for b in self.berthctl("backends")["backends"]),
+                         4000, "each flow one session, on one worker")
+        spread = self.berthctl("status")["port_spreads"][0]
+        self.assertIn("peer_rss: the peer spreads by RSS key ", spread)
+        self.assertIn("128-entry redirection table over 2 queue(s)", spread)
+        self.assertTrue([l for l in self.lines if "replies steered by the peer's RSS" in l],
+                        "".join(self.lines))
+
+
+class FullNatOverTwoMemifQueuesRandomKey(FullNatOverTwoMemifQueues):
+    RSS_KEY = os.urandom(40).hex()
+
+    def test_every_reply_reaches_the_worker_that_owns_its_session(self):
+        self.check_every_reply_reached_its_owner()
+
+    def test_a_peer_spreading_by_another_key_than_declared_is_caught(self):
+        """The control: replies hashed by a key berthd was not told of reach the worker that
+        owns their session only by chance, and the rest are dropped as replies without one."""
+        results = os.path.join(self.directory, "results.json")
+        command = self.berthgen_command(results) + [
+            "--flows", "4000", "--rate", "20000", "--duration", "1", "--drain", "0.2",
+            "--src-net", "198.19.0.0/16", "--reflect", "--rss-key", os.urandom(40).hex()]
+        subprocess.run(command, capture_output=True, text=True, timeout=120)
+        with open(results) as source:
+            lost = json.load(source)["lost"]
+        dropped = self.berthctl("stats")["stats"]["counters"].get("nat_reply_no_session", 0)
+        self.assertGreater(dropped, 0)
+        self.assertEqual(dropped, lost, "each reply the wrong worker took is a packet lost")
+
+
+class FullNatOverTwoMemifQueuesSymmetricKey(FullNatOverTwoMemifQueues):
+    RSS_KEY = "symmetric"
+
+    def test_every_reply_reaches_the_worker_that_owns_its_session(self):
+        self.check_every_reply_reached_its_owner()
+
+
+POOL_CONFIG = """dataplane:
+  eal: ["--no-huge", "-m", "512", "--no-pci", "--file-prefix", "berth-gen-lb-{pid}",
+        "--lcores", "{lcores}", "--log-level", "lib.eal:error",
+        "--vdev", "net_memif0,role=server,socket={socket},socket-abstract=no,mac={berthd_mac}"]
+  conntrack: {{ nat_sessions_per_core: 4096 }}
+  ports:
+    - {{ name: p0, device: net_memif0, ipv4: 198.18.0.10, gateway_mac: "{gen_mac}"{queues},
+        snat_addresses: [198.18.0.20], snat_ports: 10000-10099,
+        peer_rss: {{ key: "{peer_rss_key}" }} }}
+metrics: {{ listen: "127.0.0.1:0" }}
+services:
+  - {{ name: web, vip: 198.18.100.1, port: 80, protocol: tcp, forwarding: fullnat,
+      backends: [ {{ name: web-1, address: 198.18.1.2 }} ] }}
+"""
+
+
+class FullNatPoolSharedByTwoWorkers(BerthdOnMemif):
+    """One local address with 100 ports to one backend, two workers: each worker owns the ports
+    whose replies the peer's RSS brings to its queue, its share is exported, and once it is used
+    up a new connection on that worker is refused and counted while those it holds keep
+    working."""
+    CONFIG = POOL_CONFIG
+    VIPS = ["198.18.100.1:80/tcp"]
+    QUEUES = 2
+    RSS_KEY = os.urandom(40).hex()
+
+    def metrics(self):
+        url = next(re.search(r"metrics: (http://\S+)", line).group(1)
+                   for line in list(self.lines) if "metrics: http://" in line)
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.read().decode()
+
+    def per_worker(self, text, pattern):
+        return {int(w): int(v) for w, v in re.findall(pattern + r'worker="(\d+)"\} (\d+)', text)}
+
+    def test_each_workers_share_is_exported_and_exceeding_it_is_refused_and_counted(self):
+        results, text = self.berthgen("--flows", "400", "--rate", "4000", "--duration", "1",
+                                      "--src-net", "198.19.0.0/16", "--reflect",
+                                      "--rss-key", self.RSS_KEY)
+        metrics = self.metrics()
+        shares = self.per_worker(metrics, r'berth_nat_pool_worker_ports\{port="p0",'
+                                 r'address="198.18.0.20",service="web",backend="web-1",')
+        self.assertEqual(sorted(shares), [0, 1], metrics)
+        self.assertEqual(sum(shares.values()), 100, "the two shares make up the range")
+        self.assertTrue(all(share > 0 for share in shares.values()), shares)
+        sessions = self.per_worker(metrics, r"berth_nat_sessions\{")
+        self.assertEqual(sessions, shares, "each worker holds as many sessions as its share")
+        counters = self.berthctl("stats")["stats"]["counters"]
+        self.assertEqual(counters["nat_opened"], 100, counters)
+        self.assertEqual(counters["nat_ports_exhausted"], 300, "each refused flow's SYN")
+        self.assertEqual(counters.get("nat_reply_no_session", 0), 0, counters)
+        self.assertEqual(results["flows_unseen"], 300, text)
+        self.assertEqual(results["table"]["match"], 100, text)
+        # The 100 connections held lost nothing to the 300 refused beside them.
+        served = sum(b["packets"] for b in results["backends"])
+        self.assertEqual(served, results["verified"])
+        self.assertEqual(results["corrupt"] + results["duplicates"] + results["reordered"], 0)
+        self.assertEqual(counters.get("nat_client_no_session", 0) + results["verified"],
+                         results["sent"] - 300, "the refused flows' other packets, dropped")
 
 
 class MemifPeerConnectingToFourQueues(BerthdOnMemif):

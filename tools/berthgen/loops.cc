@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "berth/config/loader.h"
 #include "berth/dataplane/counters.h"
+#include "berth/gen/backend_reply.h"
 #include "berth/gen/sink.h"
 #include "berth/runtime/port.h"
 #include "berth/runtime/unmap_guard.h"
@@ -38,17 +39,41 @@ std::atomic<bool> g_interrupted{false};
 
 namespace {
 
+// --reflect: whether `mbuf` was a frame to a Full-NAT backend, now answered and on its way.
+bool reflected(Receiver& receiver, rte_mbuf* mbuf) {
+  if (receiver.vips == nullptr || mbuf->nb_segs != 1) return false;
+  FlowKey reply;
+  const size_t length = replyAsBackend(rte_pktmbuf_mtod(mbuf, uint8_t*), rte_pktmbuf_data_len(mbuf),
+                                       rte_pktmbuf_data_len(mbuf) + rte_pktmbuf_tailroom(mbuf),
+                                       *receiver.vips, receiver.gue_port, reply);
+  if (length == 0) return false;
+  mbuf->data_len = static_cast<uint16_t>(length);
+  mbuf->pkt_len = static_cast<uint32_t>(length);
+  rte_ring* ring = receiver.replies[receiver.spread->queueOf(reply)];
+  if (ring == nullptr || rte_ring_sp_enqueue(ring, mbuf) != 0) {
+    rte_pktmbuf_free(mbuf);
+    receiver.reflect_dropped.add(1);
+  } else {
+    receiver.reflected.add(1);
+  }
+  return true;
+}
+
 void receiveOnce(Receiver& receiver, uint16_t queue, uint64_t now) {
   rte_mbuf* mbufs[64];
   const uint16_t got = rte_eth_rx_burst(receiver.port, queue, mbufs, 64);
   if (got == 0) return;
+  uint16_t kept = 0;
   for (uint16_t i = 0; i < got; ++i) {
+    if (reflected(receiver, mbufs[i])) continue;
     receiver.sink->receive(rte_pktmbuf_mtod(mbufs[i], const uint8_t*),
                            rte_pktmbuf_data_len(mbufs[i]), now);
+    mbufs[kept++] = mbufs[i];
   }
-  rte_pktmbuf_free_bulk(mbufs, got);
+  rte_pktmbuf_free_bulk(mbufs, kept);
   receiver.frames.add(got);
-  receiver.queue_frames[queue].add(got);
+  // What came back to the clients: the backends' replies are on their way out again.
+  receiver.queue_frames[queue].add(kept);
   receiver.verified.set(receiver.sink->totals().verified);
   receiver.last_rx_tsc = now;
 }
@@ -91,6 +116,7 @@ class SendLoop {
       const uint64_t now = rte_rdtsc();
       if (options_.count != 0 ? total_ >= sender_.count : now >= sender_.end_tsc) break;
       if (also_receive != nullptr) receivePass(*also_receive);
+      sendReplies();
       if (sender_.flood_rate > 0) sendFlood(now);
       if (sender_.stalled) break;
       sendFlows(now);
@@ -100,6 +126,28 @@ class SendLoop {
     sender_.flow_packets = n_;
     sender_.stop_tsc = rte_rdtsc();
     sender_.done.store(true, std::memory_order_release);
+  }
+
+  // --reflect: what the receiver left on this queue's ring, sent.
+  void sendReplies() {
+    if (sender_.replies == nullptr) return;
+    const unsigned taken = rte_ring_sc_dequeue_burst(
+        sender_.replies, reinterpret_cast<void**>(burst_.data()), burst_.size(), nullptr);
+    if (taken == 0) return;
+    transmit(burst_.data(), static_cast<uint16_t>(taken));
+    sender_.replies_sent.add(taken);
+  }
+
+  // After the run: replies and, for a sender that also receives, receiving, until the main
+  // lcore says stop.
+  void serveUntilStopped(Receiver* also_receive) {
+    rte_rcu_qsbr_thread_online(sender_.rcu, sender_.rcu_id);
+    while (!sender_.receiver->stop.load(std::memory_order_acquire)) {
+      rte_rcu_qsbr_quiescent(sender_.rcu, sender_.rcu_id);
+      if (also_receive != nullptr) receivePass(*also_receive);
+      sendReplies();
+    }
+    rte_rcu_qsbr_thread_offline(sender_.rcu, sender_.rcu_id);
   }
 
  private:
@@ -196,6 +244,7 @@ class SendLoop {
 
   // A burst of the flows' packets (and the malformed share), at the rate and within the count.
   void sendFlows(uint64_t now) {
+    if (mine_.empty()) return;  // a queue RSS gave no flow, running for --reflect's replies
     uint64_t want = options_.burst;
     if (options_.rate != 0) {
       const auto allowed = static_cast<uint64_t>(static_cast<double>(now - sender_.start_tsc) /
@@ -256,8 +305,6 @@ class SendLoop {
   uint64_t window_full_since_ = 0;
 };
 
-void sendLoop(Sender& sender, Receiver* also_receive) { SendLoop(sender).run(also_receive); }
-
 void receiveLoop(Receiver& receiver) {
   rte_rcu_qsbr_thread_online(receiver.rcu, receiver.rcu_id);
   while (!receiver.stop.load(std::memory_order_acquire)) {
@@ -271,10 +318,13 @@ void receiveLoop(Receiver& receiver) {
 
 int senderMain(void* argument) {
   auto* pair = static_cast<std::pair<Sender*, Receiver*>*>(argument);
-  sendLoop(*pair->first, pair->second);
-  // The replies to the last packets are still on their way: receiving goes on from this lcore
-  // without a pause until the main lcore says stop.
-  if (pair->second != nullptr) receiveLoop(*pair->second);
+  SendLoop loop(*pair->first);
+  loop.run(pair->second);
+  // The replies to the last packets are still on their way: receiving, and answering as the
+  // backends, go on from this lcore without a pause until the main lcore says stop.
+  if (pair->second != nullptr || pair->first->replies != nullptr) {
+    loop.serveUntilStopped(pair->second);
+  }
   return 0;
 }
 

@@ -6,6 +6,7 @@
 
 #include <rte_mbuf.h>
 #include <rte_rcu_qsbr.h>
+#include <rte_ring.h>
 
 #include <array>
 #include <atomic>
@@ -57,6 +58,11 @@ class PcapWriter {
 
 struct Receiver;
 
+// --txq's bound, and so the most RX queues the receiver polls.
+inline constexpr uint16_t kMaxQueues = 64;
+// Each sender's ring of replies to send (--reflect): more than any --window the tests give.
+inline constexpr unsigned kReplyRingSize = 16384;
+
 // What one sending lcore does; read by the main lcore while it runs (single-writer counters).
 struct Sender {
   const GenOptions* options = nullptr;
@@ -79,6 +85,10 @@ struct Sender {
   PcapWriter* pcap = nullptr;
   rte_rcu_qsbr* rcu = nullptr;         // the unmap guard's: a quiescent state between bursts
   const Receiver* receiver = nullptr;  // its RX queue's count of what came back (--window)
+  // --reflect: the backends' replies the receiver put on this queue, sent between bursts and,
+  // once the sender is done, until the receiver stops.
+  rte_ring* replies = nullptr;
+  Counter replies_sent;
   std::atomic<bool> done{false};
   bool stalled = false;  // the port took nothing for kTxStallSeconds: the run stopped early
   uint64_t start_tsc = 0;
@@ -99,9 +109,6 @@ struct Sender {
   Counter flood;
 };
 
-// --txq's bound, and so the most RX queues the receiver polls.
-inline constexpr uint16_t kMaxQueues = 64;
-
 struct Receiver {
   uint16_t port = 0;
   uint16_t queues = 1;  // polls every RX queue of the port
@@ -111,6 +118,15 @@ struct Receiver {
   std::atomic<bool> stop{false};
   Counter frames;
   Counter verified;
+  // --reflect: the Full-NAT frames answered as their backends (gen/backend_reply.h), each reply
+  // put on the ring of the sender whose TX queue the spread picks for it, as a NIC would (a TX
+  // queue has one writer); and those a full ring turned away.
+  const std::vector<VipTarget>* vips = nullptr;  // set: reflect
+  uint16_t gue_port = 0;
+  const QueueSpread* spread = nullptr;
+  std::array<rte_ring*, kMaxQueues> replies{};
+  Counter reflected;
+  Counter reflect_dropped;
   // Frames per RX queue: what came back of what the sender on that queue pair sent (--window).
   std::array<Counter, kMaxQueues> queue_frames;
   uint64_t last_rx_tsc = 0;

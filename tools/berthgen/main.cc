@@ -10,6 +10,7 @@
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
 #include <rte_rcu_qsbr.h>
+#include <rte_ring.h>
 
 #include <atomic>
 #include <chrono>
@@ -72,7 +73,7 @@ absl::StatusOr<Plan> planRun(std::vector<char*> app_argv) {
       makeFlows(options.vips, options.source_v4, options.source_v6, options.flows);
   if (!made.ok()) return made.status();
   plan.flows = *std::move(made);
-  plan.queue_flows = spreadOverQueues(plan.flows, options.tx_queues);
+  plan.queue_flows = spreadOverQueues(plan.flows, options.spread, options.tx_queues);
   if (!options.imix && options.packet_size_given) {
     for (const GenFlow& flow : plan.flows) {
       if (options.packet_size < minimumFrameSize(flow)) {
@@ -208,6 +209,23 @@ absl::Status prepareLoops(const Plan& plan, const Ports& ports, Run& run) {
   receiver.queues = ports.receiving().queues;
   receiver.sink = run.sink.get();
   receiver.rcu_id = options.tx_queues;
+  if (options.reflect) {
+    receiver.vips = &options.vips;
+    receiver.gue_port = options.gue_port;
+    receiver.spread = &options.spread;
+    for (uint16_t q = 0; q < options.tx_queues; ++q) {
+      rte_ring* ring =
+          rte_ring_create(absl::StrCat("berthgen_replies", q).c_str(), kReplyRingSize,
+                          static_cast<int>(rte_socket_id()), RING_F_SP_ENQ | RING_F_SC_DEQ);
+      if (ring == nullptr) {
+        return absl::ResourceExhaustedError(absl::StrCat("--reflect: no ring for queue ", q,
+                                                         "'s replies: ", rte_strerror(rte_errno)));
+      }
+      run.reply_rings.push_back(ring);
+      receiver.replies[q] = ring;
+      senders[q]->replies = ring;
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -259,6 +277,7 @@ void printStart(const Plan& plan, const Ports& ports) {
     for (const std::vector<uint32_t>& mine : queue_flows) std::printf(" %zu", mine.size());
     std::printf(")");
   }
+  if (options.reflect) std::printf(", answering Full-NAT's frames as the backends");
   std::printf("\n");
 }
 
@@ -335,7 +354,8 @@ absl::Status sendAndReceive(const Plan& plan, const Ports& ports,
   receivePass(receiver);
   if (!shared_lcore) rte_eal_remote_launch(receiverMain, &receiver, receiving_lcore);
   for (uint16_t q = 0; q < options.tx_queues; ++q) {
-    if (queue_flows[q].empty()) {
+    // With --reflect every queue may carry replies, flows or none.
+    if (queue_flows[q].empty() && !options.reflect) {
       senders[q]->done.store(true, std::memory_order_release);
       continue;
     }
@@ -345,8 +365,9 @@ absl::Status sendAndReceive(const Plan& plan, const Ports& ports,
   startFlood(options, senders);
   printStart(plan, ports);
   showProgress(options, senders, receiver);
+  // With --reflect the senders go on answering until the receiver stops, below.
   for (const unsigned sending : sending_lcores) {
-    if (sending != receiving_lcore) rte_eal_wait_lcore(sending);
+    if (sending != receiving_lcore && !options.reflect) rte_eal_wait_lcore(sending);
   }
   // The last packets are still on their way through berthd.
   std::this_thread::sleep_for(std::chrono::duration<double>(options.drain_s));

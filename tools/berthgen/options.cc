@@ -44,10 +44,20 @@ packet, and reports shares per backend, loss, duplicates, reordering and latency
                          nothing; packets still out after 1 s without a reply are taken as lost
                          and stop counting. Default 0: no bound
   --txq N                TX queues, each with its own sending lcore; flows are spread over them
-                         by their RSS hash (Toeplitz, standard key), as a NIC's RSS would spread
-                         them, and the rate and count are shared in proportion. The port gets as
+                         by their RSS hash (Toeplitz, --rss-key and --rss-table), as a NIC's RSS
+                         would spread them, and the rate and count are shared in proportion. The port gets as
                          many RX queues, all polled by the receiving lcore. Give N+1 worker
                          lcores (or N, and the first sender also receives). Default 1
+  --rss-key KEY          the Toeplitz key --txq spreads flows with: symmetric (0x6d5a repeated)
+                         or 40 to 52 bytes in hex, colons optional (default: the standard key,
+                         Microsoft's). Give berthd's port the same as peer_rss
+  --rss-table Q,Q,...    the redirection table: the queue of each entry, a power of two of them
+                         (default: 128 entries round robin over the --txq queues)
+  --reflect              answer what berthd sends Full-NAT backends as those backends would:
+                         each packet to a backend comes back from it, its payload followed by
+                         the backend's address, on the queue the --rss-key and --rss-table put
+                         the reply on, as a NIC would; the flows are then counted from berthd's
+                         replies to the clients (docs/fullnat.md)
   --malformed-ratio R    this fraction of packets truncated or garbage (default 0)
   --flood PPS            also this many connection attempts a second (a TCP SYN each, from a
                          new random client address and a port below 1024) to the first TCP
@@ -82,6 +92,9 @@ enum Option {
   kBurst,
   kWindow,
   kTxq,
+  kRssKey,
+  kRssTable,
+  kReflect,
   kMalformed,
   kFlood,
   kPcapOut,
@@ -109,6 +122,9 @@ const option kLongOptions[] = {
     {"burst", required_argument, nullptr, kBurst},
     {"window", required_argument, nullptr, kWindow},
     {"txq", required_argument, nullptr, kTxq},
+    {"rss-key", required_argument, nullptr, kRssKey},
+    {"rss-table", required_argument, nullptr, kRssTable},
+    {"reflect", no_argument, nullptr, kReflect},
     {"malformed-ratio", required_argument, nullptr, kMalformed},
     {"flood", required_argument, nullptr, kFlood},
     {"pcap-out", required_argument, nullptr, kPcapOut},
@@ -167,7 +183,8 @@ absl::Status optionError(const char* given) {
 }
 
 // One option of getopt_long's, `code`, with its value in optarg, into `options`.
-absl::Status applyOption(int code, char** argv, GenOptions& options) {
+absl::Status applyOption(int code, char** argv, GenOptions& options, std::string& rss_key,
+                         std::string& rss_table) {
   absl::Status status;
   switch (code) {
     case kTxDev:
@@ -228,6 +245,15 @@ absl::Status applyOption(int code, char** argv, GenOptions& options) {
       break;
     case kTxq:
       status = number<uint16_t>("txq", optarg, 1, 64, options.tx_queues);
+      break;
+    case kRssKey:
+      rss_key = optarg;
+      break;
+    case kRssTable:
+      rss_table = optarg;
+      break;
+    case kReflect:
+      options.reflect = true;
       break;
     case kMalformed:
       status = real("malformed-ratio", optarg, 0, 1, options.malformed_ratio);
@@ -301,13 +327,16 @@ absl::StatusOr<GenOptions> parseGenOptions(int argc, char** argv) {
   optind = 1;
   opterr = 0;
   int code;
+  std::string rss_key;
+  std::string rss_table;
   while ((code = getopt_long(argc, argv, "", kLongOptions, nullptr)) != -1) {
-    BERTH_RETURN_IF_ERROR(applyOption(code, argv, options));
+    BERTH_RETURN_IF_ERROR(applyOption(code, argv, options, rss_key, rss_table));
   }
   if (optind < argc) {
     return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", argv[optind], "'"));
   }
   BERTH_RETURN_IF_ERROR(checkOptions(options));
+  BERTH_ASSIGN_OR_RETURN(options.spread, QueueSpread::parse(rss_key, rss_table, options.tx_queues));
   return options;
 }
 

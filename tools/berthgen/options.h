@@ -27,6 +27,8 @@ struct GenOptions {
   uint16_t burst = 32;             // --burst N
   uint32_t window = 0;             // --window N: packets in flight per queue pair, 0: no bound
   uint16_t tx_queues = 1;          // --txq N: sending lcores, one TX queue (and RX queue) each
+  QueueSpread spread;              // --rss-key, --rss-table: how flows go to TX queues
+  bool reflect = false;            // --reflect: answer Full-NAT's frames as the backends
   double malformed_ratio = 0;      // --malformed-ratio R
   uint64_t flood = 0;              // --flood PPS: new-connection attempts a second
   std::string pcap_out;            // --pcap-out FILE

@@ -178,6 +178,14 @@ void printReport(const Plan& plan, const Run& run, const Books& books) {
   row("  corrupt", absl::StrCat(totals.corrupt));
   row("  ICMP too-big replies", absl::StrCat(totals.too_big));
   row("  not berthgen's", absl::StrCat(totals.foreign));
+  if (options.reflect) {
+    row("answered as backends", absl::StrCat(run.receiver.reflected.read()));
+    for (uint16_t q = 0; q < options.tx_queues && options.tx_queues > 1; ++q) {
+      row(absl::StrCat("  sent on TX queue ", q).c_str(),
+          absl::StrCat(senders[q]->replies_sent.read()));
+    }
+    row("  lost to a full ring", absl::StrCat(run.receiver.reflect_dropped.read()));
+  }
   if (options.flood != 0) {
     row("flood SYNs sent", absl::StrCat(books.sent_flood));
     row("  forwarded back", absl::StrCat(totals.flood));
@@ -268,6 +276,8 @@ void writeTxQueues(const Plan& plan, const Run& run, uint64_t start, JsonWriter&
         .value(static_cast<uint64_t>(plan.queue_flows[q].size()))
         .key("sent")
         .value(senders[q]->packets.read())
+        .key("replies_sent")
+        .value(senders[q]->replies_sent.read())
         .key("longest_tx_wait_us")
         .value(microseconds(run, senders[q]->longest_wait_tsc))
         .key("longest_tx_wait_ended_s")
@@ -313,6 +323,10 @@ absl::Status writeJson(const Plan& plan, const Run& run, const Books& books) {
       .value(totals.flood)
       .key("icmp_too_big")
       .value(totals.too_big)
+      .key("reflected")
+      .value(run.receiver.reflected.read())
+      .key("reflect_dropped")
+      .value(run.receiver.reflect_dropped.read())
       .key("lost")
       .value(books.lost)
       .key("duplicates")

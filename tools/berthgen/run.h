@@ -2,6 +2,9 @@
 
 // What one berthgen run is: its plan before the EAL starts, and its loops once they ran.
 
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
 #include <memory>
 #include <optional>
 #include <vector>
@@ -30,6 +33,19 @@ struct Run {
   std::unique_ptr<Sink> sink;
   std::vector<std::unique_ptr<Sender>> senders;
   Receiver receiver;
+  std::vector<rte_ring*> reply_rings;  // --reflect: each sender's
+
+  Run() = default;
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+  // Once the loops are done: the replies left unsent, and their rings.
+  ~Run() {
+    for (rte_ring* ring : reply_rings) {
+      void* mbuf;
+      while (rte_ring_sc_dequeue(ring, &mbuf) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(mbuf));
+      rte_ring_free(ring);
+    }
+  }
 };
 
 }  // namespace berth

@@ -14,11 +14,12 @@
 namespace berth {
 
 // berthgen's verifying sink: decodes what berthd sent on (ipip, gue, gre or l2dsr, told apart by
-// the outer headers), finds the flow and the packet from the inner headers and the stamp,
-// rebuilds the frame berthgen sent and compares the inner packet with it byte for byte, and keeps
-// per-flow books: which backend (outer destination address, or destination MAC for l2dsr), loss,
-// duplicates, reordering, and latency from the stamp. One sink per receiving lcore; nothing is
-// shared, nothing allocated per packet once every backend has been seen.
+// the outer headers, or a Full-NAT backend's reply that berthd translated back to the client),
+// finds the flow and the packet from the inner headers and the stamp, rebuilds the frame berthgen
+// sent and compares the inner packet with it byte for byte, and keeps per-flow books: which backend
+// (outer destination address, or destination MAC for l2dsr), loss, duplicates, reordering, and
+// latency from the stamp. One sink per receiving lcore; nothing is shared, nothing allocated per
+// packet once every backend has been seen.
 
 // A backend as the wire shows it: an outer destination address, or a destination MAC (l2dsr).
 struct BackendKey {
@@ -117,6 +118,13 @@ class Sink {
   };
   // The inner IP packet at `ip` (`length` bytes) of a frame that went to `backend`.
   void check(const uint8_t* ip, size_t length, const BackendKey& backend, uint64_t now_tsc);
+  // A Full-NAT backend's reply to flow `flow_index` (berthgen --reflect), as berthd rewrote it
+  // to come from the VIP: the IP packet at `ip`, its L4 header at `l4`.
+  void checkReply(const uint8_t* ip, size_t length, size_t l4, uint32_t flow_index,
+                  uint64_t now_tsc);
+  // Books packet `sequence` of `flow`, sent at `sent_tsc`, as verified and served by `backend`.
+  void record(uint32_t flow, uint32_t sequence, uint64_t sent_tsc, const BackendKey& backend,
+              uint64_t now_tsc);
   int32_t backendIndex(const BackendKey& backend);
   // Before `state`'s window moves up by `shift`: keeps the sequences that leave it unseen.
   void keepLeavingUnseen(uint32_t flow, const FlowState& state, uint32_t shift);
@@ -137,6 +145,7 @@ class Sink {
   SinkTotals totals_;
   LatencyHistogram latency_;
   std::vector<uint8_t> expected_;        // scratch: the frame as sent
+  std::vector<uint8_t> reply_;           // scratch: a reply, its checksums recomputed
   std::vector<MissingPacket> given_up_;  // reserved to kMissingKept up front
 };
 

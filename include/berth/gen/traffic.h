@@ -66,12 +66,30 @@ GenFlow floodFlow(const VipTarget& vip, const SourceNet& source, uint64_t random
 // TCP and UDP, ports, in that order. Through DPDK's rte_softrss.
 uint32_t rssHashOf(const FlowKey& key);
 
-// The flows' indices per TX queue: flow f goes to queue rssHashOf(f) % queues, as RSS with a
-// round-robin redirection table would place the flow's packets on a receiving NIC, so that
-// berthgen's queues (and its lcores) each carry their own share of the flows. Each queue's list
-// is in flow order.
+// How berthgen spreads flows over its TX queues, as a NIC's RSS would spread them on receipt: a
+// flow goes to queue table[toeplitz(key, its tuple) & (table.size() - 1)], the tuple holding
+// TCP's and UDP's ports. berthd's peer_rss declares the same of a memif port (docs/fullnat.md).
+struct QueueSpread {
+  std::vector<uint8_t> key;     // 40 to 52 bytes
+  std::vector<uint16_t> table;  // the queue of each entry, a power of two of entries
+
+  // The standard key (rssHashOf's) and 128 entries round robin over `queues`, as NICs fill
+  // their tables: a flow goes to queue rssHashOf(flow) % queues where `queues` is a power of two.
+  static QueueSpread standard(uint16_t queues);
+  // berthgen's --rss-key (empty: the standard key; "symmetric": 0x6d5a repeated; or 40 to 52
+  // bytes in hex, colons optional) and --rss-table (empty: 128 entries round robin; or the
+  // entries' queues, comma-separated, each below `queues`). Errors name the option.
+  static absl::StatusOr<QueueSpread> parse(absl::string_view key, absl::string_view table,
+                                           uint16_t queues);
+  uint32_t hashOf(const FlowKey& flow) const;
+  uint16_t queueOf(const FlowKey& flow) const { return table[hashOf(flow) & (table.size() - 1)]; }
+};
+
+// The flows' indices per TX queue: flow f goes to queue spread.queueOf(f), so that berthgen's
+// queues (and its lcores) each carry their own share of the flows. `queues` lists, each in flow
+// order.
 std::vector<std::vector<uint32_t>> spreadOverQueues(const std::vector<GenFlow>& flows,
-                                                    uint16_t queues);
+                                                    const QueueSpread& spread, uint16_t queues);
 
 // `count` flows over `vips`, each VIP's flows from the source network of its IP version: IPv4
 // VIPs from `source_v4`, IPv6 VIPs from `source_v6`. InvalidArgument when a network has too few

@@ -5,6 +5,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <rte_byteorder.h>
 
 #include <algorithm>
 #include <memory>
@@ -13,7 +14,9 @@
 
 #include "berth/config/loader.h"
 #include "berth/dataplane/pipeline.h"
+#include "berth/gen/backend_reply.h"
 #include "support/frames.h"
+#include "support/readdress.h"
 
 namespace berth {
 namespace {
@@ -124,6 +127,61 @@ TEST_F(SinkTest, EveryModeDecodesVerifiesAndLandsOnTheTablesBackend) {
   }
   EXPECT_EQ(sink.backends().size(), 9u) << "every backend of the four services gets flows";
   EXPECT_NEAR(static_cast<double>(sink.latency().percentile(0.5)), 500, 500 * 0.03);
+}
+
+// berthgen --reflect: flow `f`'s packet `sequence` to a Full-NAT backend, answered by it
+// (gen/backend_reply.h), and translated back by berthd to come from the VIP to the client.
+Bytes fullNatReply(const GenFlow& flow, size_t f, uint32_t sequence, uint64_t tsc,
+                   const IpAddress& backend) {
+  Bytes frame(2048);
+  frame.resize(buildFrame(flow, static_cast<uint32_t>(f), sequence, tsc, 64, kGenMac, kPortMac,
+                          frame.data()));
+  const IpAddress local = flow.key.family == IpFamily::kIpv4 ? IpAddress::v4(198, 18, 1, 20)
+                                                             : *IpAddress::parse("2001:db8:1::20");
+  frame = readdressed(frame, local, 20001, backend, 8080);
+  const size_t length = frame.size();
+  frame.resize(2048);
+  FlowKey key;
+  frame.resize(replyAsBackend(frame.data(), length, frame.size(), {}, 0, key));
+  EXPECT_GT(frame.size(), 0u);
+  const IpAddress vip{flow.key.family, flow.key.destination};
+  const IpAddress client{flow.key.family, flow.key.source};
+  return readdressed(frame, vip, rte_be_to_cpu_16(flow.key.destination_port), client,
+                     rte_be_to_cpu_16(flow.key.source_port));
+}
+
+TEST_F(SinkTest, AFullNatBackendsReplyIsVerifiedAndBookedToThatBackend) {
+  Sink sink = this->sink();
+  const IpAddress backend = IpAddress::v4(198, 18, 1, 3);
+  const IpAddress backend6 = *IpAddress::parse("2001:db8:2::3");
+  for (size_t f = 0; f < 8; ++f) {
+    const bool v4 = flows_[f].key.family == IpFamily::kIpv4;
+    for (uint32_t sequence = 0; sequence < 2; ++sequence) {
+      const Bytes reply = fullNatReply(flows_[f], f, sequence, 1000, v4 ? backend : backend6);
+      sink.receive(reply.data(), reply.size(), 1700);
+    }
+  }
+  EXPECT_EQ(sink.totals().verified, 16u);
+  EXPECT_EQ(sink.totals().corrupt + sink.totals().foreign, 0u);
+  ASSERT_EQ(sink.backends().size(), 2u);
+  for (size_t f = 0; f < 8; ++f) {
+    const bool v4 = flows_[f].key.family == IpFamily::kIpv4;
+    EXPECT_EQ(sink.backends()[static_cast<size_t>(sink.flowBackend(f))],
+              BackendKey::of(v4 ? backend : backend6));
+    EXPECT_EQ(sink.flowReceived(f), 2u);
+  }
+  EXPECT_NEAR(static_cast<double>(sink.latency().percentile(0.5)), 700, 700 * 0.03);
+
+  // A payload byte changed on the way, or a checksum berthd left wrong: corrupt.
+  Bytes changed = fullNatReply(flows_[0], 0, 2, 1000, backend);
+  changed[changed.size() - kReplyBackendBytes - 1] ^= 1;
+  changed = withChecksums(changed);
+  sink.receive(changed.data(), changed.size(), 1700);
+  Bytes bad_checksum = fullNatReply(flows_[0], 0, 3, 1000, backend);
+  bad_checksum[14 + 20 + 16] ^= 1;
+  sink.receive(bad_checksum.data(), bad_checksum.size(), 1700);
+  EXPECT_EQ(sink.totals().corrupt, 2u);
+  EXPECT_EQ(sink.totals().verified, 16u);
 }
 
 TEST_F(SinkTest, ACorruptedInnerByteIsCaughtAndAnUnknownFlowIsForeign) {

@@ -156,7 +156,8 @@ TEST(SpreadOverQueuesTest, PutsEachFlowOnItsRssQueueOnceAndSharesThemEvenly) {
   const std::vector<GenFlow> flows = *makeFlows(
       {*VipTarget::parse("198.18.100.1:80/tcp"), *VipTarget::parse("[2001:db8::1]:53/udp")},
       net("198.18.0.0/16"), net("2001:db8:ff::/64"), 20000);
-  const std::vector<std::vector<uint32_t>> spread = spreadOverQueues(flows, 4);
+  const std::vector<std::vector<uint32_t>> spread =
+      spreadOverQueues(flows, QueueSpread::standard(4), 4);
   ASSERT_EQ(spread.size(), 4u);
   std::set<uint32_t> seen;
   for (uint32_t q = 0; q < spread.size(); ++q) {
@@ -168,7 +169,55 @@ TEST(SpreadOverQueuesTest, PutsEachFlowOnItsRssQueueOnceAndSharesThemEvenly) {
     }
   }
   EXPECT_EQ(seen.size(), flows.size());
-  EXPECT_EQ(spreadOverQueues(flows, 1)[0].size(), flows.size()) << "one queue carries them all";
+  EXPECT_EQ(spreadOverQueues(flows, QueueSpread::standard(1), 1)[0].size(), flows.size())
+      << "one queue carries them all";
+}
+
+TEST(QueueSpreadTest, TheStandardSpreadHashesAsRteSoftrssWithTheMicrosoftKey) {
+  const QueueSpread standard = QueueSpread::standard(4);
+  ASSERT_EQ(standard.table.size(), 128u);
+  for (const char* vip : {"198.18.100.1:80/tcp", "[2001:db8::1]:53/udp"}) {
+    const std::vector<GenFlow> flows =
+        *makeFlows({*VipTarget::parse(vip)}, net("198.18.0.0/16"), net("2001:db8:ff::/64"), 200);
+    for (const GenFlow& flow : flows) {
+      EXPECT_EQ(standard.hashOf(flow.key), rssHashOf(flow.key)) << flow.key.toString();
+      EXPECT_EQ(standard.queueOf(flow.key), rssHashOf(flow.key) % 4);
+    }
+  }
+}
+
+TEST(QueueSpreadTest, AGivenKeyAndTableSpreadAsANicWould) {
+  const QueueSpread symmetric = *QueueSpread::parse("symmetric", "1,0,1,1", 2);
+  ASSERT_EQ(symmetric.key.size(), 40u);
+  for (size_t i = 0; i < 40; ++i) EXPECT_EQ(symmetric.key[i], i % 2 == 0 ? 0x6d : 0x5a);
+  EXPECT_EQ(symmetric.table, (std::vector<uint16_t>{1, 0, 1, 1}));
+  std::vector<uint32_t> per_queue(2, 0);
+  const std::vector<GenFlow> flows = *makeFlows({*VipTarget::parse("198.18.100.1:80/tcp")},
+                                                net("198.18.0.0/16"), net("2001:db8:ff::/64"), 400);
+  for (const GenFlow& flow : flows) {
+    FlowKey reverse = flow.key;
+    std::swap(reverse.source, reverse.destination);
+    std::swap(reverse.source_port, reverse.destination_port);
+    EXPECT_EQ(symmetric.hashOf(flow.key), symmetric.hashOf(reverse))
+        << "a symmetric key hashes a flow and its reverse alike";
+    const uint16_t queue = symmetric.queueOf(flow.key);
+    EXPECT_EQ(queue, symmetric.table[symmetric.hashOf(flow.key) & 3]);
+    ++per_queue[queue];
+  }
+  EXPECT_NEAR(per_queue[1], 300, 60) << "three entries of four name queue 1";
+
+  const std::string hex(80, 'c');
+  EXPECT_EQ(QueueSpread::parse(hex, "", 3)->key, std::vector<uint8_t>(40, 0xcc));
+  EXPECT_EQ(QueueSpread::parse(hex, "", 3)->table[5], 2) << "round robin by default";
+}
+
+TEST(QueueSpreadTest, BadKeysAndTablesNameTheOption) {
+  EXPECT_THAT(QueueSpread::parse("6d5a", "", 2).status().message(),
+              HasSubstr("--rss-key '6d5a': expected symmetric, or 40 to 52 bytes in hex"));
+  EXPECT_THAT(QueueSpread::parse("", "0,1,0", 2).status().message(),
+              HasSubstr("--rss-table '0,1,0': 3 entries; a redirection table has a power of two"));
+  EXPECT_THAT(QueueSpread::parse("", "0,2", 2).status().message(),
+              HasSubstr("--rss-table '0,2': '2' is not one of the 2 TX queue(s) (0 to 1)"));
 }
 
 TEST(FloodFlowTest, ASynFromARandomClientBelowTheFlowsPortsToTheVip) {

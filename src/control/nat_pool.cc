@@ -45,7 +45,9 @@ std::vector<NatPoolRow> NatPools::rows(const Snapshot& snapshot, const Dataplane
       const SnapshotBackend& backend = snapshot.backend(service.first_backend + b);
       for (const uint32_t out : egress) {
         const SnapshotPort& port = snapshot.port(out);
-        if (port.reply_steering == nullptr) continue;
+        if (port.reply_steering == nullptr || port.natAddresses(backend.address.family).empty()) {
+          continue;
+        }
         const ReplySteering& steering = *port.reply_steering;
         const std::vector<uint32_t>& shares =
             sharesFor({port.reply_steering, backend.address.family, protocol, workers});

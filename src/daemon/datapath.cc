@@ -111,6 +111,10 @@ absl::Status Datapath::createWorkers(const CounterIds& counter_ids) {
     BERTH_ASSIGN_OR_RETURN(WorkerPtr worker, Worker::create(setup));
     workers_.push_back(std::move(worker));
   }
+  // Worker w polls queue w: the hand-off rings by queue are the workers' in order.
+  std::vector<rte_ring*> hand_offs;
+  for (const WorkerPtr& worker : workers_) hand_offs.push_back(worker->handOffQueue());
+  for (const WorkerPtr& worker : workers_) worker->connectHandOffs(hand_offs);
   if (flow_sync_) {
     std::vector<rte_ring*> rings;
     for (const WorkerPtr& worker : workers_) rings.push_back(worker->flowExports());
@@ -270,7 +274,8 @@ std::vector<WorkerMetrics> Datapath::workerMetrics() const {
       for (const NatEvent event :
            {NatEvent::kPortsExhausted, NatEvent::kPortSearchLimit, NatEvent::kTableFull,
             NatEvent::kIndexFull, NatEvent::kSpacesFull, NatEvent::kReplyNoSession,
-            NatEvent::kClientNoSession, NatEvent::kIcmpNoSession, NatEvent::kNoLocalAddress}) {
+            NatEvent::kClientNoSession, NatEvent::kIcmpNoSession, NatEvent::kIcmpHandOffFull,
+            NatEvent::kNoLocalAddress}) {
         own.drops += worker->counters.nat.read(event);
       }
     }

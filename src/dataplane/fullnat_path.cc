@@ -23,6 +23,20 @@ bool opensSession(const ParsedPacket& packet) {
   return (packet.tcp_flags & (kTcpSyn | kTcpAck)) == kTcpSyn;
 }
 
+// An ICMP error is hashed by the NIC on its own addresses, so it may come in on another queue
+// than its session's packets. The tuple it carries (packet.flow: the session's packets as they
+// come in here, the client's or the backend's) names the queue, and so the worker, that holds
+// the session: true, with frame.owner_queue set, when that is another worker's.
+bool belongsToAnotherWorker(const Snapshot& snapshot, Frame& frame, const ParsedPacket& packet,
+                            const WorkerState& worker) {
+  const ReplySteering* steering = snapshot.port(frame.port).reply_steering.get();
+  if (steering == nullptr) return false;
+  const uint16_t owner = steering->queueOfFlow(packet.flow);
+  if (owner == worker.queue || owner > UINT8_MAX) return false;
+  frame.owner_queue = static_cast<uint8_t>(owner);
+  return true;
+}
+
 void countForwarded(const Snapshot& snapshot, WorkerState& worker, ServiceTally& tally,
                     uint32_t service_counter, uint32_t backend, size_t length) {
   tally.add(service_counter, length);
@@ -85,6 +99,9 @@ Verdict fullNatFromClient(const Snapshot& snapshot, Frame& frame, const ParsedPa
                           const SnapshotService& service, uint32_t table_pick, uint32_t flow_hash,
                           uint64_t client_hash, WorkerState& worker, ServiceTally& tally) {
   if (packet.fragment) return drop(worker, DropReason::kNatFragment);
+  if (packet.icmp_error && belongsToAnotherWorker(snapshot, frame, packet, worker)) {
+    return Verdict::kHandOff;
+  }
   NatSessionTable& nat = *worker.nat;
   const uint32_t egress = snapshot.egressOf(frame.port, service);
   NatClientEntry* entry = nat.findClient(natClientKeyOf(packet, service), client_hash);
@@ -151,6 +168,9 @@ Verdict fullNatFromBackend(const Snapshot& snapshot, Frame& frame, const ParsedP
                            uint16_t local_address, uint64_t reply_hash, WorkerState& worker,
                            ServiceTally& tally) {
   if (packet.fragment) return drop(worker, DropReason::kNatFragment);
+  if (packet.icmp_error && belongsToAnotherWorker(snapshot, frame, packet, worker)) {
+    return Verdict::kHandOff;
+  }
   NatSession* session =
       worker.nat->findReply(natReplyKeyOf(packet, local_address), reply_hash, worker.now_ms);
   if (session == nullptr) return Verdict::kDrop;  // counted as reply_no_session

@@ -1,5 +1,8 @@
 #include "berth/dataplane/reply_steering.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "berth/net/flow_key.h"
 #include "berth/net/toeplitz.h"
@@ -32,6 +35,31 @@ absl::StatusOr<ReplySteering> ReplySteering::build(const RssSpread& spread, uint
     return absl::InvalidArgumentError(
         absl::StrCat("local port range ", first_port, "-", last_port, " is empty or holds 0"));
   }
+  return make(spread, first_port, last_port);
+}
+
+absl::StatusOr<ReplySteering> ReplySteering::withoutLocalPorts(const RssSpread& spread) {
+  // 1 to 0: a range of no port (rangeSize() is 0), so no class is computed.
+  return make(spread, 1, 0);
+}
+
+uint16_t ReplySteering::queueOfFlow(const FlowKey& flow) const {
+  if (spread_.key.empty()) return reta_[0];
+  std::array<uint8_t, kIpv6Input> input{};
+  const size_t address = flow.family == IpFamily::kIpv4 ? 4 : 16;
+  std::copy_n(flow.source.begin(), address, input.begin());
+  std::copy_n(flow.destination.begin(), address, input.begin() + address);
+  size_t length = 2 * address;
+  if (hashesPorts(flow.family, flow.protocol)) {
+    std::memcpy(input.data() + length, &flow.source_port, 2);  // network byte order, as sent
+    std::memcpy(input.data() + length + 2, &flow.destination_port, 2);
+    length += 4;
+  }
+  return reta_[toeplitzHash(spread_.key, absl::MakeConstSpan(input.data(), length)) & mask_];
+}
+
+absl::StatusOr<ReplySteering> ReplySteering::make(const RssSpread& spread, uint16_t first_port,
+                                                  uint16_t last_port) {
   ReplySteering steering;
   steering.spread_ = spread;
   steering.first_port_ = first_port;

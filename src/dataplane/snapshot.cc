@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -261,14 +262,13 @@ class SnapshotBuilder {
         view.client_hop.destination_mac = *gateway_mac;
         view.client_hop_ready = true;
       }
-      if (port.snat_addresses.empty()) continue;
+      if (p < port_steering_.size()) view.reply_steering = port_steering_[p];
       for (const IpAddress& address : port.snat_addresses) {
         const auto id = static_cast<uint16_t>(snapshot_->nat_local_addresses_.size());
         snapshot_->nat_local_addresses_.push_back(address);
         (address.isV4() ? view.nat_ipv4 : view.nat_ipv6).push_back({id, address});
         view.answered.push_back(address);
       }
-      if (p < port_steering_.size()) view.reply_steering = port_steering_[p];
     }
     // Built here only where the caller gave none (tests, benchmarks): ports without RSS.
     if (port_steering_.empty()) {
@@ -449,11 +449,18 @@ absl::StatusOr<std::unique_ptr<const Snapshot>> buildSnapshot(
 absl::StatusOr<std::vector<std::shared_ptr<const ReplySteering>>> portReplySteering(
     const DataplaneConfig& dataplane, absl::Span<const RssSpread> spreads) {
   std::vector<std::shared_ptr<const ReplySteering>> steering(dataplane.ports.size());
-  for (size_t p = 0; p < dataplane.ports.size(); ++p) {
+  const bool full_nat = absl::c_any_of(
+      dataplane.ports, [](const PortConfig& port) { return !port.snat_addresses.empty(); });
+  for (size_t p = 0; p < dataplane.ports.size() && full_nat; ++p) {
     const PortConfig& port = dataplane.ports[p];
-    if (port.snat_addresses.empty()) continue;
-    absl::StatusOr<ReplySteering> built = ReplySteering::build(
-        p < spreads.size() ? spreads[p] : RssSpread{}, port.snat_first_port, port.snat_last_port);
+    const RssSpread spread = p < spreads.size() ? spreads[p] : RssSpread{};
+    // A port without local addresses but with RSS: its clients' ICMP errors find their
+    // session's worker by it.
+    if (port.snat_addresses.empty() && spread.key.empty()) continue;
+    absl::StatusOr<ReplySteering> built =
+        port.snat_addresses.empty()
+            ? ReplySteering::withoutLocalPorts(spread)
+            : ReplySteering::build(spread, port.snat_first_port, port.snat_last_port);
     if (!built.ok()) {
       return absl::Status(built.status().code(),
                           absl::StrCat("port '", port.name, "': ", built.status().message()));

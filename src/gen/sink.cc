@@ -26,6 +26,24 @@ uint16_t load16(const uint8_t* at) {
   return rte_be_to_cpu_16(value);
 }
 
+// What berthgen wrote into a flow's packet (buildFrame): its sequence number in the flow, in
+// the TCP sequence number or the first UDP payload bytes, and the TSC it left at, right after.
+struct Stamp {
+  uint32_t sequence;
+  uint64_t sent_tsc;
+};
+Stamp stampOf(const uint8_t* ip, size_t l4, bool tcp) {
+  Stamp stamp;
+  if (tcp) {
+    std::memcpy(&stamp.sequence, ip + l4 + 4, 4);
+    stamp.sequence = rte_be_to_cpu_32(stamp.sequence);
+  } else {
+    std::memcpy(&stamp.sequence, ip + l4 + 8, 4);
+  }
+  std::memcpy(&stamp.sent_tsc, ip + l4 + (tcp ? 20 : 12), kStampBytes);
+  return stamp;
+}
+
 }  // namespace
 
 BackendKey BackendKey::of(const IpAddress& address) {
@@ -295,15 +313,7 @@ void Sink::check(const uint8_t* ip, size_t length, const BackendKey& backend, ui
                                                                    : totals_.foreign);
     return;
   }
-  uint32_t sequence;
-  if (tcp) {
-    std::memcpy(&sequence, ip + l4 + 4, 4);
-    sequence = rte_be_to_cpu_32(sequence);
-  } else {
-    std::memcpy(&sequence, ip + l4 + 8, 4);
-  }
-  uint64_t sent_tsc;
-  std::memcpy(&sent_tsc, ip + stamp_at, kStampBytes);
+  const auto [sequence, sent_tsc] = stampOf(ip, l4, tcp);
 
   // The frame as berthgen built it; the inner packet must equal its IP part byte for byte.
   const GenFlow& flow = (*flows_)[static_cast<size_t>(index)];
@@ -347,15 +357,7 @@ void Sink::checkReply(const uint8_t* ip, size_t length, size_t l4, uint32_t flow
     return;
   }
   const size_t request_length = length - kReplyBackendBytes;
-  uint32_t sequence;
-  if (tcp) {
-    std::memcpy(&sequence, ip + l4 + 4, 4);
-    sequence = rte_be_to_cpu_32(sequence);
-  } else {
-    std::memcpy(&sequence, ip + l4 + 8, 4);
-  }
-  uint64_t sent_tsc;
-  std::memcpy(&sent_tsc, ip + stamp_at, kStampBytes);
+  const auto [sequence, sent_tsc] = stampOf(ip, l4, tcp);
   // Every checksum as berthd left it must hold, and the payload must be the request's.
   std::memcpy(reply_.data(), ip, length);
   bool intact;

@@ -145,6 +145,15 @@ absl::Status Worker::createRings(const WorkerSetup& setup, int socket) {
       return status;
     }
   }
+  if (setup.nat_sessions) {
+    // Any worker enqueues (multi-producer, lock-free); this one alone dequeues.
+    const std::string name = absl::StrCat(ring_name, "_hand_off");
+    hand_off_ = rte_ring_create(name.c_str(), kHandOffQueueSize, socket, RING_F_SC_DEQ);
+    if (hand_off_ == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("workers: hand-off ring: ", rte_strerror(rte_errno)));
+    }
+  }
   if (setup.peer_flows != nullptr && setup.conntrack) {
     const std::string name = absl::StrCat(ring_name, "_flows");
     flow_exports_ = rte_ring_create_elem(name.c_str(), sizeof(FlowExport), kFlowExportRingSize,
@@ -268,6 +277,7 @@ void Worker::release() {
   freeRing(control_frames_);
   for (rte_ring*& ring : to_kernel_) freeRing(ring);
   freeRing(from_kernel_);
+  freeRing(hand_off_);
   rte_ring_free(flow_exports_);  // FlowExport values, nothing to free in them
   flow_exports_ = nullptr;
   for (WorkerQueue& queue : queues_) rte_free(queue.tx_buffer);
@@ -289,7 +299,7 @@ bool Worker::queueControlFrame(rte_mbuf* mbuf) {
 unsigned Worker::controlFramesWaiting() const { return rte_ring_count(control_frames_); }
 
 void Worker::processBurst(const Snapshot& snapshot, WorkerQueue& queue, rte_mbuf** mbufs,
-                          uint16_t count) {
+                          uint16_t count, bool handed_over) {
   ScratchArray<Frame, kBurstSize> frames;  // each written whole by frameOf() before use
   Verdict verdicts[kBurstSize];
   rte_mbuf* single[kBurstSize];  // the mbufs that hold a whole frame
@@ -343,6 +353,8 @@ void Worker::processBurst(const Snapshot& snapshot, WorkerQueue& queue, rte_mbuf
       rte_eth_tx_buffer(out->port_id, out->queue, out->tx_buffer, mbuf);
     } else if (goesToKernel(verdicts[i])) {
       queueForKernel(mbuf, exceptionClassOf(verdicts[i]), frames[i].port, dropped, drop_count);
+    } else if (verdicts[i] == Verdict::kHandOff) {
+      handOff(mbuf, frames[i].owner_queue, queue.port_index, dropped, drop_count);
     } else {
       dropped[drop_count++] = mbuf;
     }
@@ -351,9 +363,39 @@ void Worker::processBurst(const Snapshot& snapshot, WorkerQueue& queue, rte_mbuf
   // chain through memory.
   counters.tx_packets.add(tx_packets);
   counters.tx_bytes.add(tx_bytes);
-  counters.rx_packets.add(count);
-  counters.rx_bytes.add(rx_bytes);
+  if (!handed_over) {
+    counters.rx_packets.add(count);
+    counters.rx_bytes.add(rx_bytes);
+  }
   if (drop_count > 0) rte_pktmbuf_free_bulk(dropped, drop_count);
+}
+
+void Worker::handOff(rte_mbuf* mbuf, uint8_t owner_queue, uint32_t device, rte_mbuf** dropped,
+                     uint16_t& drop_count) {
+  rte_ring* ring = owner_queue < hand_off_to_.size() ? hand_off_to_[owner_queue] : nullptr;
+  // The owner runs it through the pipeline as received on this device.
+  mbuf->port = static_cast<uint16_t>(device);
+  if (ring != nullptr && rte_ring_mp_enqueue(ring, mbuf) == 0) {
+    counters.nat.count(NatEvent::kIcmpHandedOff);
+  } else {
+    counters.nat.count(NatEvent::kIcmpHandOffFull);
+    dropped[drop_count++] = mbuf;
+  }
+}
+
+void Worker::takeHandOffs(const Snapshot& snapshot) {
+  rte_mbuf* frames[kBurstSize];
+  const unsigned count =
+      rte_ring_sc_dequeue_burst(hand_off_, reinterpret_cast<void**>(frames), kBurstSize, nullptr);
+  for (unsigned i = 0; i < count; ++i) {
+    WorkerQueue* queue = transmitQueueFor(frames[i]->port, nullptr);
+    if (queue == nullptr) {  // a device this worker does not poll: no session of its can be there
+      counters.nat.count(NatEvent::kIcmpNoSession);
+      rte_pktmbuf_free(frames[i]);
+      continue;
+    }
+    processBurst(snapshot, *queue, &frames[i], 1, true);
+  }
 }
 
 WorkerQueue* Worker::transmitQueueFor(uint32_t port, WorkerQueue* received_on) {
@@ -438,6 +480,10 @@ void Worker::finishBeforeSleep() {
   flush();
   if (from_kernel_ != nullptr) sendQueuedFrames(from_kernel_);
   if (control_frames_ != nullptr) sendQueuedFrames(control_frames_);
+  if (hand_off_ != nullptr && rte_ring_count(hand_off_) != 0) {
+    takeHandOffs(*snapshot_->load(std::memory_order_acquire));
+    flush();
+  }
   answerConntrackQuery();
 }
 
@@ -494,6 +540,10 @@ void Worker::run() {
     ++iteration;
     if ((iteration & kKernelCheckMask) == 0 && from_kernel_ != nullptr) {
       sendQueuedFrames(from_kernel_);
+    }
+    if ((iteration & kKernelCheckMask) == 0 && hand_off_ != nullptr &&
+        rte_ring_count(hand_off_) != 0) {
+      takeHandOffs(*snapshot_->load(std::memory_order_acquire));
     }
     if ((iteration & kControlCheckMask) == 0) {
       if (control_frames_ != nullptr) sendQueuedFrames(control_frames_);

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "berth/net/flow_key.h"
+#include "berth/net/packet_parser.h"
 #include "support/packet_builder.h"
 
 namespace berth {
@@ -61,6 +62,17 @@ inline Bytes withChecksums(Bytes frame, size_t l3 = 14) {
       static_cast<uint16_t>(~onesComplementSum(&frame[l3 + packet.header], packet.transport_length,
                                                packet.pseudoHeader(frame, l3))));
   return frame;
+}
+
+// A TCP segment with `flags` and `length` payload bytes, over IPv4 or IPv6 as the addresses are,
+// its checksums filled in.
+inline Bytes tcpFrame(const IpAddress& source, const IpAddress& destination, uint16_t source_port,
+                      uint16_t destination_port, uint8_t flags, size_t length = 100) {
+  Bytes l4 = concat({tcp(source_port, destination_port), payload(length)});
+  l4[13] = flags;
+  const Bytes l3 = source.isV4() ? ipv4(source, destination, kProtocolTcp, l4.size())
+                                 : ipv6(source, destination, kProtocolTcp, l4.size());
+  return withChecksums(concat({ethernet(source.isV4() ? kEtherTypeIpv4 : kEtherTypeIpv6), l3, l4}));
 }
 
 // Whether those checksums verify.

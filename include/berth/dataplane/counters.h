@@ -106,6 +106,8 @@ struct ConntrackCounters {
   X(kReplyNoSession, "reply_no_session")   /* to a local address, matching no live session */      \
   X(kClientNoSession, "client_no_session") /* TCP other than a SYN, of no session: dropped */      \
   X(kIcmpNoSession, "icmp_no_session")     /* an ICMP error about a flow of no session here */     \
+  X(kIcmpHandedOff, "icmp_handed_off") /* an ICMP error about another worker's session, sent it */ \
+  X(kIcmpHandOffFull, "icmp_hand_off_full") /* the same, but that worker's ring full: dropped */   \
   X(kNoLocalAddress, "no_local_address") /* new; the egress port has no address of its version */  \
   X(kBackendGone, "backend_gone")        /* a session's backend left or failed: the session ended */
 enum class NatEvent : uint8_t { BERTH_NAT_EVENTS(BERTH_ENUMERATOR) kCount };

@@ -17,6 +17,10 @@ struct Frame {
   // among the ports of the device it came in on; for a forwarded frame, the egress port it
   // leaves through.
   uint32_t port = 0;
+  // Set with Verdict::kHandOff (pipeline.h): the receive queue, and so the worker, that holds
+  // the session the frame belongs to. A byte, so that a Frame stays 40 bytes: worker w polls
+  // queue w, and DPDK's lcores (RTE_MAX_LCORE, 128 in Debian's build) bound the workers.
+  uint8_t owner_queue = 0;
   // Set by an encapsulating mode when the egress port's NIC fills in outer checksums
   // (kChecksumOffload* bits): what the NIC must fill, and the outer Ethernet and IP header
   // lengths it needs to find them. 0: every checksum is written.

@@ -34,6 +34,10 @@ enum class Verdict : uint8_t {
   // The frame was rewritten in place: send it out of the device of port frame.port (the port it
   // came in on for berth's replies, the egress port for forwarded traffic).
   kTransmit,
+  // An ICMP error about a Full-NAT session another worker holds (the NIC hashed it on its own
+  // addresses, not the session's): pass it, unchanged, to the worker of frame.owner_queue,
+  // which runs it through the pipeline again (docs/fullnat.md, "ICMP, fragments").
+  kHandOff,
   // Not berth's, on a port with a kernel interface: hand it, unchanged, to the exception path.
   // kToKernel + ExceptionClass: one verdict per class (toKernel(), exceptionClassOf()).
   kToKernel,

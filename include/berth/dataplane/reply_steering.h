@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "berth/net/flow_key.h"
 #include "berth/net/ip_address.h"
 
 namespace berth {
@@ -44,6 +45,14 @@ class ReplySteering {
   // Fails, naming the fault, on a key too short for IPv6 or a table that is not a power of two.
   static absl::StatusOr<ReplySteering> build(const RssSpread& spread, uint16_t first_port,
                                              uint16_t last_port);
+  // The spread of a port without local ports, for queueOfFlow() alone: a port whose clients'
+  // ICMP errors may need their session's worker.
+  static absl::StatusOr<ReplySteering> withoutLocalPorts(const RssSpread& spread);
+
+  // The queue the NIC puts a packet of `flow` on: an ICMP error about a session carries the
+  // session's tuple, which names the worker that holds it, whatever queue the error itself came
+  // in on (the NIC hashes an error on its own addresses). One Toeplitz hash.
+  uint16_t queueOfFlow(const FlowKey& flow) const;
 
   // The reply's hash without its local port: the backend as source, the local address as
   // destination, the backend's port as source port (where the protocol's ports are hashed).
@@ -72,6 +81,8 @@ class ReplySteering {
   const std::vector<uint16_t>& reta() const { return reta_; }
 
  private:
+  static absl::StatusOr<ReplySteering> make(const RssSpread& spread, uint16_t first_port,
+                                            uint16_t last_port);
   bool hashesPorts(IpFamily family, uint8_t protocol) const;
   uint32_t classOf(uint16_t local_port, IpFamily family, uint8_t protocol) const {
     if (!hashesPorts(family, protocol)) return 0;

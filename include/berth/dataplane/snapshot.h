@@ -97,8 +97,9 @@ struct SnapshotPort {
   absl::flat_hash_set<IpAddress> health_targets;
   // Full-NAT (docs/fullnat.md). As an egress: the port's local addresses of each IP version,
   // with their stable ids, and how its NIC spreads their replies over its queues (null: the
-  // port has none). As a receiving port: the next hop replies to its clients leave through
-  // (the port's gateway), ready once its MAC is known.
+  // port has neither local addresses nor RSS). As a receiving port: the next hop replies to its
+  // clients leave through (the port's gateway), ready once its MAC is known, and with RSS, how
+  // its NIC spreads its clients' packets (ReplySteering::queueOfFlow).
   std::vector<NatLocalAddress> nat_ipv4;
   std::vector<NatLocalAddress> nat_ipv6;
   std::shared_ptr<const ReplySteering> reply_steering;

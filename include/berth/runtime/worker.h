@@ -122,6 +122,9 @@ inline constexpr unsigned kFlowExportRingSize = 4096;
 // waiting for a worker to send them. Each port's mempool has room for them
 // (runtime/port.h, openPort).
 inline constexpr unsigned kKernelQueueSize = 256;
+// ICMP errors about its Full-NAT sessions other workers may hold for a worker: errors are rare,
+// and a flood of them beyond this is counted (icmp_hand_off_full) and dropped.
+inline constexpr unsigned kHandOffQueueSize = 256;
 
 class Worker;
 // Frees a worker made by Worker::create() and everything it allocated, the mbufs still waiting
@@ -164,6 +167,15 @@ class alignas(64) Worker final {
   // The worker's news about its off-pick connections (FlowExport elements; the worker alone
   // enqueues, the management thread alone dequeues), null without flow sync.
   rte_ring* flowExports() const { return flow_exports_; }
+  // ICMP errors other workers pass this one about its Full-NAT sessions (Verdict::kHandOff):
+  // any worker enqueues, lock-free, this one alone dequeues; null without a session table.
+  rte_ring* handOffQueue() const { return hand_off_; }
+  // Every worker's handOffQueue(), by the receive queue it polls (worker w, queue w): where
+  // this one passes the ICMP errors of another's sessions. Set once, before the workers run.
+  void connectHandOffs(std::vector<rte_ring*> by_queue) { hand_off_to_ = std::move(by_queue); }
+  // Runs the frames other workers passed this one through the pipeline, as received on their
+  // ports, without counting them received again. Public for tests; run() calls it.
+  void takeHandOffs(const Snapshot& snapshot);
 
   // Results: written by this worker only, read relaxed by the management thread.
   WorkerCounters counters;
@@ -177,7 +189,9 @@ class alignas(64) Worker final {
 
   // The per-burst step of the loop: every frame through the pipeline, transmitted ones into the
   // queue's TX buffer, dropped ones freed in bulk. Public for the pipeline benchmark.
-  void processBurst(const Snapshot& snapshot, WorkerQueue& queue, rte_mbuf** mbufs, uint16_t count);
+  // `handed_over`: frames another worker received (takeHandOffs), not counted as received here.
+  void processBurst(const Snapshot& snapshot, WorkerQueue& queue, rte_mbuf** mbufs, uint16_t count,
+                    bool handed_over = false);
 
   // Reads the link of each queue that is polled only while up (WorkerQueue), once per loop:
   // one rte_eth_link_get_nowait per such queue, about 20 cycles for memif
@@ -208,6 +222,10 @@ class alignas(64) Worker final {
   // full (or there is none), counts it as kernel_queue_full and adds it to `dropped`.
   void queueForKernel(rte_mbuf* mbuf, ExceptionClass exception_class, uint32_t port_index,
                       rte_mbuf** dropped, uint16_t& drop_count);
+  // Passes a frame received on `device` (a snapshot index) to the worker of `owner_queue`, or,
+  // when its ring is full (or there is none), counts it and adds it to `dropped`.
+  void handOff(rte_mbuf* mbuf, uint8_t owner_queue, uint32_t device, rte_mbuf** dropped,
+               uint16_t& drop_count);
   // Answers the management thread's connection-table question, if there is a new one.
   void answerConntrackQuery();
   // Before an idle sleep: sends what would otherwise wait through it (buffered TX, the kernel's
@@ -237,7 +255,9 @@ class alignas(64) Worker final {
   rte_ring* control_frames_ = nullptr;    // from the management thread: ARP/ND requests to send
   std::array<rte_ring*, kExceptionClassCount> to_kernel_{};  // to the exception path
   rte_ring* from_kernel_ = nullptr;                          // from it: the kernel's frames
-  rte_ring* flow_exports_ = nullptr;  // to the management thread: FlowExport elements
+  rte_ring* flow_exports_ = nullptr;    // to the management thread: FlowExport elements
+  rte_ring* hand_off_ = nullptr;        // from other workers: ICMP errors of this one's sessions
+  std::vector<rte_ring*> hand_off_to_;  // every worker's hand_off_, by queue
   const std::atomic<const PeerFlows*>* peer_flows_ = nullptr;
   FlowExports exports_;  // one burst's news, moved to flow_exports_ after it
   uint64_t tx_drain_cycles_ = 0;

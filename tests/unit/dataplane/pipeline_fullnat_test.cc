@@ -71,15 +71,6 @@ services:
   return yaml;
 }
 
-Bytes tcpFrame(const IpAddress& source, const IpAddress& destination, uint16_t source_port,
-               uint16_t destination_port, uint8_t flags, size_t length = 100) {
-  Bytes l4 = concat({tcp(source_port, destination_port), payload(length)});
-  l4[13] = flags;
-  const Bytes l3 = source.isV4() ? ipv4(source, destination, kProtocolTcp, l4.size())
-                                 : ipv6(source, destination, kProtocolTcp, l4.size());
-  return withChecksums(concat({ethernet(source.isV4() ? kEtherTypeIpv4 : kEtherTypeIpv6), l3, l4}));
-}
-
 Bytes udpFrame(const IpAddress& source, const IpAddress& destination, uint16_t source_port,
                uint16_t destination_port, size_t length = 40) {
   const Bytes l4 = concat({udp(source_port, destination_port, length), payload(length)});
@@ -160,6 +151,15 @@ class FullNatHarness {
     if (sent != nullptr) *sent = received.sent();
     EXPECT_TRUE(checksumsVerify(received.sent()));
     return seen(received.sent(), received.frame.port);
+  }
+
+  // The pipeline's verdict on the frame as received on port `port`, and the queue it names as
+  // the owner of the frame's session where it hands the frame off.
+  Verdict verdictOf(const Bytes& frame, uint32_t port, uint8_t* owner_queue = nullptr) {
+    ReceivedFrame received(frame);
+    const Verdict verdict = processFrame(*snapshot_, port, received.frame, worker_.state);
+    if (owner_queue != nullptr) *owner_queue = received.frame.owner_queue;
+    return verdict;
   }
 
   uint64_t count(NatEvent event) const { return worker_.counters.nat.read(event); }
@@ -518,6 +518,78 @@ TEST(PipelineFullNatTest, EachWorkersRepliesComeBackToItsOwnQueue) {
             << (symmetric ? "symmetric" : "random") << " key, queue " << queue;
       }
     }
+  }
+}
+
+// An ICMP error is hashed by the NIC on its own addresses, so it may come to any worker. The
+// worker that holds its session is the one whose queue the session's own packets come to: any
+// other hands the error to it, from the client's side and from the backend's, and it translates
+// the error as the one-worker case does.
+TEST(PipelineFullNatTest, AnIcmpErrorAboutAnotherWorkersSessionIsHandedToThatWorker) {
+  RssSpread spread;
+  for (size_t i = 0; i < 40; ++i) spread.key.push_back(static_cast<uint8_t>(i * 53 + 7));
+  for (uint16_t i = 0; i < 128; ++i) spread.reta.push_back(i % 4);
+  const std::string yaml = configWith("1024-65535");
+  const Config config = *parseConfig(yaml, "test.yaml");
+  const std::vector<std::shared_ptr<const ReplySteering>> steering =
+      *portReplySteering(config.dataplane, {spread, spread});
+  ASSERT_NE(steering[kUplink], nullptr) << "the clients' port has RSS, if no local address";
+  std::vector<std::unique_ptr<FullNatHarness>> workers;
+  for (uint16_t queue = 0; queue < 4; ++queue) {
+    workers.push_back(std::make_unique<FullNatHarness>(yaml, 4096, queue));
+    workers.back()->use(yaml, {}, steering);
+  }
+  auto error = [](const IpAddress& router, const IpAddress& to, const Bytes& about) {
+    const Bytes embedded(about.begin() + 14, about.begin() + 14 + 20 + 8);
+    const Bytes message = concat({Bytes{3, 4, 0, 0, 0, 0, 0x05, 0x00}, embedded});
+    return withChecksums(concat(
+        {ethernet(kEtherTypeIpv4), ipv4(router, to, kProtocolIcmp, message.size()), message}));
+  };
+  std::set<uint16_t> owners;
+  for (uint16_t client_port = 43000; client_port < 43040; ++client_port) {
+    // The client's SYN comes to the queue RSS gives its tuple, computed here on its own.
+    const std::vector<uint8_t> input = {198,
+                                        18,
+                                        0,
+                                        1,
+                                        198,
+                                        18,
+                                        100,
+                                        1,
+                                        static_cast<uint8_t>(client_port >> 8),
+                                        static_cast<uint8_t>(client_port),
+                                        0,
+                                        80};
+    const uint16_t owner = spread.reta[toeplitzHash(spread.key, input) & 127];
+    owners.insert(owner);
+    FullNatHarness& holder = *workers[owner];
+    const std::optional<Seen> out =
+        holder.deliver(tcpFrame(kClient, kVip, client_port, 80, kTcpSyn), kUplink);
+    ASSERT_TRUE(out.has_value());
+    const Bytes from_client_side =
+        error(kRouter, kVip, tcpFrame(kVip, kClient, 80, client_port, kTcpAck));
+    const Bytes from_backend_side =
+        error(IpAddress::v4(198, 18, 1, 254), out->source,
+              tcpFrame(out->source, kBackend, out->source_port, 80, kTcpAck));
+    for (uint16_t queue = 0; queue < 4; ++queue) {
+      if (queue == owner) continue;
+      uint8_t named = UINT8_MAX;
+      EXPECT_EQ(workers[queue]->verdictOf(from_client_side, kUplink, &named), Verdict::kHandOff);
+      EXPECT_EQ(named, owner) << "client port " << client_port;
+      EXPECT_EQ(workers[queue]->verdictOf(from_backend_side, kDownlink, &named), Verdict::kHandOff);
+      EXPECT_EQ(named, owner) << "client port " << client_port;
+    }
+    // The owner translates both: the first for the backend, the second for the client.
+    Bytes sent;
+    ASSERT_TRUE(holder.deliver(from_client_side, kUplink, &sent));
+    EXPECT_EQ(IpAddress::v4(sent[30], sent[31], sent[32], sent[33]), kBackend);
+    ASSERT_TRUE(holder.deliver(from_backend_side, kDownlink, &sent));
+    EXPECT_EQ(IpAddress::v4(sent[30], sent[31], sent[32], sent[33]), kClient);
+  }
+  EXPECT_EQ(owners.size(), 4u) << "the clients' connections spread over every worker";
+  for (const auto& worker : workers) {
+    EXPECT_EQ(worker->count(NatEvent::kIcmpNoSession), 0u);
+    EXPECT_EQ(worker->count(NatEvent::kReplyNoSession), 0u);
   }
 }
 

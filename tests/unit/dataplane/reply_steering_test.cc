@@ -157,6 +157,34 @@ TEST(ReplySteeringTest, APortWithoutRssSendsEverythingToQueueZero) {
   EXPECT_EQ(steering->shareOf(base, 1, IpFamily::kIpv4, kProtocolTcp), 0u);
 }
 
+// An ICMP error carries its session's tuple: the queue of that tuple is the NIC's for the
+// session's packets, over both IP versions, with ports where the NIC hashes them. A port without
+// local ports (the clients' side) steers the same, and lends no port.
+TEST(ReplySteeringTest, TheQueueOfAFlowIsTheNicsForItsTuple) {
+  std::mt19937 random(21);
+  RssSpread spread = spreadOf(randomKey(random), 256, 8);
+  spread.udp6_ports = false;
+  absl::StatusOr<ReplySteering> steering = ReplySteering::withoutLocalPorts(spread);
+  ASSERT_TRUE(steering.ok());
+  EXPECT_EQ(steering->rangeSize(), 0u);
+  for (int flow = 0; flow < 400; ++flow) {
+    const IpFamily family = flow % 2 == 0 ? IpFamily::kIpv4 : IpFamily::kIpv6;
+    const uint8_t protocol = flow % 4 < 2 ? kProtocolTcp : kProtocolUdp;
+    const IpAddress source = randomAddress(random, family);
+    const IpAddress destination = randomAddress(random, family);
+    const auto source_port = static_cast<uint16_t>(random());
+    const auto destination_port = static_cast<uint16_t>(random());
+    const FlowKey key = FlowKey::make(source, destination, source_port, destination_port, protocol);
+    const bool ports = !(family == IpFamily::kIpv6 && protocol == kProtocolUdp);
+    EXPECT_EQ(steering->queueOfFlow(key),
+              nicQueue(spread, source, source_port, destination, destination_port, ports))
+        << key.toString();
+    EXPECT_EQ(steering->shareOf(0, steering->queueOfFlow(key), family, protocol), 0u);
+  }
+  EXPECT_EQ(ReplySteering::withoutLocalPorts(RssSpread{})->queueOfFlow(FlowKey{}), 0)
+      << "without RSS, queue 0 takes everything";
+}
+
 TEST(ReplySteeringTest, AShortKeyABadTableOrAnEmptyRangeIsRefusedWithWhy) {
   RssSpread spread = spreadOf(std::vector<uint8_t>(16, 1), 128, 2);
   EXPECT_EQ(ReplySteering::build(spread, 1024, 2047).status().message(),

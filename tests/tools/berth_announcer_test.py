@@ -38,8 +38,9 @@ if [ "$hang" -gt 0 ]; then
   echo "hung" >> "$dir/calls"
   exec sleep 30
 fi
-printf '%s %s\\n' "$(date +%s.%N)" "$(grep '^route' "$dir/routes/bird-routes4.conf" | tr -d '\\n')" >> "$dir/told"
+# The call is recorded before what BIRD read: a test that saw the latter finds the former.
 echo "told" >> "$dir/calls"
+printf '%s %s\\n' "$(date +%s.%N)" "$(grep '^route' "$dir/routes/bird-routes4.conf" | tr -d '\\n')" >> "$dir/told"
 echo "Reconfigured"
 """
 

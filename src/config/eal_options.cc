@@ -165,7 +165,7 @@ std::vector<std::string> ealFailureAdvice(const EalFailure& failure) {
     advice.push_back(absl::StrCat(
         "berthd runs as uid ", failure.euid,
         ": the EAL needs root for hugepages and devices (the packaged unit runs berthd as root "
-        "with CAP_IPC_LOCK, CAP_NET_ADMIN and CAP_NET_RAW)"));
+        "with CAP_IPC_LOCK, CAP_NET_ADMIN, CAP_NET_RAW and CAP_NET_BIND_SERVICE)"));
   }
   if (huge && failure.hugepages_reserved == 0) {
     advice.push_back(

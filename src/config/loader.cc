@@ -933,6 +933,86 @@ absl::Status checkFullNatService(const ErrorSite& site, const DataplaneConfig& d
   return absl::OkStatus();
 }
 
+// Where a fullnat service's probes come from (docs/fullnat.md): a local address, so that a
+// backend that cannot route back to the pool fails its check as its connections would. They leave
+// through the kernel interface of the port `via` names, or by default of the first port with
+// local addresses of the backend's IP version (the service's egress, where it names one), from
+// its first such address, on the ports just below its pool. Without a kernel interface to send
+// them through, they come from the host and the loader says so.
+absl::Status sourceFullNatProbes(absl::string_view source, Config& config,
+                                 const YAML::Node& services) {
+  const std::vector<PortConfig>& ports = config.dataplane.ports;
+  for (size_t i = 0; i < config.services.size(); ++i) {
+    ServiceConfig& service = config.services[i];
+    if (service.forwarding != Forwarding::kFullNat) continue;
+    const YAML::Node node = services[i];
+    // Where `via` is set for the backend: its own health section, the service's, or neither.
+    auto siteOf = [&](size_t b) {
+      const YAML::Node own = node["backends"][b]["health"];
+      if (own.IsDefined() && own.IsMap() && own["via"]) {
+        return ErrorSite(source, absl::StrCat("services[", i, "].backends[", b, "].health.via"),
+                         own["via"].Mark());
+      }
+      const YAML::Node shared = node["health"];
+      if (shared.IsDefined() && shared.IsMap() && shared["via"]) {
+        return ErrorSite(source, absl::StrCat("services[", i, "].health.via"),
+                         shared["via"].Mark());
+      }
+      return ErrorSite(source, absl::StrCat("services[", i, "]"), node.Mark());
+    };
+    bool warned = false;
+    for (size_t b = 0; b < service.backends.size(); ++b) {
+      BackendConfig& backend = service.backends[b];
+      const ErrorSite site = siteOf(b);
+      HealthCheckConfig& check = backend.health;
+      if (check.type == HealthCheckType::kNone) continue;
+      const IpFamily family = backend.address.family;
+      const int version = family == IpFamily::kIpv4 ? 4 : 6;
+      auto port = ports.end();
+      if (!check.interface.empty()) {
+        port = absl::c_find_if(ports, [&](const PortConfig& candidate) {
+          return candidate.exception && candidate.exception->name == check.interface;
+        });
+        if (port == ports.end() || port->snatAddressesOf(family).empty()) {
+          return site.error(absl::StrCat("service '", service.name,
+                                         "' is fullnat, so its probes come from a local address: ",
+                                         "the port they go through needs snat_addresses of IPv",
+                                         version, " (", backend.name, " is IPv", version, ")"));
+        }
+      } else {
+        port = absl::c_find_if(ports, [&](const PortConfig& candidate) {
+          return (service.egress.empty() || service.egress == candidate.name) &&
+                 !candidate.snatAddressesOf(family).empty();
+        });
+        if (port == ports.end()) continue;  // checkFullNatService has refused this already
+        if (!port->exception) {
+          if (!warned) {
+            config.warnings.push_back(site.warning(absl::StrCat(
+                "service '", service.name, "' is fullnat, but port '", port->name,
+                "' has no exception interface to send its health probes from a local address: ",
+                "they leave from the host and cannot tell whether a backend routes back to the "
+                "pool (docs/fullnat.md)")));
+            warned = true;
+          }
+          continue;
+        }
+        check.interface = port->exception->name;
+      }
+      if (port->snat_first_port <= PortConfig::kProbeSourcePorts) {
+        return site.error(absl::StrCat(
+            "service '", service.name, "''s probes take the ", PortConfig::kProbeSourcePorts,
+            " ports just below port '", port->name, "''s snat_ports, which start at ",
+            port->snat_first_port, ": start them above ", PortConfig::kProbeSourcePorts));
+      }
+      check.source = port->snatAddressesOf(family).front();
+      check.source_ports = PortConfig::kProbeSourcePorts;
+      check.source_first_port =
+          static_cast<uint16_t>(port->snat_first_port - PortConfig::kProbeSourcePorts);
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status checkServicesReachable(absl::string_view source, const Config& config,
                                     const YAML::Node& services) {
   if (config.dataplane.ports.empty()) return absl::OkStatus();
@@ -1190,6 +1270,9 @@ absl::Status parseServices(absl::string_view source_name, const Fields& fields, 
   if (!errors.empty()) return errors.status();
   if (!local_known) return absl::OkStatus();
   BERTH_RETURN_IF_ERROR(checkServicesReachable(source_name, config, *services));
+  if (!config.dataplane.ports.empty()) {
+    BERTH_RETURN_IF_ERROR(sourceFullNatProbes(source_name, config, *services));
+  }
   return checkBgpAnnouncements(source_name, config, *services);
 }
 

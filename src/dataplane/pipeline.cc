@@ -135,6 +135,18 @@ Verdict handleNeighborFrame(const Snapshot& snapshot, uint32_t port_index, Frame
   return Verdict::kDrop;
 }
 
+// TCP or UDP (not an ICMP error about them) to a port outside the local addresses' pool.
+bool outsideNatPool(const SnapshotPort& port, const ParsedPacket& packet) {
+  const uint8_t protocol = packet.flow.protocol;
+  if ((protocol != kProtocolTcp && protocol != kProtocolUdp) || packet.icmp_error ||
+      packet.later_fragment) {
+    return false;
+  }
+  const uint16_t wire = packet.flow.destination_port;
+  const auto local_port = static_cast<uint16_t>((wire >> 8) | (wire << 8));
+  return local_port < port.nat_first_port || local_port > port.nat_last_port;
+}
+
 Verdict drop(WorkerState& worker, DropReason reason) {
   worker.counters->count(reason);
   return Verdict::kDrop;
@@ -256,6 +268,11 @@ Stage classify(const Snapshot& snapshot, uint32_t device, Frame& frame, WorkerSt
     // A backend's reply to one of the port's Full-NAT local addresses (docs/fullnat.md).
     out.nat_local = port.natAddressId(packet.flow.family, packet.flow.destination);
     if (out.nat_local >= 0) {
+      if (port.to_kernel && outsideNatPool(port, packet)) {
+        // The kernel's: a health probe's answer to the local address it came from.
+        verdict = notOurs(port, frame, packet, worker, DropReason::kNoService);
+        return Stage::kDecided;
+      }
       out.service = nullptr;  // a reply: its session names its service
       return Stage::kSessions;
     }

@@ -263,6 +263,8 @@ class SnapshotBuilder {
         view.client_hop_ready = true;
       }
       if (p < port_steering_.size()) view.reply_steering = port_steering_[p];
+      view.nat_first_port = port.snat_first_port;
+      view.nat_last_port = port.snat_last_port;
       for (const IpAddress& address : port.snat_addresses) {
         const auto id = static_cast<uint16_t>(snapshot_->nat_local_addresses_.size());
         snapshot_->nat_local_addresses_.push_back(address);

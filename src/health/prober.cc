@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -74,13 +75,17 @@ ProbeTarget ProbeTarget::of(const HealthCheckConfig& config) {
   }
   target.timeout_ms = config.timeout_ms;
   target.interface = config.interface;
+  target.source = config.source;
+  target.source_first_port = config.source_first_port;
+  target.source_ports = config.source_ports;
   return target;
 }
 
 std::string ProbeTarget::toString() const {
   return absl::StrCat(berth::toString(type), " ", hostPort(address, port),
                       type == HealthCheckType::kHttp ? http_path : "",
-                      interface.empty() ? "" : absl::StrCat(" via ", interface));
+                      interface.empty() ? "" : absl::StrCat(" via ", interface),
+                      source ? absl::StrCat(" from ", source->toString()) : "");
 }
 
 absl::StatusOr<std::unique_ptr<Prober>> Prober::create(std::function<uint64_t()> clock) {
@@ -119,6 +124,13 @@ uint64_t Prober::start(const ProbeTarget& target) {
         {id, false, false, absl::StrCat("bind to ", target.interface, ": ", strerror(error))});
     return id;
   }
+  if (target.source) {
+    if (std::string failure = bindSource(fd, target); !failure.empty()) {
+      close(fd);
+      done_.push_back({id, false, false, std::move(failure)});
+      return id;
+    }
+  }
   const SocketAddress address = socketAddressOf(Endpoint{target.address, target.port});
   Probe& probe = probes_[fd];
   probe.id = id;
@@ -143,6 +155,24 @@ uint64_t Prober::start(const ProbeTarget& target) {
   }
   // Connected at once (loopback can) or in progress: EPOLLOUT reports either.
   return id;
+}
+
+std::string Prober::bindSource(int fd, const ProbeTarget& target) {
+  uint32_t& next = next_source_port_[*target.source];
+  const auto port = static_cast<uint16_t>(target.source_first_port +
+                                          next % std::max<uint16_t>(target.source_ports, 1));
+  ++next;
+  // Probes to other backends may hold the same address and port at once; each connection's
+  // tuple is still its own.
+  const int reuse = 1;
+  const linger reset{1, 0};
+  const SocketAddress local = socketAddressOf(Endpoint{*target.source, port});
+  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, sizeof(reuse)) != 0 ||
+      setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset)) != 0 ||
+      bind(fd, local.get(), local.length) != 0) {
+    return absl::StrCat("bind to ", hostPort(*target.source, port), ": ", strerror(errno));
+  }
+  return "";
 }
 
 void Prober::fail(Probe& probe, absl::string_view what, int error) {

@@ -222,7 +222,12 @@ absl::Status configureKernelInterface(const std::string& name, const MacAddress&
     return fail("rtnetlink set MAC, MTU and up", error);
   }
   const int ifindex = rtnl_link_get_ifindex(link.get());
-  auto addAddress = [&](const IpAddress& address, uint8_t prefix_length) -> absl::Status {
+  // `local_only`: a Full-NAT local address, there for the health probes that bind to it
+  // (docs/fullnat.md). Host-sized, so that it brings no route, and for IPv6 deprecated, so that
+  // the kernel's own traffic never takes it as its source: its answers, on the pool's ports,
+  // would be berth's.
+  auto addAddress = [&](const IpAddress& address, uint8_t prefix_length,
+                        bool local_only = false) -> absl::Status {
     std::unique_ptr<rtnl_addr, RtnlAddrPut> entry(rtnl_addr_alloc());
     const bool v4 = address.isV4();
     std::unique_ptr<nl_addr, NlAddrPut> local(
@@ -235,6 +240,11 @@ absl::Status configureKernelInterface(const std::string& name, const MacAddress&
     rtnl_addr_set_local(entry.get(), local.get());
     // berth answers neighbour solicitations for the address itself: nothing to detect.
     if (!v4) rtnl_addr_set_flags(entry.get(), IFA_F_NODAD);
+    if (local_only && !v4) {
+      constexpr uint32_t kForever = 0xffffffff;  // the kernel's INFINITY_LIFE_TIME
+      rtnl_addr_set_valid_lifetime(entry.get(), kForever);
+      rtnl_addr_set_preferred_lifetime(entry.get(), 0);
+    }
     const int error = rtnl_addr_add(socket.get(), entry.get(), 0);
     if (error < 0 && error != -NLE_EXIST) {
       return fail(absl::StrCat("rtnetlink add ", address.toString(), "/", prefix_length), error);
@@ -250,6 +260,11 @@ absl::Status configureKernelInterface(const std::string& name, const MacAddress&
   if (port.ipv6) {
     if (absl::Status status = addAddress(*port.ipv6, port.exception->ipv6_prefix_length);
         !status.ok()) {
+      return status;
+    }
+  }
+  for (const IpAddress& local : port.snat_addresses) {
+    if (absl::Status status = addAddress(local, local.isV4() ? 32 : 128, true); !status.ok()) {
       return status;
     }
   }

@@ -9,8 +9,8 @@ addresses. The router's link to the client has an MTU of 1280 on the router's si
                                     |
                                  bridge A ---- berthd's uplink 198.18.0.10 (gateway: the router)
   bk1..bk3 198.18.1.11-13 ---- bridge B ---- berthd's downlink 198.18.1.10,
-  (and 2001:db8:1::11-13)         |            local addresses 198.18.1.20, 2001:db8:1::20
-                 berthd's namespace 198.18.1.254 (health checks, from the kernel)
+  (and 2001:db8:1::11-13)                      local addresses 198.18.1.20, 2001:db8:1::20,
+                                               kernel interface (the health probes' way out)
 
 The cases: wrk over IPv4 and over IPv6 with no error, each backend serving a share; a UDP
 request and its answer; a backend failing with the others' connections untouched (and explain
@@ -18,8 +18,9 @@ showing a running connection's session from both sides); a 100 MB
 download, rate-limited, intact across a table change made while it runs; path MTU discovery
 through berth (the backend's 1500-byte segments meet the 1280 link, and the router's "fragmentation
 needed" reaches the backend translated); a pool of 2 addresses x 100 ports to one backend that holds
-200 connections at once, refuses the 201st and keeps the 200 answering. Everything the test made is removed at the end, on
-failure too. Needs root.
+200 connections at once, refuses the 201st and keeps the 200 answering; the health probes come
+from the local address, so a backend that cannot route back to it turns unhealthy, and healthy
+again once it can. Everything the test made is removed at the end, on failure too. Needs root.
 
 Usage: fullnat_test.py BERTHD BERTHCTL
 """
@@ -47,6 +48,7 @@ UPLINK_BRIDGE = "bna" + TAG
 BACKEND_BRIDGE = "bnb" + TAG
 UPLINK = "bnu" + TAG
 DOWNLINK = "bnd" + TAG
+TAP = "bnt" + TAG  # the downlink's kernel interface
 PREFIX = "berth-fullnat-" + TAG
 VIP, VIP6 = "198.18.100.1", "2001:db8:100::1"
 LOCAL, LOCAL6 = "198.18.1.20", "2001:db8:1::20"
@@ -82,6 +84,7 @@ def config_text(backends, weights=None, pool=None):
         '    - { name: uplink, device: net_af_packet0, ipv4: 198.18.0.10, ipv6: "2001:db8::10",',
         "        gateway: 198.18.0.254, egress: downlink }",
         '    - { name: downlink, device: net_af_packet1, ipv4: 198.18.1.10, ipv6: "2001:db8:1::10",',
+        "        exception: { kind: tap, name: %s }," % TAP,
         "        snat_addresses: " + local_addresses,
         "metrics: { listen: 127.0.0.1:%d }" % METRICS_PORT,
         "services:",
@@ -116,11 +119,10 @@ class Topology:
         atexit.register(self.remove)
         e2e_support.make_bridge(UPLINK_BRIDGE)
         e2e_support.make_bridge(BACKEND_BRIDGE)
-        # berthd's namespace: its two ports, and an interface of its own on the backends'
-        # segment that the health checks leave from (they are plain kernel sockets).
-        e2e_support.add_host(LB, "nlh" + TAG, BACKEND_BRIDGE, "198.18.1.254/24",
-                             interface="hc0")
-        run("ip", "-n", LB, "addr", "add", "2001:db8:1::254/64", "dev", "hc0", "nodad")
+        # berthd's namespace: its two ports. The health probes leave through the downlink's
+        # kernel interface, from the local addresses.
+        run("ip", "netns", "add", LB)
+        run("ip", "-n", LB, "link", "set", "lo", "up")
         e2e_support.make_af_packet_port(UPLINK, UPLINK_BRIDGE, netns=LB)
         e2e_support.make_af_packet_port(DOWNLINK, BACKEND_BRIDGE, netns=LB)
         # The router: on bridge A toward berthd, and on a point-to-point link to the client
@@ -380,6 +382,33 @@ class FullNat(unittest.TestCase):
             self.instance.start()
             for backend in BACKENDS:
                 self.wait_health(backend, "healthy", timeout=20)
+
+    def test_7_a_backend_that_cannot_route_to_the_local_address_fails_its_checks(self):
+        # The probes come from the local addresses, held by the downlink's kernel interface
+        # (host-sized; the IPv6 one deprecated, so the kernel's own traffic never takes it).
+        shown = run("ip", "-n", LB, "-o", "addr", "show", "dev", TAP).stdout
+        self.assertIn("inet %s/32" % LOCAL, shown)
+        self.assertRegex(shown, r"inet6 %s/128 .*deprecated" % LOCAL6)
+        rows = {(b["service"], b["name"]): b for b in self.instance.berthctl("backends")["backends"]}
+        self.assertIn("from %s" % LOCAL, rows[("web", "bk3")]["health_target"])
+        self.assertIn("from %s" % LOCAL6, rows[("web6", "bk3")]["health_target"])
+        # bk3 loses its way back to the local addresses, as it would with a missing route:
+        # its SYN-ACKs go nowhere, so the probes time out and it turns unhealthy, while bk1
+        # and bk2 stay healthy. Its way back restored, it serves again.
+        namespace = namespace_of("bk3")
+        run("ip", "-n", namespace, "route", "add", "blackhole", LOCAL + "/32")
+        run("ip", "-n", namespace, "-6", "route", "add", "blackhole", LOCAL6 + "/128")
+        try:
+            self.wait_health("bk3", "unhealthy", timeout=10)
+            for backend in ("bk1", "bk2"):
+                self.wait_health(backend, "healthy", timeout=1)
+            served = self.spread(VIP, range(44000, 44020))
+            self.assertNotIn("bk3", served.values())
+        finally:
+            run("ip", "-n", namespace, "route", "del", "blackhole", LOCAL + "/32", check=False)
+            run("ip", "-n", namespace, "-6", "route", "del", "blackhole", LOCAL6 + "/128",
+                check=False)
+        self.wait_health("bk3", "healthy", timeout=10)
 
 
 # Run in the client's namespace: opens 200 connections to the VIP and keeps them, sees the 201st

@@ -167,6 +167,9 @@ struct PortConfig {
   std::vector<IpAddress> snat_addresses;
   uint16_t snat_first_port = 1024;
   uint16_t snat_last_port = 65535;
+  // The health probes of fullnat services through this port come from its first local address
+  // of the backend's IP version, on the kProbeSourcePorts ports just below snat_first_port.
+  static constexpr uint16_t kProbeSourcePorts = 64;
   SourceLine line;
 
   // The local addresses of `family`.
@@ -275,6 +278,13 @@ struct HealthCheckConfig {
   // The kernel interface the probes leave through (SO_BINDTODEVICE), from `via: PORT`: that
   // port's exception interface. Empty: wherever the host's routes send them.
   std::string interface;
+  // A fullnat service's probes (docs/fullnat.md): the local address they come from, and the
+  // source ports they take in turn, [source_first_port, source_first_port + source_ports), which
+  // lie outside the pool so that berth passes their answers to the kernel. Unset: the kernel
+  // chooses both.
+  std::optional<IpAddress> source;
+  uint16_t source_first_port = 0;
+  uint16_t source_ports = 0;
 
   friend bool operator==(const HealthCheckConfig&, const HealthCheckConfig&) = default;
 };

@@ -102,6 +102,10 @@ struct SnapshotPort {
   // its NIC spreads its clients' packets (ReplySteering::queueOfFlow).
   std::vector<NatLocalAddress> nat_ipv4;
   std::vector<NatLocalAddress> nat_ipv6;
+  // The local addresses' pool of ports, host order. With a kernel interface, TCP and UDP to a
+  // local address on a port outside it are the kernel's: the health probes' answers.
+  uint16_t nat_first_port = 0;
+  uint16_t nat_last_port = 0;
   std::shared_ptr<const ReplySteering> reply_steering;
   ForwardingTarget client_hop;
   bool client_hop_ready = false;

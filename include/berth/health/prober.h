@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,17 +29,25 @@ struct ProbeTarget {
   uint16_t expect_high = 399;
   uint32_t timeout_ms = 1000;
   std::string interface;  // leave through this interface (SO_BINDTODEVICE); empty: any
+  // Come from this address, on the ports [source_first_port, source_first_port + source_ports)
+  // in turn (a fullnat service's local address, docs/fullnat.md); unset: the kernel's choice.
+  std::optional<IpAddress> source;
+  uint16_t source_first_port = 0;
+  uint16_t source_ports = 0;
 
   // A backend's resolved settings (address and port set).
   static ProbeTarget of(const HealthCheckConfig& config);
-  // "http 198.18.1.2:80/healthz" or "tcp [2001:db8::2]:80", for log lines.
+  // "http 198.18.1.2:80/healthz", "tcp [2001:db8::2]:80" or "tcp 198.18.1.2:80 via tap1 from
+  // 198.18.1.20", for log lines.
   std::string toString() const;
 
   friend bool operator==(const ProbeTarget&, const ProbeTarget&) = default;
   template <typename H>
   friend H AbslHashValue(H state, const ProbeTarget& target) {
     return H::combine(std::move(state), target.type, target.address, target.port, target.http_path,
-                      target.expect_low, target.expect_high, target.timeout_ms, target.interface);
+                      target.expect_low, target.expect_high, target.timeout_ms, target.interface,
+                      target.source.has_value(), target.source.value_or(IpAddress{}),
+                      target.source_first_port, target.source_ports);
   }
 };
 
@@ -95,11 +104,18 @@ class Prober {
   void finish(Probe& probe, bool success, std::string detail, bool ran = true);
   // A failure of `what` with `error`: not run when the error is local.
   void fail(Probe& probe, absl::string_view what, int error);
+  // Binds `fd` to the target's source address and its next port, with the close that resets:
+  // the range is small, so no probe may leave a TIME_WAIT behind on either end. Returns the
+  // failure, empty on success.
+  std::string bindSource(int fd, const ProbeTarget& target);
 
   int epoll_fd_;
   std::function<uint64_t()> clock_;
   uint64_t next_id_ = 1;
   absl::flat_hash_map<int, Probe> probes_;  // by socket
+  // For each source address, the offset in its targets' port range the next probe takes: a
+  // probe's tuple comes back only after every other port of the range has been used.
+  absl::flat_hash_map<IpAddress, uint32_t> next_source_port_;
   std::vector<ProbeResult> done_;
 };
 

@@ -987,6 +987,98 @@ TEST(ConfigLoaderTest, FullNatLocalAddressesAndPortsLoadAndDefault) {
   EXPECT_EQ(port.snat_last_port, 65535);
 }
 
+// A fullnat service's probes come from the local address of their port, on the ports below its
+// pool, and leave through its kernel interface unless `via` names another port with local
+// addresses; without a kernel interface the loader warns that they cannot.
+TEST(ConfigLoaderTest, FullNatHealthProbesComeFromALocalAddressBelowThePool) {
+  const std::string ports =
+      "dataplane:\n  ports:\n"
+      "    - { name: uplink, device: net_null0, ipv4: 198.18.0.10, gateway: 198.18.0.1,\n"
+      "        egress: downlink, exception: { name: up0 } }\n"
+      "    - { name: downlink, device: net_null1, ipv4: 198.18.1.10, ipv6: \"2001:db8:1::10\",\n"
+      "        snat_addresses: [198.18.1.20, \"2001:db8:1::20\", 198.18.1.21],\n"
+      "        snat_ports: 10000-20000, exception: { name: down0 } }\n";
+  absl::StatusOr<Config> config = parseConfig(
+      ports +
+          "services:\n"
+          "  - { name: web, vip: 198.18.100.1, port: 80, protocol: tcp, forwarding: fullnat,\n"
+          "      health: { type: http },\n"
+          "      backends: [ { name: a, address: 198.18.1.2 },\n"
+          "                  { name: b, address: 198.18.1.3, health: { type: none } } ] }\n"
+          "  - { name: web6, vip: \"2001:db8:100::1\", port: 80, protocol: tcp,\n"
+          "      forwarding: fullnat, health: { type: tcp, via: downlink },\n"
+          "      backends: [ { name: c, address: \"2001:db8:1::2\" } ] }\n"
+          "  - { name: dsr, vip: 198.18.100.2, port: 80, protocol: tcp, health: { type: tcp },\n"
+          "      backends: [ { name: d, address: 198.18.1.4 } ] }\n",
+      "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const HealthCheckConfig& a = config->services[0].backends[0].health;
+  EXPECT_EQ(a.interface, "down0") << "the port with the local addresses, by default";
+  EXPECT_EQ(a.source, IpAddress::v4(198, 18, 1, 20)) << "its first of the backend's version";
+  EXPECT_EQ(a.source_first_port, 10000 - 64);
+  EXPECT_EQ(a.source_ports, 64);
+  EXPECT_FALSE(config->services[0].backends[1].health.source.has_value()) << "not checked";
+  const HealthCheckConfig& c = config->services[1].backends[0].health;
+  EXPECT_EQ(c.interface, "down0");
+  ASSERT_TRUE(c.source.has_value());
+  EXPECT_EQ(c.source->toString(), "2001:db8:1::20");
+  const HealthCheckConfig& d = config->services[2].backends[0].health;
+  EXPECT_FALSE(d.source.has_value()) << "only fullnat services' probes";
+  EXPECT_EQ(d.interface, "");
+  EXPECT_TRUE(config->warnings.empty());
+
+  // via a port with no local address of the backend's version, or a pool that leaves no room
+  // below it: refused, naming the field.
+  for (const auto& [yaml, where, error] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"health: { type: tcp, via: uplink }", "services[0].health.via",
+            "needs snat_addresses of IPv4"},
+           {"health: { type: tcp }, backends: [ { name: a, address: 198.18.1.2, "
+            "health: { via: uplink } } ] }\n",
+            "services[0].backends[0].health.via", "needs snat_addresses of IPv4"}}) {
+    const std::string text =
+        ports + "services:\n  - { name: web, vip: 198.18.100.1, port: 80, protocol: tcp, " +
+        "forwarding: fullnat, " + yaml +
+        (yaml.find("backends") == std::string::npos
+             ? ", backends: [ { name: a, address: 198.18.1.2 } ] }\n"
+             : "");
+    const absl::StatusOr<Config> bad = parseConfig(text, "test.yaml");
+    ASSERT_FALSE(bad.ok()) << yaml;
+    EXPECT_THAT(std::string(bad.status().message()), HasSubstr(where));
+    EXPECT_THAT(std::string(bad.status().message()), HasSubstr(error));
+  }
+  std::string low = ports;
+  low.replace(low.find("10000-20000"), 11, "64-20000");
+  const absl::StatusOr<Config> no_room =
+      parseConfig(low +
+                      "services:\n  - { name: web, vip: 198.18.100.1, port: 80, protocol: tcp, "
+                      "forwarding: fullnat, health: { type: tcp },\n"
+                      "      backends: [ { name: a, address: 198.18.1.2 } ] }\n",
+                  "test.yaml");
+  ASSERT_FALSE(no_room.ok());
+  EXPECT_THAT(std::string(no_room.status().message()),
+              HasSubstr("take the 64 ports just below port 'downlink''s snat_ports, which start "
+                        "at 64: start them above 64"));
+
+  // No kernel interface on the port with the local addresses: the probes leave from the host,
+  // and the loader says what that cannot prove.
+  std::string bare = ports;
+  bare.replace(bare.find(", exception: { name: down0 }"), 28, "");
+  const absl::StatusOr<Config> warned =
+      parseConfig(bare +
+                      "services:\n  - { name: web, vip: 198.18.100.1, port: 80, protocol: tcp, "
+                      "forwarding: fullnat, health: { type: tcp },\n"
+                      "      backends: [ { name: a, address: 198.18.1.2 }, { name: b, "
+                      "address: 198.18.1.3 } ] }\n",
+                  "test.yaml");
+  ASSERT_TRUE(warned.ok()) << warned.status();
+  ASSERT_EQ(warned->warnings.size(), 1u) << "once per service";
+  EXPECT_THAT(warned->warnings[0],
+              HasSubstr("test.yaml:9: services[0]: service 'web' is fullnat, but port "
+                        "'downlink' has no exception interface"));
+  EXPECT_FALSE(warned->services[0].backends[0].health.source.has_value());
+}
+
 TEST(ConfigLoaderTest, PeerRssLoadsWithARoundRobinTableByDefault) {
   const std::string key(80, 'a');
   absl::StatusOr<Config> config = parseConfig(

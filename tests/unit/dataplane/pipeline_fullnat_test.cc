@@ -296,6 +296,39 @@ TEST(PipelineFullNatTest, StrayAcksAndUnmatchedRepliesAreDroppedAndCounted) {
   EXPECT_EQ(harness.count(NatEvent::kReplyNoSession), 3u);
 }
 
+// The health probes come from a local address on ports below the pool (docs/fullnat.md): with
+// a kernel interface on the port, TCP and UDP to a local address outside the pool are the
+// kernel's, in the health class when they come from a probed backend; the pool's ports stay the
+// sessions'. Without one, they are replies that match no session.
+TEST(PipelineFullNatTest, AProbesAnswerToALocalAddressBelowThePoolGoesToTheKernel) {
+  std::string yaml = configWith();
+  yaml.replace(yaml.find("snat_ports: 20000-20099"), 23,
+               "snat_ports: 20000-20099, exception: { name: down0 }");
+  yaml.replace(yaml.find("forwarding: fullnat\n"), 20,
+               "forwarding: fullnat\n    health: { type: tcp }\n");
+  FullNatHarness harness(yaml);
+  const IpAddress local = IpAddress::v4(198, 18, 1, 20);
+  EXPECT_EQ(harness.verdictOf(tcpFrame(kBackend, local, 80, 19936, kTcpSyn | kTcpAck), kDownlink),
+            toKernel(ExceptionClass::kHealth));
+  EXPECT_EQ(harness.verdictOf(tcpFrame(kBackend, local, 80, 19999, kTcpAck), kDownlink),
+            toKernel(ExceptionClass::kHealth));
+  EXPECT_EQ(
+      harness.verdictOf(tcpFrame(kBackend6, kLocal6, 80, 19936, kTcpSyn | kTcpAck), kDownlink),
+      toKernel(ExceptionClass::kOther))
+      << "the IPv6 backend is not probed: another class, rate-limited on its own";
+  EXPECT_EQ(harness.verdictOf(udpFrame(kBackend, local, 53, 100), kDownlink),
+            toKernel(ExceptionClass::kOther));
+  EXPECT_EQ(harness.verdictOf(tcpFrame(kBackend, local, 80, 20000, kTcpSyn | kTcpAck), kDownlink),
+            Verdict::kDrop)
+      << "the pool's first port is a session's";
+  EXPECT_EQ(harness.count(NatEvent::kReplyNoSession), 1u);
+
+  FullNatHarness bare;
+  EXPECT_EQ(bare.verdictOf(tcpFrame(kBackend, local, 80, 19936, kTcpSyn | kTcpAck), kDownlink),
+            Verdict::kDrop);
+  EXPECT_EQ(bare.count(NatEvent::kReplyNoSession), 1u);
+}
+
 // berth does not reassemble: a fragment of a NAT'd datagram, either way, is dropped and
 // counted (docs/fullnat.md).
 TEST(PipelineFullNatTest, FragmentsAreDroppedAndCounted) {

@@ -104,6 +104,54 @@ TEST(ProberTest, AProbeBoundToAnInterfaceLeavesThroughItOrDoesNotRun) {
   EXPECT_EQ(through_loopback.toString(), absl::StrCat("tcp 127.0.0.1:", closes.port(), " via lo"));
 }
 
+// A fullnat service's probes: from the local address, on the range's ports in turn, each closed
+// with a reset so that neither end keeps a TIME_WAIT for the next probe that takes its port.
+TEST(ProberTest, ASourcedProbeComesFromItsAddressOnThePortsInTurnAndResetsOnClose) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  socklen_t length = sizeof(address);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  ASSERT_EQ(listen(listener, 16), 0);
+
+  ProbeTarget sourced = target(HealthCheckType::kTcp, ntohs(address.sin_port));
+  sourced.source = IpAddress::v4(127, 0, 0, 2);
+  sourced.source_first_port = 47001;
+  sourced.source_ports = 2;
+  EXPECT_EQ(sourced.toString(),
+            absl::StrCat("tcp 127.0.0.1:", ntohs(address.sin_port), " from 127.0.0.2"));
+  std::unique_ptr<Prober> prober = *Prober::create();
+  for (int i = 0; i < 3; ++i) {
+    const std::map<uint64_t, ProbeResult> results = run(*prober, {sourced});
+    ASSERT_EQ(results.size(), 1u);
+    EXPECT_TRUE(results.begin()->second.success) << results.begin()->second.detail;
+  }
+  std::vector<uint16_t> ports;
+  for (int i = 0; i < 3; ++i) {
+    sockaddr_in peer{};
+    socklen_t peer_length = sizeof(peer);
+    const int accepted =
+        accept4(listener, reinterpret_cast<sockaddr*>(&peer), &peer_length, SOCK_NONBLOCK);
+    ASSERT_GE(accepted, 0) << strerror(errno);
+    EXPECT_EQ(ntohl(peer.sin_addr.s_addr), 0x7f000002u);
+    ports.push_back(ntohs(peer.sin_port));
+    char byte = 0;
+    EXPECT_EQ(recv(accepted, &byte, 1, 0), -1);
+    EXPECT_EQ(errno, ECONNRESET) << "closed by a reset, not a FIN";
+    close(accepted);
+  }
+  EXPECT_EQ(ports, (std::vector<uint16_t>{47001, 47002, 47001}));
+  close(listener);
+
+  // An address the host does not hold (the kernel interface not up yet): the probe did not run.
+  sourced.source = IpAddress::v4(198, 18, 5, 5);
+  const ProbeResult not_run = runOne(sourced);
+  EXPECT_FALSE(not_run.ran);
+  EXPECT_EQ(not_run.detail, "bind to 198.18.5.5:47001: Cannot assign requested address");
+}
+
 TEST(ProberTest, AProbeThatGetsNoAnswerTimesOut) {
   Listener silent("");
   const auto start = std::chrono::steady_clock::now();

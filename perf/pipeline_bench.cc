@@ -375,7 +375,7 @@ void BM_PipelineConntrackHits(benchmark::State& state) {
 }
 BENCHMARK(BM_PipelineConntrackHits)->MinTime(1.0);
 
-// The fullnat service's 1M flows, each with its session (a 1M-session table, 192 MiB): a
+// The fullnat service's 1M flows, each with its session (a 1M-session table, 272 MiB): a
 // client's ACK, looked up in the session table's client index and rewritten from the local
 // address to its backend; and a backend's ACK to the local address, looked up by its reply
 // tuple and rewritten from the VIP to the client.

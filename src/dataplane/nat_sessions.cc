@@ -58,7 +58,7 @@ size_t NatSessionTable::sessionBucketsFor(uint32_t sessions) {
 }
 
 size_t NatSessionTable::clientBucketsFor(uint32_t sessions) {
-  return std::bit_ceil(std::max<size_t>(2 * size_t{sessions} / kNatClientsPerBucket, 2));
+  return std::bit_ceil(std::max<size_t>(4 * size_t{sessions} / kNatClientsPerBucket, 2));
 }
 
 size_t NatSessionTable::spacesFor(uint32_t pairs) {
@@ -310,7 +310,15 @@ uint16_t NatSessionTable::takePort(const NatOpening& opening, const NatLocalAddr
   key.protocol = opening.protocol;
   uint16_t from = room.cursor;
   const uint32_t limit = std::min(kPortSearchLimit, share);
+  // While the pair has room to spare, a free port whose session would go to its other bucket is
+  // kept aside as the search looks on for one whose first bucket has room: a reply reads only
+  // its first bucket unless its session is in the other, which it then waits for as well. The
+  // cursor comes round to a port passed over again.
+  const bool prefer_first = room.in_use < share / 2;
+  NatSession* second_choice = nullptr;
+  uint16_t second_choice_port = 0;
   for (uint32_t looked = 0; looked < limit; ++looked) {
+    if (second_choice != nullptr && looked >= kFirstBucketSearch) break;
     const uint16_t port = steering.nextPortFor(base, opening.queue, family, opening.protocol, from,
                                                steering.rangeSize());
     if (port == 0) break;
@@ -320,11 +328,16 @@ uint16_t NatSessionTable::takePort(const NatOpening& opening, const NatLocalAddr
     key.local_port = toNetwork(port);
     const uint64_t hash = replyHash(key);
     if (sessionOf(key, hash) != nullptr) continue;
-    NatSessionBucket& first = sessions_[hash & session_mask_];
-    NatSessionBucket& other = sessions_[otherSessionBucket(hash)];
-    way = freeWay(first);
-    if (way == nullptr) way = freeWay(other);
+    way = freeWay(sessions_[hash & session_mask_]);
     if (way != nullptr) return port;
+    if (second_choice != nullptr) continue;
+    second_choice = freeWay(sessions_[otherSessionBucket(hash)]);
+    second_choice_port = port;
+    if (second_choice != nullptr && !prefer_first) break;
+  }
+  if (second_choice != nullptr) {
+    way = second_choice;
+    return second_choice_port;
   }
   refusal = NatEvent::kPortSearchLimit;
   return 0;

@@ -187,7 +187,7 @@ struct ConntrackConfig {
   uint32_t tcp_closing_s = 10;
   uint32_t udp_s = 30;
   // Full-NAT sessions per core (dataplane/nat_sessions.h), live and in their reuse hold
-  // together: 208 bytes each at a power of two (docs/fullnat.md). Allocated only where a port has
+  // together: 272 bytes each at a power of two (docs/fullnat.md). Allocated only where a port has
   // snat_addresses.
   uint32_t nat_sessions_per_core = 1 << 18;
 

@@ -27,7 +27,9 @@ namespace berth {
 //     reply's tuple hashes to, the first where it has room; a bucket counts the sessions that
 //     went to their other one, so a backend's reply reads a second bucket only where one did.
 //     berth chooses the tuple (the local port), so it skips a port whose buckets are both full:
-//     a session never moves, and no live one is ever pushed out.
+//     a session never moves, and no live one is ever pushed out. While a (local address,
+//     backend) pair has room to spare, it also passes over a port whose first bucket is full
+//     (kFirstBucketSearch), so that few replies read a second bucket.
 //   - The client's index. 32-byte entries, four to a 128-byte bucket, keyed by the client's
 //     side, with what a client's packet needs for its rewrite: the local address and port and
 //     the backend's stable id (its address from the snapshot). A client's TCP segment reads its
@@ -178,7 +180,9 @@ class NatSessionTable {
   // Buckets for `sessions` (live and held together): twice the ways, so that a port whose
   // bucket has room is one or two candidates away.
   static size_t sessionBucketsFor(uint32_t sessions);
-  // Client buckets for `sessions`: twice the entries.
+  // Client buckets for `sessions`: four times the entries, so that few sit in their other
+  // bucket, which a client's packet would wait for after its prefetched first (one in
+  // seventeen at a full table with twice the entries, one in a few hundred with four times).
   static size_t clientBucketsFor(uint32_t sessions);
   // Room for the (local address, backend) pairs: a power of two, twice `pairs`.
   static size_t spacesFor(uint32_t pairs);
@@ -186,6 +190,10 @@ class NatSessionTable {
   static constexpr uint32_t kDefaultReuseHoldMs = 60'000;
   // Candidate ports whose bucket a new session's search may read before it gives up.
   static constexpr uint32_t kPortSearchLimit = 64;
+  // Candidate ports a new session's search reads at most, while its (local address, backend)
+  // pair holds under half its share, for one whose reply's first bucket has room before it
+  // takes a free one whose session would go to its other bucket.
+  static constexpr uint32_t kFirstBucketSearch = 8;
 
   // A table of at most `limit` sessions (live and held) over `memory`.
   NatSessionTable(const NatSessionMemory& memory, uint32_t limit, const ConntrackTimeouts& timeouts,

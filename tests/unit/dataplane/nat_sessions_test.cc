@@ -145,6 +145,27 @@ TEST_F(NatSessionsTest, ATableAtItsLimitRefusesNoneForAFullClientIndex) {
   }
 }
 
+// A table filled to its limit (half its ways) from pairs with ports to spare: every session sits
+// in its reply's first bucket, the one a reply's lookup reads and the pipeline prefetches, where
+// first-bucket-with-room placement had put about one in ten in the other.
+TEST_F(NatSessionsTest, SessionsOfPairsWithPortsToSpareSitInTheirRepliesFirstBucket) {
+  constexpr uint32_t kSessions = 1 << 14;
+  build(kSessions, RssSpread{}, 1024, 65535, 1024);
+  size_t in_first = 0;
+  for (uint32_t i = 0; i < kSessions; ++i) {
+    NatOpening o = opening(i / 4, static_cast<uint16_t>(40000 + i % 4));
+    o.backend_id = static_cast<uint16_t>(i % 100);
+    o.backend = IpAddress::v4(198, 18, 1, static_cast<uint8_t>(i % 100));
+    o.start = i;
+    NatSession* session = openSession(o, 1000);
+    ASSERT_NE(session, nullptr) << i;
+    const uint64_t hash = table_->replyHash(NatSessionTable::replyKeyOf(*session));
+    const NatSessionBucket& first = session_buckets_[hash & (session_buckets_.size() - 1)];
+    in_first += session == &first.ways[0] || session == &first.ways[1];
+  }
+  EXPECT_GE(in_first, kSessions - kSessions / 1000) << "all but a handful";
+}
+
 // One worker, a pool of 2 addresses of 100 ports each toward one backend: 200 sessions, then a
 // refusal counted under its name, and the 200 still there.
 TEST_F(NatSessionsTest, APoolOfTwoAddressesOfAHundredPortsRefusesTheTwoHundredAndFirst) {

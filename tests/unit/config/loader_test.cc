@@ -1047,14 +1047,20 @@ TEST(ConfigLoaderTest, FullNatHealthProbesComeFromALocalAddressBelowThePool) {
     EXPECT_THAT(std::string(bad.status().message()), HasSubstr(where));
     EXPECT_THAT(std::string(bad.status().message()), HasSubstr(error));
   }
-  std::string low = ports;
-  low.replace(low.find("10000-20000"), 11, "64-20000");
+  // A TCP-checked fullnat service of `backends`, behind the ports with `from` made `to`.
+  auto tcpChecked = [&ports](const std::string& from, const std::string& to,
+                             const std::string& backends) {
+    std::string text = ports;
+    text.replace(text.find(from), from.size(), to);
+    return parseConfig(absl::StrCat(text,
+                                    "services:\n  - { name: web, vip: 198.18.100.1, port: 80, "
+                                    "protocol: tcp, forwarding: fullnat, health: { type: tcp },\n"
+                                    "      backends: [ ",
+                                    backends, " ] }\n"),
+                       "test.yaml");
+  };
   const absl::StatusOr<Config> no_room =
-      parseConfig(low +
-                      "services:\n  - { name: web, vip: 198.18.100.1, port: 80, protocol: tcp, "
-                      "forwarding: fullnat, health: { type: tcp },\n"
-                      "      backends: [ { name: a, address: 198.18.1.2 } ] }\n",
-                  "test.yaml");
+      tcpChecked("10000-20000", "64-20000", "{ name: a, address: 198.18.1.2 }");
   ASSERT_FALSE(no_room.ok());
   EXPECT_THAT(std::string(no_room.status().message()),
               HasSubstr("take the 64 ports just below port 'downlink''s snat_ports, which start "
@@ -1062,15 +1068,9 @@ TEST(ConfigLoaderTest, FullNatHealthProbesComeFromALocalAddressBelowThePool) {
 
   // No kernel interface on the port with the local addresses: the probes leave from the host,
   // and the loader says what that cannot prove.
-  std::string bare = ports;
-  bare.replace(bare.find(", exception: { name: down0 }"), 28, "");
   const absl::StatusOr<Config> warned =
-      parseConfig(bare +
-                      "services:\n  - { name: web, vip: 198.18.100.1, port: 80, protocol: tcp, "
-                      "forwarding: fullnat, health: { type: tcp },\n"
-                      "      backends: [ { name: a, address: 198.18.1.2 }, { name: b, "
-                      "address: 198.18.1.3 } ] }\n",
-                  "test.yaml");
+      tcpChecked(", exception: { name: down0 }", "",
+                 "{ name: a, address: 198.18.1.2 }, { name: b, address: 198.18.1.3 }");
   ASSERT_TRUE(warned.ok()) << warned.status();
   ASSERT_EQ(warned->warnings.size(), 1u) << "once per service";
   EXPECT_THAT(warned->warnings[0],

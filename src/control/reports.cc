@@ -226,10 +226,6 @@ std::string backendsReplyJson(const std::vector<BackendRow>& rows, uint64_t conn
       {"health", "health", -17, [](const R& r) { return Cell(std::string(r.healthText())); },
        [](const R& r) { return r.stateText(); }},
       {"health_check", nullptr, 0, [](const R& r) { return Cell(r.health_check); }},
-      {"health_target", nullptr, 0,
-       [](const R& r) {
-         return r.health_target.empty() ? Cell(std::monostate()) : Cell(r.health_target);
-       }},
       {"check_stale", nullptr, 0, [](const R& r) { return Cell(r.check_stale); }},
       {"health_reason", nullptr, 0, [](const R& r) { return Cell(r.health_reason); }},
       {"health_since_s", "since", 7, [](const R& r) { return Cell(r.health_since_s); },

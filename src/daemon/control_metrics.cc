@@ -16,7 +16,6 @@
 #include "absl/strings/str_split.h"
 #include "berth/api/mailbox.h"
 #include "berth/daemon/control_plane.h"
-#include "berth/health/prober.h"
 #include "berth/maglev/analysis.h"
 #include "berth/metrics/prometheus.h"
 #include "berth/metrics/telemetry.h"
@@ -277,10 +276,6 @@ std::vector<BackendRow> ControlPlane::backendRows() const {
   for (size_t s = 0; s < config_.services.size(); ++s) {
     for (size_t b = 0; b < config_.services[s].backends.size(); ++b) {
       BackendRow& entry = rows[row++];
-      const HealthCheckConfig& check = config_.services[s].backends[b].health;
-      if (check.type != HealthCheckType::kNone) {
-        entry.health_target = ProbeTarget::of(check).toString();
-      }
       entry.check_stale = health_->stale(s, b);
       BackendHealthDetail detail = health_->detail(s, b, health_now);
       entry.health_reason = std::move(detail.reason);

@@ -78,9 +78,6 @@ struct BackendRow {
   bool healthy = true;
   bool drained = false;
   std::string health_check;
-  // Where the probes go, and through and from where ("http 198.18.1.11:80/healthz via tap1 from
-  // 198.18.1.20"); empty without a check.
-  std::string health_target;
   // No probe has run for longer than the check tolerates (local errors): `healthy` is what it
   // was when probes last ran.
   bool check_stale = false;

@@ -1,5 +1,7 @@
 #include "berth/dataplane/pipeline.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -142,8 +144,7 @@ bool outsideNatPool(const SnapshotPort& port, const ParsedPacket& packet) {
       packet.later_fragment) {
     return false;
   }
-  const uint16_t wire = packet.flow.destination_port;
-  const auto local_port = static_cast<uint16_t>((wire >> 8) | (wire << 8));
+  const uint16_t local_port = ntohs(packet.flow.destination_port);
   return local_port < port.nat_first_port || local_port > port.nat_last_port;
 }
 

@@ -51,8 +51,8 @@ NAMESPACE = "berthpkg" + TAG
 PORT = "pk" + TAG
 TAP = "pkt" + TAG
 PREFIX = "berth-package-" + TAG
-CAPABILITY_BITS = {"CAP_NET_BIND_SERVICE": 10, "CAP_NET_ADMIN": 12, "CAP_NET_RAW": 13, "CAP_IPC_LOCK": 14,
-                   "CAP_SYS_RAWIO": 17, "CAP_SYS_ADMIN": 21}
+CAPABILITY_BITS = {"CAP_NET_BIND_SERVICE": 10, "CAP_NET_ADMIN": 12, "CAP_NET_RAW": 13,
+                   "CAP_IPC_LOCK": 14, "CAP_SYS_RAWIO": 17, "CAP_SYS_ADMIN": 21}
 
 CONFIG = """dataplane:
   ports:

@@ -61,6 +61,7 @@
 #include "berth/dataplane/snapshot.h"
 #include "berth/metrics/port_stats.h"
 #include "berth/net/packet_parser.h"
+#include "berth/net/proxy_protocol.h"
 #include "berth/runtime/port.h"
 #include "berth/runtime/worker.h"
 #include "berth/util/heap.h"
@@ -83,7 +84,8 @@ constexpr uint32_t kMissFlows = 100'000;
 
 // One service of 100 equal backends at the default M = 65537, sent on in IP-in-IP, on a port with
 // a kernel interface configured (idle: every frame is a VIP's), as an appliance with one NIC runs.
-// The same backends behind a fullnat service on port 81, from one local address of the port.
+// The same backends behind a fullnat service on port 81, from one local address of the port, and
+// behind one with the PROXY protocol on port 82.
 std::string benchConfig() {
   std::string yaml = R"(
 dataplane:
@@ -91,7 +93,9 @@ dataplane:
               exception: { name: berth-bench }, snat_addresses: [198.18.0.20] } ]
 services:
 )";
-  for (const auto& [name, port, mode] : {std::tuple("web", 80, "ipip"), {"nat", 81, "fullnat"}}) {
+  for (const auto& [name, port, mode] : {std::tuple("web", 80, "ipip"),
+                                         {"nat", 81, "fullnat"},
+                                         {"proxied", 82, "fullnat\n    proxy_protocol: v2"}}) {
     absl::StrAppend(&yaml, "  - name: ", name, "\n    vip: 198.18.100.1\n    port: ", port,
                     "\n    protocol: tcp\n    forwarding: ", mode, "\n    backends:\n");
     for (int i = 1; i <= 100; ++i) {
@@ -103,7 +107,22 @@ services:
 }
 
 constexpr uint16_t kNatServicePort = 81;
+constexpr uint16_t kProxiedServicePort = 82;
+// The client's sequence number and the backend's acknowledgement in every Full-NAT frame the
+// benchmarks time: past a PROXY session's header (its stream starts at 1, after a SYN of 0), so
+// that a proxied session shifts both as it does for all but a connection's first segments.
+constexpr uint32_t kSteadySequence = 1000;
+constexpr uint32_t kSteadyAcknowledgement = 2000;
 const IpAddress kNatLocalAddress = IpAddress::v4(198, 18, 0, 20);
+
+// A Full-NAT service's 1M flows on a worker of their own, each holding a session: the service's
+// port, and each flow's reply tuple, its backend's address and its local port.
+struct NatFlows {
+  uint16_t service_port = 0;
+  WorkerPtr worker;
+  std::vector<uint32_t> reply_backends;     // IPv4, host order
+  std::vector<uint16_t> reply_local_ports;  // host order
+};
 
 struct Bench {
   Config config;
@@ -116,11 +135,10 @@ struct Bench {
   rte_mempool* pool = nullptr;
   WorkerPtr worker;
   WorkerPtr conntrack_worker;
-  // With a Full-NAT session table holding a session for each of the 1M flows to port 81, and
-  // each flow's reply: its backend's address and its local port.
-  WorkerPtr nat_worker;
-  std::vector<uint32_t> reply_backends;     // IPv4, host order
-  std::vector<uint16_t> reply_local_ports;  // host order
+  // With a Full-NAT session table holding a session for each of the 1M flows to port 81; the
+  // PROXY protocol service's on port 82, made by the first benchmark that needs them.
+  NatFlows nat;
+  NatFlows proxied;
   // The same, for the miss-path benchmarks, whose clock jumps.
   WorkerPtr miss_worker;
   // A memif server port with no peer, whose link the worker reads before it touches the port.
@@ -141,6 +159,8 @@ struct Bench {
 };
 
 Bench* g_bench = nullptr;
+// How the Full-NAT workers are made, for the PROXY protocol service's, made on first use.
+WorkerSetup g_nat_setup;
 
 // The frame of flow i: 198.18.0.0/15 sources (131,072 of them) times 8 source ports.
 inline void writeFrame(uint8_t* data, uint32_t flow) {
@@ -183,26 +203,129 @@ PeerFlow peerFlowOf(uint32_t flow) {
   return peer;
 }
 
-// Flow i's packet to the fullnat service with `flags`, or its backend's reply.
-inline void writeNatClientFrame(uint8_t* data, uint32_t flow, uint8_t flags) {
-  writeFrame(data, flow);
-  data[36] = static_cast<uint8_t>(kNatServicePort >> 8);
-  data[37] = static_cast<uint8_t>(kNatServicePort);
-  data[kTcpFlagsOffset] = flags;
+// Flow i's packet to a fullnat service with `flags` (and a sequence number), or its backend's
+// reply (with an acknowledgement).
+inline void writeNumbers(uint8_t* data, uint32_t sequence, uint32_t acknowledgement) {
+  for (int byte = 0; byte < 4; ++byte) {
+    data[38 + byte] = static_cast<uint8_t>(sequence >> (24 - 8 * byte));
+    data[42 + byte] = static_cast<uint8_t>(acknowledgement >> (24 - 8 * byte));
+  }
 }
 
-inline void writeNatReplyFrame(uint8_t* data, uint32_t flow) {
-  writeNatClientFrame(data, flow, kTcpAck);
-  const uint32_t backend = g_bench->reply_backends[flow];
-  const uint16_t local_port = g_bench->reply_local_ports[flow];
+inline void writeNatClientFrame(uint8_t* data, const NatFlows& service, uint32_t flow,
+                                uint8_t flags, uint32_t sequence = kSteadySequence) {
+  writeFrame(data, flow);
+  data[36] = static_cast<uint8_t>(service.service_port >> 8);
+  data[37] = static_cast<uint8_t>(service.service_port);
+  data[kTcpFlagsOffset] = flags;
+  writeNumbers(data, sequence, 0);
+}
+
+inline void writeNatReplyFrame(uint8_t* data, const NatFlows& service, uint32_t flow,
+                               uint32_t acknowledgement = kSteadyAcknowledgement) {
+  writeNatClientFrame(data, service, flow, kTcpAck);
+  const uint32_t backend = service.reply_backends[flow];
+  const uint16_t local_port = service.reply_local_ports[flow];
   const uint8_t from[4] = {static_cast<uint8_t>(backend >> 24), static_cast<uint8_t>(backend >> 16),
                            static_cast<uint8_t>(backend >> 8), static_cast<uint8_t>(backend)};
   std::memcpy(data + 26, from, 4);
   std::memcpy(data + 30, kNatLocalAddress.bytes.data(), 4);
-  data[34] = static_cast<uint8_t>(kNatServicePort >> 8);
-  data[35] = static_cast<uint8_t>(kNatServicePort);
+  data[34] = static_cast<uint8_t>(service.service_port >> 8);
+  data[35] = static_cast<uint8_t>(service.service_port);
   data[36] = static_cast<uint8_t>(local_port >> 8);
   data[37] = static_cast<uint8_t>(local_port);
+  writeNumbers(data, 5000, acknowledgement);
+}
+
+double median(std::vector<double> values) {
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
+}
+
+// One pass of `count` packets of `flows`' service from flow `first` on (wrapping over the 1M
+// flows) through its worker: clients' segments with `flags` and sequence number `number`, or the
+// backends' ACKs acknowledging `number`. The TSC cycles it took, 0 when the pool ran dry.
+uint64_t natPass(NatFlows& flows, bool replies, uint32_t first, uint32_t count, uint8_t flags,
+                 uint32_t number) {
+  Worker& worker = *flows.worker;
+  rte_mbuf* mbufs[kBurstSize];
+  const uint64_t start = rte_rdtsc();
+  for (uint32_t sent = 0; sent < count; sent += kBurstSize) {
+    if (rte_pktmbuf_alloc_bulk(g_bench->pool, mbufs, kBurstSize) != 0) return 0;
+    for (uint16_t i = 0; i < kBurstSize; ++i) {
+      const uint32_t flow = (first + sent + i) & (kFlows - 1);
+      refill(mbufs[i], flow);
+      auto* data = rte_pktmbuf_mtod(mbufs[i], uint8_t*);
+      if (replies) {
+        writeNatReplyFrame(data, flows, flow, number);
+      } else {
+        writeNatClientFrame(data, flows, flow, flags, number);
+      }
+    }
+    worker.processBurst(*g_bench->snapshot, worker.queue(0), mbufs, kBurstSize);
+  }
+  const uint64_t cycles = rte_rdtsc() - start;
+  worker.flush();
+  return cycles;
+}
+
+// A SYN (sequence number 0) of each of the 1M flows opens its session on the service's worker;
+// each flow's reply tuple is read back from it.
+int openNatSessions(NatFlows& flows, size_t service_index) {
+  if (natPass(flows, false, 0, kFlows, kTcpSyn, 0) == 0) return 1;
+  const SnapshotService& service = g_bench->snapshot->service(service_index);
+  const Worker& worker = *flows.worker;
+  for (uint32_t flow = 0; flow < kFlows; ++flow) {
+    std::array<uint8_t, kFrameLength> data;
+    writeNatClientFrame(data.data(), flows, flow, kTcpAck);
+    ParsedPacket packet;
+    parsePacket(data.data(), data.size(), packet);
+    NatClientKey key;
+    key.client = packet.flow.source;
+    key.client_port = packet.flow.source_port;
+    key.service = static_cast<uint16_t>(service.counter_id);
+    const NatSession* session = worker.natSessions()->peekClient(key);
+    if (session == nullptr) {
+      std::fprintf(stderr, "flow %u has no Full-NAT session:", flow);
+      for (size_t event = 0; event < kNatEventCount; ++event) {
+        std::fprintf(stderr, " %s %llu",
+                     std::string(toString(static_cast<NatEvent>(event))).c_str(),
+                     static_cast<unsigned long long>(worker.counters.nat.values[event].read()));
+      }
+      std::fprintf(stderr, "\n");
+      return 1;
+    }
+    flows.reply_backends.push_back(uint32_t{session->backend[0]} << 24 |
+                                   uint32_t{session->backend[1]} << 16 |
+                                   uint32_t{session->backend[2]} << 8 | session->backend[3]);
+    flows.reply_local_ports.push_back(
+        static_cast<uint16_t>(session->local_port >> 8 | session->local_port << 8));
+  }
+  return 0;
+}
+
+// The PROXY protocol service's sessions on a worker of their own (another 272 MiB, so made only
+// for the benchmark that times them), each brought to where all but a connection's first
+// segments find it: the SYN, the client's ACK at the stream's start (1) that carries the header,
+// the backend's acknowledgement of it, and a client's segment, which marks its entry.
+absl::Status openProxiedSessions() {
+  NatFlows& flows = g_bench->proxied;
+  if (flows.worker) return absl::OkStatus();
+  absl::StatusOr<WorkerPtr> worker = Worker::create(g_nat_setup);
+  if (!worker.ok()) return worker.status();
+  flows.worker = *std::move(worker);
+  flows.worker->state.now_ms = 1000;
+  flows.service_port = kProxiedServicePort;
+  if (openNatSessions(flows, 2) != 0 || natPass(flows, false, 0, kFlows, kTcpAck, 1) == 0 ||
+      natPass(flows, true, 0, kFlows, kTcpAck, 1 + kProxyHeaderIpv4Length) == 0 ||
+      natPass(flows, false, 0, kFlows, kTcpAck, kSteadySequence) == 0) {
+    return absl::ResourceExhaustedError("the PROXY protocol sessions could not be made");
+  }
+  const uint64_t headers = flows.worker->counters.nat.read(NatEvent::kProxyHeaderSent);
+  if (headers != kFlows) {
+    return absl::InternalError(absl::StrCat(headers, " headers sent for ", kFlows, " sessions"));
+  }
+  return absl::OkStatus();
 }
 
 enum class Mode {
@@ -252,7 +375,7 @@ void runBursts(benchmark::State& state, const Snapshot* snapshot = nullptr) {
   constexpr bool kConntrack = kMode == Mode::kConntrackHits || kMode == Mode::kConntrackHalfNew;
   constexpr bool kFullNat = kMode == Mode::kFullNatClientHits || kMode == Mode::kFullNatReplies;
   Worker& worker =
-      kFullNat ? *bench.nat_worker : (kConntrack ? *bench.conntrack_worker : *bench.worker);
+      kFullNat ? *bench.nat.worker : (kConntrack ? *bench.conntrack_worker : *bench.worker);
   uint32_t fresh_flow = kFlows;
   timeBursts(state, worker, kMode == Mode::kRefillAndTransmit ? nullptr : snapshot,
              [&](rte_mbuf** mbufs) {
@@ -264,9 +387,9 @@ void runBursts(benchmark::State& state, const Snapshot* snapshot = nullptr) {
                    mbuf->pkt_len = kFrameLength;
                    auto* data = rte_pktmbuf_mtod(mbuf, uint8_t*);
                    if (kMode == Mode::kFullNatClientHits) {
-                     writeNatClientFrame(data, bench.next_flow, kTcpAck);
+                     writeNatClientFrame(data, bench.nat, bench.next_flow, kTcpAck);
                    } else {
-                     writeNatReplyFrame(data, bench.next_flow);
+                     writeNatReplyFrame(data, bench.nat, bench.next_flow);
                    }
                    bench.next_flow = (bench.next_flow + 1) & (kFlows - 1);
                    continue;
@@ -380,7 +503,7 @@ BENCHMARK(BM_PipelineConntrackHits)->MinTime(1.0);
 // address to its backend; and a backend's ACK to the local address, looked up by its reply
 // tuple and rewritten from the VIP to the client.
 void BM_PipelineFullNatClientHits(benchmark::State& state) {
-  const NatCounters& counters = g_bench->nat_worker->counters.nat;
+  const NatCounters& counters = g_bench->nat.worker->counters.nat;
   const uint64_t refused_before = counters.read(NatEvent::kClientNoSession);
   runBursts<Mode::kFullNatClientHits>(state);
   if (counters.read(NatEvent::kClientNoSession) != refused_before) {
@@ -390,7 +513,7 @@ void BM_PipelineFullNatClientHits(benchmark::State& state) {
 BENCHMARK(BM_PipelineFullNatClientHits)->MinTime(1.0);
 
 void BM_PipelineFullNatReplies(benchmark::State& state) {
-  const NatCounters& counters = g_bench->nat_worker->counters.nat;
+  const NatCounters& counters = g_bench->nat.worker->counters.nat;
   const uint64_t unmatched_before = counters.read(NatEvent::kReplyNoSession);
   runBursts<Mode::kFullNatReplies>(state);
   if (counters.read(NatEvent::kReplyNoSession) != unmatched_before) {
@@ -398,6 +521,73 @@ void BM_PipelineFullNatReplies(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_PipelineFullNatReplies)->MinTime(1.0);
+
+// The PROXY protocol's cost per packet once a session's header is acknowledged: the client's
+// sequence number shifted (without reading the session) and the backend's acknowledgement
+// shifted back, against the same service without it. Passes of 65,536 packets of each of four
+// kinds (the plain and the proxied service, clients' segments and backends' ACKs, each over its
+// own 1M sessions) run in turn, each round in another order, and each round's proxied passes are
+// compared with its plain ones, as BM_PipelineMissesPeerFlows compares its passes: a neighbour's
+// load weighs on both alike. Reports the medians of cycles a packet and of the per-round costs
+// (client_shift_cost, reply_shift_cost: 0.05 is 5% more cycles).
+void BM_PipelineFullNatProxyShift(benchmark::State& state) {
+  if (const absl::Status made = openProxiedSessions(); !made.ok()) {
+    state.SkipWithError(std::string(made.message()).c_str());
+    return;
+  }
+  constexpr uint32_t kPass = 65'536;
+  struct Kind {
+    const char* name;
+    NatFlows* flows;
+    bool replies;
+    uint32_t next = 0;
+    std::vector<double> cycles;
+  };
+  std::array<Kind, 4> kinds{Kind{"client", &g_bench->nat, false, 0, {}},
+                            Kind{"proxied_client", &g_bench->proxied, false, 0, {}},
+                            Kind{"reply", &g_bench->nat, true, 0, {}},
+                            Kind{"proxied_reply", &g_bench->proxied, true, 0, {}}};
+  std::array<size_t, 4> order{0, 1, 2, 3};
+  std::vector<double> client_costs;
+  std::vector<double> reply_costs;
+  const uint64_t headers_before =
+      g_bench->proxied.worker->counters.nat.read(NatEvent::kProxyHeaderSent);
+  uint64_t rounds = 0;
+  for (auto _ : state) {
+    std::array<double, 4> round{};
+    for (size_t k : order) {
+      Kind& kind = kinds[k];
+      const uint64_t cycles = natPass(*kind.flows, kind.replies, kind.next, kPass, kTcpAck,
+                                      kind.replies ? kSteadyAcknowledgement : kSteadySequence);
+      if (cycles == 0) {
+        state.SkipWithError("mbuf pool empty");
+        return;
+      }
+      kind.next = (kind.next + kPass) & (kFlows - 1);
+      round[k] = static_cast<double>(cycles) / kPass;
+      kind.cycles.push_back(round[k]);
+    }
+    client_costs.push_back(round[1] / round[0] - 1);
+    reply_costs.push_back(round[3] / round[2] - 1);
+    std::rotate(order.begin(), order.begin() + 1, order.end());
+    if (++rounds % 4 == 0) std::swap(order[0], order[2]);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * 4 * kPass);
+  const double tsc_hz = static_cast<double>(rte_get_tsc_hz());
+  for (const Kind& kind : kinds) {
+    const double cycles = median(kind.cycles);
+    state.counters[absl::StrCat(kind.name, "_cycles_per_packet")] = cycles;
+    state.counters[absl::StrCat(kind.name, "_mpps")] = tsc_hz / cycles / 1e6;
+  }
+  state.counters["client_shift_cost"] = median(client_costs);
+  state.counters["reply_shift_cost"] = median(reply_costs);
+  // Every proxied session past its header: none sent again while timed.
+  if (g_bench->proxied.worker->counters.nat.read(NatEvent::kProxyHeaderSent) != headers_before) {
+    state.SkipWithError("a header was sent while timed");
+  }
+}
+// 40 rounds: 160 passes of 65,536 packets, about 2 s.
+BENCHMARK(BM_PipelineFullNatProxyShift)->Iterations(40);
 
 // Half the packets are hits; half are flows never seen, each looked up, picked and inserted
 // (evicting the least recently seen once its bucket is full).
@@ -440,11 +630,6 @@ uint64_t missPass(Worker& worker, const PeerFlows* peers, uint32_t pass_advance_
   const uint64_t cycles = rte_rdtsc() - start;
   worker.state.peer_flows = nullptr;
   return cycles;
-}
-
-double median(std::vector<double> values) {
-  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
-  return values[values.size() / 2];
 }
 
 void BM_PipelineMissesPeerFlows(benchmark::State& state) {
@@ -595,6 +780,7 @@ int setUp(int argc, char** argv) {
   nat_setup.conntrack = ConntrackConfig{.entries_per_core = 1024};
   nat_setup.nat_sessions = kFlows;
   absl::StatusOr<WorkerPtr> nat_worker = Worker::create(nat_setup);
+  g_nat_setup = nat_setup;
 
   PortConfig memif;
   memif.name = "memif";
@@ -623,8 +809,8 @@ int setUp(int argc, char** argv) {
   bench.conntrack_worker->state.now_ms = 1000;
   bench.miss_worker = *std::move(miss_worker);
   bench.miss_worker->state.now_ms = 1000;
-  bench.nat_worker = *std::move(nat_worker);
-  bench.nat_worker->state.now_ms = 1000;
+  bench.nat.worker = *std::move(nat_worker);
+  bench.nat.worker->state.now_ms = 1000;
   bench.link_worker = *std::move(link_worker);
 
   // TCP SYN to the VIP's port 80 from the port's own L2 peer; source address and port vary.
@@ -644,45 +830,8 @@ int setUp(int argc, char** argv) {
                                          kBurstSize);
   }
   bench.conntrack_worker->flush();
-  // A SYN of each flow opens its session on the NAT worker; each flow's reply tuple is read
-  // back from it.
-  Worker& nat = *bench.nat_worker;
-  for (uint32_t flow = 0; flow < kFlows; flow += kBurstSize) {
-    if (rte_pktmbuf_alloc_bulk(bench.pool, mbufs, kBurstSize) != 0) return 1;
-    for (uint16_t i = 0; i < kBurstSize; ++i) {
-      refill(mbufs[i], flow + i);
-      writeNatClientFrame(rte_pktmbuf_mtod(mbufs[i], uint8_t*), flow + i, kTcpSyn);
-    }
-    nat.processBurst(*bench.snapshot, nat.queue(0), mbufs, kBurstSize);
-  }
-  nat.flush();
-  const SnapshotService& nat_service = bench.snapshot->service(1);
-  for (uint32_t flow = 0; flow < kFlows; ++flow) {
-    std::array<uint8_t, kFrameLength> data;
-    writeNatClientFrame(data.data(), flow, kTcpAck);
-    ParsedPacket packet;
-    parsePacket(data.data(), data.size(), packet);
-    NatClientKey key;
-    key.client = packet.flow.source;
-    key.client_port = packet.flow.source_port;
-    key.service = static_cast<uint16_t>(nat_service.counter_id);
-    const NatSession* session = nat.natSessions()->peekClient(key);
-    if (session == nullptr) {
-      std::fprintf(stderr, "flow %u has no Full-NAT session:", flow);
-      for (size_t event = 0; event < kNatEventCount; ++event) {
-        std::fprintf(stderr, " %s %llu",
-                     std::string(toString(static_cast<NatEvent>(event))).c_str(),
-                     static_cast<unsigned long long>(nat.counters.nat.values[event].read()));
-      }
-      std::fprintf(stderr, "\n");
-      return 1;
-    }
-    bench.reply_backends.push_back(uint32_t{session->backend[0]} << 24 |
-                                   uint32_t{session->backend[1]} << 16 |
-                                   uint32_t{session->backend[2]} << 8 | session->backend[3]);
-    bench.reply_local_ports.push_back(
-        static_cast<uint16_t>(session->local_port >> 8 | session->local_port << 8));
-  }
+  bench.nat.service_port = kNatServicePort;
+  if (openNatSessions(bench.nat, 1) != 0) return 1;
   for (uint32_t flow = 0; flow < kMissFlows; ++flow) {
     bench.peer_records_of_miss_flows.push_back(peerFlowOf(flow));
     bench.peer_records_of_other_flows.push_back(peerFlowOf(2 * kMissFlows + flow));
@@ -738,7 +887,8 @@ int main(int argc, char** argv) {
   berth::g_bench->port_stats.reset();
   berth::g_bench->worker.reset();
   berth::g_bench->conntrack_worker.reset();
-  berth::g_bench->nat_worker.reset();
+  berth::g_bench->nat.worker.reset();
+  berth::g_bench->proxied.worker.reset();
   berth::g_bench->miss_worker.reset();
   berth::g_bench->link_worker.reset();
   berth::closePort(berth::g_bench->memif_port);

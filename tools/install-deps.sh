@@ -18,7 +18,8 @@ if [[ ${1:-} != --demo ]]; then
     libgtest-dev libgmock-dev libbenchmark-dev clang clang-format
     python3-scapy python3-yaml
     prometheus
-    iproute2 ethtool tcpdump iputils-ping curl wrk
+    iproute2 ethtool tcpdump iputils-ping curl wrk nftables
+    nginx-light haproxy
     bird2
     etcd-server etcd-client
     debhelper lintian debootstrap

@@ -225,6 +225,18 @@ absl::Status parseForwardingFields(const Fields& fields, const DataplaneConfig* 
       const std::string drain,
       fields.choice("drain", {"keep_established", "repick"}, "keep_established"));
   service.drain_keeps_established = drain == "keep_established";
+  BERTH_ASSIGN_OR_RETURN(const std::string proxy_protocol,
+                         fields.choice("proxy_protocol", {"v2", "none"}, "none"));
+  service.proxy_protocol = proxy_protocol == "v2";
+  if (service.proxy_protocol && service.forwarding != Forwarding::kFullNat) {
+    return fields.site("proxy_protocol")
+        .error(absl::StrCat("only applies with forwarding: fullnat (with ",
+                            toString(service.forwarding),
+                            " berth never sees the backend's side of the connection to shift)"));
+  }
+  if (service.proxy_protocol && service.protocol != Protocol::kTcp) {
+    return fields.site("proxy_protocol").error("only applies to a tcp service");
+  }
   return absl::OkStatus();
 }
 
@@ -353,7 +365,7 @@ absl::StatusOr<ServiceConfig> parseService(absl::string_view source, const std::
       Fields::read(source, path, node,
                    {"name", "vip", "port", "protocol", "table_size", "algorithm", "replicas",
                     "bounded_load", "hash_fields", "forwarding", "gue_port", "announce", "drain",
-                    "health", "backends", "egress"},
+                    "health", "backends", "egress", "proxy_protocol"},
                    errors));
   ServiceConfig service;
   service.line.number = fields.self().line();
@@ -966,6 +978,7 @@ absl::Status sourceFullNatProbes(absl::string_view source, Config& config,
       const ErrorSite site = siteOf(b);
       HealthCheckConfig& check = backend.health;
       if (check.type == HealthCheckType::kNone) continue;
+      check.proxy_header = service.proxy_protocol;
       const IpFamily family = backend.address.family;
       const int version = family == IpFamily::kIpv4 ? 4 : 6;
       auto port = ports.end();

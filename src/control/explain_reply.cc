@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "berth/dataplane/proxy_stream.h"
 #include "berth/net/packet_parser.h"
 #include "berth/util/json_writer.h"
 
@@ -48,6 +49,11 @@ std::string writeSession(const Snapshot& snapshot, const TrackedConnection& trac
            session.backend_port);
   json.key("backend").value(backend == kNoBackendIndex ? "" : snapshot.backend(backend).name);
   json.key("state").value(toString(session.state));
+  json.key("proxy_header").value(toString(session.proxy_header));
+  json.key("client_sequence_shift")
+      .value(static_cast<uint64_t>(session.proxy_header == ProxyHeaderState::kNone
+                                       ? 0
+                                       : proxyHeaderLength(session.client_family)));
   json.key("idle_ms").value(static_cast<uint64_t>(tracked.idle_ms));
   json.key("expired").value(tracked.expired).endObject();
   return absl::StrFormat("Full-NAT session on worker %u: %s, idle %u ms%s", tracked.worker,

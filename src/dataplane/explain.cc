@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "berth/dataplane/proxy_stream.h"
 #include "berth/maglev/consistent_hash.h"
 
 namespace berth {
@@ -84,7 +85,12 @@ std::string describeSession(const Snapshot& snapshot, const NatSession& session)
                session.local_port),
       " -> ", endpoint(session.backend_family, session.backend, session.backend_port), " (",
       backend == kNoBackendIndex ? "a removed backend" : snapshot.backend(backend).name, "), ",
-      toString(session.state));
+      toString(session.state),
+      session.proxy_header == ProxyHeaderState::kNone
+          ? ""
+          : absl::StrCat(", PROXY header ", toString(session.proxy_header),
+                         " (the client's bytes +", proxyHeaderLength(session.client_family),
+                         " toward the backend)"));
 }
 
 FlowExplanation explainFlow(const Snapshot& snapshot, const FlowKey& flow,

@@ -1,6 +1,7 @@
 #include "dataplane/fullnat_path.h"
 
 #include "berth/dataplane/nat_rewrite.h"
+#include "berth/dataplane/proxy_stream.h"
 #include "berth/net/flow_key.h"
 
 namespace berth {
@@ -70,9 +71,55 @@ NatClientEntry* openSession(const Snapshot& snapshot, const Frame& frame,
   opening.start = flow_hash;
   NatClientEntry* entry = worker.nat->open(opening, worker.now_ms);
   if (entry != nullptr) {
-    worker.nat->sessionOf(*entry).receiving_port = static_cast<uint8_t>(frame.port);
+    NatSession& session = worker.nat->sessionOf(*entry);
+    session.receiving_port = static_cast<uint8_t>(frame.port);
+    if (service.proxy_protocol && packet.flow.protocol == kProtocolTcp) {
+      startProxyStream(session, frame, packet);
+      entry->proxy_header = ProxyHeaderState::kPending;
+    }
   }
   return entry;
+}
+
+// A client's TCP segment of a session with a PROXY protocol header (proxy_stream.h): shifted
+// alone once the client's side knows the header is acknowledged, which is every segment but
+// the first few; until then the session says where the header stands. False: drop it.
+bool proxyClientSegment(const Snapshot& snapshot, Frame& frame, const ParsedPacket& packet,
+                        const SnapshotService& service, NatClientEntry& entry, uint32_t egress,
+                        WorkerState& worker) {
+  const uint32_t header_length = proxyHeaderLength(packet.flow.family);
+  if (entry.proxy_header == ProxyHeaderState::kAcknowledged && (packet.tcp_flags & kTcpSyn) == 0) {
+    shiftClientSequence(frame, packet, header_length);
+    return true;
+  }
+  NatSession& session = worker.nat->sessionOf(entry);
+  ProxyEndpoints header;
+  header.family = session.client_family;
+  header.source = session.client;
+  header.destination = service.vip.bytes;
+  header.source_port = session.client_port;
+  header.destination_port = service.port;
+  ParsedPacket resized = packet;  // the IP length and flags as the segment leaves
+  switch (proxyFromClient(frame, resized, session, header, snapshot.port(egress).mtu)) {
+    case ProxyClientStep::kHeaderAlone:
+      worker.counters->nat.count(NatEvent::kProxyHeaderAlone);
+      [[fallthrough]];
+    case ProxyClientStep::kHeaderInserted:
+      worker.counters->nat.count(NatEvent::kProxyHeaderSent);
+      break;
+    case ProxyClientStep::kSynDataDropped:
+      worker.counters->nat.count(NatEvent::kProxySynData);
+      break;
+    case ProxyClientStep::kMalformed:
+      return false;
+    case ProxyClientStep::kShifted:
+    case ProxyClientStep::kSyn:
+      break;
+  }
+  if (session.proxy_header == ProxyHeaderState::kAcknowledged) {
+    entry.proxy_header = ProxyHeaderState::kAcknowledged;
+  }
+  return true;
 }
 
 }  // namespace
@@ -150,6 +197,10 @@ Verdict fullNatFromClient(const Snapshot& snapshot, Frame& frame, const ParsedPa
   }
   const ForwardingTarget* target = snapshot.target(egress, backend);
   if (target == nullptr) return drop(worker, DropReason::kNextHopUnresolved);
+  if (entry->proxy_header != ProxyHeaderState::kNone &&
+      !proxyClientSegment(snapshot, frame, packet, service, *entry, egress, worker)) {
+    return drop(worker, DropReason::kNatNotTranslatable);
+  }
   NatEndpoints to;
   to.source = snapshot.natLocalAddress(entry->local_address).bytes;
   to.destination = snapshot.backend(backend).address.bytes;
@@ -200,8 +251,21 @@ Verdict fullNatFromBackend(const Snapshot& snapshot, Frame& frame, const ParsedP
     if (forwardL2Dsr(frame, packet, port.client_hop, 0) != ForwardResult::kSend) {
       return drop(worker, DropReason::kNoHeadroom);
     }
+    if (session->proxy_header != ProxyHeaderState::kNone) {
+      unshiftEmbeddedSequence(frame, packet, *session);
+    }
   } else {
     worker.nat->touchFromBackend(*session, packet.tcp_flags, worker.now_ms);
+    if (session->proxy_header != ProxyHeaderState::kNone) {
+      const ProxyHeaderState before = session->proxy_header;
+      if (!proxyFromBackend(frame, packet, *session)) {
+        return drop(worker, DropReason::kNatNotTranslatable);
+      }
+      if (before == ProxyHeaderState::kSent &&
+          session->proxy_header == ProxyHeaderState::kPending) {
+        worker.counters->nat.count(NatEvent::kProxyHeaderLost);
+      }
+    }
     NatEndpoints to;
     to.source = service.vip.bytes;
     to.destination = session->client;

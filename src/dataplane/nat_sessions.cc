@@ -200,8 +200,15 @@ bool NatSessionTable::placeClient(const NatSession& session, uint32_t place) {
     }
   }
   const uint16_t moved = entry->moved;  // the bucket's count, kept in its first entry
-  *entry = NatClientEntry{key.client,         key.client_port,       key.service,        place,
-                          session.local_port, session.local_address, session.backend_id, moved};
+  // The client's side shifts without reading the session only once its header is acknowledged.
+  const ProxyHeaderState proxy_header =
+      session.proxy_header == ProxyHeaderState::kNone ||
+              session.proxy_header == ProxyHeaderState::kAcknowledged
+          ? session.proxy_header
+          : ProxyHeaderState::kPending;
+  *entry = NatClientEntry{
+      key.client,         key.client_port,       key.service,        place, proxy_header,
+      session.local_port, session.local_address, session.backend_id, moved};
   return true;
 }
 

@@ -320,13 +320,13 @@ class SnapshotBuilder {
                        " backends, the config ", config.backends.size()));
     }
     BERTH_ASSIGN_OR_RETURN(const uint32_t service_counter, counter_ids.service(config.name));
-    snapshot_->services_list_.push_back(
-        SnapshotService{config.name, config.hash_fields, kDefaultFlowHashSeed, config.forwarding,
-                        forwardFunctionFor(config.forwarding), table,
-                        static_cast<uint32_t>(snapshot_->backends_.size()), service_counter,
-                        config.drain_keeps_established, config.bounded_load,
-                        config.egress.empty() ? kNoPort : portIndexOf(config.egress), config.vip,
-                        static_cast<uint16_t>((config.port >> 8) | (config.port << 8))});
+    snapshot_->services_list_.push_back(SnapshotService{
+        config.name, config.hash_fields, kDefaultFlowHashSeed, config.forwarding,
+        forwardFunctionFor(config.forwarding), table,
+        static_cast<uint32_t>(snapshot_->backends_.size()), service_counter,
+        config.drain_keeps_established, config.bounded_load,
+        config.egress.empty() ? kNoPort : portIndexOf(config.egress), config.vip,
+        static_cast<uint16_t>((config.port >> 8) | (config.port << 8)), config.proxy_protocol});
     std::vector<uint32_t>& services_by_counter = snapshot_->service_by_counter_id_;
     if (services_by_counter.size() <= service_counter) {
       services_by_counter.resize(service_counter + 1, Snapshot::kNoServiceIndex);

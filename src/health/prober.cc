@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "berth/net/proxy_protocol.h"
 #include "berth/net/socket_address.h"
 
 namespace berth {
@@ -72,6 +73,7 @@ ProbeTarget ProbeTarget::of(const HealthCheckConfig& config) {
     target.http_path = config.http_path;
     target.expect_low = config.expect_low;
     target.expect_high = config.expect_high;
+    target.proxy_header = config.proxy_header;
   }
   target.timeout_ms = config.timeout_ms;
   target.interface = config.interface;
@@ -138,9 +140,13 @@ uint64_t Prober::start(const ProbeTarget& target) {
   probe.fd = fd;
   probe.deadline_ms = clock_() + target.timeout_ms;
   if (target.type == HealthCheckType::kHttp) {
-    probe.request = absl::StrCat("GET ", target.http_path,
-                                 " HTTP/1.0\r\nHost: ", hostPort(target.address, target.port),
-                                 "\r\nUser-Agent: berth-health\r\nConnection: close\r\n\r\n");
+    if (target.proxy_header) {
+      const auto header = proxyLocalHeader();
+      probe.request.assign(header.begin(), header.end());
+    }
+    absl::StrAppend(&probe.request, "GET ", target.http_path,
+                    " HTTP/1.0\r\nHost: ", hostPort(target.address, target.port),
+                    "\r\nUser-Agent: berth-health\r\nConnection: close\r\n\r\n");
   }
   epoll_event event{};
   event.events = EPOLLOUT;

@@ -29,6 +29,7 @@ import hashlib
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -36,6 +37,7 @@ import time
 import unittest
 
 import e2e_support
+import proxy_servers
 from e2e_support import BIG_BYTES, HTTP_PORT, TAG, run
 
 BERTHD, BERTHCTL = sys.argv.pop(1), sys.argv.pop(1)
@@ -54,6 +56,8 @@ VIP, VIP6 = "198.18.100.1", "2001:db8:100::1"
 LOCAL, LOCAL6 = "198.18.1.20", "2001:db8:1::20"
 CLIENT_MTU = 1280
 DOWNLOAD_BYTES = 100 * 1024 * 1024
+NGINX_PORT, HAPROXY_PORT, GREETER_PORT = 8081, 8082, 8083
+PROXY_SERVICES = ("pp-nginx", "pp-nginx6", "pp-haproxy", "pp-greeter")
 METRICS_PORT = 19464  # in berthd's namespace
 
 
@@ -102,6 +106,21 @@ def config_text(backends, weights=None, pool=None):
         ] + ['      - { name: %s, address: "%s", weight: %d }' % (
             backend, backend_address(backend, v6), weights.get(backend, 1))
             for backend in backends]
+    # PROXY protocol v2 services: nginx on bk1 (over IPv4 and IPv6), HAProxy on bk2, and a
+    # server that speaks first on bk3.
+    for name, vip, port, backend, v6, check in (
+            ("pp-nginx", VIP, NGINX_PORT, "bk1", False, "http, path: /healthz"),
+            ("pp-nginx6", VIP6, NGINX_PORT, "bk1", True, "http, path: /healthz"),
+            ("pp-haproxy", VIP, HAPROXY_PORT, "bk2", False, "http, path: /healthz"),
+            ("pp-greeter", VIP, GREETER_PORT, "bk3", False, "tcp")):
+        lines += [
+            '  - { name: %s, vip: "%s", port: %d, protocol: tcp, forwarding: fullnat,' % (
+                name, vip, port),
+            "      proxy_protocol: v2, health: { type: %s, interval: 0.5, timeout: 0.4, "
+            "rise: 2, fall: 3 }," % check,
+            '      backends: [ { name: %s, address: "%s" } ] }' % (
+                backend, backend_address(backend, v6)),
+        ]
     lines += [
         "  - name: dns",
         "    vip: %s" % VIP,
@@ -185,12 +204,18 @@ class FullNat(unittest.TestCase):
         cls.topology = Topology()
         cls.instance = e2e_support.berthd_on(config_text(BACKENDS), cls.directory, BERTHD,
                                              BERTHCTL, PREFIX, netns=LB)
+        cls.proxied = proxy_servers.ProxyServers(cls.directory)
+        cls.proxied.start_nginx(namespace_of("bk1"), NGINX_PORT, DOWNLOAD_BYTES)
+        cls.proxied.start_haproxy(namespace_of("bk2"), HAPROXY_PORT)
+        cls.proxied.start_greeter(namespace_of("bk3"), GREETER_PORT)
         cls.instance.start()
         for backend in BACKENDS:
             cls.wait_health(backend, "healthy", timeout=20)
+        cls.wait_health(None, "healthy", timeout=20, services=PROXY_SERVICES)
 
     @classmethod
     def tearDownClass(cls):
+        cls.proxied.stop_all()
         cls.instance.stop()
         cls.topology.remove()
         shutil.rmtree(cls.directory, ignore_errors=True)
@@ -201,12 +226,13 @@ class FullNat(unittest.TestCase):
         self.assertTrue(self.instance.berthctl("reload")["ok"])
 
     @classmethod
-    def wait_health(cls, backend, state, timeout):
-        """Until `backend` is in `state` in every service (web and web6 probe it apart)."""
+    def wait_health(cls, backend, state, timeout, services=("web", "web6")):
+        """Until `backend` (None: every one) is in `state` in each of `services` (web and web6
+        probe it apart)."""
         deadline = time.monotonic() + timeout
         while True:
             rows = [b for b in cls.instance.berthctl("backends")["backends"]
-                    if b["name"] == backend and b["service"] in ("web", "web6")]
+                    if backend in (None, b["name"]) and b["service"] in services]
             if rows and all(row["health"] == state for row in rows):
                 return
             if time.monotonic() > deadline:
@@ -225,10 +251,10 @@ class FullNat(unittest.TestCase):
             seen[port] = backend
         return seen
 
-    def wrk(self, vip):
+    def wrk(self, vip, port=HTTP_PORT, path="/keep"):
         host = "[%s]" % vip if ":" in vip else vip
         result = run("ip", "netns", "exec", CLIENT, "wrk", "-t1", "-c16", "-d3s",
-                     "http://%s:%d/keep" % (host, HTTP_PORT), timeout=60)
+                     "http://%s:%d%s" % (host, port, path), timeout=60)
         requests = int(re.search(r"(\d+) requests in", result.stdout).group(1))
         errors = re.search(r"Socket errors: (.*)", result.stdout)
         non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", result.stdout)
@@ -413,6 +439,133 @@ class FullNat(unittest.TestCase):
                 check=False)
         self.wait_health("bk3", "healthy", timeout=10)
 
+    def wrk_through_proxy_protocol(self, port, log):
+        """wrk to a PROXY protocol service: no error, and every request it made logged by the
+        backend with the client's own address, read from the header."""
+        before = len(log())
+        requests, errors, non_2xx, text = self.wrk(VIP, port, "/who")
+        self.assertGreater(requests, 100, text)
+        self.assertIsNone(errors, text)
+        self.assertIsNone(non_2xx, text)
+        lines = [line for line in log()[before:] if line[2] == "/who"]
+        self.assertGreaterEqual(len(lines), requests, "every request logged")
+        addresses = {line[0] for line in lines}
+        self.assertEqual(addresses, {"198.18.2.1"}, "the client's own address, always")
+        self.assertTrue(all(1024 <= int(line[1]) <= 65535 for line in lines), lines[:3])
+        return requests
+
+    def test_8a_nginx_logs_the_real_client_of_every_request(self):
+        sent_before = self.counter("nat_proxy_header_sent")
+        requests = self.wrk_through_proxy_protocol(NGINX_PORT, self.proxied.nginx_log)
+        print("\n  wrk to nginx with proxy_protocol: %d requests in 3 s, each logged from "
+              "198.18.2.1" % requests, file=sys.stderr)
+        # Over IPv6 the header carries the IPv6 client.
+        result = run("ip", "netns", "exec", CLIENT, "curl", "-sS", "--max-time", "5",
+                     "http://[%s]:%d/who" % (VIP6, NGINX_PORT))
+        self.assertEqual(result.stdout.strip(), "2001:db8:2::1")
+        asked = [line for line in self.proxied.nginx_log() if line[2] == "/who"]
+        self.assertEqual(asked[-1][0], "2001:db8:2::1")
+        # One header per connection: wrk's 16 and curl's one.
+        self.assertGreaterEqual(self.counter("nat_proxy_header_sent") - sent_before, 17)
+
+    def test_8b_haproxy_logs_the_real_client_of_every_request(self):
+        requests = self.wrk_through_proxy_protocol(HAPROXY_PORT, self.proxied.haproxy_log)
+        print("\n  wrk to HAProxy with accept-proxy: %d requests in 3 s, each logged from "
+              "198.18.2.1" % requests, file=sys.stderr)
+
+    def test_8c_a_server_that_speaks_first_gets_the_header_before_it_speaks(self):
+        # The client sends nothing until the server greets; the header rides the ACK that ends
+        # its handshake.
+        result = run("ip", "netns", "exec", CLIENT, "/usr/bin/python3", "-c",
+                     GREETED % (VIP, GREETER_PORT), timeout=60)
+        lines = result.stdout.split("\n")
+        self.assertEqual(len([line for line in lines if line.startswith("greeted")]), 5,
+                         result.stdout + result.stderr)
+        for line in lines:
+            if line.startswith("greeted"):
+                _, port, greeting = line.split(" ", 2)
+                self.assertEqual(greeting, "220 greeter sees 198.18.2.1:%s|221 bye" % port)
+        # explain shows a greeted connection's session with its header acknowledged.
+        holder = subprocess.Popen(
+            ["ip", "netns", "exec", CLIENT, "/usr/bin/python3", "-c", GREETED_AND_HELD % (
+                VIP, GREETER_PORT)], stdout=subprocess.PIPE, text=True)
+        try:
+            port = int(holder.stdout.readline().split()[1])
+            explained = self.instance.berthctl("explain", "--src", "198.18.2.1:%d" % port,
+                                               "--dst", "%s:%d" % (VIP, GREETER_PORT))
+            self.assertEqual(explained["session"]["proxy_header"], "acknowledged",
+                             explained["text"])
+            self.assertEqual(explained["session"]["client_sequence_shift"], 28)
+            self.assertIn("PROXY header acknowledged (the client's bytes +28 toward the backend)",
+                          explained["text"])
+        finally:
+            e2e_support.stop_process(holder, timeout=10)
+
+    def test_8d_a_100_mb_download_with_loss_and_sack_completes_intact(self):
+        # nftables in the client's namespace drops every 50th segment from the VIP: the
+        # client SACKs around the holes, nginx recovers with SACK, and berth shifts the
+        # client's numbers across all of it.
+        namespace = namespace_of("bk1")
+        recoveries_before = sack_recoveries(namespace)
+        run("ip", "netns", "exec", CLIENT, "nft", "add", "table", "inet", "berth_loss")
+        try:
+            run("ip", "netns", "exec", CLIENT, "nft", "add", "chain", "inet", "berth_loss",
+                "input", "{ type filter hook input priority 0; }")
+            run("ip", "netns", "exec", CLIENT, "nft", "add", "rule", "inet", "berth_loss",
+                "input", "tcp", "sport", str(NGINX_PORT), "numgen", "inc", "mod", "50", "0",
+                "counter", "drop")
+            output = os.path.join(self.directory, "proxied-download")
+            result = run("ip", "netns", "exec", CLIENT, "curl", "-sS", "--max-time", "60",
+                         "--limit-rate", "16M", "-o", output,
+                         "http://%s:%d/files/big" % (VIP, NGINX_PORT), check=False, timeout=90)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            dropped = run("ip", "netns", "exec", CLIENT, "nft", "list", "table", "inet",
+                          "berth_loss").stdout
+        finally:
+            run("ip", "netns", "exec", CLIENT, "nft", "delete", "table", "inet", "berth_loss",
+                check=False)
+        digest = hashlib.sha256()
+        with open(output, "rb") as received:
+            for block in iter(lambda: received.read(1 << 20), b""):
+                digest.update(block)
+        os.unlink(output)
+        self.assertEqual(digest.hexdigest(), pattern_sha256(DOWNLOAD_BYTES), "intact")
+        recoveries = sack_recoveries(namespace) - recoveries_before
+        self.assertGreater(recoveries, 0, "nginx recovered with SACK")
+        print("\n  100 MB through the PROXY protocol with every 50th segment dropped: intact, "
+              "%d SACK recoveries" % recoveries, file=sys.stderr)
+        lost = int(re.search(r"counter packets (\d+)", dropped).group(1))
+        self.assertGreater(lost, 100, dropped)
+
+
+def sack_recoveries(namespace):
+    """The kernel's count of loss recoveries that SACK drove, in `namespace`."""
+    text = run("ip", "netns", "exec", namespace, "nstat", "-az", "TcpExtTCPSackRecovery").stdout
+    match = re.search(r"TcpExtTCPSackRecovery\s+(\d+)", text)
+    return int(match.group(1)) if match else 0
+
+
+# Run in the client's namespace: five connections to a server that speaks first; each waits for
+# the greeting without sending a byte, then says QUIT.
+GREETED = """
+import socket
+for _ in range(5):
+    connection = socket.create_connection(("%s", %d), timeout=5)
+    greeting = connection.recv(200).decode().strip()
+    connection.sendall(b"QUIT\\r\\n")
+    bye = connection.recv(200).decode().strip()
+    print("greeted", connection.getsockname()[1], greeting + "|" + bye)
+    connection.close()
+"""
+
+# The same, once, and the connection held open (until the test stops it) after the greeting.
+GREETED_AND_HELD = """
+import socket, sys, time
+connection = socket.create_connection(("%s", %d), timeout=5)
+greeting = connection.recv(200).decode().strip()
+print("greeted", connection.getsockname()[1], greeting, flush=True)
+time.sleep(30)
+"""
 
 # Run in the client's namespace: opens 200 connections to the VIP and keeps them, sees the 201st
 # refused (its SYNs are dropped: connect times out), then asks over each of the 200 and reads

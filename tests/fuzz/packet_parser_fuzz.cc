@@ -1,7 +1,9 @@
 // libFuzzer target for the packet parser: any bytes, any length. Besides the sanitizers'
 // checks, the offsets the parser reports for a frame it accepts must lie inside the frame. A
 // frame it accepts then goes through Full-NAT's rewrites as the datapath would put it (a TCP or
-// UDP packet's endpoints, an ICMP error's translation), which must stay inside it too.
+// UDP packet's endpoints, an ICMP error's translation), which must stay inside it too, and a TCP
+// segment through a PROXY protocol session's stream both ways (the header inserted into its
+// tailroom, or only shifted), which must stay inside the frame and its tailroom.
 
 #include <cstddef>
 #include <cstdint>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "berth/dataplane/nat_rewrite.h"
+#include "berth/dataplane/proxy_stream.h"
 #include "berth/net/flow_key.h"
 #include "berth/net/packet_parser.h"
 
@@ -32,6 +35,36 @@ void rewriteAsFullNat(const uint8_t* data, size_t size, const berth::ParsedPacke
   }
 }
 
+// A TCP segment of a session whose stream starts at its own sequence number (so that the header
+// goes in front of it), from the client's side into a buffer with just the header's room
+// behind it, then as a backend's segment; and an ICMP error's embedded sequence number.
+void streamAsProxySession(const uint8_t* data, size_t size, const berth::ParsedPacket& packet) {
+  if (packet.later_fragment || packet.l4_offset == 0) return;
+  berth::NatSession session{};
+  session.client_family = packet.flow.family;
+  session.proxy_header = berth::ProxyHeaderState::kPending;
+  if (packet.icmp_error) {
+    std::vector<uint8_t> copy(data, data + size);
+    berth::Frame frame{copy.data(), size, 0, 0};
+    berth::unshiftEmbeddedSequence(frame, packet, session);
+    return;
+  }
+  if (packet.flow.protocol != berth::kProtocolTcp) return;
+  const size_t room = berth::kProxyHeaderMaxLength;
+  std::vector<uint8_t> copy(size + room);
+  std::memcpy(copy.data(), data, size);
+  berth::Frame frame{copy.data(), size, 0, room};
+  const uint8_t* sequence = data + packet.l4_offset + 4;
+  session.client_stream_start = uint32_t{sequence[0]} << 24 | uint32_t{sequence[1]} << 16 |
+                                uint32_t{sequence[2]} << 8 | sequence[3];
+  berth::ParsedPacket resized = packet;
+  berth::ProxyEndpoints header;
+  header.family = packet.flow.family;
+  berth::proxyFromClient(frame, resized, session, header, 1500);
+  if (frame.length + frame.tailroom != size + room) __builtin_trap();
+  berth::proxyFromBackend(frame, resized, session);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -43,6 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (packet.l4_offset > size) __builtin_trap();
     if (packet.l4_offset != 0 && packet.l4_offset < packet.l3_offset) __builtin_trap();
     rewriteAsFullNat(data, size, packet);
+    streamAsProxySession(data, size, packet);
   }
   return 0;
 }

@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <cstring>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -36,6 +38,11 @@ class Listener {
     close(fd_);
   }
   uint16_t port() const { return port_; }
+  // The bytes of the last request read (one read of it), for a listener that answers.
+  std::string lastRequest() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return request_;
+  }
 
  private:
   void serve() {
@@ -50,7 +57,11 @@ class Listener {
         held_.push_back(client);
       } else {
         char request[1024];
-        recv(client, request, sizeof(request), 0);
+        const ssize_t length = recv(client, request, sizeof(request), 0);
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          request_.assign(request, length > 0 ? static_cast<size_t>(length) : 0);
+        }
         send(client, reply_, strlen(reply_), MSG_NOSIGNAL);
         close(client);
       }
@@ -63,6 +74,8 @@ class Listener {
   std::atomic<bool> stop_{false};
   std::thread thread_;
   std::vector<int> held_;
+  mutable std::mutex mutex_;
+  std::string request_;
 };
 
 // A port with nobody listening: bound, then closed.

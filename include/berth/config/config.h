@@ -285,6 +285,10 @@ struct HealthCheckConfig {
   std::optional<IpAddress> source;
   uint16_t source_first_port = 0;
   uint16_t source_ports = 0;
+  // The service sends a PROXY protocol header (ServiceConfig::proxy_protocol): an HTTP probe
+  // starts with one of its own, the LOCAL command's (net/proxy_protocol.h), as the backend
+  // expects one in front of every connection's first byte.
+  bool proxy_header = false;
 
   friend bool operator==(const HealthCheckConfig&, const HealthCheckConfig&) = default;
 };
@@ -330,6 +334,9 @@ struct ServiceConfig {
   // The port this service's traffic leaves through to its backends, whichever port it came in
   // on; empty: the receiving port's egress (PortConfig::egress).
   std::string egress;
+  // `proxy_protocol: v2` (fullnat and TCP only): each connection's client and VIP, in a PROXY
+  // protocol version 2 header in front of its first byte toward the backend (docs/fullnat.md).
+  bool proxy_protocol = false;
   SourceLine line;
 
   // The backends as the base table's build takes them, and the build's options. A backend with

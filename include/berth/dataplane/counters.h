@@ -109,7 +109,11 @@ struct ConntrackCounters {
   X(kIcmpHandedOff, "icmp_handed_off") /* an ICMP error about another worker's session, sent it */ \
   X(kIcmpHandOffFull, "icmp_hand_off_full") /* the same, but that worker's ring full: dropped */   \
   X(kNoLocalAddress, "no_local_address") /* new; the egress port has no address of its version */  \
-  X(kBackendGone, "backend_gone")        /* a session's backend left or failed: the session ended */
+  X(kBackendGone, "backend_gone") /* a session's backend left or failed: the session ended */      \
+  X(kProxyHeaderSent, "proxy_header_sent")   /* a PROXY header put in a client's segment */        \
+  X(kProxyHeaderAlone, "proxy_header_alone") /* it and the data exceeded the MTU: it went alone */ \
+  X(kProxyHeaderLost, "proxy_header_lost") /* the backend acknowledged up to the header's start */ \
+  X(kProxySynData, "proxy_syn_data_dropped") /* a SYN's data (Fast Open) dropped: before header */
 enum class NatEvent : uint8_t { BERTH_NAT_EVENTS(BERTH_ENUMERATOR) kCount };
 inline constexpr size_t kNatEventCount = static_cast<size_t>(NatEvent::kCount);
 absl::string_view toString(NatEvent event);

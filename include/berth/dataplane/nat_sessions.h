@@ -60,6 +60,16 @@ struct NatLocalAddress {
   IpAddress address;
 };
 
+// Where a session's PROXY protocol header stands (proxy_stream.h). Sessions of a service
+// without `proxy_protocol` stay kNone.
+enum class ProxyHeaderState : uint8_t {
+  kNone = 0,
+  kPending,       // the header has yet to go, or the backend showed it lacks it: the next
+                  // segment at the stream's start carries it
+  kSent,          // sent; segments at the stream's start that carry data carry it again
+  kAcknowledged,  // the backend acknowledged it: every client segment is only shifted
+};
+
 // One session: both sides of a NAT'd connection, in one cache line.
 struct alignas(64) NatSession {
   std::array<uint8_t, 16> client;   // the client's address, of client_family
@@ -71,16 +81,23 @@ struct alignas(64) NatSession {
   uint16_t backend_id;     // the backend's stable id
   uint16_t local_address;  // the local address's stable id (NatLocalAddress::id)
   uint32_t last_seen_ms;
-  // Added to the client's sequence numbers on the way to the backend, and to the backend's on
-  // the way to the client (acknowledgements the other way by the opposite): what an inserted
-  // PROXY protocol header and a SYN proxy's own sequence shift by. 0 for a plain session.
-  uint32_t client_sequence_offset;
+  // With a PROXY protocol header (proxy_stream.h): the client's first sequence number after its
+  // SYN, where the header goes in its stream toward the backend. The client's later bytes are
+  // shifted by the header's length, proxyHeaderLength(client_family).
+  uint32_t client_stream_start;
+  // Added to the backend's sequence numbers on the way to the client, and taken from the
+  // client's acknowledgements the other way: 0, as the backend's stream goes through unchanged.
   uint32_t backend_sequence_offset;
   ConnectionState state;
   uint8_t protocol;
   IpFamily client_family;
   IpFamily backend_family;
-  uint8_t flags;  // kNatSessionInUse, kNatSessionHeld
+  uint8_t flags : 2;  // kNatSessionInUse, kNatSessionHeld
+  // Where the PROXY protocol header stands (kNone: the session sends none).
+  ProxyHeaderState proxy_header : 2;
+  // The backend's window scale (RFC 7323) from its SYN-ACK: a window it advertises before it
+  // has the header is made smaller by what the header takes of it, in the window's units.
+  uint8_t backend_window_scale : 4;
   // The port the client's packets came in on (a snapshot index): where its replies go out.
   uint8_t receiving_port;
   // In a bucket's first way, whether in use or not: how many sessions whose first choice is
@@ -104,7 +121,12 @@ struct NatClientEntry {
   std::array<uint8_t, 16> client;
   uint16_t client_port;  // network byte order
   uint16_t service;
-  uint32_t session;     // the session's place (bucket * kNatSessionsPerBucket + way) + 1; 0: empty
+  // The session's place (bucket * kNatSessionsPerBucket + way) + 1; 0: empty.
+  uint32_t session : 30;
+  // kAcknowledged once the client's side has seen its session's header acknowledged, so that
+  // its segments are shifted without reading the session; kPending while it must read it;
+  // kNone for a session without a PROXY protocol header.
+  ProxyHeaderState proxy_header : 2;
   uint16_t local_port;  // network byte order
   uint16_t local_address;
   uint16_t backend_id;

@@ -154,6 +154,9 @@ struct SnapshotService {
   // What a Full-NAT reply comes from: the VIP and its port (network byte order).
   IpAddress vip;
   uint16_t port = 0;
+  // A Full-NAT TCP service's new sessions put a PROXY protocol header in front of their
+  // client's bytes (dataplane/proxy_stream.h).
+  bool proxy_protocol = false;
 };
 
 inline constexpr uint32_t kNoBackendIndex = UINT32_MAX;

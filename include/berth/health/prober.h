@@ -34,6 +34,8 @@ struct ProbeTarget {
   std::optional<IpAddress> source;
   uint16_t source_first_port = 0;
   uint16_t source_ports = 0;
+  // An HTTP probe's request starts with a PROXY protocol LOCAL header (HealthCheckConfig).
+  bool proxy_header = false;
 
   // A backend's resolved settings (address and port set).
   static ProbeTarget of(const HealthCheckConfig& config);
@@ -47,7 +49,7 @@ struct ProbeTarget {
     return H::combine(std::move(state), target.type, target.address, target.port, target.http_path,
                       target.expect_low, target.expect_high, target.timeout_ms, target.interface,
                       target.source.has_value(), target.source.value_or(IpAddress{}),
-                      target.source_first_port, target.source_ports);
+                      target.source_first_port, target.source_ports, target.proxy_header);
   }
 };
 

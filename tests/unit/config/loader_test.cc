@@ -481,6 +481,26 @@ INSTANTIATE_TEST_SUITE_P(
                   "forwarding: fullnat, bounded_load: 1.25,\n"
                   "      backends: [ { name: a, address: 198.18.1.2 } ] }\n",
                   "bad.yaml:5:", "bounded_load: does not apply with forwarding: fullnat"},
+        BadConfig{"the PROXY protocol without fullnat",
+                  "services:\n  - { name: web, vip: 198.18.100.1, port: 80, protocol: tcp,\n"
+                  "      forwarding: l2dsr, proxy_protocol: v2,\n"
+                  "      backends: [ { name: a, address: 198.18.1.2 } ] }\n",
+                  "bad.yaml:3:",
+                  "services[0].proxy_protocol: only applies with forwarding: fullnat (with l2dsr"},
+        BadConfig{"the PROXY protocol over UDP",
+                  "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+                  "gateway_mac: \"02:00:00:00:00:fe\", snat_addresses: [198.18.0.20] }\n"
+                  "services:\n  - { name: dns, vip: 198.18.100.1, port: 53, protocol: udp, "
+                  "forwarding: fullnat,\n      proxy_protocol: v2,\n"
+                  "      backends: [ { name: a, address: 198.18.1.2 } ] }\n",
+                  "bad.yaml:6:", "services[0].proxy_protocol: only applies to a tcp service"},
+        BadConfig{"a PROXY protocol version berth does not write",
+                  "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+                  "gateway_mac: \"02:00:00:00:00:fe\", snat_addresses: [198.18.0.20] }\n"
+                  "services:\n  - { name: web, vip: 198.18.100.1, port: 80, protocol: tcp, "
+                  "forwarding: fullnat, proxy_protocol: v1,\n"
+                  "      backends: [ { name: a, address: 198.18.1.2 } ] }\n",
+                  "bad.yaml:5:", "services[0].proxy_protocol"},
         BadConfig{"a VIP that is a local address",
                   "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
                   "gateway_mac: \"02:00:00:00:00:fe\", snat_addresses: [198.18.100.1] }\n"
@@ -1006,8 +1026,8 @@ TEST(ConfigLoaderTest, FullNatHealthProbesComeFromALocalAddressBelowThePool) {
           "      backends: [ { name: a, address: 198.18.1.2 },\n"
           "                  { name: b, address: 198.18.1.3, health: { type: none } } ] }\n"
           "  - { name: web6, vip: \"2001:db8:100::1\", port: 80, protocol: tcp,\n"
-          "      forwarding: fullnat, health: { type: tcp, via: downlink },\n"
-          "      backends: [ { name: c, address: \"2001:db8:1::2\" } ] }\n"
+          "      forwarding: fullnat, health: { type: http, via: downlink },\n"
+          "      proxy_protocol: v2, backends: [ { name: c, address: \"2001:db8:1::2\" } ] }\n"
           "  - { name: dsr, vip: 198.18.100.2, port: 80, protocol: tcp, health: { type: tcp },\n"
           "      backends: [ { name: d, address: 198.18.1.4 } ] }\n",
       "test.yaml");
@@ -1022,6 +1042,11 @@ TEST(ConfigLoaderTest, FullNatHealthProbesComeFromALocalAddressBelowThePool) {
   EXPECT_EQ(c.interface, "down0");
   ASSERT_TRUE(c.source.has_value());
   EXPECT_EQ(c.source->toString(), "2001:db8:1::20");
+  // A service that sends the PROXY protocol has its HTTP probes send a header of their own.
+  EXPECT_TRUE(config->services[1].proxy_protocol);
+  EXPECT_TRUE(c.proxy_header);
+  EXPECT_FALSE(config->services[0].proxy_protocol);
+  EXPECT_FALSE(a.proxy_header);
   const HealthCheckConfig& d = config->services[2].backends[0].health;
   EXPECT_FALSE(d.source.has_value()) << "only fullnat services' probes";
   EXPECT_EQ(d.interface, "");

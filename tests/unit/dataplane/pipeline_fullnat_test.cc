@@ -4,6 +4,7 @@
 // (a stray ACK, a reply without a session, a fragment, an exhausted pool) is dropped under its
 // own counter and hurts no session that exists.
 
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -14,9 +15,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "berth/config/loader.h"
 #include "berth/dataplane/explain.h"
 #include "berth/dataplane/pipeline.h"
+#include "berth/dataplane/proxy_stream.h"
 #include "berth/net/toeplitz.h"
 #include "support/checksums.h"
 #include "support/counters.h"
@@ -518,6 +521,94 @@ TEST(PipelineFullNatTest, ExplainShowsTheSessionsTwoTuples) {
   ASSERT_TRUE(local.has_value());
   EXPECT_EQ(harness.sessions().peekReply(natReplyQuestionOf(reply, *local).reply), session);
   EXPECT_FALSE(natLocalAddressOf(harness.snapshot(), flow).has_value()) << "the VIP is not one";
+}
+
+// A TCP segment with sequence and acknowledgement numbers, `length` bytes of data.
+Bytes numberedSegment(const IpAddress& source, const IpAddress& destination, uint16_t source_port,
+                      uint16_t destination_port, uint8_t flags, uint32_t sequence,
+                      uint32_t acknowledgement, size_t length = 0) {
+  Bytes frame = tcpFrame(source, destination, source_port, destination_port, flags, length);
+  const size_t tcp = 14 + (source.isV4() ? 20 : 40);
+  putBigEndian16(frame, tcp + 4, static_cast<uint16_t>(sequence >> 16));
+  putBigEndian16(frame, tcp + 6, static_cast<uint16_t>(sequence));
+  putBigEndian16(frame, tcp + 8, static_cast<uint16_t>(acknowledgement >> 16));
+  putBigEndian16(frame, tcp + 10, static_cast<uint16_t>(acknowledgement));
+  putBigEndian16(frame, tcp + 14, 1000);
+  return withChecksums(frame);
+}
+
+uint32_t numberAt(const Bytes& frame, size_t at) {
+  return uint32_t{frame[at]} << 24 | uint32_t{frame[at + 1]} << 16 | uint32_t{frame[at + 2]} << 8 |
+         frame[at + 3];
+}
+
+// `proxy_protocol: v2`: the ACK that ends the client's handshake reaches the backend with the
+// header naming the client and the VIP; the client's later bytes are shifted by its length, the
+// backend's acknowledgements come back into the client's numbering, and explain says so. A
+// session opened before the service turned it on goes on without one.
+TEST(PipelineFullNatTest, AProxyProtocolServicePutsTheHeaderInFrontOfTheClientsBytes) {
+  const std::string plain = configWith();
+  const std::string proxied =
+      absl::StrReplaceAll(plain, {{"forwarding: fullnat\n    backends:",
+                                   "forwarding: fullnat\n    proxy_protocol: v2\n    backends:"}});
+  ASSERT_NE(proxied, plain);
+  FullNatHarness harness(proxied);
+  constexpr size_t kTcp = 14 + 20;
+  Bytes sent;
+  const std::optional<Seen> out =
+      harness.deliver(numberedSegment(kClient, kVip, 40000, 80, kTcpSyn, 1000, 0), kUplink, &sent);
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(numberAt(sent, kTcp + 4), 1000u) << "the SYN passes as it came";
+  // The backend's SYN-ACK: its acknowledgement passes (the stream starts there).
+  ASSERT_TRUE(harness.deliver(
+      numberedSegment(kBackend, out->source, 80, out->source_port, kTcpSyn | kTcpAck, 7000, 1001),
+      kDownlink, &sent));
+  EXPECT_EQ(numberAt(sent, kTcp + 8), 1001u);
+  // The client's ACK: the header alone, at the stream's start.
+  ASSERT_TRUE(harness.deliver(numberedSegment(kClient, kVip, 40000, 80, kTcpAck, 1001, 7001),
+                              kUplink, &sent));
+  ProxyEndpoints endpoints;
+  endpoints.source = kClient.bytes;
+  endpoints.destination = kVip.bytes;
+  endpoints.source_port = htons(40000);
+  endpoints.destination_port = htons(80);
+  Bytes header(kProxyHeaderMaxLength);
+  header.resize(encodeProxyHeader(endpoints, header.data()));
+  EXPECT_EQ(Bytes(sent.begin() + kTcp + 20, sent.end()), header);
+  EXPECT_EQ(numberAt(sent, kTcp + 4), 1001u);
+  EXPECT_EQ(harness.count(NatEvent::kProxyHeaderSent), 1u);
+  // The backend acknowledges it; the client sees its own start acknowledged.
+  ASSERT_TRUE(harness.deliver(
+      numberedSegment(kBackend, out->source, 80, out->source_port, kTcpAck, 7001, 1001 + 28),
+      kDownlink, &sent));
+  EXPECT_EQ(numberAt(sent, kTcp + 8), 1001u);
+  // The request: shifted past the header.
+  ASSERT_TRUE(harness.deliver(numberedSegment(kClient, kVip, 40000, 80, kTcpAck, 1001, 7001, 100),
+                              kUplink, &sent));
+  EXPECT_EQ(numberAt(sent, kTcp + 4), 1001u + 28);
+  EXPECT_EQ(sent.size(), kTcp + 20 + 100);
+  EXPECT_EQ(harness.count(NatEvent::kProxyHeaderSent), 1u);
+
+  const FlowKey flow = FlowKey::make(kClient, kVip, 40000, 80, kProtocolTcp);
+  const uint32_t service = *harness.snapshot().findService(flow);
+  const NatSession* session =
+      harness.sessions().peekClient(natQuestionOf(harness.snapshot(), service, flow).client);
+  ASSERT_NE(session, nullptr);
+  EXPECT_THAT(describeSession(harness.snapshot(), *session),
+              testing::EndsWith("tcp_established, PROXY header acknowledged (the client's bytes "
+                                "+28 toward the backend)"));
+
+  // The service without the header again: a new session sends none, the open one keeps its.
+  harness.use(plain);
+  ASSERT_TRUE(harness.deliver(numberedSegment(kClient, kVip, 40000, 80, kTcpAck, 1101, 7001, 10),
+                              kUplink, &sent));
+  EXPECT_EQ(numberAt(sent, kTcp + 4), 1101u + 28);
+  ASSERT_TRUE(
+      harness.deliver(numberedSegment(kClient, kVip, 40001, 80, kTcpSyn, 5000, 0), kUplink));
+  ASSERT_TRUE(
+      harness.deliver(numberedSegment(kClient, kVip, 40001, 80, kTcpAck, 5001, 1), kUplink, &sent));
+  EXPECT_EQ(sent.size(), kTcp + 20) << "no header";
+  EXPECT_EQ(numberAt(sent, kTcp + 4), 5001u);
 }
 
 // With RSS, each worker takes only local ports whose replies the NIC brings back to its own

@@ -77,6 +77,22 @@ TEST(ProberTest, HttpSucceedsOnAnExpectedStatusAndFailsOnOthers) {
   EXPECT_TRUE(runOne(wide).success) << "500 within an expected range of 200-599";
 }
 
+// A backend that reads the PROXY protocol expects a header before the request: a probe of such a
+// service sends the LOCAL command's (the balancer's own connection, no client to name).
+TEST(ProberTest, AnHttpProbeOfAProxyProtocolServiceStartsWithALocalHeader) {
+  Listener ok("HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n");
+  ProbeTarget proxied = target(HealthCheckType::kHttp, ok.port());
+  proxied.proxy_header = true;
+  const ProbeResult result = runOne(proxied);
+  EXPECT_TRUE(result.success) << result.detail;
+  const std::string request = ok.lastRequest();
+  const std::string local("\r\n\r\n\0\r\nQUIT\n\x20\0\0\0", 16);
+  EXPECT_EQ(request.substr(0, 16), local);
+  EXPECT_EQ(request.substr(16, 4), "GET ");
+  EXPECT_EQ(runOne(target(HealthCheckType::kHttp, ok.port())).success, true);
+  EXPECT_EQ(ok.lastRequest().substr(0, 4), "GET ") << "without the option, no header";
+}
+
 TEST(ProberTest, HttpFailsWhenTheServerClosesWithoutAStatusLine) {
   Listener closes(nullptr);
   const ProbeResult result = runOne(target(HealthCheckType::kHttp, closes.port()));

@@ -110,6 +110,9 @@ class BerthdOnMemif(unittest.TestCase):
         self.berthd = subprocess.Popen(["taskset", "-c", "0", BERTHD, "--", "--config", self.config,
                                         "--control-socket", self.control],
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        # unittest skips tearDown when setUp fails: without this, a berthd that did not start in
+        # time went on busy-polling CPU 0 under every later test.
+        self.addCleanup(self.stop_berthd)
         self.lines = []
         threading.Thread(target=lambda: self.lines.extend(self.berthd.stdout), daemon=True).start()
         deadline = time.monotonic() + 30
@@ -119,6 +122,11 @@ class BerthdOnMemif(unittest.TestCase):
             time.sleep(0.05)
         # The main lcore off the workers' CPU: berthd has nothing to warn about.
         self.assertFalse([l for l in list(self.lines) if "shares CPU" in l], "".join(self.lines))
+
+    def stop_berthd(self):
+        if self.berthd.poll() is None:
+            self.berthd.kill()
+            self.berthd.wait(timeout=30)
 
     def tearDown(self):
         # For tests/integration/memif_loop.py: whether berthd ended by itself, how often its

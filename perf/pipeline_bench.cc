@@ -428,11 +428,58 @@ int countBursts(Worker& worker, uint64_t bursts, Counted counted) {
   return 0;
 }
 
+// Full-NAT's four kinds, as BM_PipelineFullNatProxyShift times them: the plain and the PROXY
+// protocol service, clients' segments and backends' ACKs.
+[[gnu::noinline]] void countedNatClientBurst(Worker& worker, rte_mbuf** mbufs) {
+  worker.processBurst(*g_bench->snapshot, worker.queue(0), mbufs, kBurstSize);
+}
+[[gnu::noinline]] void countedProxiedClientBurst(Worker& worker, rte_mbuf** mbufs) {
+  worker.processBurst(*g_bench->snapshot, worker.queue(0), mbufs, kBurstSize);
+}
+[[gnu::noinline]] void countedNatReplyBurst(Worker& worker, rte_mbuf** mbufs) {
+  worker.processBurst(*g_bench->snapshot, worker.queue(0), mbufs, kBurstSize);
+}
+[[gnu::noinline]] void countedProxiedReplyBurst(Worker& worker, rte_mbuf** mbufs) {
+  worker.processBurst(*g_bench->snapshot, worker.queue(0), mbufs, kBurstSize);
+}
+
+template <typename Counted>
+int countNatBursts(NatFlows& flows, bool replies, uint64_t bursts, Counted counted) {
+  rte_mbuf* mbufs[kBurstSize];
+  uint32_t flow = 0;
+  for (uint64_t burst = 0; burst < bursts; ++burst) {
+    if (rte_pktmbuf_alloc_bulk(g_bench->pool, mbufs, kBurstSize) != 0) return 1;
+    for (rte_mbuf* mbuf : mbufs) {
+      refill(mbuf, flow);
+      auto* data = rte_pktmbuf_mtod(mbuf, uint8_t*);
+      if (replies) {
+        writeNatReplyFrame(data, flows, flow);
+      } else {
+        writeNatClientFrame(data, flows, flow, kTcpAck);
+      }
+      flow = (flow + 1) & (kFlows - 1);
+    }
+    counted(*flows.worker, mbufs);
+  }
+  flows.worker->flush();
+  return 0;
+}
+
 int runCountedBursts(uint64_t bursts) {
   g_bench->next_flow = 0;
   if (countBursts(*g_bench->worker, bursts, countedPipelineBurst) != 0) return 1;
   g_bench->next_flow = 0;
   if (countBursts(*g_bench->conntrack_worker, bursts, countedConntrackHitBurst) != 0) return 1;
+  if (const absl::Status made = openProxiedSessions(); !made.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(made.message()).c_str());
+    return 1;
+  }
+  if (countNatBursts(g_bench->nat, false, bursts, countedNatClientBurst) != 0 ||
+      countNatBursts(g_bench->proxied, false, bursts, countedProxiedClientBurst) != 0 ||
+      countNatBursts(g_bench->nat, true, bursts, countedNatReplyBurst) != 0 ||
+      countNatBursts(g_bench->proxied, true, bursts, countedProxiedReplyBurst) != 0) {
+    return 1;
+  }
   const uint64_t hits = g_bench->conntrack_worker->counters.conntrack
                             .values[static_cast<size_t>(ConntrackEvent::kHit)]
                             .read();

@@ -265,11 +265,21 @@ absl::Status parseBackends(absl::string_view source, const Fields& fields,
       continue;
     }
     // IPIP carries the client's packet whole, and L2 DSR hands it over unchanged: either way
-    // the backend must speak the VIP's IP version. Full-NAT rewrites addresses but not the IP
-    // version (docs/fullnat.md).
-    const bool same_family_needed = service.forwarding == Forwarding::kIpip ||
-                                    service.forwarding == Forwarding::kL2Dsr ||
-                                    service.forwarding == Forwarding::kFullNat;
+    // the backend must speak the VIP's IP version. Full-NAT translates IPv6 clients to IPv4
+    // backends (NAT64), not the other way (docs/fullnat.md).
+    if (service.forwarding == Forwarding::kFullNat && backend.address.isV4() &&
+        !service.vip.isV4()) {
+      // NAT64.
+    } else if (service.forwarding == Forwarding::kFullNat &&
+               backend.address.family != service.vip.family) {
+      errors.record(site.error(absl::StrCat(
+          "backend address ", backend.address.toString(),
+          " is IPv6 behind an IPv4 VIP: forwarding: fullnat translates IPv6 clients to IPv4 "
+          "backends (NAT64), not IPv4 clients to IPv6 backends")));
+      continue;
+    }
+    const bool same_family_needed =
+        service.forwarding == Forwarding::kIpip || service.forwarding == Forwarding::kL2Dsr;
     if (same_family_needed && backend.address.family != service.vip.family) {
       errors.record(site.error(absl::StrCat("backend address ", backend.address.toString(),
                                             " is not of the VIP's IP version, which forwarding: ",
@@ -918,24 +928,36 @@ absl::Status checkBgpAnnouncements(absl::string_view source, const Config& confi
 // (docs/fullnat.md).
 absl::Status checkFullNatService(const ErrorSite& site, const DataplaneConfig& dataplane,
                                  const ServiceConfig& service) {
-  const IpFamily family = service.vip.family;
-  const int version = family == IpFamily::kIpv4 ? 4 : 6;
+  // The backends' IP versions (the VIP's when there is none yet): an IPv6 VIP's IPv4 backends
+  // (NAT64) take IPv4 local addresses.
+  std::vector<IpFamily> families;
+  for (const BackendConfig& backend : service.backends) {
+    if (!absl::c_linear_search(families, backend.address.family)) {
+      families.push_back(backend.address.family);
+    }
+  }
+  if (families.empty()) families.push_back(service.vip.family);
   bool has_gateway = false;
-  bool has_local_address = false;
   for (const PortConfig& port : dataplane.ports) {
     if (absl::c_linear_search(port.snat_addresses, service.vip)) {
       return site.error(absl::StrCat("the VIP ", service.vip.toString(), " is port '", port.name,
                                      "''s snat address"));
     }
-    const bool is_egress = service.egress.empty() || service.egress == port.name;
-    if (is_egress && !port.snatAddressesOf(family).empty()) has_local_address = true;
     if (port.gateway || port.gateway_mac) has_gateway = true;
   }
-  if (!has_local_address) {
-    return site.error(
-        absl::StrCat("forwarding: fullnat needs snat_addresses of IPv", version, " on ",
-                     service.egress.empty() ? std::string("the port its traffic leaves through")
-                                            : absl::StrCat("port '", service.egress, "'")));
+  for (const IpFamily family : families) {
+    const bool has_local_address = absl::c_any_of(dataplane.ports, [&](const PortConfig& port) {
+      return (service.egress.empty() || service.egress == port.name) &&
+             !port.snatAddressesOf(family).empty();
+    });
+    if (!has_local_address) {
+      return site.error(
+          absl::StrCat("forwarding: fullnat needs snat_addresses of IPv",
+                       family == IpFamily::kIpv4 ? 4 : 6, " on ",
+                       service.egress.empty() ? std::string("the port its traffic leaves through")
+                                              : absl::StrCat("port '", service.egress, "'"),
+                       family != service.vip.family ? " for its IPv4 backends (NAT64)" : ""));
+    }
   }
   if (!has_gateway) {
     return site.error(

@@ -49,6 +49,7 @@ std::string writeSession(const Snapshot& snapshot, const TrackedConnection& trac
            session.backend_port);
   json.key("backend").value(backend == kNoBackendIndex ? "" : snapshot.backend(backend).name);
   json.key("state").value(toString(session.state));
+  json.key("nat64").value(session.client_family != session.backend_family);
   json.key("proxy_header").value(toString(session.proxy_header));
   json.key("client_sequence_shift")
       .value(static_cast<uint64_t>(session.proxy_header == ProxyHeaderState::kNone

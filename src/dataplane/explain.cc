@@ -85,7 +85,7 @@ std::string describeSession(const Snapshot& snapshot, const NatSession& session)
                session.local_port),
       " -> ", endpoint(session.backend_family, session.backend, session.backend_port), " (",
       backend == kNoBackendIndex ? "a removed backend" : snapshot.backend(backend).name, "), ",
-      toString(session.state),
+      toString(session.state), session.client_family != session.backend_family ? ", NAT64" : "",
       session.proxy_header == ProxyHeaderState::kNone
           ? ""
           : absl::StrCat(", PROXY header ", toString(session.proxy_header),

@@ -1,5 +1,7 @@
 #include "dataplane/fullnat_path.h"
 
+#include "berth/dataplane/icmp_reply.h"
+#include "berth/dataplane/nat64.h"
 #include "berth/dataplane/nat_rewrite.h"
 #include "berth/dataplane/proxy_stream.h"
 #include "berth/net/flow_key.h"
@@ -84,7 +86,7 @@ NatClientEntry* openSession(const Snapshot& snapshot, const Frame& frame,
 // A client's TCP segment of a session with a PROXY protocol header (proxy_stream.h): shifted
 // alone once the client's side knows the header is acknowledged, which is every segment but
 // the first few; until then the session says where the header stands. False: drop it.
-bool proxyClientSegment(const Snapshot& snapshot, Frame& frame, const ParsedPacket& packet,
+bool proxyClientSegment(const Snapshot& snapshot, Frame& frame, ParsedPacket& packet,
                         const SnapshotService& service, NatClientEntry& entry, uint32_t egress,
                         WorkerState& worker) {
   const uint32_t header_length = proxyHeaderLength(packet.flow.family);
@@ -99,8 +101,7 @@ bool proxyClientSegment(const Snapshot& snapshot, Frame& frame, const ParsedPack
   header.destination = service.vip.bytes;
   header.source_port = session.client_port;
   header.destination_port = service.port;
-  ParsedPacket resized = packet;  // the IP length and flags as the segment leaves
-  switch (proxyFromClient(frame, resized, session, header, snapshot.port(egress).mtu)) {
+  switch (proxyFromClient(frame, packet, session, header, snapshot.port(egress).mtu)) {
     case ProxyClientStep::kHeaderAlone:
       worker.counters->nat.count(NatEvent::kProxyHeaderAlone);
       [[fallthrough]];
@@ -120,6 +121,34 @@ bool proxyClientSegment(const Snapshot& snapshot, Frame& frame, const ParsedPack
     entry.proxy_header = ProxyHeaderState::kAcknowledged;
   }
   return true;
+}
+
+// A TCP or UDP packet's checksum as it lies.
+uint16_t loadChecksumOf(const Frame& frame, const ParsedPacket& packet) {
+  const uint8_t* at =
+      frame.data + packet.l4_offset + (packet.flow.protocol == kProtocolUdp ? 6 : 16);
+  return static_cast<uint16_t>(at[0] << 8 | at[1]);
+}
+
+// A backend's reply to an IPv6 client that would exceed the clients' port's MTU once
+// translated: with DF, "fragmentation needed" back to the backend with the MTU its packets must
+// keep (rate-limited as every such answer is); without, dropped (berth does not fragment).
+Verdict tooBigForTheClient(const Snapshot& snapshot, Frame& frame, const ParsedPacket& packet,
+                           uint16_t client_mtu, WorkerState& worker) {
+  if (!packet.dont_fragment) return drop(worker, DropReason::kTooBigFragmentable);
+  if (!mayAnswerWithIcmpError(frame, packet)) {
+    return drop(worker, DropReason::kTooBigNotAnswerable);
+  }
+  const IcmpConfig& icmp = snapshot.icmp();
+  if (!worker.too_big_replies.take(worker.now_ms, icmp.too_big_per_second, icmp.too_big_burst)) {
+    return drop(worker, DropReason::kTooBigRateLimited);
+  }
+  if (!buildTooBigReply(frame, packet, static_cast<uint16_t>(client_mtu - kNat64Growth),
+                        snapshot.port(frame.port).mac)) {
+    return drop(worker, DropReason::kTooBigNoReply);
+  }
+  worker.counters->icmp_too_big_replies.add(1);
+  return Verdict::kTransmit;
 }
 
 }  // namespace
@@ -142,7 +171,7 @@ NatReplyKey natReplyKeyOf(const ParsedPacket& packet, uint16_t local_address) {
   return key;
 }
 
-Verdict fullNatFromClient(const Snapshot& snapshot, Frame& frame, const ParsedPacket& packet,
+Verdict fullNatFromClient(const Snapshot& snapshot, Frame& frame, ParsedPacket& packet,
                           const SnapshotService& service, uint32_t table_pick, uint32_t flow_hash,
                           uint64_t client_hash, WorkerState& worker, ServiceTally& tally) {
   if (packet.fragment) return drop(worker, DropReason::kNatFragment);
@@ -170,9 +199,11 @@ Verdict fullNatFromClient(const Snapshot& snapshot, Frame& frame, const ParsedPa
       embedded.destination_port = session.local_port;
       const ForwardingTarget* target = snapshot.target(egress, backend);
       if (target == nullptr) return drop(worker, DropReason::kNextHopUnresolved);
-      if (!rewriteIcmpError(frame, packet, session.backend, embedded)) {
-        return drop(worker, DropReason::kNatNotTranslatable);
-      }
+      const bool translated = session.backend_family != session.client_family
+                                  ? translateIcmpErrorToIpv4(frame, packet, embedded.destination,
+                                                             session.backend, embedded)
+                                  : rewriteIcmpError(frame, packet, session.backend, embedded);
+      if (!translated) return drop(worker, DropReason::kNatNotTranslatable);
       const size_t length = frame.length;
       if (forwardL2Dsr(frame, packet, *target, 0) != ForwardResult::kSend) {
         return drop(worker, DropReason::kNoHeadroom);
@@ -202,12 +233,20 @@ Verdict fullNatFromClient(const Snapshot& snapshot, Frame& frame, const ParsedPa
     return drop(worker, DropReason::kNatNotTranslatable);
   }
   NatEndpoints to;
+  const IpAddress& backend_address = snapshot.backend(backend).address;
   to.source = snapshot.natLocalAddress(entry->local_address).bytes;
-  to.destination = snapshot.backend(backend).address.bytes;
+  to.destination = backend_address.bytes;
   to.source_port = entry->local_port;
   to.destination_port = service.port;
   const size_t length = frame.length;
-  if (forwardFullNat(frame, packet, *target, to) != ForwardResult::kSend) {
+  if (backend_address.family != packet.flow.family) {
+    // NAT64. The Identification, for a packet small enough to leave without DF, is the client's
+    // transport checksum as it came: it differs between segments that carry different bytes.
+    translateToIpv4(frame, packet, to, loadChecksumOf(frame, packet));
+    if (forwardL2Dsr(frame, packet, *target, 0) != ForwardResult::kSend) {
+      return drop(worker, DropReason::kNoHeadroom);
+    }
+  } else if (forwardFullNat(frame, packet, *target, to) != ForwardResult::kSend) {
     return drop(worker, DropReason::kNoHeadroom);
   }
   frame.port = egress;
@@ -215,7 +254,7 @@ Verdict fullNatFromClient(const Snapshot& snapshot, Frame& frame, const ParsedPa
   return Verdict::kTransmit;
 }
 
-Verdict fullNatFromBackend(const Snapshot& snapshot, Frame& frame, const ParsedPacket& packet,
+Verdict fullNatFromBackend(const Snapshot& snapshot, Frame& frame, ParsedPacket& packet,
                            uint16_t local_address, uint64_t reply_hash, WorkerState& worker,
                            ServiceTally& tally) {
   if (packet.fragment) return drop(worker, DropReason::kNatFragment);
@@ -245,14 +284,16 @@ Verdict fullNatFromBackend(const Snapshot& snapshot, Frame& frame, const ParsedP
     embedded.destination = service.vip.bytes;
     embedded.source_port = session->client_port;
     embedded.destination_port = service.port;
-    if (!rewriteIcmpError(frame, packet, session->client, embedded)) {
-      return drop(worker, DropReason::kNatNotTranslatable);
+    const bool translated =
+        session->client_family != session->backend_family
+            ? translateIcmpErrorToIpv6(frame, packet, service.vip.bytes, session->client, embedded)
+            : rewriteIcmpError(frame, packet, session->client, embedded);
+    if (!translated) return drop(worker, DropReason::kNatNotTranslatable);
+    if (session->proxy_header != ProxyHeaderState::kNone) {
+      unshiftEmbeddedSequence(frame, packet, *session);
     }
     if (forwardL2Dsr(frame, packet, port.client_hop, 0) != ForwardResult::kSend) {
       return drop(worker, DropReason::kNoHeadroom);
-    }
-    if (session->proxy_header != ProxyHeaderState::kNone) {
-      unshiftEmbeddedSequence(frame, packet, *session);
     }
   } else {
     worker.nat->touchFromBackend(*session, packet.tcp_flags, worker.now_ms);
@@ -271,7 +312,18 @@ Verdict fullNatFromBackend(const Snapshot& snapshot, Frame& frame, const ParsedP
     to.destination = session->client;
     to.source_port = service.port;
     to.destination_port = session->client_port;
-    if (forwardFullNat(frame, packet, port.client_hop, to) != ForwardResult::kSend) {
+    if (session->client_family != packet.flow.family) {
+      // NAT64: 20 bytes more as IPv6 (less any IPv4 options), which may no longer fit the
+      // clients' port.
+      const size_t options = packet.l4_offset - packet.l3_offset - 20;
+      if (packet.ip_length + kNat64Growth - options > port.mtu) {
+        return tooBigForTheClient(snapshot, frame, packet, port.mtu, worker);
+      }
+      if (!translateToIpv6(frame, packet, to) ||
+          forwardL2Dsr(frame, packet, port.client_hop, 0) != ForwardResult::kSend) {
+        return drop(worker, DropReason::kNoHeadroom);
+      }
+    } else if (forwardFullNat(frame, packet, port.client_hop, to) != ForwardResult::kSend) {
       return drop(worker, DropReason::kNoHeadroom);
     }
   }

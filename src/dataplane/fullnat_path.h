@@ -44,17 +44,20 @@ class ServiceTally {
 // A client's packet (or an ICMP error from the client's side) of `service`, whose table pick is
 // `table_pick` (a snapshot backend index, or kNoBackendIndex): its session's backend, or a new
 // session's for a TCP SYN or a UDP datagram, with the packet rewritten to go from the local
-// address and port to the backend. `flow_hash` spreads a client's connections over the local
-// addresses. `client_hash` is NatSessionTable::clientHash() of the packet's client key.
-Verdict fullNatFromClient(const Snapshot& snapshot, Frame& frame, const ParsedPacket& packet,
+// address and port to the backend (translated to IPv4 for an IPv4 backend, nat64.h).
+// `flow_hash` spreads a client's connections over the local addresses. `client_hash` is
+// NatSessionTable::clientHash() of the packet's client key. `packet` follows the frame's
+// changes.
+Verdict fullNatFromClient(const Snapshot& snapshot, Frame& frame, ParsedPacket& packet,
                           const SnapshotService& service, uint32_t table_pick, uint32_t flow_hash,
                           uint64_t client_hash, WorkerState& worker, ServiceTally& tally);
 
 // A backend's packet to local address `local_address` (a stable id) on the port it came in on,
 // or an ICMP error about one of the sessions' packets toward a backend: rewritten to come from
-// the VIP and go to the client, out of the port the client's packets came in on, to its
-// gateway. `reply_hash` is NatSessionTable::replyHash() of its reply key.
-Verdict fullNatFromBackend(const Snapshot& snapshot, Frame& frame, const ParsedPacket& packet,
+// the VIP and go to the client (translated to IPv6 for an IPv6 client), out of the port the
+// client's packets came in on, to its gateway. `reply_hash` is NatSessionTable::replyHash() of
+// its reply key. `packet` follows the frame's changes.
+Verdict fullNatFromBackend(const Snapshot& snapshot, Frame& frame, ParsedPacket& packet,
                            uint16_t local_address, uint64_t reply_hash, WorkerState& worker,
                            ServiceTally& tally);
 

@@ -609,7 +609,7 @@ Verdict forward(const Snapshot& snapshot, Frame& frame, WorkerState& worker,
 // Stage two of a Full-NAT packet: a client's (its table pick, should it open a session) or a
 // backend's reply.
 [[gnu::noinline]] Verdict forwardFullNatFrame(const Snapshot& snapshot, Frame& frame,
-                                              WorkerState& worker, const Classified& classified,
+                                              WorkerState& worker, Classified& classified,
                                               ServiceTally& tally) {
   if (worker.nat == nullptr) {
     worker.counters->nat.count(NatEvent::kNoLocalAddress);

@@ -24,11 +24,13 @@ constexpr uint8_t kOptionSack = 5;
 constexpr uint8_t kMaxWindowScale = 14;  // RFC 7323, 2.3
 
 uint32_t loadBigEndian32(const uint8_t* bytes) {
-  return uint32_t{bytes[0]} << 24 | uint32_t{bytes[1]} << 16 | uint32_t{bytes[2]} << 8 | bytes[3];
+  uint32_t word;
+  std::memcpy(&word, bytes, 4);
+  return __builtin_bswap32(word);
 }
 void storeBigEndian32(uint8_t* bytes, uint32_t value) {
-  storeBigEndian16(bytes, static_cast<uint16_t>(value >> 16));
-  storeBigEndian16(bytes + 2, static_cast<uint16_t>(value));
+  const uint32_t word = __builtin_bswap32(value);
+  std::memcpy(bytes, &word, 4);
 }
 
 // Sequence-number distance from `from` to `to` (RFC 9293's modular comparison).
@@ -43,12 +45,17 @@ struct Segment {
   uint8_t* payload() const { return tcp + header_length; }
   uint16_t checksum() const { return loadBigEndian16(tcp + kTcpChecksum); }
   void setChecksum(uint16_t checksum) const { storeBigEndian16(tcp + kTcpChecksum, checksum); }
-  // A 32-bit field replaced, the checksum adjusted for it.
+  // A 32-bit field replaced, the checksum adjusted for it: what every shifted segment pays, so
+  // done on the words as they lie.
   void setWord(size_t offset, uint32_t value) const {
-    uint8_t bytes[4];
-    storeBigEndian32(bytes, value);
-    setChecksum(adjustChecksum(checksum(), tcp + offset, bytes, 4));
-    std::memcpy(tcp + offset, bytes, 4);
+    uint32_t old_word;
+    std::memcpy(&old_word, tcp + offset, 4);
+    const uint32_t new_word = __builtin_bswap32(value);
+    uint16_t checksum;
+    std::memcpy(&checksum, tcp + kTcpChecksum, 2);
+    checksum = adjustChecksumForWord(checksum, old_word, new_word);
+    std::memcpy(tcp + kTcpChecksum, &checksum, 2);
+    std::memcpy(tcp + offset, &new_word, 4);
   }
 };
 
@@ -282,23 +289,28 @@ bool proxyFromBackend(Frame& frame, const ParsedPacket& packet, NatSession& sess
   const uint32_t header_length = proxyHeaderLength(session.client_family);
   const uint32_t acknowledged = loadBigEndian32(segment.tcp + kTcpAcknowledgement);
   const int32_t past_start = distance(start, acknowledged);
-  uint32_t missing = 0;
-  if (past_start >= static_cast<int32_t>(header_length)) {
-    session.proxy_header = ProxyHeaderState::kAcknowledged;
-    segment.setWord(kTcpAcknowledgement, acknowledged - header_length);
-  } else {
-    // The backend lacks (part of) the header: nothing of the client's is acknowledged, and
-    // the header takes what it still lacks of the window.
-    if (past_start > 0) segment.setWord(kTcpAcknowledgement, start);
-    if (past_start <= 0 && session.proxy_header == ProxyHeaderState::kSent) {
-      session.proxy_header = ProxyHeaderState::kPending;
+  if (past_start >= static_cast<int32_t>(header_length)) [[likely]] {
+    // What all but a connection's first few segments find: the header acknowledged.
+    if (session.proxy_header != ProxyHeaderState::kAcknowledged) {
+      session.proxy_header = ProxyHeaderState::kAcknowledged;
     }
-    missing = header_length - static_cast<uint32_t>(std::max(past_start, 0));
+    segment.setWord(kTcpAcknowledgement, acknowledged - header_length);
+    if (segment.header_length > kTcpMinimumHeader) {
+      mapSackBlocks(segment, start, header_length, true);
+    }
+    return true;
   }
+  // The backend lacks (part of) the header: nothing of the client's is acknowledged, and the
+  // header takes what it still lacks of the window.
+  if (past_start > 0) segment.setWord(kTcpAcknowledgement, start);
+  if (past_start <= 0 && session.proxy_header == ProxyHeaderState::kSent) {
+    session.proxy_header = ProxyHeaderState::kPending;
+  }
+  const uint32_t missing = header_length - static_cast<uint32_t>(std::max(past_start, 0));
   // A SYN's window is never scaled (RFC 7323, 2.2).
   narrowWindow(segment, missing, syn ? 0 : session.backend_window_scale);
   if (segment.header_length > kTcpMinimumHeader) {
-    mapSackBlocks(segment, start, header_length, missing == 0);
+    mapSackBlocks(segment, start, header_length, false);
   }
   return true;
 }

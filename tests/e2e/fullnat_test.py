@@ -29,6 +29,7 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -53,11 +54,12 @@ DOWNLINK = "bnd" + TAG
 TAP = "bnt" + TAG  # the downlink's kernel interface
 PREFIX = "berth-fullnat-" + TAG
 VIP, VIP6 = "198.18.100.1", "2001:db8:100::1"
+VIP64 = "2001:db8:100::64"  # NAT64: IPv4 backends behind it
 LOCAL, LOCAL6 = "198.18.1.20", "2001:db8:1::20"
 CLIENT_MTU = 1280
 DOWNLOAD_BYTES = 100 * 1024 * 1024
 NGINX_PORT, HAPROXY_PORT, GREETER_PORT = 8081, 8082, 8083
-PROXY_SERVICES = ("pp-nginx", "pp-nginx6", "pp-haproxy", "pp-greeter")
+PROXY_SERVICES = ("pp-nginx", "pp-nginx6", "pp-nginx64", "pp-haproxy", "pp-greeter")
 METRICS_PORT = 19464  # in berthd's namespace
 
 
@@ -93,7 +95,7 @@ def config_text(backends, weights=None, pool=None):
         "metrics: { listen: 127.0.0.1:%d }" % METRICS_PORT,
         "services:",
     ]
-    for name, vip, v6 in (("web", VIP, False), ("web6", VIP6, True)):
+    for name, vip, v6 in (("web", VIP, False), ("web6", VIP6, True), ("web64", VIP64, False)):
         lines += [
             "  - name: %s" % name,
             '    vip: "%s"' % vip,
@@ -111,6 +113,7 @@ def config_text(backends, weights=None, pool=None):
     for name, vip, port, backend, v6, check in (
             ("pp-nginx", VIP, NGINX_PORT, "bk1", False, "http, path: /healthz"),
             ("pp-nginx6", VIP6, NGINX_PORT, "bk1", True, "http, path: /healthz"),
+            ("pp-nginx64", VIP64, NGINX_PORT, "bk1", False, "http, path: /healthz"),
             ("pp-haproxy", VIP, HAPROXY_PORT, "bk2", False, "http, path: /healthz"),
             ("pp-greeter", VIP, GREETER_PORT, "bk3", False, "tcp")):
         lines += [
@@ -150,6 +153,11 @@ class Topology:
         run("ip", "-n", ROUTER, "addr", "add", "2001:db8::254/64", "dev", "e0", "nodad")
         run("ip", "netns", "add", CLIENT)
         run("ip", "-n", CLIENT, "link", "set", "lo", "up")
+        # The client's own connections (wrk's, the pool case's 200) take ports below 40000, so
+        # that none holds (or keeps in TIME_WAIT) a port that a case asks curl to bind: those
+        # are 41000 and up.
+        run("ip", "netns", "exec", CLIENT, "sysctl", "-qw",
+            "net.ipv4.ip_local_port_range=20000 39999")
         run("ip", "link", "add", "e1", "netns", ROUTER, "type", "veth", "peer", "name", "e0",
             "netns", CLIENT)
         run("ip", "-n", ROUTER, "link", "set", "e1", "mtu", str(CLIENT_MTU))
@@ -163,6 +171,7 @@ class Topology:
         run("ip", "netns", "exec", ROUTER, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
         run("ip", "-n", ROUTER, "route", "add", VIP + "/32", "via", "198.18.0.10")
         run("ip", "-n", ROUTER, "-6", "route", "add", VIP6 + "/128", "via", "2001:db8::10")
+        run("ip", "-n", ROUTER, "-6", "route", "add", VIP64 + "/128", "via", "2001:db8::10")
         run("ip", "-n", CLIENT, "route", "add", "default", "via", "198.18.2.254")
         run("ip", "-n", CLIENT, "-6", "route", "add", "default", "via", "2001:db8:2::254")
         for backend in BACKENDS:
@@ -211,7 +220,7 @@ class FullNat(unittest.TestCase):
         cls.instance.start()
         for backend in BACKENDS:
             cls.wait_health(backend, "healthy", timeout=20)
-        cls.wait_health(None, "healthy", timeout=20, services=PROXY_SERVICES)
+        cls.wait_health(None, "healthy", timeout=20, services=PROXY_SERVICES + ("web64",))
 
     @classmethod
     def tearDownClass(cls):
@@ -439,6 +448,33 @@ class FullNat(unittest.TestCase):
                 check=False)
         self.wait_health("bk3", "healthy", timeout=10)
 
+    def test_9_nat64_ipv6_clients_reach_ipv4_backends_and_path_mtu_discovery_works(self):
+        # HTTP from the IPv6 client to the NAT64 VIP: every backend serves over IPv4, and wrk
+        # sees no error.
+        shares = self.spread(VIP64, range(45000, 45030))
+        self.assertEqual(set(shares.values()), set(BACKENDS))
+        requests, errors, non_2xx, text = self.wrk(VIP64)
+        self.assertGreater(requests, 100, text)
+        self.assertIsNone(errors, text)
+        self.assertIsNone(non_2xx, text)
+        print("\n  wrk to the NAT64 VIP %s: %d requests in 3 s, no error" % (VIP64, requests),
+              file=sys.stderr)
+        # The client's MSS (1440) lets the backends send 1480-byte IPv4 segments: 1500 bytes as
+        # IPv6, too big for the router's 1280 link. Only the router's packet too big, translated
+        # into fragmentation needed with the MTU less 20, lets the download finish.
+        for backend in BACKENDS:
+            run("ip", "netns", "exec", namespace_of(backend), "ip", "route", "flush", "cache")
+        before = self.counter("drop_nat_icmp_not_translatable")
+        status, body, backend = curl(VIP64, "/big", max_time=20)
+        self.assertEqual(status, 0, body)
+        self.assertEqual(hashlib.sha256(body).hexdigest(), pattern_sha256(BIG_BYTES))
+        route = run("ip", "netns", "exec", namespace_of(backend), "ip", "-4", "route", "get",
+                    LOCAL).stdout
+        self.assertIn("mtu %d" % (CLIENT_MTU - 20), route, "%s learned the path's MTU" % backend)
+        print("\n  %s's route to the local address after a NAT64 download: %s" % (
+            backend, route.strip()), file=sys.stderr)
+        self.assertEqual(self.counter("drop_nat_icmp_not_translatable"), before)
+
     def wrk_through_proxy_protocol(self, port, log):
         """wrk to a PROXY protocol service: no error, and every request it made logged by the
         backend with the client's own address, read from the header."""
@@ -447,7 +483,14 @@ class FullNat(unittest.TestCase):
         self.assertGreater(requests, 100, text)
         self.assertIsNone(errors, text)
         self.assertIsNone(non_2xx, text)
-        lines = [line for line in log()[before:] if line[2] == "/who"]
+        # A server logs a request once it has answered it, which may be just after wrk has read
+        # the answer.
+        deadline = time.monotonic() + 5
+        while True:
+            lines = [line for line in log()[before:] if line[2] == "/who"]
+            if len(lines) >= requests or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         self.assertGreaterEqual(len(lines), requests, "every request logged")
         addresses = {line[0] for line in lines}
         self.assertEqual(addresses, {"198.18.2.1"}, "the client's own address, always")
@@ -459,14 +502,15 @@ class FullNat(unittest.TestCase):
         requests = self.wrk_through_proxy_protocol(NGINX_PORT, self.proxied.nginx_log)
         print("\n  wrk to nginx with proxy_protocol: %d requests in 3 s, each logged from "
               "198.18.2.1" % requests, file=sys.stderr)
-        # Over IPv6 the header carries the IPv6 client.
-        result = run("ip", "netns", "exec", CLIENT, "curl", "-sS", "--max-time", "5",
-                     "http://[%s]:%d/who" % (VIP6, NGINX_PORT))
-        self.assertEqual(result.stdout.strip(), "2001:db8:2::1")
-        asked = [line for line in self.proxied.nginx_log() if line[2] == "/who"]
-        self.assertEqual(asked[-1][0], "2001:db8:2::1")
-        # One header per connection: wrk's 16 and curl's one.
-        self.assertGreaterEqual(self.counter("nat_proxy_header_sent") - sent_before, 17)
+        # Over IPv6 the header carries the IPv6 client, to an IPv4 backend through NAT64 too.
+        for vip in (VIP6, VIP64):
+            result = run("ip", "netns", "exec", CLIENT, "curl", "-sS", "--max-time", "5",
+                         "http://[%s]:%d/who" % (vip, NGINX_PORT))
+            self.assertEqual(result.stdout.strip(), "2001:db8:2::1", vip)
+            asked = [line for line in self.proxied.nginx_log() if line[2] == "/who"]
+            self.assertEqual(asked[-1][0], "2001:db8:2::1", vip)
+        # One header per connection: wrk's 16 and curl's two.
+        self.assertGreaterEqual(self.counter("nat_proxy_header_sent") - sent_before, 18)
 
     def test_8b_haproxy_logs_the_real_client_of_every_request(self):
         requests = self.wrk_through_proxy_protocol(HAPROXY_PORT, self.proxied.haproxy_log)
@@ -499,7 +543,8 @@ class FullNat(unittest.TestCase):
             self.assertIn("PROXY header acknowledged (the client's bytes +28 toward the backend)",
                           explained["text"])
         finally:
-            e2e_support.stop_process(holder, timeout=10)
+            e2e_support.stop_process(holder, stop_signal=signal.SIGTERM, timeout=10)
+            holder.stdout.close()
 
     def test_8d_a_100_mb_download_with_loss_and_sack_completes_intact(self):
         # nftables in the client's namespace drops every 50th segment from the VIP: the

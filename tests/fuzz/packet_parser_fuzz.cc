@@ -3,13 +3,15 @@
 // frame it accepts then goes through Full-NAT's rewrites as the datapath would put it (a TCP or
 // UDP packet's endpoints, an ICMP error's translation), which must stay inside it too, and a TCP
 // segment through a PROXY protocol session's stream both ways (the header inserted into its
-// tailroom, or only shifted), which must stay inside the frame and its tailroom.
+// tailroom, or only shifted), which must stay inside the frame and its tailroom, and through
+// NAT64's translations (nat64.h), which must stay inside the frame and its headroom.
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "berth/dataplane/nat64.h"
 #include "berth/dataplane/nat_rewrite.h"
 #include "berth/dataplane/proxy_stream.h"
 #include "berth/net/flow_key.h"
@@ -65,6 +67,40 @@ void streamAsProxySession(const uint8_t* data, size_t size, const berth::ParsedP
   berth::proxyFromBackend(frame, resized, session);
 }
 
+// The packet translated to the other IP version as NAT64 would (an ICMP error's too), in a
+// buffer with just the headroom the growth takes in front of it.
+void translateAsNat64(const uint8_t* data, size_t size, const berth::ParsedPacket& packet) {
+  const uint8_t protocol = packet.flow.protocol;
+  if (packet.later_fragment || packet.l4_offset == 0) return;
+  if (!packet.icmp_error && protocol != berth::kProtocolTcp && protocol != berth::kProtocolUdp) {
+    return;
+  }
+  constexpr size_t kHeadroom = 40;
+  std::vector<uint8_t> copy(kHeadroom + size);
+  std::memcpy(copy.data() + kHeadroom, data, size);
+  berth::Frame frame{copy.data() + kHeadroom, size, kHeadroom, 0};
+  berth::ParsedPacket translated = packet;
+  berth::NatEndpoints to;
+  std::memset(to.source.data(), 0x5a, to.source.size());
+  std::memset(to.destination.data(), 0xa5, to.destination.size());
+  const bool v4 = packet.flow.family == berth::IpFamily::kIpv4;
+  if (packet.icmp_error) {
+    if (v4) {
+      berth::translateIcmpErrorToIpv6(frame, translated, to.source, to.destination, to);
+    } else {
+      berth::translateIcmpErrorToIpv4(frame, translated, to.source, to.destination, to);
+    }
+  } else if (v4) {
+    berth::translateToIpv6(frame, translated, to);
+  } else {
+    berth::translateToIpv4(frame, translated, to, 0x1234);
+  }
+  if (frame.data < copy.data() || frame.data + frame.length > copy.data() + copy.size()) {
+    __builtin_trap();
+  }
+  if (size_t{translated.l3_offset} + translated.ip_length > frame.length) __builtin_trap();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -77,6 +113,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (packet.l4_offset != 0 && packet.l4_offset < packet.l3_offset) __builtin_trap();
     rewriteAsFullNat(data, size, packet);
     streamAsProxySession(data, size, packet);
+    translateAsNat64(data, size, packet);
   }
   return 0;
 }

@@ -10,6 +10,7 @@
 
 #include "berth/dataplane/forwarding.h"
 #include "berth/dataplane/icmp_reply.h"
+#include "berth/dataplane/nat64.h"
 #include "berth/dataplane/nat_rewrite.h"
 #include "berth/dataplane/neighbor_reply.h"
 #include "support/checksums.h"
@@ -126,6 +127,93 @@ int writeFullNatSamples(PcapWriter& pcap) {
   return 0;
 }
 
+// NAT64 (RFC 7915), after Full-NAT's: an IPv6 client's TCP segment (traffic class 0x28, hop
+// limit 61, on VLAN 42) to an IPv4 backend; an IPv4 backend's UDP datagram sent without a
+// checksum (TOS 0x10, TTL 60) to the IPv6 client; a router's ICMPv6 packet too big (MTU 1280)
+// about a translated reply, for the IPv4 backend; and a router's ICMPv4 fragmentation needed
+// (MTU 1200) about a translated client's segment, for the IPv6 client.
+int writeNat64Samples(PcapWriter& pcap) {
+  const IpAddress local4 = IpAddress::v4(198, 18, 1, 20);
+  const IpAddress backend4 = IpAddress::v4(198, 18, 1, 2);
+  const IpAddress router4 = IpAddress::v4(198, 18, 1, 254);
+  const IpAddress router6 = *IpAddress::parse("2001:db8::fe");
+  {
+    Bytes frame =
+        concat({ethernet(kEtherTypeIpv6, {42}), ipv6(kClient6, kVip6, kProtocolTcp, 20 + 100, 61),
+                tcp(40000, 443), payload(100)});
+    frame[18] = 0x62;  // traffic class 0x28: its high nibble in the version's byte
+    frame[19] = 0x80;
+    ReceivedFrame received(withChecksums(frame, 18));
+    translateToIpv4(received.frame, received.packet, endpoints(local4, 20001, backend4, 8080),
+                    0x1234);
+    if (forwardL2Dsr(received.frame, received.packet, testTarget(backend4), 0) !=
+        ForwardResult::kSend) {
+      return 1;
+    }
+    pcap.write(received.frame);
+  }
+  {
+    Ipv4Options options;
+    options.ttl = 60;
+    Bytes frame =
+        concat({ethernet(kEtherTypeIpv4), ipv4(backend4, local4, kProtocolUdp, 8 + 40, options),
+                udp(53, 20002, 40), payload(40)});
+    frame[15] = 0x10;
+    frame = withChecksums(frame, 14);
+    frame[14 + 20 + 6] = 0;  // sent without a UDP checksum
+    frame[14 + 20 + 7] = 0;
+    ReceivedFrame received(frame);
+    if (!translateToIpv6(received.frame, received.packet, endpoints(kVip6, 53, kClient6, 5353)) ||
+        forwardL2Dsr(received.frame, received.packet, testTarget(kClient6), 0) !=
+            ForwardResult::kSend) {
+      return 1;
+    }
+    pcap.write(received.frame);
+  }
+  {
+    // The reply as it reached the client (VIP6 -> client), quoted whole by the router.
+    const Bytes answer = withChecksums(
+        concat({ethernet(kEtherTypeIpv6), ipv6(kVip6, kClient6, kProtocolTcp, 20 + 40, 63),
+                tcp(443, 40000), payload(40)}),
+        14);
+    const Bytes message =
+        concat({Bytes{2, 0, 0, 0, 0, 0, 0x05, 0x00}, Bytes(answer.begin() + 14, answer.end())});
+    ReceivedFrame received(
+        withChecksums(concat({ethernet(kEtherTypeIpv6),
+                              ipv6(router6, kVip6, kProtocolIcmpv6, message.size()), message}),
+                      14));
+    if (!translateIcmpErrorToIpv4(received.frame, received.packet, local4.bytes, backend4.bytes,
+                                  endpoints(backend4, 8080, local4, 20001)) ||
+        forwardL2Dsr(received.frame, received.packet, testTarget(backend4), 0) !=
+            ForwardResult::kSend) {
+      return 1;
+    }
+    pcap.write(received.frame);
+  }
+  {
+    // The client's segment as it reached the backends' side (local -> backend), its first 8
+    // bytes quoted, as RFC 792 asks at the least.
+    const Bytes segment = withChecksums(
+        concat({ethernet(kEtherTypeIpv4), ipv4(local4, backend4, kProtocolTcp, 20 + 1400),
+                tcp(20001, 8080), payload(1400)}),
+        14);
+    const Bytes message = concat({Bytes{3, 4, 0, 0, 0, 0, 0x04, 0xB0},
+                                  Bytes(segment.begin() + 14, segment.begin() + 14 + 28)});
+    ReceivedFrame received(
+        withChecksums(concat({ethernet(kEtherTypeIpv4),
+                              ipv4(router4, local4, kProtocolIcmp, message.size()), message}),
+                      14));
+    if (!translateIcmpErrorToIpv6(received.frame, received.packet, kVip6.bytes, kClient6.bytes,
+                                  endpoints(kClient6, 40000, kVip6, 443)) ||
+        forwardL2Dsr(received.frame, received.packet, testTarget(kClient6), 0) !=
+            ForwardResult::kSend) {
+      return 1;
+    }
+    pcap.write(received.frame);
+  }
+  return 0;
+}
+
 }  // namespace
 }  // namespace berth
 
@@ -196,5 +284,6 @@ int main(int argc, char** argv) {
     }
     pcap.write(received.frame);
   }
-  return writeFullNatSamples(pcap);
+  if (writeFullNatSamples(pcap) != 0) return 1;
+  return writeNat64Samples(pcap);
 }

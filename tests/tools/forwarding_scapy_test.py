@@ -37,7 +37,7 @@ class ForwardingOutput(unittest.TestCase):
             cls.frames = list(rdpcap(path))
 
     def test_sample_count(self):
-        self.assertEqual(len(self.frames), 16)
+        self.assertEqual(len(self.frames), 20)
 
     def check_outer_v4(self, frame, protocol):
         self.assertEqual(frame[Ether].dst, "02:00:00:00:00:fe")
@@ -185,6 +185,64 @@ class ForwardingOutput(unittest.TestCase):
         embedded = frame[IPerror6]
         self.assertEqual((embedded.src, embedded.dst), ("2001:db8:1::2", "2001:db8:1::20"))
         self.assertEqual((frame[TCPerror].sport, frame[TCPerror].dport), (443, 20001))
+
+    # NAT64 (RFC 7915, docs/fullnat.md): each header field by the RFC's rules, every checksum
+    # right, ICMP errors' types and MTUs mapped and their embedded packets translated.
+    def test_nat64_client_segment_becomes_ipv4(self):
+        frame = self.frames[16]
+        self.assertEqual(frame[Ether].type, 0x0800)
+        self.assertNotIn(Dot1Q, frame, "onto the untagged next hop")
+        ip = frame[IP]
+        self.assertEqual((ip.version, ip.ihl, ip.tos, ip.ttl, ip.proto), (4, 5, 0x28, 61, 6))
+        self.assertEqual((ip.src, ip.dst), ("198.18.1.20", "198.18.1.2"))
+        self.assertEqual(ip.len, 20 + 20 + 100)
+        self.assertEqual((ip.id, ip.flags, ip.frag), (0x1234, 0, 0), "140 bytes: DF clear")
+        self.assertTrue(checksum_ok(frame, IP), "IPv4 header checksum")
+        self.assertEqual((frame[TCP].sport, frame[TCP].dport), (20001, 8080))
+        self.assertTrue(checksum_ok(frame, TCP), "TCP checksum over the IPv4 pseudo-header")
+        self.assertEqual(frame[Raw].load, bytes([0xAB]) * 100)
+
+    def test_nat64_backend_datagram_becomes_ipv6_with_a_checksum(self):
+        frame = self.frames[17]
+        self.assertEqual(frame[Ether].type, 0x86DD)
+        ip6 = frame[IPv6]
+        self.assertEqual((ip6.version, ip6.tc, ip6.fl, ip6.hlim, ip6.nh), (6, 0x10, 0, 60, 17))
+        self.assertEqual((ip6.src, ip6.dst), ("2001:db8:100::1", "2001:db8::1"))
+        self.assertEqual(ip6.plen, 8 + 40)
+        self.assertEqual((frame[UDP].sport, frame[UDP].dport), (53, 5353))
+        self.assertNotEqual(frame[UDP].chksum, 0, "IPv6 requires a UDP checksum")
+        self.assertTrue(checksum_ok(frame, UDP), "computed over the IPv6 pseudo-header")
+
+    def test_nat64_packet_too_big_becomes_fragmentation_needed(self):
+        frame = self.frames[18]
+        ip = frame[IP]
+        self.assertEqual((ip.src, ip.dst, ip.proto), ("198.18.1.20", "198.18.1.2", 1))
+        self.assertTrue(checksum_ok(frame, IP))
+        self.assertEqual((frame[ICMP].type, frame[ICMP].code), (3, 4))
+        self.assertEqual(frame[ICMP].nexthopmtu, 1280 - 20, "the MTU less the headers' difference")
+        self.assertTrue(checksum_ok(frame, ICMP), "ICMPv4 checksum, no pseudo-header")
+        embedded = frame[IPerror]
+        self.assertEqual((embedded.src, embedded.dst, embedded.ttl), ("198.18.1.2", "198.18.1.20", 63))
+        self.assertEqual(embedded.len, 20 + 20 + 40)
+        self.assertTrue(checksum_ok(frame, IPerror), "the embedded IPv4 header's checksum")
+        self.assertEqual((frame[TCPerror].sport, frame[TCPerror].dport), (8080, 20001))
+        # Quoted whole, so the embedded TCP checksum is checked over the IPv4 pseudo-header.
+        segment = IP(raw(embedded))
+        sent = segment[TCP].chksum
+        segment[TCP].chksum = None
+        self.assertEqual(IP(raw(segment))[TCP].chksum, sent, "the embedded TCP checksum")
+
+    def test_nat64_fragmentation_needed_becomes_packet_too_big(self):
+        frame = self.frames[19]
+        ip6 = frame[IPv6]
+        self.assertEqual((ip6.src, ip6.dst, ip6.nh), ("2001:db8:100::1", "2001:db8::1", 58))
+        too_big = frame[ICMPv6PacketTooBig]
+        self.assertEqual(too_big.mtu, 1280, "1200 + 20, raised to IPv6's minimum")
+        self.assertTrue(checksum_ok(frame, ICMPv6PacketTooBig), "ICMPv6 checksum, pseudo-header included")
+        embedded = frame[IPerror6]
+        self.assertEqual((embedded.src, embedded.dst, embedded.nh), ("2001:db8::1", "2001:db8:100::1", 6))
+        self.assertEqual(embedded.plen, 20 + 1400, "the client's segment's own length")
+        self.assertEqual((frame[TCPerror].sport, frame[TCPerror].dport), (40000, 443))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,20 @@ inline uint16_t adjustChecksum(uint16_t checksum, const uint8_t* old_bytes,
   return static_cast<uint16_t>(~sum);
 }
 
+// The same for one 32-bit field, with the checksum and both words as they lie in the packet
+// (loaded with memcpy, not byte-swapped): the one's complement sum comes out the same in either
+// byte order (RFC 1071, 2.(B)), so the update is a few additions, whatever the machine.
+inline uint16_t adjustChecksumForWord(uint16_t checksum, uint32_t old_word, uint32_t new_word) {
+  uint64_t sum = static_cast<uint16_t>(~checksum);
+  sum += static_cast<uint32_t>(~old_word);
+  sum += new_word;
+  sum = (sum & 0xffffffff) + (sum >> 32);
+  sum = (sum & 0xffff) + (sum >> 16);
+  sum = (sum & 0xffff) + (sum >> 16);
+  sum = (sum & 0xffff) + (sum >> 16);
+  return static_cast<uint16_t>(~sum);
+}
+
 inline uint16_t loadBigEndian16(const uint8_t* bytes) {
   return static_cast<uint16_t>(bytes[0] << 8 | bytes[1]);
 }

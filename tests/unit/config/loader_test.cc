@@ -473,7 +473,18 @@ INSTANTIATE_TEST_SUITE_P(
                   "snat_addresses: [198.18.0.20] }\nservices:\n  - { name: web, "
                   "vip: 198.18.100.1, port: 80, protocol: tcp, forwarding: fullnat,\n"
                   "      backends: [ { name: a, address: \"2001:db8:1::2\" } ] }\n",
-                  "bad.yaml:6:", "which forwarding: fullnat needs"},
+                  "bad.yaml:6:",
+                  "is IPv6 behind an IPv4 VIP: forwarding: fullnat translates IPv6 clients to IPv4 "
+                  "backends (NAT64), not IPv4 clients to IPv6 backends"},
+        BadConfig{"NAT64 without an IPv4 local address",
+                  "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
+                  "ipv6: \"2001:db8::10\", gateway_mac: \"02:00:00:00:00:fe\", "
+                  "snat_addresses: [\"2001:db8::20\"] }\nservices:\n  - { name: web, "
+                  "vip: \"2001:db8:100::1\", port: 80, protocol: tcp, forwarding: fullnat,\n"
+                  "      backends: [ { name: a, address: 198.18.1.2 } ] }\n",
+                  "bad.yaml:5:",
+                  "forwarding: fullnat needs snat_addresses of IPv4 on the port its traffic leaves "
+                  "through for its IPv4 backends (NAT64)"},
         BadConfig{"bounded load with fullnat",
                   "dataplane:\n  ports:\n    - { name: p0, device: net_null0, ipv4: 198.18.0.10, "
                   "gateway_mac: \"02:00:00:00:00:fe\", snat_addresses: [198.18.0.20] }\n"
@@ -1005,6 +1016,27 @@ TEST(ConfigLoaderTest, FullNatLocalAddressesAndPortsLoadAndDefault) {
   const PortConfig port;
   EXPECT_EQ(port.snat_first_port, 1024);
   EXPECT_EQ(port.snat_last_port, 65535);
+}
+
+// NAT64: a fullnat service with an IPv6 VIP may have IPv4 backends (and IPv6 ones beside them),
+// which take the port's IPv4 local addresses, for their probes too.
+TEST(ConfigLoaderTest, AFullNatServiceWithAnIpv6VipMayHaveIpv4Backends) {
+  absl::StatusOr<Config> config = parseConfig(
+      "dataplane:\n  ports:\n"
+      "    - { name: p0, device: net_null0, ipv4: 198.18.0.10, ipv6: \"2001:db8::10\",\n"
+      "        gateway_mac: \"02:00:00:00:00:fe\", exception: { name: p0k },\n"
+      "        snat_addresses: [198.18.0.20, \"2001:db8::20\"] }\n"
+      "services:\n"
+      "  - { name: web6, vip: \"2001:db8:100::1\", port: 80, protocol: tcp,\n"
+      "      forwarding: fullnat, proxy_protocol: v2, health: { type: tcp },\n"
+      "      backends: [ { name: a, address: 198.18.1.2 },\n"
+      "                  { name: b, address: \"2001:db8:1::3\" } ] }\n",
+      "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const ServiceConfig& service = config->services[0];
+  EXPECT_TRUE(service.backends[0].address.isV4());
+  EXPECT_EQ(service.backends[0].health.source, IpAddress::v4(198, 18, 0, 20));
+  EXPECT_EQ(service.backends[1].health.source->toString(), "2001:db8::20");
 }
 
 // A fullnat service's probes come from the local address of their port, on the ports below its

@@ -401,6 +401,96 @@ TEST(PipelineFullNatTest, IcmpErrorsAreTranslatedBothWays) {
   EXPECT_EQ(harness.count(NatEvent::kIcmpNoSession), 1u);
 }
 
+// NAT64: an IPv6 client's connection to an IPv6 VIP reaches an IPv4 backend from an IPv4 local
+// address, and the backend's answer reaches the client as IPv6 from the VIP; an answer that
+// would no longer fit the clients' port as IPv6 has the backend told the MTU; ICMP errors are
+// translated between the versions both ways, with the MTUs adjusted.
+TEST(PipelineFullNatTest, Nat64TranslatesAnIpv6ClientsConnectionToAnIpv4Backend) {
+  FullNatHarness harness(configWith() + R"(
+  - { name: web64, vip: "2001:db8:100::1", port: 8080, protocol: tcp, forwarding: fullnat,
+      backends: [ { name: a, address: 198.18.1.2, mac: "02:00:00:00:01:02" } ] }
+)");
+  Bytes sent;
+  const std::optional<Seen> out =
+      harness.deliver(tcpFrame(kClient6, kVip6, 40000, 8080, kTcpSyn, 0), kUplink, &sent);
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(out->out_port, kDownlink);
+  EXPECT_EQ(out->destination, kBackend);
+  EXPECT_EQ(out->destination_port, 8080);
+  EXPECT_THAT(out->source.toString(), testing::AnyOf("198.18.1.20", "198.18.1.21"));
+  EXPECT_EQ(sent.size(), 14u + 20 + 20);
+
+  // The backend's SYN-ACK reaches the client as IPv6, from the VIP.
+  const std::optional<Seen> back =
+      harness.deliver(tcpFrame(kBackend, out->source, 8080, out->source_port, kTcpSyn | kTcpAck, 0),
+                      kDownlink, &sent);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->out_port, kUplink);
+  EXPECT_EQ(back->source, kVip6);
+  EXPECT_EQ(back->source_port, 8080);
+  EXPECT_EQ(back->destination, kClient6);
+  EXPECT_EQ(back->destination_port, 40000);
+  EXPECT_EQ(sent.size(), 14u + 40 + 20);
+
+  // A full 1500-byte IPv4 answer would be 1520 bytes as IPv6: the backend is told 1480.
+  ASSERT_TRUE(harness.deliver(
+      tcpFrame(kBackend, out->source, 8080, out->source_port, kTcpAck, 1460), kDownlink, &sent));
+  EXPECT_EQ(IpAddress::v4(sent[30], sent[31], sent[32], sent[33]), kBackend);
+  EXPECT_EQ(sent[23], kProtocolIcmp);
+  EXPECT_EQ((std::vector<uint8_t>{sent[34], sent[35], sent[40], sent[41]}),
+            (std::vector<uint8_t>{3, 4, 1480 >> 8, 1480 & 0xFF}));
+
+  // A router on the clients' side: packet too big (1280) about the VIP's answer, for the
+  // backend as fragmentation needed (1260) about its own packet to the local address.
+  const Bytes answer = tcpFrame(kVip6, kClient6, 8080, 40000, kTcpAck, 40);
+  const Bytes too_big =
+      concat({Bytes{2, 0, 0, 0, 0, 0, 0x05, 0x00}, Bytes(answer.begin() + 14, answer.end())});
+  const IpAddress router6 = *IpAddress::parse("2001:db8::fe");
+  ASSERT_TRUE(harness.deliver(
+      withChecksums(concat({ethernet(kEtherTypeIpv6),
+                            ipv6(router6, kVip6, kProtocolIcmpv6, too_big.size()), too_big})),
+      kUplink, &sent));
+  EXPECT_EQ(seen(sent, 0).destination_mac, kBackendMac);
+  EXPECT_EQ(IpAddress::v4(sent[30], sent[31], sent[32], sent[33]), kBackend);
+  EXPECT_EQ((std::vector<uint8_t>{sent[34], sent[35], sent[40], sent[41]}),
+            (std::vector<uint8_t>{3, 4, 1260 >> 8, 1260 & 0xFF}));
+  ParsedPacket packet;
+  ASSERT_EQ(parsePacket(sent.data(), sent.size(), packet), ParseError::kNone);
+  EXPECT_TRUE(packet.icmp_error);
+  // The embedded packet: the backend's to the local address (stated from the other side).
+  EXPECT_EQ(IpAddress(packet.flow.family, packet.flow.source), out->source);
+  EXPECT_EQ(IpAddress(packet.flow.family, packet.flow.destination), kBackend);
+
+  // A router on the backends' side: fragmentation needed (1400) about the client's packet,
+  // for the client as packet too big (1420) about its own packet to the VIP.
+  const Bytes segment = tcpFrame(out->source, kBackend, out->source_port, 8080, kTcpAck);
+  const Bytes needed = concat({Bytes{3, 4, 0, 0, 0, 0, 1400 >> 8, 1400 & 0xFF},
+                               Bytes(segment.begin() + 14, segment.begin() + 14 + 28)});
+  ASSERT_TRUE(harness.deliver(withChecksums(concat({ethernet(kEtherTypeIpv4),
+                                                    ipv4(IpAddress::v4(198, 18, 1, 254),
+                                                         out->source, kProtocolIcmp, needed.size()),
+                                                    needed})),
+                              kDownlink, &sent));
+  EXPECT_EQ(seen(sent, 0).destination_mac, kGatewayMac);
+  ASSERT_EQ(parsePacket(sent.data(), sent.size(), packet), ParseError::kNone);
+  EXPECT_EQ(packet.flow.family, IpFamily::kIpv6);
+  EXPECT_EQ(sent[14 + 40], 2);  // packet too big
+  EXPECT_EQ((std::vector<uint8_t>{sent[58], sent[59], sent[60], sent[61]}),
+            (std::vector<uint8_t>{0, 0, 1420 >> 8, 1420 & 0xFF}));
+  EXPECT_EQ(IpAddress(packet.flow.family, packet.flow.source), kVip6);
+  EXPECT_EQ(IpAddress(packet.flow.family, packet.flow.destination), kClient6);
+
+  const FlowKey flow = FlowKey::make(kClient6, kVip6, 40000, 8080, kProtocolTcp);
+  const uint32_t service = *harness.snapshot().findService(flow);
+  const NatSession* session =
+      harness.sessions().peekClient(natQuestionOf(harness.snapshot(), service, flow).client);
+  ASSERT_NE(session, nullptr);
+  EXPECT_THAT(describeSession(harness.snapshot(), *session),
+              testing::StartsWith(absl::StrCat("[2001:db8::1]:40000 -> [2001:db8:100::1]:8080 | ",
+                                               out->source.toString())));
+  EXPECT_THAT(describeSession(harness.snapshot(), *session), testing::HasSubstr("NAT64"));
+}
+
 // A pool of 2 addresses x 100 ports holds 200 connections to one backend on one worker: the
 // 201st is refused and counted, and the first 200 keep working, both ways.
 TEST(PipelineFullNatTest, AnExhaustedPoolRefusesTheNextConnectionAndKeepsTheOthers) {

@@ -204,6 +204,9 @@ Verdict fullNatFromClient(const Snapshot& snapshot, Frame& frame, ParsedPacket& 
                                                              session.backend, embedded)
                                   : rewriteIcmpError(frame, packet, session.backend, embedded);
       if (!translated) return drop(worker, DropReason::kNatNotTranslatable);
+      if (session.backend_family != session.client_family) {
+        worker.counters->nat.count(NatEvent::kNat64Icmp);
+      }
       const size_t length = frame.length;
       if (forwardL2Dsr(frame, packet, *target, 0) != ForwardResult::kSend) {
         return drop(worker, DropReason::kNoHeadroom);
@@ -243,6 +246,7 @@ Verdict fullNatFromClient(const Snapshot& snapshot, Frame& frame, ParsedPacket& 
     // NAT64. The Identification, for a packet small enough to leave without DF, is the client's
     // transport checksum as it came: it differs between segments that carry different bytes.
     translateToIpv4(frame, packet, to, loadChecksumOf(frame, packet));
+    worker.counters->nat.count(NatEvent::kNat64ToIpv4);
     if (forwardL2Dsr(frame, packet, *target, 0) != ForwardResult::kSend) {
       return drop(worker, DropReason::kNoHeadroom);
     }
@@ -289,6 +293,9 @@ Verdict fullNatFromBackend(const Snapshot& snapshot, Frame& frame, ParsedPacket&
             ? translateIcmpErrorToIpv6(frame, packet, service.vip.bytes, session->client, embedded)
             : rewriteIcmpError(frame, packet, session->client, embedded);
     if (!translated) return drop(worker, DropReason::kNatNotTranslatable);
+    if (session->client_family != session->backend_family) {
+      worker.counters->nat.count(NatEvent::kNat64Icmp);
+    }
     if (session->proxy_header != ProxyHeaderState::kNone) {
       unshiftEmbeddedSequence(frame, packet, *session);
     }
@@ -323,6 +330,7 @@ Verdict fullNatFromBackend(const Snapshot& snapshot, Frame& frame, ParsedPacket&
           forwardL2Dsr(frame, packet, port.client_hop, 0) != ForwardResult::kSend) {
         return drop(worker, DropReason::kNoHeadroom);
       }
+      worker.counters->nat.count(NatEvent::kNat64ToIpv6);
     } else if (forwardFullNat(frame, packet, port.client_hop, to) != ForwardResult::kSend) {
       return drop(worker, DropReason::kNoHeadroom);
     }

@@ -474,6 +474,8 @@ class FullNat(unittest.TestCase):
         print("\n  %s's route to the local address after a NAT64 download: %s" % (
             backend, route.strip()), file=sys.stderr)
         self.assertEqual(self.counter("drop_nat_icmp_not_translatable"), before)
+        for event in ("translated_to_ipv4", "translated_to_ipv6", "icmp_translated"):
+            self.assertGreater(self.counter("nat_" + event), 0, event)
 
     def wrk_through_proxy_protocol(self, port, log):
         """wrk to a PROXY protocol service: no error, and every request it made logged by the

@@ -113,7 +113,10 @@ struct ConntrackCounters {
   X(kProxyHeaderSent, "proxy_header_sent")   /* a PROXY header put in a client's segment */        \
   X(kProxyHeaderAlone, "proxy_header_alone") /* it and the data exceeded the MTU: it went alone */ \
   X(kProxyHeaderLost, "proxy_header_lost") /* the backend acknowledged up to the header's start */ \
-  X(kProxySynData, "proxy_syn_data_dropped") /* a SYN's data (Fast Open) dropped: before header */
+  X(kProxySynData, "proxy_syn_data_dropped") /* a SYN's data (Fast Open) dropped: before header */ \
+  X(kNat64ToIpv4, "translated_to_ipv4")      /* NAT64: a client's IPv6 packet sent on as IPv4 */   \
+  X(kNat64ToIpv6, "translated_to_ipv6")      /* NAT64: a backend's IPv4 packet sent on as IPv6 */  \
+  X(kNat64Icmp, "icmp_translated")           /* NAT64: an ICMP error turned ICMPv6 or ICMPv4 */
 enum class NatEvent : uint8_t { BERTH_NAT_EVENTS(BERTH_ENUMERATOR) kCount };
 inline constexpr size_t kNatEventCount = static_cast<size_t>(NatEvent::kCount);
 absl::string_view toString(NatEvent event);

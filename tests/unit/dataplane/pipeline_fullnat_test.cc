@@ -489,6 +489,9 @@ TEST(PipelineFullNatTest, Nat64TranslatesAnIpv6ClientsConnectionToAnIpv4Backend)
               testing::StartsWith(absl::StrCat("[2001:db8::1]:40000 -> [2001:db8:100::1]:8080 | ",
                                                out->source.toString())));
   EXPECT_THAT(describeSession(harness.snapshot(), *session), testing::HasSubstr("NAT64"));
+  EXPECT_EQ(harness.count(NatEvent::kNat64ToIpv4), 1u);
+  EXPECT_EQ(harness.count(NatEvent::kNat64ToIpv6), 1u);
+  EXPECT_EQ(harness.count(NatEvent::kNat64Icmp), 2u);
 }
 
 // A pool of 2 addresses x 100 ports holds 200 connections to one backend on one worker: the

@@ -17,18 +17,34 @@ uint16_t fullChecksum(const std::vector<uint8_t>& bytes) {
   return static_cast<uint16_t>(~sum);
 }
 
+// 64 random bytes, runs of 0xff and 0x00 among them in some rounds, with their checksum in the
+// first word.
+std::vector<uint8_t> checksummedRandomData(std::mt19937& random, int round) {
+  std::vector<uint8_t> data(64);
+  for (uint8_t& b : data) b = static_cast<uint8_t>(random());
+  if (round % 7 == 0) std::fill(data.begin() + 8, data.begin() + 24, 0xff);
+  if (round % 11 == 0) std::fill(data.begin() + 8, data.begin() + 24, 0x00);
+  data[0] = data[1] = 0;
+  storeBigEndian16(data.data(), fullChecksum(data));
+  return data;
+}
+
+// An adjusted checksum against the one summed again over the same data. One's complement has
+// two zeros: 0x0000 and 0xffff stand for the same sum.
+void expectSameChecksum(uint16_t adjusted, uint16_t summed, int round) {
+  if (summed == 0 || summed == 0xffff) {
+    ASSERT_TRUE(adjusted == 0 || adjusted == 0xffff) << "round " << round;
+  } else {
+    ASSERT_EQ(adjusted, summed) << "round " << round;
+  }
+}
+
 // Random data with a checksum field, random even runs of it changed: the adjusted checksum is
 // the one summed from scratch over the new data, for every kind of word, 0x0000 and 0xffff too.
 TEST(ChecksumTest, AnAdjustedChecksumEqualsTheOneSummedAgain) {
   std::mt19937 random(5);
   for (int round = 0; round < 20000; ++round) {
-    std::vector<uint8_t> data(64);
-    for (uint8_t& b : data) b = static_cast<uint8_t>(random());
-    if (round % 7 == 0) std::fill(data.begin() + 8, data.begin() + 24, 0xff);
-    if (round % 11 == 0) std::fill(data.begin() + 8, data.begin() + 24, 0x00);
-    // The checksum field is the first word: zero while summing, then filled in.
-    data[0] = data[1] = 0;
-    storeBigEndian16(data.data(), fullChecksum(data));
+    std::vector<uint8_t> data = checksummedRandomData(random, round);
     const size_t at = 2 + 2 * (random() % 20);
     const size_t length = 2 * (1 + random() % 8);
     std::vector<uint8_t> changed(length);
@@ -37,13 +53,7 @@ TEST(ChecksumTest, AnAdjustedChecksumEqualsTheOneSummedAgain) {
         adjustChecksum(loadBigEndian16(data.data()), &data[at], changed.data(), length);
     std::copy(changed.begin(), changed.end(), data.begin() + at);
     data[0] = data[1] = 0;
-    const uint16_t summed = fullChecksum(data);
-    // One's complement has two zeros: 0x0000 and 0xffff stand for the same sum.
-    if (summed == 0 || summed == 0xffff) {
-      ASSERT_TRUE(adjusted == 0 || adjusted == 0xffff) << "round " << round;
-    } else {
-      ASSERT_EQ(adjusted, summed) << "round " << round;
-    }
+    expectSameChecksum(adjusted, fullChecksum(data), round);
   }
 }
 
@@ -52,11 +62,7 @@ TEST(ChecksumTest, AnAdjustedChecksumEqualsTheOneSummedAgain) {
 TEST(ChecksumTest, AWordAdjustedAsItLiesEqualsTheOneSummedAgain) {
   std::mt19937 random(7);
   for (int round = 0; round < 20000; ++round) {
-    std::vector<uint8_t> data(64);
-    for (uint8_t& b : data) b = static_cast<uint8_t>(random());
-    if (round % 7 == 0) std::fill(data.begin() + 8, data.begin() + 12, 0xff);
-    data[0] = data[1] = 0;
-    storeBigEndian16(data.data(), fullChecksum(data));
+    std::vector<uint8_t> data = checksummedRandomData(random, round);
     const size_t at = 4 * (1 + random() % 15);
     uint32_t old_word;
     std::memcpy(&old_word, &data[at], 4);
@@ -69,12 +75,7 @@ TEST(ChecksumTest, AWordAdjustedAsItLiesEqualsTheOneSummedAgain) {
     std::memcpy(adjusted_bytes, &checksum, 2);
     const uint16_t adjusted = loadBigEndian16(adjusted_bytes);
     data[0] = data[1] = 0;
-    const uint16_t summed = fullChecksum(data);
-    if (summed == 0 || summed == 0xffff) {
-      ASSERT_TRUE(adjusted == 0 || adjusted == 0xffff) << "round " << round;
-    } else {
-      ASSERT_EQ(adjusted, summed) << "round " << round;
-    }
+    expectSameChecksum(adjusted, fullChecksum(data), round);
   }
 }
 

@@ -1,9 +1,9 @@
 #include "dataplane/fullnat_path.h"
 
-#include "berth/dataplane/icmp_reply.h"
 #include "berth/dataplane/nat64.h"
 #include "berth/dataplane/nat_rewrite.h"
 #include "berth/dataplane/proxy_stream.h"
+#include "berth/net/checksum.h"
 #include "berth/net/flow_key.h"
 
 namespace berth {
@@ -85,14 +85,14 @@ NatClientEntry* openSession(const Snapshot& snapshot, const Frame& frame,
 
 // A client's TCP segment of a session with a PROXY protocol header (proxy_stream.h): shifted
 // alone once the client's side knows the header is acknowledged, which is every segment but
-// the first few; until then the session says where the header stands. False: drop it.
-bool proxyClientSegment(const Snapshot& snapshot, Frame& frame, ParsedPacket& packet,
+// the first few; until then the session says where the header stands.
+void proxyClientSegment(const Snapshot& snapshot, Frame& frame, ParsedPacket& packet,
                         const SnapshotService& service, NatClientEntry& entry, uint32_t egress,
                         WorkerState& worker) {
   const uint32_t header_length = proxyHeaderLength(packet.flow.family);
   if (entry.proxy_header == ProxyHeaderState::kAcknowledged && (packet.tcp_flags & kTcpSyn) == 0) {
     shiftClientSequence(frame, packet, header_length);
-    return true;
+    return;
   }
   NatSession& session = worker.nat->sessionOf(entry);
   ProxyEndpoints header;
@@ -111,8 +111,6 @@ bool proxyClientSegment(const Snapshot& snapshot, Frame& frame, ParsedPacket& pa
     case ProxyClientStep::kSynDataDropped:
       worker.counters->nat.count(NatEvent::kProxySynData);
       break;
-    case ProxyClientStep::kMalformed:
-      return false;
     case ProxyClientStep::kShifted:
     case ProxyClientStep::kSyn:
       break;
@@ -120,35 +118,6 @@ bool proxyClientSegment(const Snapshot& snapshot, Frame& frame, ParsedPacket& pa
   if (session.proxy_header == ProxyHeaderState::kAcknowledged) {
     entry.proxy_header = ProxyHeaderState::kAcknowledged;
   }
-  return true;
-}
-
-// A TCP or UDP packet's checksum as it lies.
-uint16_t loadChecksumOf(const Frame& frame, const ParsedPacket& packet) {
-  const uint8_t* at =
-      frame.data + packet.l4_offset + (packet.flow.protocol == kProtocolUdp ? 6 : 16);
-  return static_cast<uint16_t>(at[0] << 8 | at[1]);
-}
-
-// A backend's reply to an IPv6 client that would exceed the clients' port's MTU once
-// translated: with DF, "fragmentation needed" back to the backend with the MTU its packets must
-// keep (rate-limited as every such answer is); without, dropped (berth does not fragment).
-Verdict tooBigForTheClient(const Snapshot& snapshot, Frame& frame, const ParsedPacket& packet,
-                           uint16_t client_mtu, WorkerState& worker) {
-  if (!packet.dont_fragment) return drop(worker, DropReason::kTooBigFragmentable);
-  if (!mayAnswerWithIcmpError(frame, packet)) {
-    return drop(worker, DropReason::kTooBigNotAnswerable);
-  }
-  const IcmpConfig& icmp = snapshot.icmp();
-  if (!worker.too_big_replies.take(worker.now_ms, icmp.too_big_per_second, icmp.too_big_burst)) {
-    return drop(worker, DropReason::kTooBigRateLimited);
-  }
-  if (!buildTooBigReply(frame, packet, static_cast<uint16_t>(client_mtu - kNat64Growth),
-                        snapshot.port(frame.port).mac)) {
-    return drop(worker, DropReason::kTooBigNoReply);
-  }
-  worker.counters->icmp_too_big_replies.add(1);
-  return Verdict::kTransmit;
 }
 
 }  // namespace
@@ -199,14 +168,12 @@ Verdict fullNatFromClient(const Snapshot& snapshot, Frame& frame, ParsedPacket& 
       embedded.destination_port = session.local_port;
       const ForwardingTarget* target = snapshot.target(egress, backend);
       if (target == nullptr) return drop(worker, DropReason::kNextHopUnresolved);
-      const bool translated = session.backend_family != session.client_family
-                                  ? translateIcmpErrorToIpv4(frame, packet, embedded.destination,
-                                                             session.backend, embedded)
-                                  : rewriteIcmpError(frame, packet, session.backend, embedded);
+      const bool nat64 = session.backend_family != session.client_family;
+      const bool translated = nat64 ? translateIcmpErrorToIpv4(frame, packet, embedded.destination,
+                                                               session.backend, embedded)
+                                    : rewriteIcmpError(frame, packet, session.backend, embedded);
       if (!translated) return drop(worker, DropReason::kNatNotTranslatable);
-      if (session.backend_family != session.client_family) {
-        worker.counters->nat.count(NatEvent::kNat64Icmp);
-      }
+      if (nat64) worker.counters->nat.count(NatEvent::kNat64Icmp);
       const size_t length = frame.length;
       if (forwardL2Dsr(frame, packet, *target, 0) != ForwardResult::kSend) {
         return drop(worker, DropReason::kNoHeadroom);
@@ -231,9 +198,8 @@ Verdict fullNatFromClient(const Snapshot& snapshot, Frame& frame, ParsedPacket& 
   }
   const ForwardingTarget* target = snapshot.target(egress, backend);
   if (target == nullptr) return drop(worker, DropReason::kNextHopUnresolved);
-  if (entry->proxy_header != ProxyHeaderState::kNone &&
-      !proxyClientSegment(snapshot, frame, packet, service, *entry, egress, worker)) {
-    return drop(worker, DropReason::kNatNotTranslatable);
+  if (entry->proxy_header != ProxyHeaderState::kNone) {
+    proxyClientSegment(snapshot, frame, packet, service, *entry, egress, worker);
   }
   NatEndpoints to;
   const IpAddress& backend_address = snapshot.backend(backend).address;
@@ -245,7 +211,9 @@ Verdict fullNatFromClient(const Snapshot& snapshot, Frame& frame, ParsedPacket& 
   if (backend_address.family != packet.flow.family) {
     // NAT64. The Identification, for a packet small enough to leave without DF, is the client's
     // transport checksum as it came: it differs between segments that carry different bytes.
-    translateToIpv4(frame, packet, to, loadChecksumOf(frame, packet));
+    const uint16_t identification = loadBigEndian16(
+        frame.data + packet.l4_offset + (packet.flow.protocol == kProtocolUdp ? 6 : 16));
+    translateToIpv4(frame, packet, to, identification);
     worker.counters->nat.count(NatEvent::kNat64ToIpv4);
     if (forwardL2Dsr(frame, packet, *target, 0) != ForwardResult::kSend) {
       return drop(worker, DropReason::kNoHeadroom);
@@ -288,14 +256,12 @@ Verdict fullNatFromBackend(const Snapshot& snapshot, Frame& frame, ParsedPacket&
     embedded.destination = service.vip.bytes;
     embedded.source_port = session->client_port;
     embedded.destination_port = service.port;
-    const bool translated =
-        session->client_family != session->backend_family
-            ? translateIcmpErrorToIpv6(frame, packet, service.vip.bytes, session->client, embedded)
-            : rewriteIcmpError(frame, packet, session->client, embedded);
+    const bool nat64 = session->client_family != session->backend_family;
+    const bool translated = nat64 ? translateIcmpErrorToIpv6(frame, packet, service.vip.bytes,
+                                                             session->client, embedded)
+                                  : rewriteIcmpError(frame, packet, session->client, embedded);
     if (!translated) return drop(worker, DropReason::kNatNotTranslatable);
-    if (session->client_family != session->backend_family) {
-      worker.counters->nat.count(NatEvent::kNat64Icmp);
-    }
+    if (nat64) worker.counters->nat.count(NatEvent::kNat64Icmp);
     if (session->proxy_header != ProxyHeaderState::kNone) {
       unshiftEmbeddedSequence(frame, packet, *session);
     }
@@ -306,9 +272,7 @@ Verdict fullNatFromBackend(const Snapshot& snapshot, Frame& frame, ParsedPacket&
     worker.nat->touchFromBackend(*session, packet.tcp_flags, worker.now_ms);
     if (session->proxy_header != ProxyHeaderState::kNone) {
       const ProxyHeaderState before = session->proxy_header;
-      if (!proxyFromBackend(frame, packet, *session)) {
-        return drop(worker, DropReason::kNatNotTranslatable);
-      }
+      proxyFromBackend(frame, packet, *session);
       if (before == ProxyHeaderState::kSent &&
           session->proxy_header == ProxyHeaderState::kPending) {
         worker.counters->nat.count(NatEvent::kProxyHeaderLost);
@@ -322,9 +286,12 @@ Verdict fullNatFromBackend(const Snapshot& snapshot, Frame& frame, ParsedPacket&
     if (session->client_family != packet.flow.family) {
       // NAT64: 20 bytes more as IPv6 (less any IPv4 options), which may no longer fit the
       // clients' port.
+      // berth does not fragment: with DF, the backend is told the MTU its packets must keep.
       const size_t options = packet.l4_offset - packet.l3_offset - 20;
       if (packet.ip_length + kNat64Growth - options > port.mtu) {
-        return tooBigForTheClient(snapshot, frame, packet, port.mtu, worker);
+        if (!packet.dont_fragment) return drop(worker, DropReason::kTooBigFragmentable);
+        return answerTooBig(snapshot, frame.port, frame, packet,
+                            static_cast<uint16_t>(port.mtu - kNat64Growth), worker);
       }
       if (!translateToIpv6(frame, packet, to) ||
           forwardL2Dsr(frame, packet, port.client_hop, 0) != ForwardResult::kSend) {

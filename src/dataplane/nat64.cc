@@ -4,6 +4,8 @@
 
 #include "berth/dataplane/nat64.h"
 
+#include <rte_ip.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -22,34 +24,35 @@ constexpr size_t kIcmpv4ErrorLimit = 576;   // RFC 1812, 4.3.2.3
 constexpr size_t kIcmpv6ErrorLimit = 1280;  // RFC 4443, 2.4 (c)
 constexpr uint32_t kIpv6MinimumMtu = 1280;
 
-uint32_t loadBigEndian32(const uint8_t* bytes) {
-  return uint32_t{bytes[0]} << 24 | uint32_t{bytes[1]} << 16 | uint32_t{bytes[2]} << 8 | bytes[3];
+// Checksums here are handled as they lie in the packet (memcpy, no byte swap), as DPDK's
+// rte_raw_cksum sums them: the one's complement sum is the same in either byte order (RFC 1071,
+// 2.(B)).
+uint16_t checksumAt(const uint8_t* at) {
+  uint16_t checksum;
+  std::memcpy(&checksum, at, 2);
+  return checksum;
 }
-void storeBigEndian32(uint8_t* bytes, uint32_t value) {
-  storeBigEndian16(bytes, static_cast<uint16_t>(value >> 16));
-  storeBigEndian16(bytes + 2, static_cast<uint16_t>(value));
-}
-
-// The one's complement sum of `length` bytes from an even offset, folded to 16 bits.
-uint32_t sumOf(const uint8_t* bytes, size_t length, uint32_t sum = 0) {
-  for (size_t i = 0; i + 1 < length; i += 2) sum += uint32_t{bytes[i]} << 8 | bytes[i + 1];
-  if (length % 2 != 0) sum += uint32_t{bytes[length - 1]} << 8;
-  while ((sum >> 16) != 0) sum = (sum & 0xffff) + (sum >> 16);
-  return sum;
-}
+void storeChecksum(uint8_t* at, uint16_t checksum) { std::memcpy(at, &checksum, 2); }
 
 // A checksum whose sum had `old_length` bytes replaced by `new_length` others (RFC 1624's
 // equation 3 over sums of different lengths: both start at even offsets).
 uint16_t replacedInChecksum(uint16_t checksum, const uint8_t* old_bytes, size_t old_length,
                             const uint8_t* new_bytes, size_t new_length) {
   uint32_t sum = static_cast<uint16_t>(~checksum);
-  sum += static_cast<uint16_t>(~sumOf(old_bytes, old_length));
-  sum += sumOf(new_bytes, new_length);
-  while ((sum >> 16) != 0) sum = (sum & 0xffff) + (sum >> 16);
+  sum += static_cast<uint16_t>(~rte_raw_cksum(old_bytes, old_length));
+  sum += rte_raw_cksum(new_bytes, new_length);
+  sum = (sum & 0xffff) + (sum >> 16);
+  sum = (sum & 0xffff) + (sum >> 16);
   return static_cast<uint16_t>(~sum);
 }
 
-uint16_t finished(uint32_t sum) { return static_cast<uint16_t>(~sumOf(nullptr, 0, sum)); }
+// The ports' four bytes as they lie.
+uint32_t portsOf(const NatEndpoints& endpoints) {
+  uint32_t ports;
+  std::memcpy(&ports, &endpoints.source_port, 2);
+  std::memcpy(reinterpret_cast<uint8_t*>(&ports) + 2, &endpoints.destination_port, 2);
+  return ports;
+}
 
 // A 20-byte IPv4 header without options.
 void writeIpv4Header(uint8_t* header, uint8_t tos, size_t total_length, uint16_t identification,
@@ -62,10 +65,10 @@ void writeIpv4Header(uint8_t* header, uint8_t tos, size_t total_length, uint16_t
   storeBigEndian16(header + 6, dont_fragment ? 0x4000 : 0);
   header[8] = ttl;
   header[9] = protocol;
-  storeBigEndian16(header + 10, 0);
+  storeChecksum(header + 10, 0);
   std::memcpy(header + 12, source, 4);
   std::memcpy(header + 16, destination, 4);
-  storeBigEndian16(header + 10, finished(sumOf(header, kIpv4Header)));
+  storeChecksum(header + 10, rte_ipv4_cksum(reinterpret_cast<const rte_ipv4_hdr*>(header)));
 }
 
 void writeIpv6Header(uint8_t* header, uint8_t traffic_class, size_t payload_length,
@@ -107,19 +110,18 @@ void rewriteEmbeddedTransport(uint8_t* l4, const uint8_t* end, uint8_t protocol,
                               const uint8_t* old_addresses, size_t old_length,
                               const uint8_t* new_addresses, size_t new_length,
                               const NatEndpoints& embedded) {
-  uint8_t ports[4];
-  std::memcpy(ports, &embedded.source_port, 2);
-  std::memcpy(ports + 2, &embedded.destination_port, 2);
+  const uint32_t ports = portsOf(embedded);
   uint8_t* checksum_at = l4 + (protocol == kProtocolUdp ? kUdpChecksum : kTcpChecksum);
   if (checksum_at + 2 <= end) {
-    uint16_t checksum = loadBigEndian16(checksum_at);
+    uint16_t checksum = checksumAt(checksum_at);
     if (!(protocol == kProtocolUdp && checksum == 0)) {
+      uint32_t old_ports;
+      std::memcpy(&old_ports, l4, 4);
       checksum = replacedInChecksum(checksum, old_addresses, old_length, new_addresses, new_length);
-      checksum = adjustChecksum(checksum, l4, ports, 4);
-      storeBigEndian16(checksum_at, checksum);
+      storeChecksum(checksum_at, adjustChecksumForWord(checksum, old_ports, ports));
     }
   }
-  std::memcpy(l4, ports, 4);
+  std::memcpy(l4, &ports, 4);
 }
 
 // ICMPv6 to ICMPv4's type and code (RFC 7915, 5.2), and the four bytes after the checksum:
@@ -229,17 +231,17 @@ void translateToIpv4(Frame& frame, ParsedPacket& packet, const NatEndpoints& to,
   uint8_t addresses[8];
   std::memcpy(addresses, to.source.data(), 4);
   std::memcpy(addresses + 4, to.destination.data(), 4);
-  uint8_t ports[4];
-  std::memcpy(ports, &to.source_port, 2);
-  std::memcpy(ports + 2, &to.destination_port, 2);
+  const uint32_t ports = portsOf(to);
+  uint32_t old_ports;
+  std::memcpy(&old_ports, l4, 4);
   // The two pseudo-headers sum alike but for their addresses.
   uint8_t* checksum_at = l4 + (udp ? kUdpChecksum : kTcpChecksum);
   uint16_t checksum =
-      replacedInChecksum(loadBigEndian16(checksum_at), ipv6 + 8, 32, addresses, sizeof(addresses));
-  checksum = adjustChecksum(checksum, l4, ports, 4);
+      replacedInChecksum(checksumAt(checksum_at), ipv6 + 8, 32, addresses, sizeof(addresses));
+  checksum = adjustChecksumForWord(checksum, old_ports, ports);
   if (udp && checksum == 0) checksum = 0xffff;
-  storeBigEndian16(checksum_at, checksum);
-  std::memcpy(l4, ports, 4);
+  storeChecksum(checksum_at, checksum);
+  std::memcpy(l4, &ports, 4);
 
   const size_t total_length = kIpv4Header + transport_length;
   uint8_t header[kIpv4Header];
@@ -262,39 +264,38 @@ bool translateToIpv6(Frame& frame, ParsedPacket& packet, const NatEndpoints& to)
   uint8_t* l4 = frame.data + packet.l4_offset;
   const size_t transport_length = packet.ip_length - header_length;
   const bool udp = packet.flow.protocol == kProtocolUdp;
-  uint8_t ports[4];
-  std::memcpy(ports, &to.source_port, 2);
-  std::memcpy(ports + 2, &to.destination_port, 2);
+  const uint32_t ports = portsOf(to);
+  uint32_t old_ports;
+  std::memcpy(&old_ports, l4, 4);
   uint8_t* checksum_at = l4 + (udp ? kUdpChecksum : kTcpChecksum);
-  uint16_t checksum = loadBigEndian16(checksum_at);
-  const uint8_t tos = ipv4[1];
-  const uint8_t ttl = ipv4[8];
-  if (udp && checksum == 0) {
-    // Sent without one, which IPv6 does not allow: summed whole, the pseudo-header's included.
-    std::memcpy(l4, ports, 4);
-    uint32_t sum = sumOf(to.source.data(), 16);
-    sum = sumOf(to.destination.data(), 16, sum);
-    sum += static_cast<uint32_t>(transport_length) + kProtocolUdp;
-    checksum = finished(sumOf(l4, transport_length, sum));
-    if (checksum == 0) checksum = 0xffff;
-  } else {
+  const uint16_t checksum = checksumAt(checksum_at);
+  // Sent without one, which IPv6 does not allow: summed whole once the IPv6 header is written.
+  const bool unchecked = udp && checksum == 0;
+  if (!unchecked) {
     uint8_t addresses[32];
     std::memcpy(addresses, to.source.data(), 16);
     std::memcpy(addresses + 16, to.destination.data(), 16);
-    checksum = replacedInChecksum(checksum, ipv4 + 12, 8, addresses, sizeof(addresses));
-    checksum = adjustChecksum(checksum, l4, ports, 4);
-    if (udp && checksum == 0) checksum = 0xffff;
-    std::memcpy(l4, ports, 4);
+    uint16_t adjusted = replacedInChecksum(checksum, ipv4 + 12, 8, addresses, sizeof(addresses));
+    adjusted = adjustChecksumForWord(adjusted, old_ports, ports);
+    if (udp && adjusted == 0) adjusted = 0xffff;
+    storeChecksum(checksum_at, adjusted);
   }
-  storeBigEndian16(checksum_at, checksum);
+  std::memcpy(l4, &ports, 4);
+  const uint8_t tos = ipv4[1];
+  const uint8_t ttl = ipv4[8];
 
   const size_t l2_length = packet.l3_offset;
   moveEthernet(
       frame, l2_length,
       static_cast<std::ptrdiff_t>(header_length) - static_cast<std::ptrdiff_t>(kIpv6Header),
       kEtherTypeIpv6, kIpv6Header + transport_length);
-  writeIpv6Header(frame.data + l2_length, tos, transport_length, packet.flow.protocol, ttl,
-                  to.source.data(), to.destination.data());
+  uint8_t* ipv6 = frame.data + l2_length;
+  writeIpv6Header(ipv6, tos, transport_length, packet.flow.protocol, ttl, to.source.data(),
+                  to.destination.data());
+  if (unchecked) {
+    storeChecksum(checksum_at,
+                  rte_ipv6_udptcp_cksum(reinterpret_cast<const rte_ipv6_hdr*>(ipv6), l4));
+  }
   packet.l4_offset = static_cast<uint16_t>(l2_length + kIpv6Header);
   packet.ip_length = static_cast<uint16_t>(kIpv6Header + transport_length);
   packet.flow.family = IpFamily::kIpv6;
@@ -344,10 +345,10 @@ bool translateIcmpErrorToIpv4(Frame& frame, ParsedPacket& packet,
                   kProtocolIcmp, outer_source.data(), outer_destination.data());
   message[0] = type;
   message[1] = code;
-  storeBigEndian16(message + 2, 0);
+  storeChecksum(message + 2, 0);
   std::memcpy(message + 4, rest, 4);
   std::memcpy(message + kIcmpHeader, inner_header, kIpv4Header);
-  storeBigEndian16(message + 2, finished(sumOf(message, message_length)));
+  storeChecksum(message + 2, static_cast<uint16_t>(~rte_raw_cksum(message, message_length)));
   packet.l4_offset = static_cast<uint16_t>(l2_length + kIpv4Header);
   packet.ip_length = static_cast<uint16_t>(total_length);
   packet.flow.family = IpFamily::kIpv4;
@@ -408,13 +409,12 @@ bool translateIcmpErrorToIpv6(Frame& frame, ParsedPacket& packet,
                   outer_destination.data());
   message[0] = type;
   message[1] = code;
-  storeBigEndian16(message + 2, 0);
+  storeChecksum(message + 2, 0);
   std::memcpy(message + 4, rest, 4);
   std::memcpy(message + kIcmpHeader, inner_header, kIpv6Header);
-  // ICMPv6's checksum covers a pseudo-header: both addresses, the length and the next header.
-  uint32_t sum = sumOf(outer + 8, 32);
-  sum += static_cast<uint32_t>(message_length) + kProtocolIcmpv6;
-  storeBigEndian16(message + 2, finished(sumOf(message, message_length, sum)));
+  // ICMPv6's checksum covers the pseudo-header, as TCP's and UDP's do (RFC 4443, 2.3).
+  storeChecksum(message + 2,
+                rte_ipv6_udptcp_cksum(reinterpret_cast<const rte_ipv6_hdr*>(outer), message));
   packet.l4_offset = static_cast<uint16_t>(l2_length + kIpv6Header);
   packet.ip_length = static_cast<uint16_t>(kIpv6Header + message_length);
   packet.flow.family = IpFamily::kIpv6;

@@ -552,21 +552,9 @@ Verdict forward(const Snapshot& snapshot, Frame& frame, WorkerState& worker,
       worker.traffic.backends[snapshot.backend(backend).counter_id].add(received_length);
       return Verdict::kTransmit;
     case ForwardResult::kTooBig: {
-      if (!mayAnswerWithIcmpError(frame, classified.packet)) {
-        return drop(worker, DropReason::kTooBigNotAnswerable);
-      }
-      const IcmpConfig& icmp = snapshot.icmp();
-      if (!worker.too_big_replies.take(worker.now_ms, icmp.too_big_per_second,
-                                       icmp.too_big_burst)) {
-        return drop(worker, DropReason::kTooBigRateLimited);
-      }
       const size_t overhead = encapsulationOverhead(service.forwarding, target->backend.family);
-      const auto client_mtu = static_cast<uint16_t>(target->mtu - overhead);
-      if (buildTooBigReply(frame, classified.packet, client_mtu, snapshot.port(port_index).mac)) {
-        worker.counters->icmp_too_big_replies.add(1);
-        return Verdict::kTransmit;
-      }
-      return drop(worker, DropReason::kTooBigNoReply);
+      return answerTooBig(snapshot, port_index, frame, classified.packet,
+                          static_cast<uint16_t>(target->mtu - overhead), worker);
     }
     case ForwardResult::kTooBigDrop:
       return drop(worker, DropReason::kTooBigFragmentable);
@@ -628,6 +616,22 @@ Verdict forward(const Snapshot& snapshot, Frame& frame, WorkerState& worker,
 }
 
 }  // namespace
+
+Verdict answerTooBig(const Snapshot& snapshot, uint32_t port_index, Frame& frame,
+                     const ParsedPacket& packet, uint16_t mtu, WorkerState& worker) {
+  if (!mayAnswerWithIcmpError(frame, packet)) {
+    return drop(worker, DropReason::kTooBigNotAnswerable);
+  }
+  const IcmpConfig& icmp = snapshot.icmp();
+  if (!worker.too_big_replies.take(worker.now_ms, icmp.too_big_per_second, icmp.too_big_burst)) {
+    return drop(worker, DropReason::kTooBigRateLimited);
+  }
+  if (!buildTooBigReply(frame, packet, mtu, snapshot.port(port_index).mac)) {
+    return drop(worker, DropReason::kTooBigNoReply);
+  }
+  worker.counters->icmp_too_big_replies.add(1);
+  return Verdict::kTransmit;
+}
 
 Verdict processFrame(const Snapshot& snapshot, uint32_t device, Frame& frame, WorkerState& worker) {
   Verdict verdict;

@@ -1,5 +1,8 @@
 #include "berth/dataplane/proxy_stream.h"
 
+#include <rte_byteorder.h>
+#include <rte_ip.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -22,16 +25,6 @@ constexpr uint8_t kOptionNop = 1;
 constexpr uint8_t kOptionWindowScale = 3;
 constexpr uint8_t kOptionSack = 5;
 constexpr uint8_t kMaxWindowScale = 14;  // RFC 7323, 2.3
-
-uint32_t loadBigEndian32(const uint8_t* bytes) {
-  uint32_t word;
-  std::memcpy(&word, bytes, 4);
-  return __builtin_bswap32(word);
-}
-void storeBigEndian32(uint8_t* bytes, uint32_t value) {
-  const uint32_t word = __builtin_bswap32(value);
-  std::memcpy(bytes, &word, 4);
-}
 
 // Sequence-number distance from `from` to `to` (RFC 9293's modular comparison).
 int32_t distance(uint32_t from, uint32_t to) { return static_cast<int32_t>(to - from); }
@@ -59,27 +52,24 @@ struct Segment {
   }
 };
 
-bool segmentOf(const Frame& frame, const ParsedPacket& packet, Segment& segment) {
-  const size_t end = std::min<size_t>(frame.length, size_t{packet.l3_offset} + packet.ip_length);
-  if (packet.l4_offset + kTcpMinimumHeader > end) return false;
+// The segment of a packet parsePacket() accepted, whose TCP header lies within the IP packet.
+Segment segmentOf(const Frame& frame, const ParsedPacket& packet) {
+  Segment segment;
   segment.tcp = frame.data + packet.l4_offset;
   segment.header_length = static_cast<size_t>(segment.tcp[kTcpOffsetAndFlags] >> 4) * 4;
-  if (segment.header_length < kTcpMinimumHeader || packet.l4_offset + segment.header_length > end) {
-    return false;
-  }
-  segment.payload_length = end - packet.l4_offset - segment.header_length;
-  return true;
+  segment.payload_length =
+      size_t{packet.l3_offset} + packet.ip_length - packet.l4_offset - segment.header_length;
+  return segment;
 }
 
-// The checksum with `length` bytes at an even offset of what it covers taken out of its sum, as
-// if they were zeros (an odd last byte counts as the high byte of a word, RFC 1071).
+// The checksum (its value) with `length` bytes at an even offset of what it covers taken out of
+// its sum, as if they were zeros. rte_raw_cksum sums the words as they lie: swapped, the same sum
+// in the value's byte order (RFC 1071, 2.(B)).
 uint16_t withoutBytes(uint16_t checksum, const uint8_t* bytes, size_t length) {
-  uint64_t sum = static_cast<uint16_t>(~checksum);
-  for (size_t i = 0; i + 1 < length; i += 2) {
-    sum += static_cast<uint16_t>(~(bytes[i] << 8 | bytes[i + 1]));
-  }
-  if (length % 2 != 0) sum += static_cast<uint16_t>(~(bytes[length - 1] << 8));
-  while ((sum >> 16) != 0) sum = (sum & 0xffff) + (sum >> 16);
+  uint32_t sum = static_cast<uint16_t>(~checksum);
+  sum += static_cast<uint16_t>(~rte_bswap16(rte_raw_cksum(bytes, length)));
+  sum = (sum & 0xffff) + (sum >> 16);
+  sum = (sum & 0xffff) + (sum >> 16);
   return static_cast<uint16_t>(~sum);
 }
 
@@ -245,8 +235,7 @@ void shiftClientSequence(Frame& frame, const ParsedPacket& packet, uint32_t head
 
 ProxyClientStep proxyFromClient(Frame& frame, ParsedPacket& packet, NatSession& session,
                                 const ProxyEndpoints& header, uint16_t mtu) {
-  Segment segment;
-  if (!segmentOf(frame, packet, segment)) return ProxyClientStep::kMalformed;
+  Segment segment = segmentOf(frame, packet);
   const uint32_t header_length = proxyHeaderLength(session.client_family);
   if ((packet.tcp_flags & kTcpSyn) != 0) {
     if (segment.payload_length == 0) return ProxyClientStep::kSyn;
@@ -276,15 +265,14 @@ ProxyClientStep proxyFromClient(Frame& frame, ParsedPacket& packet, NatSession& 
   return ProxyClientStep::kShifted;
 }
 
-bool proxyFromBackend(Frame& frame, const ParsedPacket& packet, NatSession& session) {
-  Segment segment;
-  if (!segmentOf(frame, packet, segment)) return false;
+void proxyFromBackend(Frame& frame, const ParsedPacket& packet, NatSession& session) {
+  const Segment segment = segmentOf(frame, packet);
   const uint8_t flags = packet.tcp_flags;
   const bool syn = (flags & kTcpSyn) != 0;
   if (syn && segment.header_length > kTcpMinimumHeader) {
     session.backend_window_scale = windowScaleOf(segment);
   }
-  if ((flags & kTcpAck) == 0) return true;
+  if ((flags & kTcpAck) == 0) return;
   const uint32_t start = session.client_stream_start;
   const uint32_t header_length = proxyHeaderLength(session.client_family);
   const uint32_t acknowledged = loadBigEndian32(segment.tcp + kTcpAcknowledgement);
@@ -298,7 +286,7 @@ bool proxyFromBackend(Frame& frame, const ParsedPacket& packet, NatSession& sess
     if (segment.header_length > kTcpMinimumHeader) {
       mapSackBlocks(segment, start, header_length, true);
     }
-    return true;
+    return;
   }
   // The backend lacks (part of) the header: nothing of the client's is acknowledged, and the
   // header takes what it still lacks of the window.
@@ -312,7 +300,6 @@ bool proxyFromBackend(Frame& frame, const ParsedPacket& packet, NatSession& sess
   if (segment.header_length > kTcpMinimumHeader) {
     mapSackBlocks(segment, start, header_length, false);
   }
-  return true;
 }
 
 void unshiftEmbeddedSequence(Frame& frame, const ParsedPacket& packet, const NatSession& session) {

@@ -95,6 +95,14 @@ struct WorkerState {
 // exception.
 Verdict processFrame(const Snapshot& snapshot, uint32_t device, Frame& frame, WorkerState& worker);
 
+// The answer to a packet too big for where it goes (icmp_reply.h, buildTooBigReply): the frame
+// turned into "fragmentation needed" or "packet too big" naming `mtu`, back out of port
+// `port_index` to its sender, when an ICMP error may answer it and the worker's rate allows;
+// otherwise dropped, each refusal counted under its reason. The encapsulating modes' answer, and
+// NAT64's to a backend whose reply outgrows the clients' port as IPv6.
+Verdict answerTooBig(const Snapshot& snapshot, uint32_t port_index, Frame& frame,
+                     const ParsedPacket& packet, uint16_t mtu, WorkerState& worker);
+
 // As processFrame() for each of `count` (at most kMaxFramesPerCall) frames, in two stages over
 // the whole burst: first every frame is parsed, looked up and hashed, and its Maglev table slot
 // prefetched; then each is picked and rewritten. The table read, an L2 access per packet, then

@@ -45,13 +45,15 @@ enum class ProxyClientStep : uint8_t {
   kHeaderAlone,     // the header with its data would exceed the MTU: the header alone went
   kSynDataDropped,  // a SYN whose data was dropped
   kSyn,             // a SYN as it came
-  kMalformed,       // a TCP header running past the IP packet: drop it
 };
 
 // Starts the header's stream for a new session whose client's SYN is `packet`: the stream
 // starts after the SYN's sequence number, and the header is pending.
 void startProxyStream(NatSession& session, const Frame& frame, const ParsedPacket& packet);
 
+// The packets below are as parsePacket() accepted them: a TCP header within the IP packet, and
+// the IP packet within the frame.
+//
 // A client's TCP segment of `session` (proxy_header not kNone), before its endpoints' rewrite:
 // the header inserted or the sequence number shifted as above. `header` names the client and
 // the VIP; `mtu` is the egress port's. The frame may grow by the header's length (into its
@@ -65,9 +67,8 @@ void shiftClientSequence(Frame& frame, const ParsedPacket& packet, uint32_t head
 
 // A backend's TCP segment of `session` (proxy_header not kNone), before its endpoints' rewrite:
 // its acknowledgement, SACK blocks and window into the client's numbering, and the header's
-// state moved on (acknowledged, or lacking). Returns false for a TCP header running past the IP
-// packet, which the caller drops.
-bool proxyFromBackend(Frame& frame, const ParsedPacket& packet, NatSession& session);
+// state moved on (acknowledged, or lacking).
+void proxyFromBackend(Frame& frame, const ParsedPacket& packet, NatSession& session);
 
 // An ICMP error from the backend's side about a client's segment of `session`, its embedded
 // addresses already rewritten (rewriteIcmpError()): the embedded sequence number back into the

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace berth {
 
@@ -42,6 +43,15 @@ inline uint16_t loadBigEndian16(const uint8_t* bytes) {
 inline void storeBigEndian16(uint8_t* bytes, uint16_t value) {
   bytes[0] = static_cast<uint8_t>(value >> 8);
   bytes[1] = static_cast<uint8_t>(value);
+}
+inline uint32_t loadBigEndian32(const uint8_t* bytes) {
+  uint32_t word;
+  std::memcpy(&word, bytes, 4);
+  return __builtin_bswap32(word);
+}
+inline void storeBigEndian32(uint8_t* bytes, uint32_t value) {
+  const uint32_t word = __builtin_bswap32(value);
+  std::memcpy(bytes, &word, 4);
 }
 
 }  // namespace berth

@@ -14,14 +14,16 @@ cd "$(dirname "$0")/.."
 bash tools/install-deps.sh >/dev/null
 bash tools/build.sh >/dev/null
 
-for program in maglev_bench datapath_bench pipeline_bench conntrack_bench json_writer_bench; do
+for program in maglev_bench datapath_bench pipeline_bench conntrack_bench json_writer_bench \
+  reports_bench; do
   ./build/perf/$program --benchmark_repetitions="${REPETITIONS:-9}" \
     --benchmark_report_aggregates_only=true --benchmark_out="build/perf/$program.json" \
     --benchmark_out_format=json >/dev/null 2>"build/perf/$program.log"
 done
 
 /usr/bin/python3 - build/perf/maglev_bench.json build/perf/datapath_bench.json \
-  build/perf/pipeline_bench.json build/perf/conntrack_bench.json build/perf/json_writer_bench.json <<'PY'
+  build/perf/pipeline_bench.json build/perf/conntrack_bench.json build/perf/json_writer_bench.json \
+  build/perf/reports_bench.json <<'PY'
 import json
 import sys
 

@@ -41,8 +41,7 @@ void ReplyChannels::serve(const ControlSocket::Handler& control,
   serving_ = true;
   if (control_) control_->serve(control);
   if (read_only_) read_only_->serve(read_only);
-  // A scrape's rendering gathers its figures on the loop too: one gathering a turn, shared
-  // with gatheredReply().
+  // A scrape's rendering gathers its figures on the loop too, sharing gatheredReply()'s turns.
   if (metrics_) {
     metrics_->serve([&]() -> std::shared_ptr<const RenderedText> {
       return mayGatherNow() ? metrics() : nullptr;
@@ -57,7 +56,9 @@ std::shared_ptr<const RenderedText> ReplyChannels::renderOffLoop(ReplyRenderer::
 
 bool ReplyChannels::mayGatherNow() {
   if (!serving_) return true;
-  if (gathered_turn_ == turn_) return false;  // this turn has gathered: a later one
+  // A request that arrives while a turn gathers is served on the next turn, which therefore
+  // gathers nothing: otherwise it could wait behind that turn's gathering and then the next's.
+  if (gathered_turn_ != 0 && turn_ <= gathered_turn_ + 1) return false;
   gathered_turn_ = turn_;
   return true;
 }

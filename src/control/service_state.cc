@@ -156,8 +156,24 @@ ServiceState::ServiceState(ServiceConfig configured, ServiceConfig config,
       drained_(std::move(drained)),
       healthy_(std::move(healthy)),
       base_(std::move(base)),
-      live_(std::move(live)),
-      live_fingerprint_(serviceFingerprint(configured_, live_)) {}
+      live_(std::move(live)) {
+  keepWithLiveTable();
+}
+
+void ServiceState::setLive(Table live) {
+  live_ = std::move(live);
+  keepWithLiveTable();
+}
+
+void ServiceState::keepWithLiveTable() {
+  live_fingerprint_ = serviceFingerprint(configured_, live_);
+  const std::vector<uint32_t> slots = live_.slotCounts();
+  live_slots_.assign(configured_.backends.size(), 0);
+  for (size_t b = 0; b < configured_.backends.size(); ++b) {
+    const absl::StatusOr<uint16_t> index = live_.indexOf(configured_.backends[b].name);
+    if (index.ok()) live_slots_[b] = slots[*index];
+  }
+}
 
 absl::StatusOr<ServiceState> ServiceState::build(const ServiceConfig& configured,
                                                  absl::flat_hash_set<std::string> drained,
@@ -200,8 +216,7 @@ absl::StatusOr<SlotChange> ServiceState::setGeneration(std::optional<Table> gene
   SlotChange change{TableChangeCause::kGeneration, configMovement(live_, *live)};
   base_ = *std::move(base);
   healthy_ = std::move(healthy);
-  live_ = *std::move(live);
-  live_fingerprint_ = serviceFingerprint(configured_, live_);
+  setLive(*std::move(live));
   from_generation_ = from_generation;
   return change;
 }
@@ -244,8 +259,7 @@ absl::StatusOr<SlotChange> ServiceState::setHealth(std::vector<bool> healthy) {
   if (!live.ok()) return inService(config_, live.status());
   SlotChange change = availabilityChange(live_, *live, TableChangeCause::kHealth);
   healthy_ = std::move(healthy);
-  live_ = *std::move(live);
-  live_fingerprint_ = serviceFingerprint(configured_, live_);
+  setLive(*std::move(live));
   return change;
 }
 
@@ -271,8 +285,7 @@ absl::StatusOr<std::optional<SlotChange>> ServiceState::setDrained(absl::string_
     if (entry.name == backend) entry.weight = drained ? 0 : configuredWeight(backend);
   }
   drained_ = std::move(next_drained);
-  live_ = *std::move(live);
-  live_fingerprint_ = serviceFingerprint(configured_, live_);
+  setLive(*std::move(live));
   return std::optional<SlotChange>(std::move(change));
 }
 

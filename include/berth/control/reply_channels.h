@@ -60,10 +60,11 @@ class ReplyChannels {
   std::shared_ptr<const RenderedText> renderOffLoop(ReplyRenderer::Render render);
   // The read-only socket's `stats`: `render` at most once every kReadOnlyStatsInterval.
   std::shared_ptr<const RenderedText> sharedStats(absl::Time now, const Render& render);
-  // A rendered reply whose figures `gather` takes (and hands to the renderer) on the first turn
-  // of the loop on which no other reply has gathered yet. With tens of thousands of backends a
-  // gathering holds the loop for tens of milliseconds (hundreds under a sanitizer); several
-  // arriving together must not hold `announce` and `status` up behind all of them in one turn.
+  // A rendered reply whose figures `gather` takes (and hands to the renderer) on a turn of the
+  // loop that may gather: one turn in two at most, the first turn neither the last one to gather
+  // nor the one after it. With tens of thousands of backends a gathering holds the loop for
+  // tens of milliseconds (hundreds under a sanitizer); several arriving together must not hold
+  // `announce` and `status` up behind more than one of them, whenever they arrive.
   // Outside serve() (a caller draining a reply itself) it gathers at once.
   std::unique_ptr<ReplyStream> gatheredReply(Render gather);
   // `backends`: a request that arrives while a rendering of the same snapshot is under way
@@ -91,7 +92,7 @@ class ReplyChannels {
   uint64_t backends_rendering_generation_ = 0;              // the snapshot it shows
   uint64_t turn_ = 0;                                       // serve() calls so far
   bool serving_ = false;        // inside serve(): a gathering waits for a turn of its own
-  uint64_t gathered_turn_ = 0;  // the last turn a reply or a scrape gathered on
+  uint64_t gathered_turn_ = 0;  // the last turn a reply or a scrape gathered on; 0: none yet
 };
 
 }  // namespace berth

@@ -79,6 +79,9 @@ class ServiceState {
   // serviceFingerprint() of the live table, kept with it: `status` reports it on every request,
   // and a 655,373-slot table takes milliseconds to hash.
   uint64_t liveFingerprint() const { return live_fingerprint_; }
+  // The slots each backend owns in the live table, config order: kept with it, since the
+  // per-backend replies read them for every backend on the management loop.
+  const std::vector<uint32_t>& liveSlots() const { return live_slots_; }
   // One flag per backend, in config order.
   const std::vector<bool>& healthy() const { return healthy_; }
   size_t healthyCount() const;
@@ -111,6 +114,9 @@ class ServiceState {
                                             std::vector<bool> healthy,
                                             std::optional<Table> generation);
   int64_t configuredWeight(absl::string_view backend) const;
+  // The live table, and what is kept with it: its fingerprint and each backend's slots.
+  void setLive(Table live);
+  void keepWithLiveTable();
 
   ServiceConfig configured_;  // as the config file gives it
   ServiceConfig config_;      // in force: drains applied
@@ -118,7 +124,8 @@ class ServiceState {
   std::vector<bool> healthy_;
   Table base_;
   Table live_;
-  uint64_t live_fingerprint_;
+  uint64_t live_fingerprint_ = 0;
+  std::vector<uint32_t> live_slots_;
   bool from_generation_ = false;
 };
 

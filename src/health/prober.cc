@@ -14,37 +14,17 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "berth/health/http_probe.h"
 #include "berth/net/proxy_protocol.h"
 #include "berth/net/socket_address.h"
 
 namespace berth {
 namespace {
 
-// Enough for any status line; the rest of the response is not read.
-constexpr size_t kResponseLimit = 1024;
-
 uint64_t steadyMilliseconds() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                    std::chrono::steady_clock::now().time_since_epoch())
                                    .count());
-}
-
-std::string hostPort(const IpAddress& address, uint16_t port) {
-  return address.isV4() ? absl::StrCat(address.toString(), ":", port)
-                        : absl::StrCat("[", address.toString(), "]:", port);
-}
-
-// The status code of an HTTP status line ("HTTP/1.1 200 OK"), or -1.
-int statusOf(absl::string_view response) {
-  const size_t end = response.find('\n');
-  if (end == absl::string_view::npos) return -1;
-  absl::string_view line = response.substr(0, end);
-  if (line.substr(0, 5) != "HTTP/") return -1;
-  const size_t space = line.find(' ');
-  if (space == absl::string_view::npos || line.size() < space + 4) return -1;
-  int status = 0;
-  if (!absl::SimpleAtoi(line.substr(space + 1, 3), &status)) return -1;
-  return status;
 }
 
 }  // namespace
@@ -84,7 +64,7 @@ ProbeTarget ProbeTarget::of(const HealthCheckConfig& config) {
 }
 
 std::string ProbeTarget::toString() const {
-  return absl::StrCat(berth::toString(type), " ", hostPort(address, port),
+  return absl::StrCat(berth::toString(type), " ", Endpoint{address, port}.toString(),
                       type == HealthCheckType::kHttp ? http_path : "",
                       interface.empty() ? "" : absl::StrCat(" via ", interface),
                       source ? absl::StrCat(" from ", source->toString()) : "");
@@ -144,9 +124,7 @@ uint64_t Prober::start(const ProbeTarget& target) {
       const auto header = proxyLocalHeader();
       probe.request.assign(header.begin(), header.end());
     }
-    absl::StrAppend(&probe.request, "GET ", target.http_path,
-                    " HTTP/1.0\r\nHost: ", hostPort(target.address, target.port),
-                    "\r\nUser-Agent: berth-health\r\nConnection: close\r\n\r\n");
+    probe.request += httpProbeRequest(target.http_path, target.address, target.port);
   }
   epoll_event event{};
   event.events = EPOLLOUT;
@@ -176,7 +154,8 @@ std::string Prober::bindSource(int fd, const ProbeTarget& target) {
   if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, sizeof(reuse)) != 0 ||
       setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset)) != 0 ||
       bind(fd, local.get(), local.length) != 0) {
-    return absl::StrCat("bind to ", hostPort(*target.source, port), ": ", strerror(errno));
+    return absl::StrCat("bind to ", Endpoint{*target.source, port}.toString(), ": ",
+                        strerror(errno));
   }
   return "";
 }
@@ -224,16 +203,16 @@ void Prober::readResponse(Probe& probe) {
       }
       return;
     }
-    if (got > 0 && probe.response.size() < kResponseLimit) {
+    if (got > 0 && probe.response.size() < kHttpResponseLimit) {
       probe.response.append(buffer, static_cast<size_t>(got));
     }
-    const int status = statusOf(probe.response);
+    const int status = httpStatusOf(probe.response);
     if (status >= 0) {
       const bool expected = status >= probe.target.expect_low && status <= probe.target.expect_high;
       finish(probe, expected, absl::StrCat(expected ? "HTTP " : "HTTP status ", status));
       return;
     }
-    if (got == 0 || probe.response.size() >= kResponseLimit) {
+    if (got == 0 || probe.response.size() >= kHttpResponseLimit) {
       finish(probe, false,
              got == 0 ? "connection closed without an HTTP status line"
                       : "no HTTP status line in the first 1024 bytes");

@@ -4,16 +4,21 @@
 // UDP packet's endpoints, an ICMP error's translation), which must stay inside it too, and a TCP
 // segment through a PROXY protocol session's stream both ways (the header inserted into its
 // tailroom, or only shifted), which must stay inside the frame and its tailroom, and through
-// NAT64's translations (nat64.h), which must stay inside the frame and its headroom.
+// NAT64's translations (nat64.h), which must stay inside the frame and its headroom. A TCP
+// segment is also read as a path probe's answer (path_probe.h), whose payload must lie inside
+// the frame, and given to an HTTP probe's conversation waiting for exactly that segment.
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "berth/dataplane/nat64.h"
 #include "berth/dataplane/nat_rewrite.h"
+#include "berth/dataplane/path_probe.h"
 #include "berth/dataplane/proxy_stream.h"
+#include "berth/health/path_conversation.h"
 #include "berth/net/flow_key.h"
 #include "berth/net/packet_parser.h"
 
@@ -101,6 +106,25 @@ void translateAsNat64(const uint8_t* data, size_t size, const berth::ParsedPacke
   if (size_t{translated.l3_offset} + translated.ip_length > frame.length) __builtin_trap();
 }
 
+// The segment read from a copy exactly the frame's size, as the prober reads an answer, then
+// given to a conversation whose SYN it acknowledges and whose next expected byte it carries.
+void readAsPathProbeAnswer(const uint8_t* data, size_t size, const berth::ParsedPacket& packet) {
+  std::vector<uint8_t> copy(data, data + size);
+  const std::optional<berth::ReceivedSegment> received =
+      berth::readTcpSegment(copy.data(), size, packet);
+  if (!received) return;
+  const auto* payload = reinterpret_cast<const uint8_t*>(received->segment.payload.data());
+  if (payload < copy.data() || payload + received->segment.payload.size() > copy.data() + size) {
+    __builtin_trap();
+  }
+  const berth::TcpSegment& segment = received->segment;
+  berth::PathConversation conversation(received->endpoints, segment.acknowledgement - 1,
+                                       "GET / HTTP/1.0\r\n\r\n");
+  conversation.receive(berth::TcpSegment{
+      berth::kTcpSyn | berth::kTcpAck, segment.sequence - 1, segment.acknowledgement, {}});
+  conversation.receive(segment);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -114,6 +138,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     rewriteAsFullNat(data, size, packet);
     streamAsProxySession(data, size, packet);
     translateAsNat64(data, size, packet);
+    readAsPathProbeAnswer(data, size, packet);
   }
   return 0;
 }

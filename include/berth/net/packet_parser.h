@@ -56,6 +56,7 @@ inline constexpr uint16_t kEtherTypeQinQ = 0x88A8;
 inline constexpr uint8_t kTcpFin = 0x01;
 inline constexpr uint8_t kTcpSyn = 0x02;
 inline constexpr uint8_t kTcpRst = 0x04;
+inline constexpr uint8_t kTcpPsh = 0x08;
 inline constexpr uint8_t kTcpAck = 0x10;
 
 struct ParsedPacket {

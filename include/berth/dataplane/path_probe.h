@@ -11,9 +11,9 @@
 
 namespace berth {
 
-// The frames of a health probe that takes the data path (health/path_conversation.h,
-// docs/health-checks.md): its segments as they leave for one backend, and the backend's
-// answers as berth receives them. Pure: plain buffers, no EAL.
+// The frames of a health probe that takes the data path (health/path_conversation.h): its
+// segments as they leave for one backend, and the backend's answers as berth receives them.
+// Pure: plain buffers, no EAL.
 
 // The most a probe's segment takes before its mode's rewrite: Ethernet, IPv6, TCP with the MSS
 // option, and an HTTP request of the path's length (config.h caps it).

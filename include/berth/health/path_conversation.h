@@ -9,13 +9,13 @@
 
 namespace berth {
 
-// A health probe that takes the data path (docs/health-checks.md): berth opens a TCP
-// connection from its port's own address to the service's VIP and port, each segment sent to
-// one backend the way the service's traffic goes (encapsulated, or at the backend's MAC), and
-// the backend answers from the VIP straight back to berth's address, as it answers clients. The
-// connection is berth's own, made of crafted segments rather than a kernel socket's: this is
-// that connection's TCP, from berth's side. Pure: the caller sends what it gives and hands it
-// what arrives on its endpoints; the clock is the caller's too.
+// A health probe that takes the data path: berth opens a TCP connection from its port's own
+// address to the service's VIP and port, each segment sent to one backend the way the service's
+// traffic goes (encapsulated, or at the backend's MAC), and the backend answers from the VIP
+// straight back to berth's address, as it answers clients. The connection is berth's own, made of
+// crafted segments rather than a kernel socket's: this is that connection's TCP, from berth's
+// side. Pure: the caller sends what it gives and hands it what arrives on its endpoints; the
+// clock is the caller's too.
 //
 // A TCP check passes when the backend completes the handshake; an HTTP check sends its request
 // with the handshake's last ACK and passes on an expected status line. Either way the

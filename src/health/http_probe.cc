@@ -4,13 +4,11 @@
 #include "absl/strings/str_cat.h"
 
 namespace berth {
+namespace {
 
-std::string httpProbeRequest(absl::string_view path, const IpAddress& host, uint16_t port) {
-  return absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", Endpoint{host, port}.toString(),
-                      "\r\nUser-Agent: berth-health\r\nConnection: close\r\n\r\n");
-}
-
-int httpStatusOf(absl::string_view response) {
+// The status code of the HTTP status line ("HTTP/1.1 200 OK") that starts `response`, or -1
+// while the line is incomplete or is not one.
+int statusOf(absl::string_view response) {
   const size_t end = response.find('\n');
   if (end == absl::string_view::npos) return -1;
   absl::string_view line = response.substr(0, end);
@@ -20,6 +18,26 @@ int httpStatusOf(absl::string_view response) {
   int status = 0;
   if (!absl::SimpleAtoi(line.substr(space + 1, 3), &status)) return -1;
   return status;
+}
+
+}  // namespace
+
+std::string httpProbeRequest(absl::string_view path, const IpAddress& host, uint16_t port) {
+  return absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", Endpoint{host, port}.toString(),
+                      "\r\nUser-Agent: berth-health\r\nConnection: close\r\n\r\n");
+}
+
+std::optional<ProbeVerdict> httpVerdictOf(absl::string_view response, bool closed,
+                                          uint16_t expect_low, uint16_t expect_high) {
+  if (const int status = statusOf(response); status >= 0) {
+    const bool expected = status >= expect_low && status <= expect_high;
+    return ProbeVerdict{expected, absl::StrCat(expected ? "HTTP " : "HTTP status ", status)};
+  }
+  if (closed) return ProbeVerdict{false, "connection closed without an HTTP status line"};
+  if (response.size() >= kHttpResponseLimit) {
+    return ProbeVerdict{false, "no HTTP status line in the first 1024 bytes"};
+  }
+  return std::nullopt;
 }
 
 }  // namespace berth

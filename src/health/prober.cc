@@ -197,7 +197,7 @@ void Prober::readResponse(Probe& probe) {
     if (got < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
       if (errno == ECONNRESET) {
-        finish(probe, false, "connection reset without an HTTP status line");
+        finish(probe, false, std::string(kHttpResetDetail));
       } else {
         fail(probe, "recv", errno);
       }
@@ -206,16 +206,9 @@ void Prober::readResponse(Probe& probe) {
     if (got > 0 && probe.response.size() < kHttpResponseLimit) {
       probe.response.append(buffer, static_cast<size_t>(got));
     }
-    const int status = httpStatusOf(probe.response);
-    if (status >= 0) {
-      const bool expected = status >= probe.target.expect_low && status <= probe.target.expect_high;
-      finish(probe, expected, absl::StrCat(expected ? "HTTP " : "HTTP status ", status));
-      return;
-    }
-    if (got == 0 || probe.response.size() >= kHttpResponseLimit) {
-      finish(probe, false,
-             got == 0 ? "connection closed without an HTTP status line"
-                      : "no HTTP status line in the first 1024 bytes");
+    if (const std::optional<ProbeVerdict> verdict = httpVerdictOf(
+            probe.response, got == 0, probe.target.expect_low, probe.target.expect_high)) {
+      finish(probe, verdict->success, verdict->detail);
       return;
     }
   }

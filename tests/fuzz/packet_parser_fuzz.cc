@@ -118,8 +118,7 @@ void readAsPathProbeAnswer(const uint8_t* data, size_t size, const berth::Parsed
     __builtin_trap();
   }
   const berth::TcpSegment& segment = received->segment;
-  berth::PathConversation conversation(received->endpoints, segment.acknowledgement - 1,
-                                       "GET / HTTP/1.0\r\n\r\n");
+  berth::PathConversation conversation(segment.acknowledgement - 1, "GET / HTTP/1.0\r\n\r\n");
   conversation.receive(berth::TcpSegment{
       berth::kTcpSyn | berth::kTcpAck, segment.sequence - 1, segment.acknowledgement, {}});
   conversation.receive(segment);

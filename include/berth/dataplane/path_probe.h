@@ -15,10 +15,6 @@ namespace berth {
 // segments as they leave for one backend, and the backend's answers as berth receives them.
 // Pure: plain buffers, no EAL.
 
-// The most a probe's segment takes before its mode's rewrite: Ethernet, IPv6, TCP with the MSS
-// option, and an HTTP request of the path's length (config.h caps it).
-inline constexpr size_t kPathProbeHeadersLength = 14 + 40 + 24;
-
 // Writes `segment` on `endpoints` (berth's address and port to the VIP and its port) at
 // frame.data, as a client's packet to the VIP would arrive (untagged, from the target's source
 // MAC), and rewrites it with `forward` for `target` as the pipeline rewrites a client's packet

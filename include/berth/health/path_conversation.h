@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "berth/health/http_probe.h"
 #include "berth/net/tcp_segment.h"
 
 namespace berth {
@@ -24,12 +25,6 @@ namespace berth {
 // data not at the next expected sequence, a reset outside it) change nothing, so a flood of
 // forged answers cannot pass a probe: it would have to guess 32 random bits.
 
-// What a probe's answer made of the backend.
-struct PathVerdict {
-  bool success = false;
-  std::string detail;  // "answered", "HTTP 200", "refused", "HTTP status 503", ...
-};
-
 class PathConversation {
  public:
   enum class Phase : uint8_t {
@@ -38,24 +33,23 @@ class PathConversation {
     kDone,        // a verdict was given
   };
 
-  // `endpoints`: berth's address and port, the VIP and its port. `request`: empty for a TCP
-  // check; an HTTP check's request (http_probe.h), answered by a status in
-  // [expect_low, expect_high].
-  PathConversation(TcpEndpoints endpoints, uint32_t initial_sequence, std::string request = {},
-                   uint16_t expect_low = 200, uint16_t expect_high = 399);
+  // `request`: empty for a TCP check; an HTTP check's request (http_probe.h), answered by a
+  // status in [expect_low, expect_high]. The endpoints are the caller's, which matches what
+  // arrives on them.
+  explicit PathConversation(uint32_t initial_sequence, std::string request = {},
+                            uint16_t expect_low = 200, uint16_t expect_high = 399);
 
-  const TcpEndpoints& endpoints() const { return endpoints_; }
   Phase phase() const { return phase_; }
 
   // The SYN that opens it, with the MSS this end takes.
   TcpSegment opening() const;
   static constexpr uint16_t kMaximumSegmentSize = 1400;
 
-  // What a segment from the VIP's end on these endpoints makes berth send, and the verdict it
+  // What a segment from the VIP's end of the connection makes berth send, and the verdict it
   // gives, if any. A segment that does not belong changes nothing and asks nothing.
   struct Step {
     std::optional<TcpSegment> send;  // its payload points into this conversation
-    std::optional<PathVerdict> verdict;
+    std::optional<ProbeVerdict> verdict;
   };
   Step receive(const TcpSegment& segment);
 
@@ -67,7 +61,11 @@ class PathConversation {
   std::string timeoutDetail() const;
 
  private:
-  TcpEndpoints endpoints_;
+  // The verdict, with the reset that ends the connection where it is still up.
+  Step finish(ProbeVerdict verdict);
+  // The request, with the acknowledgement of the backend's SYN.
+  TcpSegment requestSegment() const;
+
   uint32_t initial_sequence_;
   std::string request_;
   uint16_t expect_low_;

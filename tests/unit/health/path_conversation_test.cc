@@ -22,10 +22,6 @@ namespace {
 constexpr uint32_t kInitial = 0xfffffff0;  // the sequence wraps during the conversation
 constexpr uint32_t kPeerInitial = 0x12345678;
 
-TcpEndpoints endpoints() {
-  return TcpEndpoints{IpAddress::v4(198, 18, 0, 10), 61000, IpAddress::v4(198, 18, 100, 1), 80};
-}
-
 TcpSegment synAck(uint32_t acknowledgement = kInitial + 1) {
   return TcpSegment{kTcpSyn | kTcpAck, kPeerInitial, acknowledgement, {}};
 }
@@ -35,7 +31,7 @@ TcpSegment data(uint32_t sequence, absl::string_view payload, uint8_t flags = kT
 }
 
 TEST(PathConversationTest, ATcpCheckPassesOnTheHandshakeAndResetsIt) {
-  PathConversation conversation(endpoints(), kInitial);
+  PathConversation conversation(kInitial);
   const TcpSegment syn = conversation.opening();
   EXPECT_EQ(syn.flags, kTcpSyn);
   EXPECT_EQ(syn.sequence, kInitial);
@@ -54,7 +50,7 @@ TEST(PathConversationTest, ATcpCheckPassesOnTheHandshakeAndResetsIt) {
 }
 
 TEST(PathConversationTest, AResetThatAcknowledgesTheSynIsRefused) {
-  PathConversation conversation(endpoints(), kInitial);
+  PathConversation conversation(kInitial);
   const PathConversation::Step step =
       conversation.receive(TcpSegment{kTcpRst | kTcpAck, 0, kInitial + 1, {}});
   ASSERT_TRUE(step.verdict.has_value());
@@ -65,7 +61,7 @@ TEST(PathConversationTest, AResetThatAcknowledgesTheSynIsRefused) {
 }
 
 TEST(PathConversationTest, ForgedAnswersToTheSynChangeNothing) {
-  PathConversation conversation(endpoints(), kInitial);
+  PathConversation conversation(kInitial);
   std::mt19937 random(7);
   for (int i = 0; i < 1000000; ++i) {
     uint32_t acknowledgement = static_cast<uint32_t>(random());
@@ -84,7 +80,7 @@ TEST(PathConversationTest, ForgedAnswersToTheSynChangeNothing) {
 
 TEST(PathConversationTest, AnHttpCheckSendsItsRequestAndReadsTheStatusInOrder) {
   const std::string request = httpProbeRequest("/healthz", IpAddress::v4(198, 18, 100, 1), 80);
-  PathConversation conversation(endpoints(), kInitial, request, 200, 399);
+  PathConversation conversation(kInitial, request, 200, 399);
   PathConversation::Step step = conversation.receive(synAck());
   EXPECT_FALSE(step.verdict.has_value());
   ASSERT_TRUE(step.send.has_value());
@@ -117,7 +113,7 @@ TEST(PathConversationTest, AnHttpCheckSendsItsRequestAndReadsTheStatusInOrder) {
 TEST(PathConversationTest, AnUnexpectedStatusACloseOrAResetFailsAnHttpCheck) {
   const std::string request = "GET / HTTP/1.0\r\n\r\n";
   {
-    PathConversation conversation(endpoints(), kInitial, request, 200, 299);
+    PathConversation conversation(kInitial, request, 200, 299);
     conversation.receive(synAck());
     const PathConversation::Step step =
         conversation.receive(data(kPeerInitial + 1, "HTTP/1.0 503 Busy\r\n"));
@@ -126,14 +122,14 @@ TEST(PathConversationTest, AnUnexpectedStatusACloseOrAResetFailsAnHttpCheck) {
     EXPECT_EQ(step.send->flags, kTcpRst);
   }
   {
-    PathConversation conversation(endpoints(), kInitial, request, 200, 299);
+    PathConversation conversation(kInitial, request, 200, 299);
     conversation.receive(synAck());
     const PathConversation::Step step =
         conversation.receive(data(kPeerInitial + 1, "nonsense", kTcpAck | kTcpFin));
     EXPECT_EQ(step.verdict->detail, "connection closed without an HTTP status line");
   }
   {
-    PathConversation conversation(endpoints(), kInitial, request, 200, 299);
+    PathConversation conversation(kInitial, request, 200, 299);
     conversation.receive(synAck());
     EXPECT_FALSE(conversation.receive(TcpSegment{kTcpRst, kPeerInitial + 5, 0, {}}).verdict)
         << "a reset off the next byte";
@@ -143,7 +139,7 @@ TEST(PathConversationTest, AnUnexpectedStatusACloseOrAResetFailsAnHttpCheck) {
     EXPECT_FALSE(conversation.closing().has_value());
   }
   {
-    PathConversation conversation(endpoints(), kInitial, request, 200, 299);
+    PathConversation conversation(kInitial, request, 200, 299);
     conversation.receive(synAck());
     const std::string long_line(kHttpResponseLimit, 'x');
     const PathConversation::Step step = conversation.receive(data(kPeerInitial + 1, long_line));
@@ -152,7 +148,7 @@ TEST(PathConversationTest, AnUnexpectedStatusACloseOrAResetFailsAnHttpCheck) {
 }
 
 TEST(PathConversationTest, ForgedDataOffTheSequenceCannotPassAnHttpCheck) {
-  PathConversation conversation(endpoints(), kInitial, "GET / HTTP/1.0\r\n\r\n", 200, 399);
+  PathConversation conversation(kInitial, "GET / HTTP/1.0\r\n\r\n", 200, 399);
   conversation.receive(synAck());
   std::mt19937 random(11);
   for (int i = 0; i < 1000000; ++i) {
